@@ -1,0 +1,43 @@
+"""cnncuda: Keras-style CNN training on a C/CUDA core.
+
+One model, several engines chosen by name: ``numpy`` (the NumPy reference),
+``cpu`` (C, one thread), and, where built, ``omp``, ``cuda`` and ``cudnn``.
+"""
+from . import _C
+from ._C import CudaError, EngineUnavailableError
+
+__version__ = "0.1.0"
+
+ENGINES = ("numpy", "cpu", "omp", "cuda", "cudnn")
+
+
+def build_info():
+    """What this build of cnncuda compiled in, as a dict.
+
+    ``features``: the parts compiled in (``cpu``, ``openmp``, ``cuda-runtime``,
+    ``cublas``, ``cudnn``, ``nccl``); ``engines``: the engine tables compiled
+    in; ``summary``: the line the build printed (compiler, nvcc, libraries).
+    """
+    engines = ["numpy"] + [name for name in ENGINES[1:]
+                           if "not available in this build" not in (_C.engine_status(name) or "")]
+    return {
+        "version": __version__,
+        "features": _C.compiled_features().split(),
+        "engines": engines,
+        "summary": _C.build_summary(),
+        "gemm": _C.gemm_path(),
+    }
+
+
+def devices():
+    """The engines that can run on this machine now, e.g. ``['numpy', 'cpu']``."""
+    return ["numpy"] + [name for name in ENGINES[1:] if _C.engine_status(name) is None]
+
+
+def cuda_devices():
+    """Names of the CUDA GPUs visible now (empty without a CUDA build or GPU)."""
+    return _C.cuda_devices()
+
+
+__all__ = ["build_info", "devices", "cuda_devices", "CudaError", "EngineUnavailableError",
+           "ENGINES", "__version__"]

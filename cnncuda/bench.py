@@ -1,0 +1,121 @@
+"""Seconds per epoch of the seed networks on the engines of this machine.
+
+    python -m cnncuda.bench --model cifar10_cnn --device cpu
+
+trains one epoch (the experiment's training-set size, or --images) of
+synthetic data of the seed's shape on each engine, after one warm-up step,
+and prints seconds per epoch, images per second, milliseconds per step and
+the speedup over the sequential ``cpu`` engine. The data are synthetic
+(class templates plus noise), and every row says so.
+"""
+import argparse
+import json
+import platform
+import sys
+import time
+
+import numpy as np
+
+from . import build_info, devices
+from .engine import make_net
+from .seeds import SEEDS, parameter_count, seed_network, synthetic_data
+
+__all__ = ["run", "main"]
+
+
+def _cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def time_epoch(model, device, batch_size=None, images=None, seed=0, epochs=1, log=print):
+    """Trains `epochs` epochs of `images` synthetic samples on `device`; returns a row dict."""
+    spec = seed_network(model)
+    batch = batch_size or spec["batch_size"]
+    n = images or spec["train_images"]
+    x, y = synthetic_data(model, n, seed=seed)
+    net = make_net(device, spec["layers"], spec["input_shape"], batch, spec["loss"],
+                   spec["optimizer"], seed=seed)
+    net.train_batch(x[:batch], y[:batch])  # warm-up: first touch of every buffer
+    steps = (n + batch - 1) // batch
+    rng = np.random.default_rng(seed)
+    seconds = []
+    loss = correct = 0.0
+    for epoch in range(epochs):
+        order = rng.permutation(n)
+        xs, ys = x[order], y[order]  # shuffled outside the timed loop
+        loss = correct = 0.0
+        start = time.perf_counter()
+        for s in range(steps):
+            lo, hi = s * batch, min(n, (s + 1) * batch)
+            l, c = net.train_batch(xs[lo:hi], ys[lo:hi])
+            loss += l
+            correct += c
+        seconds.append(time.perf_counter() - start)
+        log("  %s on %s: epoch %d/%d  %.2f s  loss %.4f  accuracy %.4f"
+            % (model, device, epoch + 1, epochs, seconds[-1], loss / n, correct / n))
+    best = min(seconds)
+    return {
+        "model": model, "device": device, "batch_size": batch, "images": n,
+        "data": "synthetic", "parameters": parameter_count(net),
+        "seconds_per_epoch": best, "images_per_second": n / best,
+        "ms_per_step": 1000.0 * best / steps, "final_loss": loss / n,
+        "final_accuracy": correct / n,
+    }
+
+
+def run(models=("cifar10_cnn",), engines=None, batch_size=None, images=None, epochs=1, seed=0,
+        log=print):
+    """Times every model on every engine; returns the rows (also printed as a table)."""
+    engines = list(engines) if engines else [d for d in devices() if d != "numpy"]
+    info = build_info()
+    log("cnncuda %s | %s | %s | Python %s | NumPy %s"
+        % (info["version"], _cpu_model(), platform.machine(), platform.python_version(),
+           np.__version__))
+    log("build: %s | cpu gemm: %s" % (info["summary"], info["gemm"]))
+    rows = []
+    for model in models:
+        for device in engines:
+            rows.append(time_epoch(model, device, batch_size, images, seed, epochs, log))
+    log("")
+    log("%-12s %-8s %6s %7s %10s %10s %9s %8s  %s" % ("model", "engine", "batch", "images",
+        "s/epoch", "images/s", "ms/step", "speedup", "data"))
+    for r in rows:
+        base = next((b for b in rows if b["model"] == r["model"] and b["device"] == "cpu"), None)
+        speedup = base["seconds_per_epoch"] / r["seconds_per_epoch"] if base else float("nan")
+        r["speedup_vs_cpu"] = speedup
+        log("%-12s %-8s %6d %7d %10.3f %10.1f %9.2f %8.2f  %s" % (r["model"], r["device"],
+            r["batch_size"], r["images"], r["seconds_per_epoch"], r["images_per_second"],
+            r["ms_per_step"], speedup, r["data"]))
+    return rows
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python -m cnncuda.bench", description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", action="append", choices=sorted(SEEDS),
+                   help="seed network (repeatable; default cifar10_cnn)")
+    p.add_argument("--device", action="append",
+                   help="engine (repeatable; default every engine of this machine but numpy)")
+    p.add_argument("--batch-size", type=int, default=None, help="default: the seed's batch")
+    p.add_argument("--images", type=int, default=None,
+                   help="images per epoch (default: the experiment's training-set size)")
+    p.add_argument("--epochs", type=int, default=1, help="epochs timed; the best is reported")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", help="write the rows to this file")
+    args = p.parse_args(argv)
+    rows = run(args.model or ["cifar10_cnn"], args.device, args.batch_size, args.images,
+               args.epochs, args.seed)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""One network on one engine, chosen by name.
+
+``make_net`` builds the same network on the NumPy reference or on a table of
+the C core, with one interface (train_batch, compute_gradients,
+apply_gradients, forward, backward, evaluate, predict, get_weights,
+set_weights, get_gradients). The Keras-style models sit on top of it.
+
+A network is a list of layer dicts, in the order they run:
+
+=============  ================================================================
+kind           keys (defaults)
+=============  ================================================================
+conv2d         units, kernel (kh, kw), strides (1, 1), padding 'valid', use_bias True
+maxpool        kernel (ph, pw), strides (= kernel), padding 'valid'
+avgpool        as maxpool
+flatten        (none)
+dense          units, use_bias True
+activation     activation: linear, relu, sigmoid, tanh, softmax
+dropout        rate
+batchnorm      momentum 0.99, epsilon 1e-3
+=============  ================================================================
+
+loss: ``{"kind": "sparse_categorical_crossentropy" | "categorical_crossentropy" |
+"binary_crossentropy", "from_logits": bool}``; optimizer: ``{"kind": "adam",
+"learning_rate", "beta_1", "beta_2", "epsilon"}`` or ``{"kind": "sgd",
+"learning_rate", "momentum", "nesterov"}``.
+"""
+from . import _C
+from .reference import NumpyNet
+
+__all__ = ["make_net", "parse_device"]
+
+
+def parse_device(device):
+    """'cpu' -> ('cpu', 1); 'omp:8' -> ('omp', 8). Raises ValueError naming the argument."""
+    if not isinstance(device, str):
+        raise TypeError("device: expected a str such as 'cpu', got %r" % (device,))
+    name, _, threads = device.partition(":")
+    if not threads:
+        return name, 1
+    try:
+        count = int(threads)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise ValueError("device: expected 'name:threads' with threads >= 1, got %r" % device)
+    return name, count
+
+
+def make_net(device, layers, input_shape, max_batch, loss, optimizer, seed=0):
+    """A network on `device` ('numpy', 'cpu', ...); see the module docstring."""
+    name, threads = parse_device(device)
+    if name == "numpy":
+        if threads != 1:
+            raise ValueError("device: the numpy engine takes no thread count, got %r" % device)
+        return NumpyNet(layers, input_shape, max_batch, loss, optimizer, seed=seed)
+    return _C.Net(name, list(layers), tuple(input_shape), int(max_batch), dict(loss),
+                  dict(optimizer), int(seed), threads)

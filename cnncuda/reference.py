@@ -1,0 +1,1111 @@
+"""reference.py: the NumPy reference of every cnncuda op, and the `numpy` engine.
+
+This module is the executable form of docs/semantics.md. It has two jobs:
+
+1. Tests check the C and CUDA engines against these functions, so they follow
+   semantics.md to the letter (padding, RNG, initial weights, dropout keys,
+   loss clipping, Keras's optimizer formulas).
+2. `NumpyNet` is the `numpy` engine: the same Python interface as the C
+   binding's Net, timed by users as the slowest baseline -- a plain,
+   vectorized NumPy CNN.
+
+Everything works in Keras layouts:
+    images        (N, H, W, C)            (NHWC)
+    conv kernel   (KH, KW, C, F)
+    dense kernel  (IN, OUT)
+    biases        (F,)      batchnorm weights (C,)
+
+Every op computes in the dtype of its inputs (float32 or float64); scalar
+constants are cast to that dtype so float32 stays float32. No function modifies
+its inputs, except the optimizer steps, which update their parameter and state
+arrays IN PLACE (as the C engines do) and say so.
+"""
+
+import math
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+__all__ = [
+    "mix64", "rng_key", "uniform", "glorot_uniform",
+    "output_size", "same_padding", "padding_geometry",
+    "conv2d_forward", "conv2d_backward",
+    "max_pool2d_forward", "max_pool2d_backward",
+    "avg_pool2d_forward", "avg_pool2d_backward",
+    "flatten_forward", "flatten_backward",
+    "dense_forward", "dense_backward",
+    "ACTIVATIONS", "activation_forward", "activation_backward",
+    "dropout_mask", "dropout_forward", "dropout_backward",
+    "batchnorm_forward_train", "batchnorm_forward_infer",
+    "batchnorm_backward", "batchnorm_backward_infer",
+    "PROB_EPS", "LOSS_KINDS",
+    "sparse_categorical_crossentropy", "categorical_crossentropy",
+    "binary_crossentropy", "loss_forward_backward",
+    "adam_step", "sgd_step",
+    "NumpyNet",
+]
+
+# ---------------------------------------------------------------------------
+# The RNG (semantics.md "The RNG"; cnn_mix64 / cnn_rng_key / cnn_uniform)
+# ---------------------------------------------------------------------------
+
+_MASK64 = (1 << 64) - 1
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MUL1 = np.uint64(0xBF58476D1CE4E5B9)
+_MUL2 = np.uint64(0x94D049BB133111EB)
+_S27, _S30, _S31, _S40 = np.uint64(27), np.uint64(30), np.uint64(31), np.uint64(40)
+
+
+def _as_u64(v):
+    """A Python int, NumPy integer or integer array as uint64 (mod 2**64)."""
+    if isinstance(v, (int, np.integer)):
+        return np.uint64(int(v) & _MASK64)
+    return np.asarray(v).astype(np.uint64)
+
+
+def mix64(z):
+    """The splitmix64 finalizer with uint64 wrap-around; scalar or array."""
+    z = _as_u64(z)
+    with np.errstate(over="ignore"):  # wrap-around is the point
+        z = z + _GOLDEN
+        z = (z ^ (z >> _S30)) * _MUL1
+        z = (z ^ (z >> _S27)) * _MUL2
+        return z ^ (z >> _S31)
+
+
+def rng_key(seed, stream):
+    """key(seed, stream) = mix64(seed ^ mix64(stream)), a np.uint64."""
+    return np.uint64(mix64(_as_u64(seed) ^ mix64(stream)))
+
+
+def uniform(key, counters):
+    """Uniform floats in [0, 1), multiples of 2**-24, one per counter.
+
+    uniform(key, c) = (mix64(key ^ mix64(c)) >> 40) * 2**-24 as float32.
+    `counters` may be a scalar (returns a np.float32) or any integer array
+    (returns a float32 array of its shape).
+    """
+    key = _as_u64(key)
+    c = _as_u64(counters)
+    top24 = mix64(key ^ mix64(c)) >> _S40          # < 2**24: exact in float32
+    out = np.asarray(top24).astype(np.float32) * np.float32(1.0 / 16777216.0)
+    return out[()] if out.ndim == 0 else out
+
+
+# ---------------------------------------------------------------------------
+# Initial weights (semantics.md "Initial weights")
+# ---------------------------------------------------------------------------
+
+def glorot_uniform(seed, layer_index, keras_shape, fan_in, fan_out):
+    """Glorot-uniform kernel of layer `layer_index`, bit-exact with the C core.
+
+    u_j = uniform(key(seed, 2 i), j) for j the flat index in the Keras layout;
+    limit = sqrt(6 / (fan_in + fan_out)) in float32; w = (2 u - 1) * limit.
+    Returns a float32 array of shape `keras_shape`.
+    """
+    shape = tuple(int(d) for d in keras_shape)
+    count = int(np.prod(shape, dtype=np.int64))
+    u = uniform(rng_key(seed, 2 * layer_index), np.arange(count, dtype=np.uint64))
+    one, two = np.float32(1), np.float32(2)
+    # float32 division then float32 sqrt, as sqrtf(6.0f / (float)(fan_in + fan_out))
+    limit = np.sqrt(np.float32(6) / np.float32(fan_in + fan_out))
+    w = (two * u - one) * limit                     # 2u - 1 is exact; one rounding
+    return w.astype(np.float32).reshape(shape)
+
+
+# ---------------------------------------------------------------------------
+# Padding geometry, shared by convolution and pooling (semantics.md "Padding")
+# ---------------------------------------------------------------------------
+
+def same_padding(in_size, k, s):
+    """'same' padding of one axis: (pad_before, pad_after).
+
+    out = ceil(in / s); pad_total = max((out - 1) s + k - in, 0); the extra
+    row (odd pad_total) goes after (bottom / right), as in Keras/TensorFlow.
+    """
+    out = -(-in_size // s)
+    pad_total = max((out - 1) * s + k - in_size, 0)
+    return pad_total // 2, pad_total - pad_total // 2
+
+
+def output_size(in_size, k, s, padding):
+    """Output length of one axis for 'same' or 'valid' padding."""
+    if padding == "same":
+        return -(-in_size // s)
+    if padding == "valid":
+        return (in_size - k) // s + 1
+    raise ValueError(f"padding must be 'same' or 'valid', got {padding!r}")
+
+
+def padding_geometry(in_size, k, s, padding):
+    """(out, pad_before, pad_after) of one axis; 'valid' pads nothing."""
+    if k < 1 or s < 1:
+        raise ValueError(f"window {k} and stride {s} must be >= 1")
+    out = output_size(in_size, k, s, padding)
+    if out < 1:
+        raise ValueError(f"window {k} does not fit an input of size {in_size} "
+                         f"with padding {padding!r}")
+    before, after = same_padding(in_size, k, s) if padding == "same" else (0, 0)
+    return out, before, after
+
+
+def _geometry_2d(x_shape, kernel, strides, padding):
+    """((oh, pt, pb), (ow, pl, pr)) for x of shape (N, H, W, C)."""
+    _, h, w, _ = x_shape
+    return (padding_geometry(h, kernel[0], strides[0], padding),
+            padding_geometry(w, kernel[1], strides[1], padding))
+
+
+def _windows(xp, kernel, strides, oh, ow):
+    """Strided windows of the padded input: a view (N, OH, OW, C, KH, KW).
+
+    Window (r, c) starts at padded row r*sh and column c*sw, which is image
+    row r*sh - pad_top (semantics.md).
+    """
+    v = sliding_window_view(xp, kernel, axis=(1, 2))  # (N, H'-kh+1, W'-kw+1, C, KH, KW)
+    return v[:, ::strides[0], ::strides[1]][:, :oh, :ow]
+
+
+def _col2im(cols, padded_hw, strides):
+    """Adjoint of _windows: sums cols (N, OH, OW, KH, KW, C) into the padded
+    image (N, H', W', C). Loops over the (small) window only."""
+    n, oh, ow, kh, kw, c = cols.shape
+    sh, sw = strides
+    out = np.zeros((n, padded_hw[0], padded_hw[1], c), dtype=cols.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            out[:, i:i + sh * (oh - 1) + 1:sh, j:j + sw * (ow - 1) + 1:sw, :] += cols[:, :, :, i, j, :]
+    return out
+
+
+def _pad(x, pads_h, pads_w, value=0):
+    """Pads the H and W axes of x (N, H, W, C) with a constant."""
+    return np.pad(x, ((0, 0), pads_h, pads_w, (0, 0)), mode="constant", constant_values=value)
+
+
+# ---------------------------------------------------------------------------
+# Conv2D
+# ---------------------------------------------------------------------------
+
+def conv2d_forward(x, w, b=None, strides=(1, 1), padding="valid"):
+    """y = conv(x, w) + b.
+
+    x (N, H, W, C), w (KH, KW, C, F), b (F,) or None -> y (N, OH, OW, F).
+    Rows outside the image read as zero.
+    """
+    kh, kw, c, f = w.shape
+    (oh, pt, pb), (ow, pl, pr) = _geometry_2d(x.shape, (kh, kw), strides, padding)
+    xp = _pad(x, (pt, pb), (pl, pr))                        # (N, H', W', C)
+    patches = _windows(xp, (kh, kw), strides, oh, ow)       # (N, OH, OW, C, KH, KW)
+    # contract (C, KH, KW) of the patches with (C, KH, KW) of the kernel
+    y = np.tensordot(patches, w, axes=([3, 4, 5], [2, 0, 1]))  # (N, OH, OW, F)
+    if b is not None:
+        y += b
+    return y
+
+
+def conv2d_backward(dy, x, w, strides=(1, 1), padding="valid", use_bias=True):
+    """Gradients of conv2d_forward: (dx, dw, db).
+
+    dy (N, OH, OW, F), x (N, H, W, C), w (KH, KW, C, F) ->
+    dx (N, H, W, C), dw (KH, KW, C, F), db (F,) (None when not use_bias).
+    """
+    kh, kw, c, f = w.shape
+    n, h, wd, _ = x.shape
+    (oh, pt, pb), (ow, pl, pr) = _geometry_2d(x.shape, (kh, kw), strides, padding)
+    xp = _pad(x, (pt, pb), (pl, pr))
+    patches = _windows(xp, (kh, kw), strides, oh, ow)       # (N, OH, OW, C, KH, KW)
+    # dw[i, j, c, f] = sum over (n, r, s) of patches[n, r, s, c, i, j] dy[n, r, s, f]
+    dw = np.tensordot(patches, dy, axes=([0, 1, 2], [0, 1, 2]))  # (C, KH, KW, F)
+    dw = dw.transpose(1, 2, 0, 3).copy()                          # (KH, KW, C, F)
+    db = dy.sum(axis=(0, 1, 2)) if use_bias else None
+    # each output position sends dy @ w^T back to its window
+    dcols = np.tensordot(dy, w, axes=([3], [3]))            # (N, OH, OW, KH, KW, C)
+    dxp = _col2im(dcols, xp.shape[1:3], strides)            # (N, H', W', C)
+    dx = dxp[:, pt:pt + h, pl:pl + wd, :].copy()            # drop the padding
+    return dx, dw, db
+
+
+# ---------------------------------------------------------------------------
+# Pooling: windows clipped to the image (max ignores padding, average divides
+# by the in-image count)
+# ---------------------------------------------------------------------------
+
+def max_pool2d_forward(x, pool, strides=None, padding="valid"):
+    """Max pooling: (y, argmax).
+
+    x (N, H, W, C) -> y (N, OH, OW, C) and argmax (N, OH, OW, C), the index of
+    the winner in row-major window order (0 .. PH*PW - 1; the first maximum
+    wins). NOTE: the C engines store a flat index into the image plane instead;
+    this one only feeds max_pool2d_backward. Padding is -inf, so never wins.
+    """
+    strides = tuple(pool) if strides is None else tuple(strides)
+    (oh, pt, pb), (ow, pl, pr) = _geometry_2d(x.shape, pool, strides, padding)
+    xp = _pad(x, (pt, pb), (pl, pr), value=-np.inf)
+    win = _windows(xp, tuple(pool), strides, oh, ow)        # (N, OH, OW, C, PH, PW)
+    win = win.reshape(win.shape[:4] + (-1,))                # (N, OH, OW, C, PH*PW), a copy
+    argmax = np.argmax(win, axis=-1)                        # first maximum wins
+    y = np.take_along_axis(win, argmax[..., None], axis=-1)[..., 0]
+    return y, argmax
+
+
+def max_pool2d_backward(dy, argmax, x_shape, pool, strides=None, padding="valid"):
+    """Gradient of max pooling: dy (N, OH, OW, C) goes to each window's winner.
+    Returns dx of shape x_shape (N, H, W, C)."""
+    strides = tuple(pool) if strides is None else tuple(strides)
+    ph, pw = pool
+    n, h, w, c = x_shape
+    (oh, pt, pb), (ow, pl, pr) = _geometry_2d(x_shape, pool, strides, padding)
+    onehot = np.arange(ph * pw) == argmax[..., None]        # (N, OH, OW, C, PH*PW)
+    cols = np.where(onehot, dy[..., None], dy.dtype.type(0))
+    cols = cols.reshape(n, oh, ow, c, ph, pw).transpose(0, 1, 2, 4, 5, 3)  # (N, OH, OW, PH, PW, C)
+    dxp = _col2im(cols, (h + pt + pb, w + pl + pr), strides)
+    return dxp[:, pt:pt + h, pl:pl + w, :].copy()
+
+
+def _pool_counts(h, w, pool, strides, geo_h, geo_w, dtype):
+    """In-image element count of every window: (OH, OW, 1) in dtype."""
+    def axis_counts(size, k, s, out, before):
+        start = np.arange(out) * s - before                 # first image row of each window
+        return np.minimum(start + k, size) - np.maximum(start, 0)
+    ch = axis_counts(h, pool[0], strides[0], geo_h[0], geo_h[1])
+    cw = axis_counts(w, pool[1], strides[1], geo_w[0], geo_w[1])
+    return (ch[:, None] * cw[None, :]).astype(dtype)[:, :, None]
+
+
+def avg_pool2d_forward(x, pool, strides=None, padding="valid"):
+    """Average pooling over the in-image part of each window.
+    x (N, H, W, C) -> y (N, OH, OW, C)."""
+    strides = tuple(pool) if strides is None else tuple(strides)
+    n, h, w, c = x.shape
+    geo_h, geo_w = _geometry_2d(x.shape, pool, strides, padding)
+    (oh, pt, pb), (ow, pl, pr) = geo_h, geo_w
+    xp = _pad(x, (pt, pb), (pl, pr))                        # zeros add nothing to the sum
+    win = _windows(xp, tuple(pool), strides, oh, ow)        # (N, OH, OW, C, PH, PW)
+    counts = _pool_counts(h, w, pool, strides, geo_h, geo_w, x.dtype)  # (OH, OW, 1)
+    return win.sum(axis=(4, 5)) / counts
+
+
+def avg_pool2d_backward(dy, x_shape, pool, strides=None, padding="valid"):
+    """Gradient of average pooling: dy / count spread over each window's
+    in-image elements. Returns dx of shape x_shape (N, H, W, C)."""
+    strides = tuple(pool) if strides is None else tuple(strides)
+    ph, pw = pool
+    n, h, w, c = x_shape
+    geo_h, geo_w = _geometry_2d(x_shape, pool, strides, padding)
+    (oh, pt, pb), (ow, pl, pr) = geo_h, geo_w
+    g = dy / _pool_counts(h, w, pool, strides, geo_h, geo_w, dy.dtype)   # (N, OH, OW, C)
+    cols = np.broadcast_to(g[:, :, :, None, None, :], (n, oh, ow, ph, pw, c))
+    dxp = _col2im(cols, (h + pt + pb, w + pl + pr), strides)
+    return dxp[:, pt:pt + h, pl:pl + w, :].copy()           # padding's share is dropped
+
+
+# ---------------------------------------------------------------------------
+# Flatten and Dense
+# ---------------------------------------------------------------------------
+
+def flatten_forward(x):
+    """(N, H, W, C) -> (N, H*W*C) in NHWC (Keras) order."""
+    return x.reshape(x.shape[0], -1).copy()
+
+
+def flatten_backward(dy, x_shape):
+    """(N, H*W*C) -> x_shape."""
+    return dy.reshape(x_shape).copy()
+
+
+def dense_forward(x, w, b=None):
+    """y = x w + b: x (N, IN), w (IN, OUT), b (OUT,) or None -> (N, OUT)."""
+    y = x @ w
+    if b is not None:
+        y += b
+    return y
+
+
+def dense_backward(dy, x, w, use_bias=True):
+    """(dx (N, IN), dw (IN, OUT), db (OUT,) or None) from dy (N, OUT)."""
+    dx = dy @ w.T
+    dw = x.T @ dy
+    db = dy.sum(axis=0) if use_bias else None
+    return dx, dw, db
+
+
+# ---------------------------------------------------------------------------
+# Activations (backward from the forward's output y, as the C engines)
+# ---------------------------------------------------------------------------
+
+ACTIVATIONS = ("linear", "relu", "sigmoid", "tanh", "softmax")
+
+
+def _sigmoid(x):
+    """Overflow-free logistic: e = exp(-|x|) never overflows."""
+    e = np.exp(-np.abs(x))
+    one = x.dtype.type(1)
+    return np.where(x >= 0, one / (one + e), e / (one + e))
+
+
+def _softmax(x):
+    """Softmax over the last axis."""
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def activation_forward(x, act):
+    """y = act(x); softmax is over the last axis."""
+    if act == "linear":
+        return x.copy()
+    if act == "relu":
+        return np.maximum(x, x.dtype.type(0))
+    if act == "sigmoid":
+        return _sigmoid(x)
+    if act == "tanh":
+        return np.tanh(x)
+    if act == "softmax":
+        return _softmax(x)
+    raise ValueError(f"unknown activation {act!r}; expected one of {ACTIVATIONS}")
+
+
+def activation_backward(y, dy, act):
+    """dx from the forward's output y and the upstream gradient dy."""
+    one = y.dtype.type(1)
+    if act == "linear":
+        return dy.copy()
+    if act == "relu":
+        return np.where(y > 0, dy, dy.dtype.type(0))        # gradient 1 where y > 0
+    if act == "sigmoid":
+        return dy * y * (one - y)
+    if act == "tanh":
+        return dy * (one - y * y)
+    if act == "softmax":
+        # J^T dy for J = diag(y) - y y^T, per row
+        return y * (dy - (dy * y).sum(axis=-1, keepdims=True))
+    raise ValueError(f"unknown activation {act!r}; expected one of {ACTIVATIONS}")
+
+
+# ---------------------------------------------------------------------------
+# Dropout (inverted; semantics.md "Dropout")
+# ---------------------------------------------------------------------------
+
+def _dropout_scale(rate, dtype):
+    """The float32 scale 1 / (1 - rate), then in dtype."""
+    one = np.float32(1)
+    return np.dtype(dtype).type(one / (one - np.float32(rate)))
+
+
+def dropout_mask(shape, rate, key):
+    """Keep mask of a tensor of Keras shape `shape` (bool, same shape): the
+    element at NHWC flat index j is kept when uniform(key, j) >= rate."""
+    count = int(np.prod(shape, dtype=np.int64))
+    u = uniform(key, np.arange(count, dtype=np.uint64))    # float32
+    return (u >= np.float32(rate)).reshape(shape)
+
+
+def dropout_forward(x, rate, key):
+    """Training-mode dropout of x (any Keras shape) under `key` (the layer's
+    key for this training forward). Rate 0 passes x through (a copy)."""
+    if rate == 0:
+        return x.copy()
+    keep = dropout_mask(x.shape, rate, key)
+    return np.where(keep, x * _dropout_scale(rate, x.dtype), x.dtype.type(0))
+
+
+def dropout_backward(dy, rate, key):
+    """Gradient of dropout_forward: the same mask and scale applied to dy."""
+    return dropout_forward(dy, rate, key)
+
+
+# ---------------------------------------------------------------------------
+# Batch normalization (per channel = last axis; statistics over all others)
+# ---------------------------------------------------------------------------
+
+def batchnorm_forward_train(x, gamma, beta, moving_mean, moving_var, momentum=0.99, epsilon=1e-3):
+    """Training mode: normalize with the batch's mean and biased variance.
+
+    x (N, H, W, C) or (N, C); gamma, beta, moving_* (C,).
+    Returns (y, save_mean, save_invstd, new_moving_mean, new_moving_var), all
+    new arrays: y like x, the rest (C,). moving = moving m + batch (1 - m).
+    """
+    dt = x.dtype.type
+    axes = tuple(range(x.ndim - 1))
+    mean = x.mean(axis=axes)
+    var = ((x - mean) ** 2).mean(axis=axes)                 # biased, as Keras
+    invstd = dt(1) / np.sqrt(var + dt(epsilon))
+    y = gamma * ((x - mean) * invstd) + beta
+    m, one_m = dt(momentum), dt(1) - dt(momentum)
+    new_mean = moving_mean * m + mean * one_m
+    new_var = moving_var * m + var * one_m
+    return y, mean, invstd, new_mean, new_var
+
+
+def batchnorm_forward_infer(x, gamma, beta, moving_mean, moving_var, epsilon=1e-3):
+    """Inference mode: normalize with the moving statistics. y like x."""
+    dt = x.dtype.type
+    invstd = dt(1) / np.sqrt(moving_var + dt(epsilon))
+    return gamma * ((x - moving_mean) * invstd) + beta
+
+
+def batchnorm_backward(dy, x, gamma, save_mean, save_invstd):
+    """Gradient of the training-mode forward (the batch statistics depend on x).
+
+    Returns (dx like x, dgamma (C,), dbeta (C,)).
+    """
+    axes = tuple(range(x.ndim - 1))
+    m = x.dtype.type(x.size // x.shape[-1])                 # elements per channel
+    xhat = (x - save_mean) * save_invstd
+    dbeta = dy.sum(axis=axes)
+    dgamma = (dy * xhat).sum(axis=axes)
+    # dx = gamma invstd (dy - mean(dy) - xhat mean(dy xhat))
+    dx = (gamma * save_invstd / m) * (m * dy - dbeta - xhat * dgamma)
+    return dx, dgamma, dbeta
+
+
+def batchnorm_backward_infer(dy, x, gamma, moving_mean, moving_var, epsilon=1e-3):
+    """Gradient of the inference-mode forward (a per-channel affine map).
+
+    Returns (dx like x, dgamma (C,), dbeta (C,)).
+    """
+    dt = x.dtype.type
+    axes = tuple(range(x.ndim - 1))
+    invstd = dt(1) / np.sqrt(moving_var + dt(epsilon))
+    xhat = (x - moving_mean) * invstd
+    return dy * (gamma * invstd), (dy * xhat).sum(axis=axes), dy.sum(axis=axes)
+
+
+# ---------------------------------------------------------------------------
+# Losses and accuracy (semantics.md "Losses", "Accuracy")
+#
+# Each returns (loss_sum, correct, dy): the SUM over the batch of per-sample
+# losses (a Python float), the count of correct samples (a Python float;
+# binary counts the mean over k per sample), and the gradient of the MEAN
+# loss over `scale_n` samples (default: the batch size), like y; dy is None
+# when grad=False.
+# ---------------------------------------------------------------------------
+
+PROB_EPS = 1e-7
+LOSS_KINDS = ("sparse_categorical_crossentropy", "categorical_crossentropy",
+              "binary_crossentropy")
+
+
+def _logsumexp_softmax(z):
+    """(lse (N, 1), softmax (N, K)) of logits z, stably."""
+    zmax = z.max(axis=1, keepdims=True)
+    e = np.exp(z - zmax)
+    s = e.sum(axis=1, keepdims=True)
+    return zmax + np.log(s), e / s
+
+
+def _prob_crossentropy(y, t, scale_n, grad):
+    """Categorical CE of unnormalized probabilities y against targets t (N, K):
+    q = y / sum(y), clipped to [eps, 1 - eps]; loss -sum(t log q)."""
+    dt = y.dtype.type
+    eps = dt(PROB_EPS)
+    hi = dt(1) - eps
+    s = y.sum(axis=1, keepdims=True)                        # (N, 1)
+    q = y / s
+    loss = -(t * np.log(np.clip(q, eps, hi))).sum(axis=1)   # (N,)
+    dy = None
+    if grad:
+        inside = (q >= eps) & (q <= hi)                     # clipped entries get no gradient
+        g = np.zeros_like(q)
+        np.divide(-t, q, out=g, where=inside)               # g_j = -t_j / q_j
+        dy = (g - (g * q).sum(axis=1, keepdims=True)) / s / dt(scale_n)
+    return loss, dy
+
+
+def _check_2d(y):
+    if y.ndim != 2:
+        raise ValueError(f"loss expects y of shape (N, K), got {y.shape}")
+
+
+def sparse_categorical_crossentropy(y, labels, from_logits=False, scale_n=None, grad=True):
+    """y (N, K) logits or probabilities; labels int (N,) in [0, K)."""
+    _check_2d(y)
+    n, k = y.shape
+    labels = np.asarray(labels).reshape(-1).astype(np.intp)
+    if labels.shape != (n,) or (n and (labels.min() < 0 or labels.max() >= k)):
+        raise ValueError(f"labels must be {n} integers in [0, {k})")
+    scale_n = n if scale_n is None else scale_n
+    rows = np.arange(n)
+    correct = float(np.count_nonzero(np.argmax(y, axis=1) == labels))
+    if from_logits:
+        lse, sm = _logsumexp_softmax(y)
+        loss = lse[:, 0] - y[rows, labels]                  # lse(z) - z[label]
+        dy = None
+        if grad:
+            dy = sm.copy()
+            dy[rows, labels] -= y.dtype.type(1)
+            dy /= y.dtype.type(scale_n)                     # (softmax - onehot) / N
+    else:
+        t = np.zeros_like(y)
+        t[rows, labels] = 1
+        loss, dy = _prob_crossentropy(y, t, scale_n, grad)
+    return float(loss.sum()), correct, dy
+
+
+def categorical_crossentropy(y, targets, from_logits=False, scale_n=None, grad=True):
+    """y (N, K) logits or probabilities; targets float (N, K)."""
+    _check_2d(y)
+    n, k = y.shape
+    t = np.asarray(targets, dtype=y.dtype)
+    if t.shape != y.shape:
+        raise ValueError(f"targets must have shape {y.shape}, got {t.shape}")
+    scale_n = n if scale_n is None else scale_n
+    correct = float(np.count_nonzero(np.argmax(y, axis=1) == np.argmax(t, axis=1)))
+    if from_logits:
+        lse, sm = _logsumexp_softmax(y)
+        tsum = t.sum(axis=1, keepdims=True)                 # (N, 1)
+        loss = tsum[:, 0] * lse[:, 0] - (t * y).sum(axis=1)
+        dy = (sm * tsum - t) / y.dtype.type(scale_n) if grad else None
+    else:
+        loss, dy = _prob_crossentropy(y, t, scale_n, grad)
+    return float(loss.sum()), correct, dy
+
+
+def binary_crossentropy(y, targets, from_logits=False, scale_n=None, grad=True):
+    """y (N, K) logits or probabilities; targets float (N, K) in [0, 1].
+    Per-sample loss and accuracy are means over K."""
+    _check_2d(y)
+    n, k = y.shape
+    dt = y.dtype.type
+    t = np.asarray(targets, dtype=y.dtype)
+    if t.shape != y.shape:
+        raise ValueError(f"targets must have shape {y.shape}, got {t.shape}")
+    scale_n = n if scale_n is None else scale_n
+    one = dt(1)
+    thr = dt(0) if from_logits else dt(0.5)
+    hits = ((y > thr) == (t > dt(0.5))).astype(y.dtype)
+    correct = float((hits.sum(axis=1) / dt(k)).sum())
+    denom = dt(scale_n) * dt(k)
+    if from_logits:
+        elem = np.maximum(y, dt(0)) - y * t + np.log1p(np.exp(-np.abs(y)))
+        dy = (_sigmoid(y) - t) / denom if grad else None
+    else:
+        eps = dt(PROB_EPS)
+        hi = one - eps
+        p = np.clip(y, eps, hi)
+        elem = -(t * np.log(p) + (one - t) * np.log(one - p))
+        dy = None
+        if grad:
+            inside = (y >= eps) & (y <= hi)                 # clipped entries get no gradient
+            dy = np.where(inside, -t / p + (one - t) / (one - p), dt(0)) / denom
+    loss = elem.sum(axis=1) / dt(k)
+    return float(loss.sum()), correct, dy
+
+
+def loss_forward_backward(kind, y, target, from_logits=False, scale_n=None, grad=True):
+    """Dispatches on kind (one of LOSS_KINDS)."""
+    if kind == "sparse_categorical_crossentropy":
+        return sparse_categorical_crossentropy(y, target, from_logits, scale_n, grad)
+    if kind == "categorical_crossentropy":
+        return categorical_crossentropy(y, target, from_logits, scale_n, grad)
+    if kind == "binary_crossentropy":
+        return binary_crossentropy(y, target, from_logits, scale_n, grad)
+    raise ValueError(f"unknown loss {kind!r}; expected one of {LOSS_KINDS}")
+
+
+# ---------------------------------------------------------------------------
+# Optimizers (Keras's forms). Both update p and their state IN PLACE and
+# return None. Hyperparameters are first rounded to p's dtype (the C
+# descriptor holds floats), so float32 matches the C engines.
+# ---------------------------------------------------------------------------
+
+def adam_step(p, g, m, v, step, learning_rate=1e-3, beta_1=0.9, beta_2=0.999, epsilon=1e-7):
+    """One Adam step, t = step counting from 1. Updates p, m, v in place.
+
+    lr_t = lr sqrt(1 - b2^t) / (1 - b1^t) (in double, then p's dtype);
+    m += (g - m)(1 - b1); v += (g^2 - v)(1 - b2); p -= lr_t m / (sqrt(v) + eps).
+    """
+    if step < 1:
+        raise ValueError("Adam's step counts from 1")
+    dt = p.dtype.type
+    lr, b1, b2, eps = dt(learning_rate), dt(beta_1), dt(beta_2), dt(epsilon)
+    lr_t = dt(float(lr) * math.sqrt(1.0 - float(b2) ** step) / (1.0 - float(b1) ** step))
+    m += (g - m) * (dt(1) - b1)
+    v += (g * g - v) * (dt(1) - b2)
+    p -= lr_t * m / (np.sqrt(v) + eps)
+
+
+def sgd_step(p, g, velocity=None, learning_rate=0.01, momentum=0.0, nesterov=False):
+    """One SGD step. Updates p (and velocity, needed when momentum != 0) in place.
+
+    momentum 0: p -= lr g. Otherwise v = momentum v - lr g; then p += v, or
+    with nesterov p += momentum v - lr g.
+    """
+    dt = p.dtype.type
+    lr, mom = dt(learning_rate), dt(momentum)
+    if momentum == 0:
+        p -= lr * g
+        return
+    if velocity is None:
+        raise ValueError("SGD with momentum needs a velocity array")
+    velocity *= mom
+    velocity -= lr * g
+    if nesterov:
+        p += mom * velocity - lr * g
+    else:
+        p += velocity
+
+
+# ---------------------------------------------------------------------------
+# The `numpy` engine: NumpyNet, a Sequential net of small layer objects
+# ---------------------------------------------------------------------------
+
+def _pair(v, name):
+    """An int or a pair of ints as a tuple of two positive ints."""
+    t = (int(v), int(v)) if np.isscalar(v) else tuple(int(e) for e in v)
+    if len(t) != 2 or min(t) < 1:
+        raise ValueError(f"{name} must be a positive int or a pair of them, got {v!r}")
+    return t
+
+
+def _require(spec, key, index):
+    if key not in spec:
+        raise ValueError(f"layer {index} ({spec.get('kind')}): missing {key!r}")
+    return spec[key]
+
+
+class _Layer:
+    """A layer: built from its input shape (without the batch dim).
+
+    weights: arrays in Keras order; trainable: one bool per weight;
+    grads: one array per trainable weight, same order (overwritten by
+    backward). forward(x, training, t) caches what backward(dy) needs; t is
+    the net's training-forward counter (keys dropout).
+    """
+
+    def __init__(self, index, in_shape):
+        self.index = index
+        self.in_shape = tuple(in_shape)
+        self.out_shape = self.in_shape
+        self.weights, self.trainable, self.grads = [], [], []
+
+    def _zero_grads(self):
+        self.grads = [np.zeros_like(w) for w, tr in zip(self.weights, self.trainable) if tr]
+
+    def _need_image(self):
+        if len(self.in_shape) != 3:
+            raise ValueError(f"layer {self.index} ({self.kind}) needs an image input "
+                             f"(H, W, C), got {self.in_shape}")
+
+
+class _Conv2D(_Layer):
+    kind = "conv2d"
+
+    def __init__(self, index, spec, in_shape, seed, dtype):
+        super().__init__(index, in_shape)
+        self._need_image()
+        h, w, c = self.in_shape
+        f = int(_require(spec, "units", index))
+        self.kernel = _pair(_require(spec, "kernel", index), "kernel")
+        self.strides = _pair(spec.get("strides", (1, 1)), "strides")
+        self.padding = spec.get("padding", "valid")
+        self.use_bias = bool(spec.get("use_bias", True))
+        kh, kw = self.kernel
+        oh, _, _ = padding_geometry(h, kh, self.strides[0], self.padding)
+        ow, _, _ = padding_geometry(w, kw, self.strides[1], self.padding)
+        self.out_shape = (oh, ow, f)
+        kernel = glorot_uniform(seed, index, (kh, kw, c, f), kh * kw * c, kh * kw * f)
+        self.weights = [kernel.astype(dtype)]                        # (KH, KW, C, F)
+        if self.use_bias:
+            self.weights.append(np.zeros(f, dtype))                  # (F,)
+        self.trainable = [True] * len(self.weights)
+        self._zero_grads()
+
+    def forward(self, x, training, t):
+        self.x = x                                                   # (N, H, W, C)
+        b = self.weights[1] if self.use_bias else None
+        return conv2d_forward(x, self.weights[0], b, self.strides, self.padding)
+
+    def backward(self, dy):
+        dx, dw, db = conv2d_backward(dy, self.x, self.weights[0], self.strides,
+                                     self.padding, self.use_bias)
+        self.grads = [dw] + ([db] if self.use_bias else [])
+        return dx
+
+
+class _Pool(_Layer):
+    def __init__(self, index, spec, in_shape, kind):
+        super().__init__(index, in_shape)
+        self.kind = kind
+        self._need_image()
+        h, w, c = self.in_shape
+        self.pool = _pair(_require(spec, "kernel", index), "kernel")
+        self.strides = _pair(spec.get("strides") or self.pool, "strides")
+        self.padding = spec.get("padding", "valid")
+        oh, _, _ = padding_geometry(h, self.pool[0], self.strides[0], self.padding)
+        ow, _, _ = padding_geometry(w, self.pool[1], self.strides[1], self.padding)
+        self.out_shape = (oh, ow, c)
+
+    def forward(self, x, training, t):
+        self.x_shape = x.shape
+        if self.kind == "maxpool":
+            y, self.argmax = max_pool2d_forward(x, self.pool, self.strides, self.padding)
+            return y
+        return avg_pool2d_forward(x, self.pool, self.strides, self.padding)
+
+    def backward(self, dy):
+        if self.kind == "maxpool":
+            return max_pool2d_backward(dy, self.argmax, self.x_shape, self.pool,
+                                       self.strides, self.padding)
+        return avg_pool2d_backward(dy, self.x_shape, self.pool, self.strides, self.padding)
+
+
+class _Flatten(_Layer):
+    kind = "flatten"
+
+    def __init__(self, index, spec, in_shape):
+        super().__init__(index, in_shape)
+        self.out_shape = (int(np.prod(self.in_shape)),)
+
+    def forward(self, x, training, t):
+        self.x_shape = x.shape
+        return flatten_forward(x)
+
+    def backward(self, dy):
+        return flatten_backward(dy, self.x_shape)
+
+
+class _Dense(_Layer):
+    kind = "dense"
+
+    def __init__(self, index, spec, in_shape, seed, dtype):
+        super().__init__(index, in_shape)
+        if len(self.in_shape) != 1:
+            raise ValueError(f"layer {index} (dense) needs a vector input; add a "
+                             f"flatten before it (got {self.in_shape})")
+        n_in = self.in_shape[0]
+        units = int(_require(spec, "units", index))
+        self.use_bias = bool(spec.get("use_bias", True))
+        self.out_shape = (units,)
+        kernel = glorot_uniform(seed, index, (n_in, units), n_in, units)
+        self.weights = [kernel.astype(dtype)]                        # (IN, OUT)
+        if self.use_bias:
+            self.weights.append(np.zeros(units, dtype))              # (OUT,)
+        self.trainable = [True] * len(self.weights)
+        self._zero_grads()
+
+    def forward(self, x, training, t):
+        self.x = x                                                   # (N, IN)
+        return dense_forward(x, self.weights[0], self.weights[1] if self.use_bias else None)
+
+    def backward(self, dy):
+        dx, dw, db = dense_backward(dy, self.x, self.weights[0], self.use_bias)
+        self.grads = [dw] + ([db] if self.use_bias else [])
+        return dx
+
+
+class _Activation(_Layer):
+    kind = "activation"
+
+    def __init__(self, index, spec, in_shape):
+        super().__init__(index, in_shape)
+        self.act = _require(spec, "activation", index)
+        if self.act not in ACTIVATIONS:
+            raise ValueError(f"layer {index}: unknown activation {self.act!r}; "
+                             f"expected one of {ACTIVATIONS}")
+        if self.act == "softmax" and len(self.in_shape) != 1:
+            raise ValueError(f"layer {index}: softmax needs a vector input (N, F), "
+                             f"got {self.in_shape}")
+
+    def forward(self, x, training, t):
+        self.y = activation_forward(x, self.act)
+        return self.y
+
+    def backward(self, dy):
+        return activation_backward(self.y, dy, self.act)
+
+
+class _Dropout(_Layer):
+    kind = "dropout"
+
+    def __init__(self, index, spec, in_shape, seed):
+        super().__init__(index, in_shape)
+        self.rate = float(_require(spec, "rate", index))
+        if not 0.0 <= self.rate < 1.0:
+            raise ValueError(f"layer {index}: dropout rate must be in [0, 1), got {self.rate}")
+        self.layer_key = rng_key(seed, 2 * index + 1)
+
+    def forward(self, x, training, t):
+        # the t-th training forward uses key(key(seed, 2 i + 1), t)
+        self.key = rng_key(self.layer_key, t) if training else None
+        return dropout_forward(x, self.rate, self.key) if training else x.copy()
+
+    def backward(self, dy):
+        return dropout_backward(dy, self.rate, self.key) if self.key is not None else dy.copy()
+
+
+class _BatchNorm(_Layer):
+    kind = "batchnorm"
+
+    def __init__(self, index, spec, in_shape, dtype):
+        super().__init__(index, in_shape)
+        c = self.in_shape[-1]
+        self.momentum = float(spec.get("momentum", 0.99))
+        self.epsilon = float(spec.get("epsilon", 1e-3))
+        # gamma, beta, moving_mean, moving_variance (C,)
+        self.weights = [np.ones(c, dtype), np.zeros(c, dtype),
+                        np.zeros(c, dtype), np.ones(c, dtype)]
+        self.trainable = [True, True, False, False]
+        self._zero_grads()
+
+    def forward(self, x, training, t):
+        gamma, beta, mmean, mvar = self.weights
+        self.x, self.training = x, training
+        if not training:
+            return batchnorm_forward_infer(x, gamma, beta, mmean, mvar, self.epsilon)
+        y, self.mean, self.invstd, new_mean, new_var = batchnorm_forward_train(
+            x, gamma, beta, mmean, mvar, self.momentum, self.epsilon)
+        mmean[...] = new_mean                                        # in place: the arrays persist
+        mvar[...] = new_var
+        return y
+
+    def backward(self, dy):
+        gamma, _, mmean, mvar = self.weights
+        if self.training:
+            dx, dgamma, dbeta = batchnorm_backward(dy, self.x, gamma, self.mean, self.invstd)
+        else:
+            dx, dgamma, dbeta = batchnorm_backward_infer(dy, self.x, gamma, mmean, mvar,
+                                                         self.epsilon)
+        self.grads = [dgamma, dbeta]
+        return dx
+
+
+_ADAM_DEFAULTS = {"learning_rate": 1e-3, "beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-7}
+_SGD_DEFAULTS = {"learning_rate": 0.01, "momentum": 0.0, "nesterov": False}
+
+
+class NumpyNet:
+    """The `numpy` engine: a Sequential CNN in NumPy with the C binding's Net
+    interface (see the module docstring of cnncuda and docs/semantics.md).
+
+    NumpyNet(layers, input_shape, max_batch, loss, optimizer, seed=0,
+             dtype=np.float32)
+    """
+
+    device = "numpy"
+
+    def __init__(self, layers, input_shape, max_batch, loss, optimizer, seed=0,
+                 dtype=np.float32):
+        self.dtype = np.dtype(dtype)
+        if self.dtype not in (np.float32, np.float64):
+            raise ValueError(f"dtype must be float32 or float64, got {self.dtype}")
+        self.input_shape = tuple(int(d) for d in input_shape)
+        if len(self.input_shape) not in (1, 3) or min(self.input_shape) < 1:
+            raise ValueError(f"input_shape must be (H, W, C) or (F,), got {input_shape!r}")
+        self._max_batch = int(max_batch)
+        if self._max_batch < 1:
+            raise ValueError("max_batch must be >= 1")
+        self.seed = int(seed)
+
+        # layers, each built on the previous one's output shape
+        self.layers = []
+        shape = self.input_shape
+        for i, spec in enumerate(layers):
+            layer = self._make_layer(i, dict(spec), shape)
+            self.layers.append(layer)
+            shape = layer.out_shape
+        self._output_shape = tuple(shape)
+
+        # loss: the output must be (K,)
+        self.loss_kind = loss["kind"]
+        self.from_logits = bool(loss.get("from_logits", False))
+        if self.loss_kind not in LOSS_KINDS:
+            raise ValueError(f"unknown loss {self.loss_kind!r}; expected one of {LOSS_KINDS}")
+        if len(self._output_shape) != 1:
+            raise ValueError(f"the loss needs a (N, K) output; the net's output is "
+                             f"{self._output_shape} (add a flatten)")
+
+        # optimizer and its state, one slot per trainable weight
+        kind = optimizer["kind"]
+        defaults = {"adam": _ADAM_DEFAULTS, "sgd": _SGD_DEFAULTS}.get(kind)
+        if defaults is None:
+            raise ValueError(f"unknown optimizer {kind!r}; expected 'adam' or 'sgd'")
+        self.opt_kind = kind
+        self.opt = {k: optimizer.get(k, d) for k, d in defaults.items()}
+        self._params = [(layer, j) for layer in self.layers
+                        for j, tr in enumerate(layer.trainable) if tr]
+        self._slots = [[np.zeros_like(layer.weights[j]) for _ in range(2 if kind == "adam" else 1)]
+                       for layer, j in self._params]
+        self._steps = 0
+        self._training_forwards = 0
+        self._last_out_shape = None  # shape of the last forward's output
+
+    def _make_layer(self, i, spec, shape):
+        kind = spec.get("kind")
+        if kind in ("conv2d", "dense") and spec.get("activation") not in (None, "linear"):
+            raise ValueError(f"layer {i} ({kind}): use a separate activation layer")
+        if kind == "conv2d":
+            return _Conv2D(i, spec, shape, self.seed, self.dtype)
+        if kind in ("maxpool", "avgpool"):
+            return _Pool(i, spec, shape, kind)
+        if kind == "flatten":
+            return _Flatten(i, spec, shape)
+        if kind == "dense":
+            return _Dense(i, spec, shape, self.seed, self.dtype)
+        if kind == "activation":
+            return _Activation(i, spec, shape)
+        if kind == "dropout":
+            return _Dropout(i, spec, shape, self.seed)
+        if kind == "batchnorm":
+            return _BatchNorm(i, spec, shape, self.dtype)
+        raise ValueError(f"layer {i}: unknown kind {kind!r}")
+
+    # -- properties -------------------------------------------------------
+
+    @property
+    def output_shape(self):
+        return self._output_shape
+
+    @property
+    def max_batch(self):
+        return self._max_batch
+
+    @property
+    def steps(self):
+        return self._steps
+
+    @property
+    def training_forwards(self):
+        return self._training_forwards
+
+    # -- input checks -----------------------------------------------------
+
+    def _inputs(self, x, batch=True):
+        """x as an array of self.dtype with shape (n,) + input_shape."""
+        x = np.asarray(x, dtype=self.dtype)
+        if x.ndim != len(self.input_shape) + 1 or x.shape[1:] != self.input_shape:
+            raise ValueError(f"x must have shape (n,) + {self.input_shape}, got {x.shape}")
+        if batch and not 1 <= x.shape[0] <= self._max_batch:
+            raise ValueError(f"batch of {x.shape[0]} samples; expected 1 .. max_batch "
+                             f"= {self._max_batch}")
+        return x
+
+    def _targets(self, y, n):
+        """Labels (n,) for sparse losses, float targets (n, K) otherwise."""
+        k = self._output_shape[0]
+        y = np.asarray(y)
+        if self.loss_kind == "sparse_categorical_crossentropy":
+            if y.shape == (n, 1):
+                y = y.reshape(n)
+            if y.shape != (n,):
+                raise ValueError(f"labels must have shape ({n},) or ({n}, 1), got {y.shape}")
+            labels = y.astype(np.int64)
+            if not np.array_equal(labels, y) or (n and (labels.min() < 0 or labels.max() >= k)):
+                raise ValueError(f"labels must be integers in [0, {k})")
+            return labels
+        if self.loss_kind == "binary_crossentropy" and k == 1 and y.shape == (n,):
+            y = y.reshape(n, 1)
+        if y.shape != (n, k):
+            raise ValueError(f"targets must have shape ({n}, {k}), got {y.shape}")
+        return y.astype(self.dtype)
+
+    # -- forward / backward -----------------------------------------------
+
+    def _forward(self, x, training):
+        t = self._training_forwards
+        if training:
+            self._training_forwards += 1
+        for layer in self.layers:
+            x = layer.forward(x, training, t)
+        self._last_out_shape = x.shape
+        return x
+
+    def forward(self, x, training=False):
+        """Output of n <= max_batch samples. Training uses batch statistics
+        and dropout, and advances the training-forward counter."""
+        return self._forward(self._inputs(x), bool(training))
+
+    def backward(self, dy):
+        """Backward of the last forward from dy (the output's Keras layout).
+        Stores the parameter gradients; returns dx (the input's layout)."""
+        if self._last_out_shape is None:
+            raise ValueError("backward needs a forward first")
+        dy = np.asarray(dy, dtype=self.dtype)
+        if dy.shape != self._last_out_shape:
+            raise ValueError(f"dy must have shape {self._last_out_shape}, got {dy.shape}")
+        for layer in reversed(self.layers):
+            dy = layer.backward(dy)
+        return dy
+
+    # -- training ---------------------------------------------------------
+
+    def compute_gradients(self, x, y):
+        """Training forward, loss and backward, without an optimizer step.
+        Returns (loss_sum, correct) over the batch."""
+        x = self._inputs(x)
+        target = self._targets(y, x.shape[0])
+        out = self._forward(x, True)
+        loss_sum, correct, dout = loss_forward_backward(self.loss_kind, out, target,
+                                                        self.from_logits)
+        self.backward(dout)
+        return loss_sum, correct
+
+    def apply_gradients(self):
+        """One optimizer step with the stored gradients."""
+        self._steps += 1
+        grads = [g for layer in self.layers for g in layer.grads]
+        for (layer, j), g, slot in zip(self._params, grads, self._slots):
+            p = layer.weights[j]
+            if self.opt_kind == "adam":
+                adam_step(p, g, slot[0], slot[1], self._steps, **self.opt)
+            else:
+                sgd_step(p, g, slot[0], **self.opt)
+
+    def train_batch(self, x, y):
+        """compute_gradients then apply_gradients. Returns (loss_sum, correct)."""
+        result = self.compute_gradients(x, y)
+        self.apply_gradients()
+        return result
+
+    # -- whole data sets, in chunks of max_batch ---------------------------
+
+    def evaluate(self, x, y):
+        """(loss_sum, correct) summed over all n samples, inference mode."""
+        x = self._inputs(x, batch=False)
+        target = self._targets(y, x.shape[0])
+        loss_sum, correct = 0.0, 0.0
+        for s in range(0, x.shape[0], self._max_batch):
+            out = self._forward(x[s:s + self._max_batch], False)
+            l, c, _ = loss_forward_backward(self.loss_kind, out, target[s:s + self._max_batch],
+                                            self.from_logits, grad=False)
+            loss_sum += l
+            correct += c
+        return loss_sum, correct
+
+    def predict(self, x):
+        """Outputs (n,) + output_shape for any n, inference mode."""
+        x = self._inputs(x, batch=False)
+        outs = [self._forward(x[s:s + self._max_batch], False)
+                for s in range(0, x.shape[0], self._max_batch)]
+        if not outs:
+            return np.zeros((0,) + self._output_shape, self.dtype)
+        return np.concatenate(outs, axis=0)
+
+    # -- weights ----------------------------------------------------------
+
+    def get_weights(self):
+        """Copies of every weight in Keras order and layout."""
+        return [w.copy() for layer in self.layers for w in layer.weights]
+
+    def set_weights(self, weights):
+        """Sets every weight; all shapes are checked before anything changes."""
+        targets = [w for layer in self.layers for w in layer.weights]
+        weights = list(weights)
+        if len(weights) != len(targets):
+            raise ValueError(f"expected {len(targets)} arrays, got {len(weights)}")
+        new = [np.asarray(w, dtype=self.dtype) for w in weights]
+        for i, (w, t) in enumerate(zip(new, targets)):
+            if w.shape != t.shape:
+                raise ValueError(f"weight {i}: expected shape {t.shape}, got {w.shape}")
+        for w, t in zip(new, targets):
+            t[...] = w                                               # copies into the net's arrays
+
+    def get_gradients(self):
+        """Copies of the gradients of the trainable weights after the last
+        backward (zeros before any), in get_weights order."""
+        return [g.copy() for layer in self.layers for g in layer.grads]
+
+    def __repr__(self):
+        kinds = ", ".join(layer.kind for layer in self.layers)
+        return (f"NumpyNet([{kinds}], input_shape={self.input_shape}, "
+                f"output_shape={self._output_shape}, dtype={self.dtype.name})")

@@ -1,0 +1,392 @@
+/* cnn.h: the public C API of the cnncuda core.
+ *
+ * Status codes and the last-error message, the op descriptors, the counter
+ * based RNG, the backend table every engine fills in, and the Sequential Net.
+ * net.c, the Python binding and the tests reach kernels only through a
+ * cnn_backend table; registry.c is the only file that knows which tables were
+ * compiled in.
+ *
+ * Layouts inside the core: images are NCHW, dense activations (N, F).
+ * Conv kernels are stored (F, C, KH, KW); dense kernels (IN, OUT) as Keras.
+ * The Net converts to and from Keras layouts (NHWC images, conv kernels
+ * (KH, KW, C, F)) at its edges only.
+ */
+#ifndef CNN_H
+#define CNN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ status */
+
+typedef enum cnn_status {
+    CNN_OK = 0,
+    CNN_ERR_VALUE = 1,       /* bad argument: becomes ValueError */
+    CNN_ERR_MEMORY = 2,      /* allocation failed: MemoryError */
+    CNN_ERR_DEVICE = 3,      /* device or library fault: cnncuda.CudaError */
+    CNN_ERR_UNAVAILABLE = 4, /* engine not compiled in or not usable here */
+    CNN_ERR_INTERNAL = 5     /* a bug in cnncuda: RuntimeError */
+} cnn_status;
+
+/* Records a message for the calling thread and returns `status`. */
+cnn_status cnn_set_error(cnn_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* The message recorded by the last failing call on this thread. */
+const char *cnn_last_error(void);
+
+#define CNN_TRY(expr)                          \
+    do {                                       \
+        cnn_status cnn_try_s_ = (expr);        \
+        if (cnn_try_s_ != CNN_OK) return cnn_try_s_; \
+    } while (0)
+
+/* ---------------------------------------------------------------- the RNG
+ * Counter based: a value depends only on (key, counter), so every engine and
+ * the NumPy reference draw the same numbers in any order. mix64 is the
+ * splitmix64 finalizer; a uniform float keeps the top 24 bits. */
+
+#if defined(__CUDACC__)
+#define CNN_HD __host__ __device__
+#else
+#define CNN_HD
+#endif
+
+static inline CNN_HD uint64_t cnn_mix64(uint64_t z)
+{
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+/* The key of stream `stream` under `seed` (streams: see net.c). */
+static inline CNN_HD uint64_t cnn_rng_key(uint64_t seed, uint64_t stream)
+{
+    return cnn_mix64(seed ^ cnn_mix64(stream));
+}
+/* Uniform in [0, 1), a multiple of 2^-24. */
+static inline CNN_HD float cnn_uniform(uint64_t key, uint64_t counter)
+{
+    return (float)(cnn_mix64(key ^ cnn_mix64(counter)) >> 40) * (1.0f / 16777216.0f);
+}
+
+/* ----------------------------------------------------------- descriptors */
+
+typedef enum cnn_activation {
+    CNN_ACT_LINEAR = 0,
+    CNN_ACT_RELU = 1,
+    CNN_ACT_SIGMOID = 2,
+    CNN_ACT_TANH = 3,
+    CNN_ACT_SOFTMAX = 4 /* over the last axis of a (N, F) tensor */
+} cnn_activation;
+
+/* Convolution of x (n, c, h, w) with w (f, c, kh, kw) into y (n, f, oh, ow).
+ * Input row i of output row r is r*sh - pad_top + i (likewise columns);
+ * positions outside the image read as zero. */
+typedef struct cnn_conv_desc {
+    int n, c, h, w;
+    int f, kh, kw;
+    int sh, sw;
+    int pad_top, pad_left;
+    int oh, ow;
+} cnn_conv_desc;
+
+typedef enum cnn_pool_mode { CNN_POOL_MAX = 0, CNN_POOL_AVG = 1 } cnn_pool_mode;
+
+/* Pooling of x (n, c, h, w) into y (n, c, oh, ow); windows are clipped to the
+ * image: max ignores padding, average divides by the in-image count. */
+typedef struct cnn_pool_desc {
+    int mode;
+    int n, c, h, w;
+    int ph, pw;
+    int sh, sw;
+    int pad_top, pad_left;
+    int oh, ow;
+} cnn_pool_desc;
+
+/* Batch normalization of x (n, c, spatial) per channel c. */
+typedef struct cnn_bn_desc {
+    int n, c, spatial;
+    float momentum, epsilon;
+} cnn_bn_desc;
+
+typedef enum cnn_loss_kind {
+    CNN_LOSS_SPARSE_CE = 0,      /* labels: int32 (n,) in [0, k) */
+    CNN_LOSS_CATEGORICAL_CE = 1, /* targets: float (n, k) */
+    CNN_LOSS_BINARY_CE = 2       /* targets: float (n, k) in [0, 1] */
+} cnn_loss_kind;
+
+typedef struct cnn_loss_desc {
+    int kind;
+    int from_logits;
+    int n, k;
+} cnn_loss_desc;
+
+/* Probabilities are clipped to [CNN_PROB_EPS, 1 - CNN_PROB_EPS], as Keras. */
+#define CNN_PROB_EPS 1e-7f
+
+typedef enum cnn_optimizer_kind { CNN_OPT_ADAM = 0, CNN_OPT_SGD = 1 } cnn_optimizer_kind;
+
+typedef struct cnn_optimizer_desc {
+    int kind;
+    float lr;
+    float beta_1, beta_2, epsilon; /* Adam */
+    float momentum;                /* SGD */
+    int nesterov;                  /* SGD */
+} cnn_optimizer_desc;
+
+/* ------------------------------------------------------- the backend table
+ * Every pointer below that names a buffer is memory of the backend (host
+ * memory for cpu, device memory for cuda); `host` pointers are named so.
+ * Every entry returns CNN_OK or a status with a message recorded. */
+
+typedef struct cnn_backend cnn_backend;
+
+/* A backend's working state (streams, handles, scratch): made by ctx_create,
+ * impl is the backend's own. */
+typedef struct cnn_ctx {
+    const cnn_backend *backend;
+    int num_threads;
+    void *impl;
+} cnn_ctx;
+
+struct cnn_backend {
+    const char *name;
+
+    /* lifetime of a context: num_threads is the thread count (1 for cpu) */
+    cnn_status (*ctx_create)(cnn_ctx **out, int num_threads);
+    void (*ctx_destroy)(cnn_ctx *ctx);
+
+    /* memory */
+    cnn_status (*alloc)(cnn_ctx *ctx, void **p, size_t bytes);
+    void (*free)(cnn_ctx *ctx, void *p);
+    cnn_status (*upload)(cnn_ctx *ctx, void *dst, const void *host_src, size_t bytes);
+    cnn_status (*download)(cnn_ctx *ctx, void *host_dst, const void *src, size_t bytes);
+    cnn_status (*zero)(cnn_ctx *ctx, void *p, size_t bytes);
+    cnn_status (*synchronize)(cnn_ctx *ctx);
+
+    /* layouts: x (n, h, w, c) <-> y (n, c, h, w) */
+    cnn_status (*nchw_from_nhwc)(cnn_ctx *ctx, int n, int h, int w, int c,
+                                 const float *x, float *y);
+    cnn_status (*nhwc_from_nchw)(cnn_ctx *ctx, int n, int h, int w, int c,
+                                 const float *x, float *y);
+
+    /* convolution; ws holds conv2d_workspace(d) bytes; b and db may be NULL */
+    size_t (*conv2d_workspace)(const cnn_conv_desc *d);
+    cnn_status (*conv2d_forward)(cnn_ctx *ctx, const cnn_conv_desc *d,
+                                 const float *x,  /* (n, c, h, w) */
+                                 const float *w,  /* (f, c, kh, kw) */
+                                 const float *b,  /* (f) */
+                                 float *y,        /* (n, f, oh, ow) */
+                                 void *ws);
+    cnn_status (*conv2d_backward_data)(cnn_ctx *ctx, const cnn_conv_desc *d,
+                                       const float *dy, /* (n, f, oh, ow) */
+                                       const float *w,  /* (f, c, kh, kw) */
+                                       float *dx,       /* (n, c, h, w) */
+                                       void *ws);
+    cnn_status (*conv2d_backward_filter)(cnn_ctx *ctx, const cnn_conv_desc *d,
+                                         const float *x,  /* (n, c, h, w) */
+                                         const float *dy, /* (n, f, oh, ow) */
+                                         float *dw,       /* (f, c, kh, kw), overwritten */
+                                         float *db,       /* (f), overwritten */
+                                         void *ws);
+
+    /* pooling; argmax (n, c, oh, ow) is written by max forward, read by max
+     * backward (flat index into the image plane h*w), unused by average */
+    cnn_status (*pool_forward)(cnn_ctx *ctx, const cnn_pool_desc *d,
+                               const float *x, /* (n, c, h, w) */
+                               float *y,       /* (n, c, oh, ow) */
+                               int32_t *argmax);
+    cnn_status (*pool_backward)(cnn_ctx *ctx, const cnn_pool_desc *d,
+                                const float *dy,       /* (n, c, oh, ow) */
+                                const int32_t *argmax, /* (n, c, oh, ow) */
+                                float *dx);            /* (n, c, h, w), overwritten */
+
+    /* dense: y = x w + b; b and db may be NULL */
+    cnn_status (*dense_forward)(cnn_ctx *ctx, int n, int in, int out,
+                                const float *x, /* (n, in) */
+                                const float *w, /* (in, out) */
+                                const float *b, /* (out) */
+                                float *y);      /* (n, out) */
+    cnn_status (*dense_backward_data)(cnn_ctx *ctx, int n, int in, int out,
+                                      const float *dy, /* (n, out) */
+                                      const float *w,  /* (in, out) */
+                                      float *dx);      /* (n, in) */
+    cnn_status (*dense_backward_filter)(cnn_ctx *ctx, int n, int in, int out,
+                                        const float *x,  /* (n, in) */
+                                        const float *dy, /* (n, out) */
+                                        float *dw,       /* (in, out), overwritten */
+                                        float *db);      /* (out), overwritten */
+
+    /* activations over x (rows, cols); softmax is over cols. The backward
+     * takes the forward's output y. */
+    cnn_status (*activation_forward)(cnn_ctx *ctx, int act, int rows, int cols,
+                                     const float *x, float *y);
+    cnn_status (*activation_backward)(cnn_ctx *ctx, int act, int rows, int cols,
+                                      const float *y, const float *dy, float *dx);
+
+    /* inverted dropout over x (n, c, h, w) (h = w = 1 for (n, c)): element
+     * (i, ch, r, s) is kept when cnn_uniform(key, ((i*h + r)*w + s)*c + ch)
+     * >= rate (the Keras NHWC index), and kept values scale by 1/(1 - rate). */
+    cnn_status (*dropout_forward)(cnn_ctx *ctx, int n, int c, int h, int w, float rate,
+                                  uint64_t key, const float *x, float *y);
+    cnn_status (*dropout_backward)(cnn_ctx *ctx, int n, int c, int h, int w, float rate,
+                                   uint64_t key, const float *dy, float *dx);
+
+    /* batch normalization. Training uses the batch's mean and biased
+     * variance and updates moving = moving * momentum + batch * (1 - momentum);
+     * it saves mean and 1/sqrt(var + eps) for the backward. */
+    cnn_status (*batchnorm_forward_train)(cnn_ctx *ctx, const cnn_bn_desc *d,
+                                          const float *x, /* (n, c, spatial) */
+                                          const float *gamma, const float *beta, /* (c) */
+                                          float *moving_mean, float *moving_var,  /* (c) */
+                                          float *y,                                /* like x */
+                                          float *save_mean, float *save_invstd);   /* (c) */
+    cnn_status (*batchnorm_forward_infer)(cnn_ctx *ctx, const cnn_bn_desc *d,
+                                          const float *x, const float *gamma,
+                                          const float *beta, const float *moving_mean,
+                                          const float *moving_var, float *y);
+    cnn_status (*batchnorm_backward)(cnn_ctx *ctx, const cnn_bn_desc *d,
+                                     const float *x, const float *dy, const float *gamma,
+                                     const float *save_mean, const float *save_invstd,
+                                     float *dx, float *dgamma, float *dbeta);
+
+    /* loss and accuracy of y (n, k) against labels (sparse) or targets
+     * (others). Adds the summed per-sample loss to sums[0] and the number of
+     * correct samples to sums[1] (binary: the mean over k per sample). When
+     * dy is not NULL writes the gradient of the MEAN loss over `scale_n`
+     * samples into dy (n, k). */
+    cnn_status (*loss_forward_backward)(cnn_ctx *ctx, const cnn_loss_desc *d,
+                                        const float *y,
+                                        const int32_t *labels, /* (n) or NULL */
+                                        const float *targets,  /* (n, k) or NULL */
+                                        int scale_n,
+                                        float *dy,             /* (n, k) or NULL */
+                                        float *sums);          /* (2), accumulated */
+
+    /* optimizers over a flat block of count parameters; step counts from 1 */
+    cnn_status (*adam_step)(cnn_ctx *ctx, const cnn_optimizer_desc *o, long step,
+                            size_t count, float *p, const float *g, float *m, float *v);
+    cnn_status (*sgd_step)(cnn_ctx *ctx, const cnn_optimizer_desc *o, size_t count,
+                           float *p, const float *g, float *velocity);
+};
+
+/* ------------------------------------------------------------- registry */
+
+/* The backend named `name` ("cpu", ...), or NULL with the error recorded:
+ * CNN_ERR_VALUE for an unknown name, CNN_ERR_UNAVAILABLE for a known engine
+ * that was not compiled in or cannot run on this machine. */
+const cnn_backend *cnn_backend_find(const char *name, cnn_status *status);
+/* A space-separated list of what was compiled in, for build_info(). */
+const char *cnn_build_features(void);
+/* What setup.py found (toolkit, libraries, architectures), one line. */
+const char *cnn_build_summary(void);
+/* Number of CUDA devices visible now (0 when CUDA is not compiled in). */
+int cnn_cuda_device_count(void);
+/* The name of CUDA device `index` into buf; 0 on success, -1 otherwise. */
+int cnn_cuda_device_name(int index, char *buf, int len);
+
+/* ------------------------------------------------------------------ Net */
+
+typedef enum cnn_layer_kind {
+    CNN_LAYER_CONV2D = 0,
+    CNN_LAYER_MAXPOOL = 1,
+    CNN_LAYER_AVGPOOL = 2,
+    CNN_LAYER_FLATTEN = 3,
+    CNN_LAYER_DENSE = 4,
+    CNN_LAYER_ACTIVATION = 5,
+    CNN_LAYER_DROPOUT = 6,
+    CNN_LAYER_BATCHNORM = 7
+} cnn_layer_kind;
+
+typedef struct cnn_layer_spec {
+    int kind;
+    int units;        /* conv filters or dense units */
+    int kh, kw;       /* conv kernel or pool size */
+    int sh, sw;       /* strides */
+    int same;         /* padding: 1 'same', 0 'valid' */
+    int use_bias;
+    int activation;   /* CNN_LAYER_ACTIVATION */
+    float rate;       /* dropout */
+    float momentum;   /* batchnorm */
+    float epsilon;    /* batchnorm */
+} cnn_layer_spec;
+
+typedef struct cnn_net_spec {
+    int in_h, in_w, in_c; /* image input (NHWC); in_h = in_w = 0 for a (N, in_c) input */
+    int max_batch;
+    const cnn_layer_spec *layers;
+    int n_layers;
+    cnn_loss_desc loss;   /* n is ignored; k must match the last layer */
+    cnn_optimizer_desc optimizer;
+    uint64_t seed;
+} cnn_net_spec;
+
+typedef struct cnn_net cnn_net;
+
+cnn_status cnn_net_create(const cnn_backend *backend, int num_threads,
+                          const cnn_net_spec *spec, cnn_net **out);
+void cnn_net_destroy(cnn_net *net);
+
+/* Output shape of the last layer: rank 4 (n, h, w, c) in Keras order or rank 2. */
+void cnn_net_output_shape(const cnn_net *net, int *rank, int dims[3]);
+int cnn_net_max_batch(const cnn_net *net);
+long cnn_net_step_count(const cnn_net *net);
+
+/* x_host: (n, in_h, in_w, in_c) float32. Targets: labels_host int32 (n) for
+ * sparse losses, targets_host float32 (n, k) otherwise. */
+cnn_status cnn_net_train_batch(cnn_net *net, int n, const float *x_host,
+                               const int32_t *labels_host, const float *targets_host,
+                               float *loss_sum, float *correct);
+/* Any n: runs in chunks of max_batch. Sums over all samples. */
+cnn_status cnn_net_evaluate(cnn_net *net, long n, const float *x_host,
+                            const int32_t *labels_host, const float *targets_host,
+                            double *loss_sum, double *correct);
+/* Any n: y_host (n, output shape in Keras order). */
+cnn_status cnn_net_predict(cnn_net *net, long n, const float *x_host, float *y_host);
+
+/* Pieces of a step, for tests and custom loops: */
+/* forward of n <= max_batch samples; training uses batch statistics, dropout
+ * and advances the step's RNG. y_host may be NULL. */
+cnn_status cnn_net_forward(cnn_net *net, int n, const float *x_host, int training,
+                           float *y_host);
+/* backward of the last training forward (of n samples) from dy_host (Keras
+ * layout of the output): fills the gradient block; dx_host (input layout)
+ * may be NULL. */
+cnn_status cnn_net_backward(cnn_net *net, int n, const float *dy_host, float *dx_host);
+/* forward (training), loss and backward, without the optimizer step. */
+cnn_status cnn_net_compute_gradients(cnn_net *net, int n, const float *x_host,
+                                     const int32_t *labels_host,
+                                     const float *targets_host, float *loss_sum,
+                                     float *correct);
+/* one optimizer step with the gradient block as it stands. */
+cnn_status cnn_net_apply_gradients(cnn_net *net);
+
+/* Weights in Keras order and layout: per conv/dense layer kernel then bias,
+ * per batchnorm layer gamma, beta, moving_mean, moving_variance. */
+typedef struct cnn_weight_info {
+    int layer;     /* index into spec.layers */
+    int role;      /* 0 kernel, 1 bias, 2 gamma, 3 beta, 4 moving mean, 5 moving var */
+    int trainable;
+    int rank;
+    int dims[4];   /* Keras shape */
+    size_t count;
+} cnn_weight_info;
+
+int cnn_net_weight_count(const cnn_net *net);
+const cnn_weight_info *cnn_net_weight(const cnn_net *net, int i);
+cnn_status cnn_net_get_weight(cnn_net *net, int i, float *host);
+cnn_status cnn_net_set_weight(cnn_net *net, int i, const float *host);
+/* The gradient of a trainable weight after the last backward. */
+cnn_status cnn_net_get_gradient(cnn_net *net, int i, float *host);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CNN_H */

@@ -1,0 +1,910 @@
+/* net.c: a Sequential network on one backend.
+ *
+ * The Net owns every buffer for its life, sized once for max_batch: one flat
+ * block of parameters, one of gradients, the optimizer's moments, a block of
+ * non-trainable state (batchnorm moving statistics), every layer's output,
+ * two ping-pong gradient buffers, the convolution workspace, and staging for
+ * inputs, outputs and targets. Nothing is allocated per step.
+ *
+ * Activations are NCHW (images) or (N, F) inside; the Net converts the
+ * user's NHWC input at the start of a forward and converts outputs and
+ * weights back to Keras layouts at the edges.
+ *
+ * RNG streams under the Net's seed: layer i's kernel initializer uses stream
+ * 2i, layer i's dropout stream 2i + 1 (keyed again by the training-forward
+ * count), as docs/semantics.md says.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cnn.h"
+
+#define NO_OFFSET SIZE_MAX
+
+typedef struct layer {
+    cnn_layer_spec spec;
+    int in_rank, out_rank; /* 4 (c, h, w) or 2 (c features, h = w = 1) */
+    int in_c, in_h, in_w;
+    int out_c, out_h, out_w;
+    size_t in_count, out_count; /* per sample */
+    cnn_conv_desc conv;         /* .n set per call */
+    cnn_pool_desc pool;
+    cnn_bn_desc bn;
+    size_t w_off, b_off;        /* in params and grads */
+    size_t gamma_off, beta_off; /* in params and grads */
+    size_t mean_off, var_off;   /* in state */
+    float *y;                   /* output (max_batch, out_count) */
+    int32_t *argmax;            /* max pooling: (max_batch, out_count) */
+    float *save_mean, *save_invstd; /* batchnorm: (c) */
+    uint64_t dropout_key;
+} layer;
+
+struct cnn_net {
+    const cnn_backend *be;
+    cnn_ctx *ctx;
+    int n_layers;
+    layer *layers;
+    int in_rank, in_h, in_w, in_c;
+    size_t in_count, out_count;
+    int max_batch;
+    cnn_loss_desc loss;
+    cnn_optimizer_desc opt;
+    uint64_t seed;
+
+    size_t n_params, n_state;
+    float *params, *grads, *opt_m, *opt_v, *state;
+    float *x_stage;  /* (max_batch, in_count), the user's layout */
+    float *x;        /* (max_batch, in_count), NCHW; == x_stage for (N, F) */
+    float *y_stage;  /* (max_batch, max of in/out count), Keras layout */
+    float *grad_a, *grad_b; /* (max_batch, largest activation) */
+    void *ws;
+    int32_t *labels; /* (max_batch) */
+    float *targets;  /* (max_batch, k) */
+    float *sums;     /* (2): loss sum, correct */
+
+    long steps;          /* optimizer steps taken */
+    long train_forwards; /* training forwards run: keys dropout */
+    int last_n;          /* batch of the last training forward, 0 if none */
+
+    int n_weights;
+    cnn_weight_info *weights;
+};
+
+/* ------------------------------------------------------------ shapes */
+
+static int out_size(int in, int k, int s, int same, int *pad_before)
+{
+    if (same) {
+        int out = (in + s - 1) / s;
+        int total = (out - 1) * s + k - in;
+        if (total < 0) total = 0;
+        *pad_before = total / 2;
+        return out;
+    }
+    *pad_before = 0;
+    return in < k ? 0 : (in - k) / s + 1;
+}
+
+static const char *kind_name(int kind)
+{
+    static const char *names[] = {"conv2d",     "maxpool", "avgpool",  "flatten",
+                                  "dense",      "activation", "dropout", "batchnorm"};
+    return (kind >= 0 && kind <= CNN_LAYER_BATCHNORM) ? names[kind] : "unknown";
+}
+
+/* Works out layer i's output shape and parameter counts from its input. */
+static cnn_status plan_layer(cnn_net *net, int i, size_t *n_params, size_t *n_state)
+{
+    layer *L = &net->layers[i];
+    const cnn_layer_spec *s = &L->spec;
+    const char *name = kind_name(s->kind);
+    L->out_rank = L->in_rank;
+    L->out_c = L->in_c;
+    L->out_h = L->in_h;
+    L->out_w = L->in_w;
+    L->w_off = L->b_off = L->gamma_off = L->beta_off = L->mean_off = L->var_off = NO_OFFSET;
+
+    switch (s->kind) {
+    case CNN_LAYER_CONV2D:
+    case CNN_LAYER_MAXPOOL:
+    case CNN_LAYER_AVGPOOL: {
+        if (L->in_rank != 4)
+            return cnn_set_error(CNN_ERR_VALUE,
+                                 "layer %d (%s) expects an image input (batch, height, width, "
+                                 "channels), got a (batch, %d) input",
+                                 i, name, L->in_c);
+        if (s->kh < 1 || s->kw < 1 || s->sh < 1 || s->sw < 1)
+            return cnn_set_error(CNN_ERR_VALUE,
+                                 "layer %d (%s): kernel size and strides must be >= 1, got "
+                                 "kernel %dx%d strides %dx%d",
+                                 i, name, s->kh, s->kw, s->sh, s->sw);
+        int pt, pl;
+        int oh = out_size(L->in_h, s->kh, s->sh, s->same, &pt);
+        int ow = out_size(L->in_w, s->kw, s->sw, s->same, &pl);
+        if (oh < 1 || ow < 1)
+            return cnn_set_error(CNN_ERR_VALUE,
+                                 "layer %d (%s): kernel %dx%d does not fit the %dx%d input "
+                                 "with padding '%s'",
+                                 i, name, s->kh, s->kw, L->in_h, L->in_w,
+                                 s->same ? "same" : "valid");
+        L->out_h = oh;
+        L->out_w = ow;
+        if (s->kind == CNN_LAYER_CONV2D) {
+            if (s->units < 1)
+                return cnn_set_error(CNN_ERR_VALUE, "layer %d (conv2d): filters must be >= 1, got %d",
+                                     i, s->units);
+            L->out_c = s->units;
+            L->conv = (cnn_conv_desc){.c = L->in_c, .h = L->in_h, .w = L->in_w, .f = s->units,
+                                      .kh = s->kh, .kw = s->kw, .sh = s->sh, .sw = s->sw,
+                                      .pad_top = pt, .pad_left = pl, .oh = oh, .ow = ow};
+            L->w_off = *n_params;
+            *n_params += (size_t)s->units * L->in_c * s->kh * s->kw;
+            if (s->use_bias) {
+                L->b_off = *n_params;
+                *n_params += (size_t)s->units;
+            }
+        } else {
+            L->pool = (cnn_pool_desc){.mode = s->kind == CNN_LAYER_MAXPOOL ? CNN_POOL_MAX
+                                                                          : CNN_POOL_AVG,
+                                      .c = L->in_c, .h = L->in_h, .w = L->in_w, .ph = s->kh,
+                                      .pw = s->kw, .sh = s->sh, .sw = s->sw, .pad_top = pt,
+                                      .pad_left = pl, .oh = oh, .ow = ow};
+        }
+        break;
+    }
+    case CNN_LAYER_FLATTEN:
+        L->out_rank = 2;
+        L->out_c = L->in_c * L->in_h * L->in_w;
+        L->out_h = L->out_w = 1;
+        break;
+    case CNN_LAYER_DENSE:
+        if (L->in_rank != 2)
+            return cnn_set_error(CNN_ERR_VALUE,
+                                 "layer %d (dense) expects a (batch, features) input, got an "
+                                 "image (batch, %d, %d, %d): add a Flatten layer before it",
+                                 i, L->in_h, L->in_w, L->in_c);
+        if (s->units < 1)
+            return cnn_set_error(CNN_ERR_VALUE, "layer %d (dense): units must be >= 1, got %d", i,
+                                 s->units);
+        L->out_c = s->units;
+        L->w_off = *n_params;
+        *n_params += (size_t)L->in_c * s->units;
+        if (s->use_bias) {
+            L->b_off = *n_params;
+            *n_params += (size_t)s->units;
+        }
+        break;
+    case CNN_LAYER_ACTIVATION:
+        if (s->activation < CNN_ACT_LINEAR || s->activation > CNN_ACT_SOFTMAX)
+            return cnn_set_error(CNN_ERR_VALUE, "layer %d (activation): unknown activation %d", i,
+                                 s->activation);
+        if (s->activation == CNN_ACT_SOFTMAX && L->in_rank != 2)
+            return cnn_set_error(CNN_ERR_VALUE,
+                                 "layer %d (activation): softmax needs a (batch, features) "
+                                 "input, got an image: add a Flatten layer before it",
+                                 i);
+        break;
+    case CNN_LAYER_DROPOUT:
+        if (!(s->rate >= 0.0f && s->rate < 1.0f))
+            return cnn_set_error(CNN_ERR_VALUE,
+                                 "layer %d (dropout): rate must be in [0, 1), got %g", i,
+                                 (double)s->rate);
+        L->dropout_key = cnn_rng_key(net->seed, 2 * (uint64_t)i + 1);
+        break;
+    case CNN_LAYER_BATCHNORM:
+        if (!(s->epsilon > 0.0f) || !(s->momentum >= 0.0f && s->momentum <= 1.0f))
+            return cnn_set_error(CNN_ERR_VALUE,
+                                 "layer %d (batchnorm): momentum must be in [0, 1] and epsilon "
+                                 "> 0, got momentum %g epsilon %g",
+                                 i, (double)s->momentum, (double)s->epsilon);
+        L->bn = (cnn_bn_desc){.c = L->in_c, .spatial = L->in_h * L->in_w,
+                              .momentum = s->momentum, .epsilon = s->epsilon};
+        L->gamma_off = *n_params;
+        L->beta_off = *n_params + L->in_c;
+        *n_params += 2 * (size_t)L->in_c;
+        L->mean_off = *n_state;
+        L->var_off = *n_state + L->in_c;
+        *n_state += 2 * (size_t)L->in_c;
+        break;
+    default:
+        return cnn_set_error(CNN_ERR_VALUE, "layer %d: unknown layer kind %d", i, s->kind);
+    }
+    L->in_count = (size_t)L->in_c * L->in_h * L->in_w;
+    L->out_count = (size_t)L->out_c * L->out_h * L->out_w;
+    return CNN_OK;
+}
+
+/* ----------------------------------------------------------- weights */
+
+static void add_weight(cnn_net *net, int layer_index, int role, int trainable, int rank,
+                       int d0, int d1, int d2, int d3)
+{
+    cnn_weight_info *w = &net->weights[net->n_weights++];
+    int dims[4] = {d0, d1, d2, d3};
+    w->layer = layer_index;
+    w->role = role;
+    w->trainable = trainable;
+    w->rank = rank;
+    w->count = 1;
+    for (int k = 0; k < 4; k++) {
+        w->dims[k] = k < rank ? dims[k] : 0;
+        if (k < rank) w->count *= (size_t)dims[k];
+    }
+}
+
+static void list_weights(cnn_net *net)
+{
+    for (int i = 0; i < net->n_layers; i++) {
+        const layer *L = &net->layers[i];
+        const cnn_layer_spec *s = &L->spec;
+        if (s->kind == CNN_LAYER_CONV2D) {
+            add_weight(net, i, 0, 1, 4, s->kh, s->kw, L->in_c, s->units);
+            if (s->use_bias) add_weight(net, i, 1, 1, 1, s->units, 0, 0, 0);
+        } else if (s->kind == CNN_LAYER_DENSE) {
+            add_weight(net, i, 0, 1, 2, L->in_c, s->units, 0, 0);
+            if (s->use_bias) add_weight(net, i, 1, 1, 1, s->units, 0, 0, 0);
+        } else if (s->kind == CNN_LAYER_BATCHNORM) {
+            for (int role = 2; role <= 5; role++)
+                add_weight(net, i, role, role <= 3, 1, L->in_c, 0, 0, 0);
+        }
+    }
+}
+
+/* Where weight i lives: the block, its offset, and whether it is a conv kernel
+ * (stored (F, C, KH, KW), exchanged (KH, KW, C, F)). */
+static float *weight_place(cnn_net *net, float *trainable_block, int i, int *is_conv_kernel)
+{
+    const cnn_weight_info *w = &net->weights[i];
+    const layer *L = &net->layers[w->layer];
+    *is_conv_kernel = L->spec.kind == CNN_LAYER_CONV2D && w->role == 0;
+    switch (w->role) {
+    case 0: return trainable_block + L->w_off;
+    case 1: return trainable_block + L->b_off;
+    case 2: return trainable_block + L->gamma_off;
+    case 3: return trainable_block + L->beta_off;
+    case 4: return net->state + L->mean_off;
+    default: return net->state + L->var_off;
+    }
+}
+
+/* (KH, KW, C, F) <-> (F, C, KH, KW) on the host. */
+static void keras_to_fckk(const float *k, float *o, int kh, int kw, int c, int f)
+{
+    for (int a = 0; a < kh; a++)
+        for (int b = 0; b < kw; b++)
+            for (int ch = 0; ch < c; ch++)
+                for (int fi = 0; fi < f; fi++)
+                    o[(((size_t)fi * c + ch) * kh + a) * kw + b] =
+                        k[(((size_t)a * kw + b) * c + ch) * f + fi];
+}
+
+static void fckk_to_keras(const float *o, float *k, int kh, int kw, int c, int f)
+{
+    for (int a = 0; a < kh; a++)
+        for (int b = 0; b < kw; b++)
+            for (int ch = 0; ch < c; ch++)
+                for (int fi = 0; fi < f; fi++)
+                    k[(((size_t)a * kw + b) * c + ch) * f + fi] =
+                        o[(((size_t)fi * c + ch) * kh + a) * kw + b];
+}
+
+static cnn_status copy_weight_out(cnn_net *net, float *block, int i, float *host)
+{
+    int conv;
+    const cnn_weight_info *w = &net->weights[i];
+    float *src = weight_place(net, block, i, &conv);
+    if (!conv) return net->be->download(net->ctx, host, src, w->count * sizeof(float));
+    float *tmp = malloc(w->count * sizeof(float));
+    if (!tmp) return cnn_set_error(CNN_ERR_MEMORY, "out of host memory reading a weight");
+    cnn_status st = net->be->download(net->ctx, tmp, src, w->count * sizeof(float));
+    if (st == CNN_OK) fckk_to_keras(tmp, host, w->dims[0], w->dims[1], w->dims[2], w->dims[3]);
+    free(tmp);
+    return st;
+}
+
+int cnn_net_weight_count(const cnn_net *net) { return net->n_weights; }
+
+const cnn_weight_info *cnn_net_weight(const cnn_net *net, int i)
+{
+    return (i >= 0 && i < net->n_weights) ? &net->weights[i] : NULL;
+}
+
+static cnn_status check_weight_index(const cnn_net *net, int i)
+{
+    if (i < 0 || i >= net->n_weights)
+        return cnn_set_error(CNN_ERR_VALUE, "weight index must be in [0, %d), got %d",
+                             net->n_weights, i);
+    return CNN_OK;
+}
+
+cnn_status cnn_net_get_weight(cnn_net *net, int i, float *host)
+{
+    CNN_TRY(check_weight_index(net, i));
+    return copy_weight_out(net, net->params, i, host);
+}
+
+cnn_status cnn_net_get_gradient(cnn_net *net, int i, float *host)
+{
+    CNN_TRY(check_weight_index(net, i));
+    if (!net->weights[i].trainable)
+        return cnn_set_error(CNN_ERR_VALUE, "weight %d is not trainable and has no gradient", i);
+    return copy_weight_out(net, net->grads, i, host);
+}
+
+cnn_status cnn_net_set_weight(cnn_net *net, int i, const float *host)
+{
+    CNN_TRY(check_weight_index(net, i));
+    int conv;
+    const cnn_weight_info *w = &net->weights[i];
+    float *dst = weight_place(net, net->params, i, &conv);
+    if (!conv) return net->be->upload(net->ctx, dst, host, w->count * sizeof(float));
+    float *tmp = malloc(w->count * sizeof(float));
+    if (!tmp) return cnn_set_error(CNN_ERR_MEMORY, "out of host memory writing a weight");
+    keras_to_fckk(host, tmp, w->dims[0], w->dims[1], w->dims[2], w->dims[3]);
+    cnn_status st = net->be->upload(net->ctx, dst, tmp, w->count * sizeof(float));
+    free(tmp);
+    return st;
+}
+
+/* Keras defaults: glorot_uniform kernels, zero biases, gamma 1, beta 0,
+ * moving mean 0, moving variance 1. */
+static cnn_status initialize_weights(cnn_net *net)
+{
+    size_t largest = 0;
+    for (int i = 0; i < net->n_weights; i++)
+        if (net->weights[i].count > largest) largest = net->weights[i].count;
+    float *host = malloc((largest ? largest : 1) * sizeof(float));
+    if (!host) return cnn_set_error(CNN_ERR_MEMORY, "out of host memory initializing weights");
+    cnn_status st = CNN_OK;
+    for (int i = 0; i < net->n_weights && st == CNN_OK; i++) {
+        const cnn_weight_info *w = &net->weights[i];
+        if (w->role == 0) {
+            const layer *L = &net->layers[w->layer];
+            size_t fan_in, fan_out;
+            if (L->spec.kind == CNN_LAYER_CONV2D) {
+                fan_in = (size_t)w->dims[0] * w->dims[1] * w->dims[2];
+                fan_out = (size_t)w->dims[0] * w->dims[1] * w->dims[3];
+            } else {
+                fan_in = (size_t)w->dims[0];
+                fan_out = (size_t)w->dims[1];
+            }
+            float limit = sqrtf(6.0f / (float)(fan_in + fan_out));
+            uint64_t key = cnn_rng_key(net->seed, 2 * (uint64_t)w->layer);
+            for (size_t j = 0; j < w->count; j++)
+                host[j] = (2.0f * cnn_uniform(key, j) - 1.0f) * limit;
+        } else {
+            float value = (w->role == 2 || w->role == 5) ? 1.0f : 0.0f;
+            for (size_t j = 0; j < w->count; j++) host[j] = value;
+        }
+        st = cnn_net_set_weight(net, i, host);
+    }
+    free(host);
+    return st;
+}
+
+/* ------------------------------------------------------- create, destroy */
+
+static cnn_status net_alloc(cnn_net *net, void *pp, size_t bytes)
+{
+    void **p = pp;
+    CNN_TRY(net->be->alloc(net->ctx, p, bytes ? bytes : 4));
+    return net->be->zero(net->ctx, *p, bytes ? bytes : 4);
+}
+
+void cnn_net_destroy(cnn_net *net)
+{
+    if (!net) return;
+    if (net->ctx) {
+        const cnn_backend *be = net->be;
+        cnn_ctx *ctx = net->ctx;
+        for (int i = 0; net->layers && i < net->n_layers; i++) {
+            layer *L = &net->layers[i];
+            if (L->y) be->free(ctx, L->y);
+            if (L->argmax) be->free(ctx, L->argmax);
+            if (L->save_mean) be->free(ctx, L->save_mean);
+            if (L->save_invstd) be->free(ctx, L->save_invstd);
+        }
+        void *blocks[] = {net->params, net->grads,  net->opt_m,  net->opt_v,   net->state,
+                          net->x_stage, net->y_stage, net->grad_a, net->grad_b, net->ws,
+                          net->labels, net->targets, net->sums};
+        for (size_t k = 0; k < sizeof blocks / sizeof blocks[0]; k++)
+            if (blocks[k]) be->free(ctx, blocks[k]);
+        if (net->x && net->x != net->x_stage) be->free(ctx, net->x);
+        be->ctx_destroy(ctx);
+    }
+    free(net->layers);
+    free(net->weights);
+    free(net);
+}
+
+static cnn_status validate_spec(const cnn_net_spec *spec)
+{
+    if (spec->max_batch < 1)
+        return cnn_set_error(CNN_ERR_VALUE, "max_batch must be >= 1, got %d", spec->max_batch);
+    if (spec->n_layers < 1 || !spec->layers)
+        return cnn_set_error(CNN_ERR_VALUE, "a network needs at least one layer, got %d",
+                             spec->n_layers);
+    if (spec->in_c < 1 || spec->in_h < 0 || spec->in_w < 0 || (spec->in_h == 0) != (spec->in_w == 0))
+        return cnn_set_error(CNN_ERR_VALUE,
+                             "input shape must be (height, width, channels) or (features,) "
+                             "with every size >= 1, got (%d, %d, %d)",
+                             spec->in_h, spec->in_w, spec->in_c);
+    const cnn_loss_desc *l = &spec->loss;
+    if (l->kind < CNN_LOSS_SPARSE_CE || l->kind > CNN_LOSS_BINARY_CE)
+        return cnn_set_error(CNN_ERR_VALUE, "unknown loss kind %d", l->kind);
+    const cnn_optimizer_desc *o = &spec->optimizer;
+    if (o->kind != CNN_OPT_ADAM && o->kind != CNN_OPT_SGD)
+        return cnn_set_error(CNN_ERR_VALUE, "unknown optimizer kind %d", o->kind);
+    if (!(o->lr >= 0.0f) || !isfinite(o->lr))
+        return cnn_set_error(CNN_ERR_VALUE, "learning_rate must be a finite number >= 0, got %g",
+                             (double)o->lr);
+    if (o->kind == CNN_OPT_ADAM &&
+        !(o->beta_1 >= 0.0f && o->beta_1 < 1.0f && o->beta_2 >= 0.0f && o->beta_2 < 1.0f &&
+          o->epsilon >= 0.0f))
+        return cnn_set_error(CNN_ERR_VALUE,
+                             "adam needs beta_1 and beta_2 in [0, 1) and epsilon >= 0, got "
+                             "beta_1 %g beta_2 %g epsilon %g",
+                             (double)o->beta_1, (double)o->beta_2, (double)o->epsilon);
+    if (o->kind == CNN_OPT_SGD && !(o->momentum >= 0.0f && o->momentum <= 1.0f))
+        return cnn_set_error(CNN_ERR_VALUE, "sgd momentum must be in [0, 1], got %g",
+                             (double)o->momentum);
+    return CNN_OK;
+}
+
+cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn_net_spec *spec,
+                          cnn_net **out)
+{
+    *out = NULL;
+    CNN_TRY(validate_spec(spec));
+    cnn_net *net = calloc(1, sizeof *net);
+    if (!net) return cnn_set_error(CNN_ERR_MEMORY, "out of host memory creating a network");
+    cnn_status st = CNN_OK;
+    net->be = backend;
+    net->n_layers = spec->n_layers;
+    net->max_batch = spec->max_batch;
+    net->loss = spec->loss;
+    net->opt = spec->optimizer;
+    net->seed = spec->seed;
+    net->in_rank = spec->in_h ? 4 : 2;
+    net->in_h = spec->in_h ? spec->in_h : 1;
+    net->in_w = spec->in_w ? spec->in_w : 1;
+    net->in_c = spec->in_c;
+    net->in_count = (size_t)net->in_h * net->in_w * net->in_c;
+    net->layers = calloc((size_t)spec->n_layers, sizeof *net->layers);
+    net->weights = calloc(4 * (size_t)spec->n_layers, sizeof *net->weights);
+    if (!net->layers || !net->weights) {
+        st = cnn_set_error(CNN_ERR_MEMORY, "out of host memory creating a network");
+        goto fail;
+    }
+
+    /* shapes, parameter offsets, the largest activation and workspace */
+    size_t n_params = 0, n_state = 0, largest = net->in_count, ws_bytes = 0;
+    for (int i = 0; i < net->n_layers; i++) {
+        layer *L = &net->layers[i];
+        L->spec = spec->layers[i];
+        const layer *prev = i ? &net->layers[i - 1] : NULL;
+        L->in_rank = prev ? prev->out_rank : net->in_rank;
+        L->in_c = prev ? prev->out_c : net->in_c;
+        L->in_h = prev ? prev->out_h : net->in_h;
+        L->in_w = prev ? prev->out_w : net->in_w;
+        if ((st = plan_layer(net, i, &n_params, &n_state)) != CNN_OK) goto fail;
+        if (L->out_count > largest) largest = L->out_count;
+        if ((size_t)spec->max_batch * L->out_count > (size_t)INT32_MAX) {
+            st = cnn_set_error(CNN_ERR_VALUE,
+                               "layer %d (%s): max_batch %d times %zu outputs per sample is too "
+                               "large",
+                               i, kind_name(L->spec.kind), spec->max_batch, L->out_count);
+            goto fail;
+        }
+    }
+    const layer *last = &net->layers[net->n_layers - 1];
+    net->out_count = last->out_count;
+    net->loss.k = last->out_rank == 2 ? last->out_c : 0;
+    net->n_params = n_params;
+    net->n_state = n_state;
+
+    if ((st = backend->ctx_create(&net->ctx, num_threads)) != CNN_OK) goto fail;
+    for (int i = 0; i < net->n_layers; i++) {
+        layer *L = &net->layers[i];
+        if (L->spec.kind == CNN_LAYER_CONV2D) {
+            cnn_conv_desc d = L->conv;
+            d.n = net->max_batch;
+            size_t b = backend->conv2d_workspace(&d);
+            if (b > ws_bytes) ws_bytes = b;
+        }
+    }
+
+    /* every buffer, once */
+    size_t mb = (size_t)net->max_batch;
+    const size_t F = sizeof(float);
+#define ALLOC(ptr, bytes) \
+    if ((st = net_alloc(net, &(ptr), (bytes))) != CNN_OK) goto fail
+    ALLOC(net->params, n_params * F);
+    ALLOC(net->grads, n_params * F);
+    if (net->opt.kind == CNN_OPT_ADAM) {
+        ALLOC(net->opt_m, n_params * F);
+        ALLOC(net->opt_v, n_params * F);
+    } else if (net->opt.momentum > 0.0f) {
+        ALLOC(net->opt_m, n_params * F);
+    }
+    ALLOC(net->state, n_state * F);
+    ALLOC(net->x_stage, mb * net->in_count * F);
+    if (net->in_rank == 4) {
+        ALLOC(net->x, mb * net->in_count * F);
+    } else {
+        net->x = net->x_stage;
+    }
+    ALLOC(net->y_stage, mb * largest * F);
+    ALLOC(net->grad_a, mb * largest * F);
+    ALLOC(net->grad_b, mb * largest * F);
+    ALLOC(net->ws, ws_bytes);
+    ALLOC(net->labels, mb * sizeof(int32_t));
+    ALLOC(net->targets, mb * (size_t)net->loss.k * F);
+    ALLOC(net->sums, 2 * F);
+    for (int i = 0; i < net->n_layers; i++) {
+        layer *L = &net->layers[i];
+        ALLOC(L->y, mb * L->out_count * F);
+        if (L->spec.kind == CNN_LAYER_MAXPOOL) ALLOC(L->argmax, mb * L->out_count * sizeof(int32_t));
+        if (L->spec.kind == CNN_LAYER_BATCHNORM) {
+            ALLOC(L->save_mean, (size_t)L->in_c * F);
+            ALLOC(L->save_invstd, (size_t)L->in_c * F);
+        }
+    }
+#undef ALLOC
+
+    list_weights(net);
+    if ((st = initialize_weights(net)) != CNN_OK) goto fail;
+    *out = net;
+    return CNN_OK;
+fail:
+    cnn_net_destroy(net);
+    return st;
+}
+
+void cnn_net_output_shape(const cnn_net *net, int *rank, int dims[3])
+{
+    const layer *last = &net->layers[net->n_layers - 1];
+    *rank = last->out_rank;
+    dims[0] = last->out_rank == 4 ? last->out_h : last->out_c;
+    dims[1] = last->out_w;
+    dims[2] = last->out_c;
+}
+
+int cnn_net_max_batch(const cnn_net *net) { return net->max_batch; }
+long cnn_net_step_count(const cnn_net *net) { return net->steps; }
+
+/* ------------------------------------------------------ forward, backward */
+
+static cnn_status check_batch(const cnn_net *net, long n)
+{
+    if (n < 1 || n > net->max_batch)
+        return cnn_set_error(CNN_ERR_VALUE,
+                             "batch size must be in [1, %d] (the max_batch this network was "
+                             "built for), got %ld",
+                             net->max_batch, n);
+    return CNN_OK;
+}
+
+/* Forward of the n samples already in net->x; leaves the output in the last
+ * layer's y. */
+static cnn_status forward_device(cnn_net *net, int n, int training)
+{
+    const cnn_backend *be = net->be;
+    cnn_ctx *ctx = net->ctx;
+    const float *in = net->x;
+    net->last_n = 0; /* the activations a backward needs are being replaced */
+    for (int i = 0; i < net->n_layers; i++) {
+        layer *L = &net->layers[i];
+        const cnn_layer_spec *s = &L->spec;
+        switch (s->kind) {
+        case CNN_LAYER_CONV2D: {
+            cnn_conv_desc d = L->conv;
+            d.n = n;
+            CNN_TRY(be->conv2d_forward(ctx, &d, in, net->params + L->w_off,
+                                       s->use_bias ? net->params + L->b_off : NULL, L->y,
+                                       net->ws));
+            break;
+        }
+        case CNN_LAYER_MAXPOOL:
+        case CNN_LAYER_AVGPOOL: {
+            cnn_pool_desc d = L->pool;
+            d.n = n;
+            CNN_TRY(be->pool_forward(ctx, &d, in, L->y, L->argmax));
+            break;
+        }
+        case CNN_LAYER_FLATTEN:
+            CNN_TRY(be->nhwc_from_nchw(ctx, n, L->in_h, L->in_w, L->in_c, in, L->y));
+            break;
+        case CNN_LAYER_DENSE:
+            CNN_TRY(be->dense_forward(ctx, n, L->in_c, s->units, in, net->params + L->w_off,
+                                      s->use_bias ? net->params + L->b_off : NULL, L->y));
+            break;
+        case CNN_LAYER_ACTIVATION:
+            CNN_TRY(be->activation_forward(ctx, s->activation, n, (int)L->in_count, in, L->y));
+            break;
+        case CNN_LAYER_DROPOUT:
+            CNN_TRY(be->dropout_forward(ctx, n, L->in_c, L->in_h, L->in_w,
+                                        training ? s->rate : 0.0f,
+                                        cnn_rng_key(L->dropout_key, (uint64_t)net->train_forwards),
+                                        in, L->y));
+            break;
+        case CNN_LAYER_BATCHNORM: {
+            cnn_bn_desc d = L->bn;
+            d.n = n;
+            if (training)
+                CNN_TRY(be->batchnorm_forward_train(
+                    ctx, &d, in, net->params + L->gamma_off, net->params + L->beta_off,
+                    net->state + L->mean_off, net->state + L->var_off, L->y, L->save_mean,
+                    L->save_invstd));
+            else
+                CNN_TRY(be->batchnorm_forward_infer(
+                    ctx, &d, in, net->params + L->gamma_off, net->params + L->beta_off,
+                    net->state + L->mean_off, net->state + L->var_off, L->y));
+            break;
+        }
+        default:
+            return cnn_set_error(CNN_ERR_INTERNAL, "layer %d: unknown kind %d", i, s->kind);
+        }
+        in = L->y;
+    }
+    if (training) {
+        net->train_forwards++;
+        net->last_n = n;
+    }
+    return CNN_OK;
+}
+
+/* Backward of the last training forward from dy in net->grad_a (internal
+ * layout); fills the gradient block. When want_dx, returns through *dx_out the
+ * buffer holding the input gradient (internal layout). */
+static cnn_status backward_device(cnn_net *net, int want_dx, float **dx_out)
+{
+    const cnn_backend *be = net->be;
+    cnn_ctx *ctx = net->ctx;
+    int n = net->last_n;
+    float *dy = net->grad_a, *dx = net->grad_b;
+    for (int i = net->n_layers - 1; i >= 0; i--) {
+        layer *L = &net->layers[i];
+        const cnn_layer_spec *s = &L->spec;
+        const float *in = i ? net->layers[i - 1].y : net->x;
+        int need_dx = i > 0 || want_dx;
+        switch (s->kind) {
+        case CNN_LAYER_CONV2D: {
+            cnn_conv_desc d = L->conv;
+            d.n = n;
+            CNN_TRY(be->conv2d_backward_filter(ctx, &d, in, dy, net->grads + L->w_off,
+                                               s->use_bias ? net->grads + L->b_off : NULL,
+                                               net->ws));
+            if (need_dx)
+                CNN_TRY(be->conv2d_backward_data(ctx, &d, dy, net->params + L->w_off, dx, net->ws));
+            break;
+        }
+        case CNN_LAYER_MAXPOOL:
+        case CNN_LAYER_AVGPOOL: {
+            cnn_pool_desc d = L->pool;
+            d.n = n;
+            if (need_dx) CNN_TRY(be->pool_backward(ctx, &d, dy, L->argmax, dx));
+            break;
+        }
+        case CNN_LAYER_FLATTEN:
+            if (need_dx) CNN_TRY(be->nchw_from_nhwc(ctx, n, L->in_h, L->in_w, L->in_c, dy, dx));
+            break;
+        case CNN_LAYER_DENSE:
+            CNN_TRY(be->dense_backward_filter(ctx, n, L->in_c, s->units, in, dy,
+                                              net->grads + L->w_off,
+                                              s->use_bias ? net->grads + L->b_off : NULL));
+            if (need_dx)
+                CNN_TRY(be->dense_backward_data(ctx, n, L->in_c, s->units, dy,
+                                                net->params + L->w_off, dx));
+            break;
+        case CNN_LAYER_ACTIVATION:
+            if (need_dx)
+                CNN_TRY(be->activation_backward(ctx, s->activation, n, (int)L->in_count, L->y, dy,
+                                                dx));
+            break;
+        case CNN_LAYER_DROPOUT:
+            if (need_dx)
+                CNN_TRY(be->dropout_backward(
+                    ctx, n, L->in_c, L->in_h, L->in_w, s->rate,
+                    cnn_rng_key(L->dropout_key, (uint64_t)net->train_forwards - 1), dy, dx));
+            break;
+        case CNN_LAYER_BATCHNORM: {
+            cnn_bn_desc d = L->bn;
+            d.n = n;
+            /* always run: it also writes dgamma and dbeta */
+            CNN_TRY(be->batchnorm_backward(ctx, &d, in, dy, net->params + L->gamma_off,
+                                           L->save_mean, L->save_invstd, dx,
+                                           net->grads + L->gamma_off, net->grads + L->beta_off));
+            break;
+        }
+        default:
+            return cnn_set_error(CNN_ERR_INTERNAL, "layer %d: unknown kind %d", i, s->kind);
+        }
+        if (need_dx) {
+            float *t = dy;
+            dy = dx;
+            dx = t;
+        }
+    }
+    if (dx_out) *dx_out = dy;
+    return CNN_OK;
+}
+
+static cnn_status stage_input(cnn_net *net, int n, const float *x_host)
+{
+    CNN_TRY(net->be->upload(net->ctx, net->x_stage, x_host, (size_t)n * net->in_count * sizeof(float)));
+    if (net->in_rank == 4)
+        CNN_TRY(net->be->nchw_from_nhwc(net->ctx, n, net->in_h, net->in_w, net->in_c, net->x_stage,
+                                        net->x));
+    return CNN_OK;
+}
+
+static cnn_status stage_targets(cnn_net *net, int n, const int32_t *labels_host,
+                                const float *targets_host)
+{
+    if (net->loss.kind == CNN_LOSS_SPARSE_CE) {
+        if (!labels_host)
+            return cnn_set_error(CNN_ERR_VALUE, "sparse categorical cross-entropy needs labels");
+        return net->be->upload(net->ctx, net->labels, labels_host, (size_t)n * sizeof(int32_t));
+    }
+    if (!targets_host)
+        return cnn_set_error(CNN_ERR_VALUE, "this loss needs (batch, %d) targets", net->loss.k);
+    return net->be->upload(net->ctx, net->targets, targets_host,
+                           (size_t)n * net->loss.k * sizeof(float));
+}
+
+/* The loss needs a (batch, classes) output; a network whose last layer
+ * gives images can still run forward and backward (used to test one op). */
+static cnn_status check_loss_ready(const cnn_net *net)
+{
+    const layer *last = &net->layers[net->n_layers - 1];
+    if (last->out_rank != 2)
+        return cnn_set_error(CNN_ERR_VALUE,
+                             "the loss needs a (batch, classes) output, but the last layer gives "
+                             "(batch, %d, %d, %d): add Flatten and Dense layers",
+                             last->out_h, last->out_w, last->out_c);
+    if (net->loss.kind != CNN_LOSS_BINARY_CE && net->loss.k < 2)
+        return cnn_set_error(CNN_ERR_VALUE,
+                             "categorical cross-entropy needs at least 2 outputs, the last layer "
+                             "has %d: use binary cross-entropy",
+                             net->loss.k);
+    return CNN_OK;
+}
+
+/* Loss (and its gradient into grad_a when want_grad) of the last layer's
+ * output against the staged targets, added to net->sums. */
+static cnn_status loss_device(cnn_net *net, int n, int want_grad)
+{
+    cnn_loss_desc d = net->loss;
+    d.n = n;
+    int sparse = d.kind == CNN_LOSS_SPARSE_CE;
+    return net->be->loss_forward_backward(net->ctx, &d, net->layers[net->n_layers - 1].y,
+                                          sparse ? net->labels : NULL,
+                                          sparse ? NULL : net->targets, n,
+                                          want_grad ? net->grad_a : NULL, net->sums);
+}
+
+cnn_status cnn_net_forward(cnn_net *net, int n, const float *x_host, int training, float *y_host)
+{
+    CNN_TRY(check_batch(net, n));
+    CNN_TRY(stage_input(net, n, x_host));
+    CNN_TRY(forward_device(net, n, training));
+    if (!y_host) return CNN_OK;
+    const layer *last = &net->layers[net->n_layers - 1];
+    const float *y = last->y;
+    if (last->out_rank == 4) {
+        CNN_TRY(net->be->nhwc_from_nchw(net->ctx, n, last->out_h, last->out_w, last->out_c, y,
+                                        net->y_stage));
+        y = net->y_stage;
+    }
+    return net->be->download(net->ctx, y_host, y, (size_t)n * last->out_count * sizeof(float));
+}
+
+cnn_status cnn_net_backward(cnn_net *net, int n, const float *dy_host, float *dx_host)
+{
+    if (net->last_n == 0)
+        return cnn_set_error(CNN_ERR_VALUE,
+                             "backward needs a training forward first (forward with training=True)");
+    if (n != net->last_n)
+        return cnn_set_error(CNN_ERR_VALUE,
+                             "dy: expected the batch of the last training forward, %d samples, "
+                             "got %d",
+                             net->last_n, n);
+    const layer *last = &net->layers[net->n_layers - 1];
+    size_t dy_bytes = (size_t)n * net->out_count * sizeof(float);
+    if (last->out_rank == 4) {
+        CNN_TRY(net->be->upload(net->ctx, net->y_stage, dy_host, dy_bytes));
+        CNN_TRY(net->be->nchw_from_nhwc(net->ctx, n, last->out_h, last->out_w, last->out_c,
+                                        net->y_stage, net->grad_a));
+    } else {
+        CNN_TRY(net->be->upload(net->ctx, net->grad_a, dy_host, dy_bytes));
+    }
+    float *dx = NULL;
+    CNN_TRY(backward_device(net, dx_host != NULL, &dx));
+    if (!dx_host) return CNN_OK;
+    size_t bytes = (size_t)n * net->in_count * sizeof(float);
+    if (net->in_rank == 4) {
+        CNN_TRY(net->be->nhwc_from_nchw(net->ctx, n, net->in_h, net->in_w, net->in_c, dx,
+                                        net->y_stage));
+        dx = net->y_stage;
+    }
+    return net->be->download(net->ctx, dx_host, dx, bytes);
+}
+
+cnn_status cnn_net_compute_gradients(cnn_net *net, int n, const float *x_host,
+                                     const int32_t *labels_host, const float *targets_host,
+                                     float *loss_sum, float *correct)
+{
+    CNN_TRY(check_batch(net, n));
+    CNN_TRY(check_loss_ready(net));
+    CNN_TRY(stage_input(net, n, x_host));
+    CNN_TRY(stage_targets(net, n, labels_host, targets_host));
+    CNN_TRY(forward_device(net, n, 1));
+    CNN_TRY(net->be->zero(net->ctx, net->sums, 2 * sizeof(float)));
+    CNN_TRY(loss_device(net, n, 1));
+    CNN_TRY(backward_device(net, 0, NULL));
+    float sums[2];
+    CNN_TRY(net->be->download(net->ctx, sums, net->sums, sizeof sums));
+    if (loss_sum) *loss_sum = sums[0];
+    if (correct) *correct = sums[1];
+    return CNN_OK;
+}
+
+cnn_status cnn_net_apply_gradients(cnn_net *net)
+{
+    net->steps++;
+    if (net->opt.kind == CNN_OPT_ADAM)
+        return net->be->adam_step(net->ctx, &net->opt, net->steps, net->n_params, net->params,
+                                  net->grads, net->opt_m, net->opt_v);
+    return net->be->sgd_step(net->ctx, &net->opt, net->n_params, net->params, net->grads,
+                             net->opt_m);
+}
+
+cnn_status cnn_net_train_batch(cnn_net *net, int n, const float *x_host,
+                               const int32_t *labels_host, const float *targets_host,
+                               float *loss_sum, float *correct)
+{
+    CNN_TRY(cnn_net_compute_gradients(net, n, x_host, labels_host, targets_host, loss_sum,
+                                      correct));
+    return cnn_net_apply_gradients(net);
+}
+
+cnn_status cnn_net_evaluate(cnn_net *net, long n, const float *x_host, const int32_t *labels_host,
+                            const float *targets_host, double *loss_sum, double *correct)
+{
+    if (n < 1) return cnn_set_error(CNN_ERR_VALUE, "evaluate needs at least one sample, got %ld", n);
+    CNN_TRY(check_loss_ready(net));
+    int sparse = net->loss.kind == CNN_LOSS_SPARSE_CE;
+    if (sparse ? !labels_host : !targets_host)
+        return cnn_set_error(CNN_ERR_VALUE, "evaluate needs %s", sparse ? "labels" : "targets");
+    double total[2] = {0.0, 0.0};
+    for (long start = 0; start < n; start += net->max_batch) {
+        int m = (int)((n - start) < net->max_batch ? (n - start) : net->max_batch);
+        CNN_TRY(stage_input(net, m, x_host + (size_t)start * net->in_count));
+        CNN_TRY(stage_targets(net, m, sparse ? labels_host + start : NULL,
+                              sparse ? NULL : targets_host + (size_t)start * net->loss.k));
+        CNN_TRY(forward_device(net, m, 0));
+        CNN_TRY(net->be->zero(net->ctx, net->sums, 2 * sizeof(float)));
+        CNN_TRY(loss_device(net, m, 0));
+        float sums[2];
+        CNN_TRY(net->be->download(net->ctx, sums, net->sums, sizeof sums));
+        total[0] += sums[0];
+        total[1] += sums[1];
+    }
+    *loss_sum = total[0];
+    *correct = total[1];
+    return CNN_OK;
+}
+
+cnn_status cnn_net_predict(cnn_net *net, long n, const float *x_host, float *y_host)
+{
+    if (n < 1) return cnn_set_error(CNN_ERR_VALUE, "predict needs at least one sample, got %ld", n);
+    for (long start = 0; start < n; start += net->max_batch) {
+        int m = (int)((n - start) < net->max_batch ? (n - start) : net->max_batch);
+        CNN_TRY(cnn_net_forward(net, m, x_host + (size_t)start * net->in_count, 0,
+                                y_host + (size_t)start * net->out_count));
+    }
+    return CNN_OK;
+}

@@ -1,0 +1,38 @@
+/* binding.h: shared pieces of the CPython binding (cnncuda._C). */
+#ifndef CNN_BINDING_H
+#define CNN_BINDING_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#ifndef CNN_BINDING_MODULE
+#define NO_IMPORT_ARRAY
+#endif
+#define PY_ARRAY_UNIQUE_SYMBOL cnncuda_ARRAY_API
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/arrayobject.h>
+
+#include "../cnn.h"
+
+/* module.c: the exception types */
+extern PyObject *cnn_CudaError;
+extern PyObject *cnn_EngineUnavailableError;
+
+/* Raises the Python exception for `status` with the core's last message. */
+PyObject *cnn_raise_status(cnn_status status);
+
+/* convert.c */
+/* A float32, C-contiguous, aligned array from `obj` (a new reference), or
+ * NULL with TypeError naming `arg` when obj is not a real numeric array. */
+PyArrayObject *cnn_as_float32(PyObject *obj, const char *arg);
+/* ValueError unless `a` has exactly `rank` dims equal to dims (-1 = any). */
+int cnn_check_shape(PyArrayObject *a, const char *arg, int rank, const npy_intp *dims);
+/* ValueError naming `arg` and the first bad index if a holds NaN or Inf. */
+int cnn_check_finite(PyArrayObject *a, const char *arg);
+/* "(None, 32, 32, 3)" style text of a shape, into buf. */
+void cnn_shape_text(char *buf, size_t len, int rank, const npy_intp *dims);
+
+/* net_type.c */
+extern PyTypeObject cnn_NetType;
+
+#endif

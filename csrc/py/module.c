@@ -1,0 +1,145 @@
+/* module.c: the cnncuda._C module: exceptions, build and device queries, the
+ * RNG (for the reference's cross-check), and the Net type. */
+#define CNN_BINDING_MODULE
+#include "binding.h"
+
+#include "../cpu/gemm.h"
+
+PyObject *cnn_CudaError;
+PyObject *cnn_EngineUnavailableError;
+
+PyObject *cnn_py_sgemm(PyObject *self, PyObject *args, PyObject *kwds); /* gemm_check.c */
+
+PyObject *cnn_raise_status(cnn_status status)
+{
+    const char *msg = cnn_last_error();
+    switch (status) {
+    case CNN_ERR_VALUE: PyErr_SetString(PyExc_ValueError, msg); break;
+    case CNN_ERR_MEMORY: PyErr_SetString(PyExc_MemoryError, msg); break;
+    case CNN_ERR_DEVICE: PyErr_SetString(cnn_CudaError, msg); break;
+    case CNN_ERR_UNAVAILABLE: PyErr_SetString(cnn_EngineUnavailableError, msg); break;
+    default: PyErr_SetString(PyExc_RuntimeError, msg); break;
+    }
+    return NULL;
+}
+
+static PyObject *py_compiled_features(PyObject *self, PyObject *noargs)
+{
+    (void)self;
+    (void)noargs;
+    return PyUnicode_FromString(cnn_build_features());
+}
+
+static PyObject *py_build_summary(PyObject *self, PyObject *noargs)
+{
+    (void)self;
+    (void)noargs;
+    return PyUnicode_FromString(cnn_build_summary());
+}
+
+static PyObject *py_engine_status(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    const char *name = PyUnicode_AsUTF8(arg);
+    if (!name) return NULL;
+    cnn_status st;
+    const cnn_backend *be = cnn_backend_find(name, &st);
+    if (be) Py_RETURN_NONE;
+    return PyUnicode_FromString(cnn_last_error());
+}
+
+static PyObject *py_cuda_devices(PyObject *self, PyObject *noargs)
+{
+    (void)self;
+    (void)noargs;
+    int count = cnn_cuda_device_count();
+    PyObject *list = PyList_New(0);
+    for (int i = 0; list && i < count; i++) {
+        char name[256];
+        if (cnn_cuda_device_name(i, name, sizeof name) != 0) snprintf(name, sizeof name, "?");
+        PyObject *s = PyUnicode_FromString(name);
+        if (!s || PyList_Append(list, s) < 0) {
+            Py_XDECREF(s);
+            Py_CLEAR(list);
+        }
+        Py_XDECREF(s);
+    }
+    return list;
+}
+
+static PyObject *py_gemm_path(PyObject *self, PyObject *noargs)
+{
+    (void)self;
+    (void)noargs;
+    return PyUnicode_FromString(cnn_gemm_path() == CNN_GEMM_AVX2 ? "avx2" : "portable");
+}
+
+static PyObject *py_rng_key(PyObject *self, PyObject *args)
+{
+    (void)self;
+    unsigned long long seed, stream;
+    if (!PyArg_ParseTuple(args, "KK", &seed, &stream)) return NULL;
+    return PyLong_FromUnsignedLongLong(cnn_rng_key(seed, stream));
+}
+
+static PyObject *py_rng_uniform(PyObject *self, PyObject *args)
+{
+    (void)self;
+    unsigned long long key;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "Kn", &key, &n)) return NULL;
+    if (n < 0) {
+        PyErr_Format(PyExc_ValueError, "n: expected >= 0, got %zd", n);
+        return NULL;
+    }
+    npy_intp dims[1] = {n};
+    PyObject *a = PyArray_SimpleNew(1, dims, NPY_FLOAT32);
+    if (!a) return NULL;
+    float *p = PyArray_DATA((PyArrayObject *)a);
+    for (Py_ssize_t i = 0; i < n; i++) p[i] = cnn_uniform(key, (uint64_t)i);
+    return a;
+}
+
+static PyMethodDef module_methods[] = {
+    {"compiled_features", py_compiled_features, METH_NOARGS,
+     "What the build compiled in, space separated."},
+    {"build_summary", py_build_summary, METH_NOARGS, "What setup.py found, one line."},
+    {"engine_status", py_engine_status, METH_O,
+     "engine_status(name) -> None when the engine can run here, else the reason."},
+    {"cuda_devices", py_cuda_devices, METH_NOARGS, "Names of the CUDA devices visible now."},
+    {"gemm_path", py_gemm_path, METH_NOARGS, "The CPU GEMM micro-kernel in use."},
+    {"sgemm", (PyCFunction)(void (*)(void))cnn_py_sgemm, METH_VARARGS | METH_KEYWORDS,
+     "sgemm(a, b, c, trans_a=False, trans_b=False, alpha=1, beta=0, path=None) -> new c."},
+    {"rng_key", py_rng_key, METH_VARARGS, "rng_key(seed, stream) -> key (the core's RNG)."},
+    {"rng_uniform", py_rng_uniform, METH_VARARGS,
+     "rng_uniform(key, n) -> float32 array of uniform(key, 0..n-1)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "cnncuda._C", "The C core of cnncuda.", -1, module_methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__C(void)
+{
+    import_array();
+    if (PyType_Ready(&cnn_NetType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module_def);
+    if (!m) return NULL;
+    cnn_CudaError = PyErr_NewExceptionWithDoc(
+        "cnncuda.CudaError", "A CUDA, cuDNN, cuBLAS or NCCL call failed.", PyExc_RuntimeError,
+        NULL);
+    cnn_EngineUnavailableError = PyErr_NewExceptionWithDoc(
+        "cnncuda.EngineUnavailableError",
+        "The engine asked for was not compiled in or cannot run on this machine.",
+        PyExc_RuntimeError, NULL);
+    if (!cnn_CudaError || !cnn_EngineUnavailableError ||
+        PyModule_AddObjectRef(m, "CudaError", cnn_CudaError) < 0 ||
+        PyModule_AddObjectRef(m, "EngineUnavailableError", cnn_EngineUnavailableError) < 0 ||
+        PyModule_AddObjectRef(m, "Net", (PyObject *)&cnn_NetType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

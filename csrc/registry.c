@@ -1,0 +1,100 @@
+/* registry.c: engine name -> backend table. The only file that knows what
+ * the build compiled in (the CNNCUDA_HAVE_* macros come from setup.py). */
+#include <string.h>
+
+#include "cnn.h"
+#include "cpu/cpu.h"
+
+#ifdef CNNCUDA_HAVE_CUDA
+int cnn_cuda_runtime_device_count(void); /* cuda/device.cu */
+int cnn_cuda_runtime_device_name(int index, char *buf, int len);
+#endif
+
+/* Every engine name the project knows, with whether this build has it. */
+static const struct {
+    const char *name;
+    const cnn_backend *table;
+} engines[] = {
+    {"numpy", NULL}, /* the NumPy reference runs in Python, never here */
+    {"cpu", &cnn_backend_cpu},
+    {"omp", NULL},
+    {"cuda", NULL},
+    {"cudnn", NULL},
+};
+
+const cnn_backend *cnn_backend_find(const char *name, cnn_status *status)
+{
+    for (size_t i = 0; i < sizeof engines / sizeof engines[0]; i++) {
+        if (strcmp(name, engines[i].name) != 0) continue;
+        if (strcmp(name, "numpy") == 0) {
+            *status = cnn_set_error(CNN_ERR_VALUE,
+                                    "engine 'numpy' is the NumPy reference and runs in Python "
+                                    "(cnncuda.engine.make_net), not in the C core");
+            return NULL;
+        }
+        if (engines[i].table) {
+            *status = CNN_OK;
+            return engines[i].table;
+        }
+        *status = cnn_set_error(CNN_ERR_UNAVAILABLE,
+                                "engine '%s' is not available in this build of cnncuda "
+                                "(compiled in: %s)",
+                                name, cnn_build_features());
+        return NULL;
+    }
+    *status = cnn_set_error(CNN_ERR_VALUE,
+                            "unknown engine '%s': expected one of 'numpy', 'cpu', 'omp', "
+                            "'cuda', 'cudnn'",
+                            name);
+    return NULL;
+}
+
+const char *cnn_build_features(void)
+{
+    return "cpu"
+#ifdef CNNCUDA_HAVE_OPENMP
+           " openmp"
+#endif
+#ifdef CNNCUDA_HAVE_CUDA
+           " cuda-runtime"
+#endif
+#ifdef CNNCUDA_HAVE_CUBLAS
+           " cublas"
+#endif
+#ifdef CNNCUDA_HAVE_CUDNN
+           " cudnn"
+#endif
+#ifdef CNNCUDA_HAVE_NCCL
+           " nccl"
+#endif
+        ;
+}
+
+int cnn_cuda_device_count(void)
+{
+#ifdef CNNCUDA_HAVE_CUDA
+    return cnn_cuda_runtime_device_count();
+#else
+    return 0;
+#endif
+}
+
+int cnn_cuda_device_name(int index, char *buf, int len)
+{
+#ifdef CNNCUDA_HAVE_CUDA
+    return cnn_cuda_runtime_device_name(index, buf, len);
+#else
+    (void)index;
+    if (len > 0) buf[0] = '\0';
+    return -1;
+#endif
+}
+
+const char *cnn_build_summary(void)
+{
+#ifdef CNNCUDA_BUILD_SUMMARY
+    return CNNCUDA_BUILD_SUMMARY;
+#else
+    return "";
+#endif
+}

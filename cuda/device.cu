@@ -1,0 +1,28 @@
+// device.cu: what the CUDA runtime sees on this machine. Compiled only when
+// the build found nvcc; used by registry.c and the binding's devices().
+#include <cuda_runtime.h>
+
+extern "C" int cnn_cuda_runtime_device_count(void)
+{
+    int count = 0;
+    // No driver or no GPU: the runtime answers with an error; that means 0.
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+        cudaGetLastError();  // clear the sticky error
+        return 0;
+    }
+    return count;
+}
+
+// The name of device `index` into buf (len bytes); 0 on success.
+extern "C" int cnn_cuda_runtime_device_name(int index, char *buf, int len)
+{
+    cudaDeviceProp prop;
+    if (len < 1 || cudaGetDeviceProperties(&prop, index) != cudaSuccess) {
+        cudaGetLastError();
+        return -1;
+    }
+    int i = 0;
+    for (; i < len - 1 && prop.name[i]; i++) buf[i] = prop.name[i];
+    buf[i] = '\0';
+    return 0;
+}
