@@ -178,7 +178,8 @@ setup(
             "cnncuda._C",
             sources=c_sources(),
             include_dirs=[numpy.get_include(), os.path.join(HERE, "csrc")],
-            extra_compile_args=["-O3", "-std=c11", "-Wall", "-Wno-unknown-pragmas"],
+            extra_compile_args=["-O3", "-std=c11", "-fno-math-errno", "-Wall",
+                                "-Wno-unknown-pragmas"],
             extra_link_args=[],
             define_macros=[],
         )

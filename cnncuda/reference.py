@@ -911,9 +911,6 @@ class NumpyNet:
         self.from_logits = bool(loss.get("from_logits", False))
         if self.loss_kind not in LOSS_KINDS:
             raise ValueError(f"unknown loss {self.loss_kind!r}; expected one of {LOSS_KINDS}")
-        if len(self._output_shape) != 1:
-            raise ValueError(f"the loss needs a (N, K) output; the net's output is "
-                             f"{self._output_shape} (add a flatten)")
 
         # optimizer and its state, one slot per trainable weight
         kind = optimizer["kind"]
@@ -969,6 +966,13 @@ class NumpyNet:
         return self._training_forwards
 
     # -- input checks -----------------------------------------------------
+
+    def _check_loss_output(self):
+        """The loss needs a (N, K) output; a net ending in images can still run
+        forward and backward (to test one op), as the C engines allow."""
+        if len(self._output_shape) != 1:
+            raise ValueError(f"the loss needs a (N, K) output; the net's output is "
+                             f"{self._output_shape} (add a flatten)")
 
     def _inputs(self, x, batch=True):
         """x as an array of self.dtype with shape (n,) + input_shape."""
@@ -1032,6 +1036,7 @@ class NumpyNet:
     def compute_gradients(self, x, y):
         """Training forward, loss and backward, without an optimizer step.
         Returns (loss_sum, correct) over the batch."""
+        self._check_loss_output()
         x = self._inputs(x)
         target = self._targets(y, x.shape[0])
         out = self._forward(x, True)
@@ -1061,6 +1066,7 @@ class NumpyNet:
 
     def evaluate(self, x, y):
         """(loss_sum, correct) summed over all n samples, inference mode."""
+        self._check_loss_output()
         x = self._inputs(x, batch=False)
         target = self._targets(y, x.shape[0])
         loss_sum, correct = 0.0, 0.0

@@ -91,7 +91,7 @@ def synthetic_data(name, n, seed=0):
     templates = rng.random((classes,) + tuple(s["input_shape"]), dtype=np.float32)
     labels = rng.integers(0, classes, size=n)
     noise = rng.random((n,) + tuple(s["input_shape"]), dtype=np.float32)
-    x = (0.5 * templates[labels] + 0.5 * noise).astype(np.float32)
+    x = (0.75 * templates[labels] + 0.25 * noise).astype(np.float32)
     kind = s["loss"]["kind"]
     if kind == "sparse_categorical_crossentropy":
         y = labels.astype(np.int64)

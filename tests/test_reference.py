@@ -632,9 +632,10 @@ def test_net_rejects_bad_inputs():
         net.train_batch(np.zeros((2, 7, 6, 2)), np.zeros(2, int))
     with pytest.raises(ValueError):
         net.train_batch(np.zeros((2, 7, 7, 2)), np.array([0, 3]))     # label out of range
-    with pytest.raises(ValueError):
-        ref.NumpyNet([{"kind": "conv2d", "units": 2, "kernel": 3}], (7, 7, 2), 4, SPARSE,
-                     {"kind": "adam"})                                 # 4-D output for a loss
+    image_out = ref.NumpyNet([{"kind": "conv2d", "units": 2, "kernel": 3}], (7, 7, 2), 4, SPARSE,
+                             {"kind": "adam"})                         # builds: forward works,
+    with pytest.raises(ValueError, match="loss needs"):                # but a loss needs (N, K)
+        image_out.compute_gradients(np.zeros((1, 7, 7, 2)), np.zeros(1))
 
 
 def test_inputs_never_modified():

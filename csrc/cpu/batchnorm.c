@@ -82,11 +82,11 @@ cnn_status cpu_batchnorm_forward_train(cnn_ctx *ctx, const cnn_bn_desc *d,
         save_invstd[ch] = invstd;
         moving_mean[ch] = moving_mean[ch] * momentum + meanf * rest;
         moving_var[ch] = moving_var[ch] * momentum + varf * rest;
-        const float scale = gamma[ch] * invstd, shift = beta[ch];
+        const float g = gamma[ch], shift = beta[ch];
         for (int i = 0; i < n; ++i) {
             const float *restrict xi = x + ((size_t)i * c + ch) * sp;
             float *restrict yi = y + ((size_t)i * c + ch) * sp;
-            for (size_t j = 0; j < sp; ++j) yi[j] = (xi[j] - meanf) * scale + shift;
+            for (size_t j = 0; j < sp; ++j) yi[j] = g * ((xi[j] - meanf) * invstd) + shift;
         }
     }
     return CNN_OK;
@@ -106,11 +106,11 @@ cnn_status cpu_batchnorm_forward_infer(cnn_ctx *ctx, const cnn_bn_desc *d,
     for (int ch = 0; ch < c; ++ch) {
         const float meanf = moving_mean[ch];
         const float invstd = 1.0f / sqrtf(moving_var[ch] + d->epsilon);
-        const float scale = gamma[ch] * invstd, shift = beta[ch];
+        const float g = gamma[ch], shift = beta[ch];
         for (int i = 0; i < n; ++i) {
             const float *restrict xi = x + ((size_t)i * c + ch) * sp;
             float *restrict yi = y + ((size_t)i * c + ch) * sp;
-            for (size_t j = 0; j < sp; ++j) yi[j] = (xi[j] - meanf) * scale + shift;
+            for (size_t j = 0; j < sp; ++j) yi[j] = g * ((xi[j] - meanf) * invstd) + shift;
         }
     }
     return CNN_OK;

@@ -2,26 +2,31 @@
  *
  * C (m, n) = alpha * op(A) (m, k) op(B) (k, n) + beta * C, row-major.
  *
- * Blocking (Goto / BLIS), with the block sizes below:
+ * Blocking (Goto / BLIS); each dimension is cut into the fewest blocks of at
+ * most NC / KC / MC, made as even as possible (block_step):
  *
- *   for jc over n, step NC                       columns of C and op(B)
- *     for pc over k, step KC                     the shared dimension
- *       pack op(B)[pc:+KC, jc:+NC] -> pack->b    as NR-column strips, (kc, NR) each
- *       for ic over m, step MC
- *         pack op(A)[ic:+MC, pc:+KC] -> pack->a  as MR-row strips, (kc, MR) each
+ *   for jc over n, step <= NC                    columns of C and op(B)
+ *     for pc over k, step <= KC                  the shared dimension
+ *       pack op(B)[pc:+kc, jc:+nc] -> pack->b    as NR-column strips, (kc, NR) each
+ *       for ic over m, step <= MC
+ *         pack op(A)[ic:+mc, pc:+kc] -> pack->a  as row strips of <= MR rows, (kc, MR) each
  *         for jr over the B strips               a B strip (kc x NR, 16 KiB) stays in L1
  *           for ir over the A strips             the A block (MC x KC, 144 KiB) stays in L2
- *             micro-kernel: C tile (MR, NR) = alpha * A strip * B strip + beta' * C tile
+ *             micro-kernel: C tile (rows, NR) = alpha * A strip * B strip + beta' * C tile
  *
  * beta' is the caller's beta on the first pc step and 1 afterwards. Packing
- * resolves the transposes and zero-pads the last strips, so the micro-kernel
- * always computes a full MR x NR tile; a tile that sticks out of C is computed
- * into a local buffer and only its valid part is merged into C.
+ * resolves the transposes and zero-pads, so every strip has the same layout
+ * (MR values per p for A, NR for B). A strips are MR rows except at the
+ * bottom of a block, where strip_rows() splits the rest so that no row is
+ * padded; the micro-kernel takes the strip's row count. A tile that sticks
+ * out of the right edge of C is computed into a local buffer and only its
+ * valid columns are merged into C.
  *
- * Two micro-kernels share that packing format: an AVX2/FMA one (12 ymm
- * accumulators, 6 rows x 2 vectors of 8) compiled through a target attribute,
- * so the file needs no -mavx2, and a portable C one. cnn_gemm_path() picks
- * one at run time.
+ * Two paths share that packing format, picked at run time (cnn_gemm_path):
+ * AVX2/FMA, whose kernel keeps the 6 x 16 tile in 12 ymm accumulators and
+ * whose transposing packs use 8x8 register transposes, all compiled through
+ * target attributes so the file needs no -mavx2; and portable C, plain loops
+ * for the compiler to vectorize.
  */
 #include "gemm.h"
 
@@ -48,111 +53,212 @@ size_t cnn_gemm_pack_b_floats(void) { return (size_t)KC * NC; }
 
 static int min_int(int x, int y) { return x < y ? x : y; }
 
+/* The step that cuts `total` into the fewest blocks of at most `max_block`,
+ * as even as a step that is a multiple of `multiple` allows: k = 288 is cut
+ * 144 + 144 rather than 256 + 32. max_block is a multiple of `multiple`. */
+static int block_step(int total, int max_block, int multiple)
+{
+    int blocks = (total + max_block - 1) / max_block;
+    int step = (total + blocks - 1) / blocks;
+    step = (step + multiple - 1) / multiple * multiple;
+    return min_int(step, max_block);
+}
+
+/* ------------------------------------------------------------ row strips */
+
+/* Rows of the next A strip when `remaining` rows of the block are left: MR,
+ * except that a remainder of 1..3 rows after a full strip is shared out
+ * (7 = 4 + 3, 8 = 4 + 4, 9 = 5 + 4), because the AVX2 kernel runs at full
+ * rate from 4 rows up. m = 32 thus becomes 6+6+6+6+4+4 with no padded rows.
+ * The strip count never exceeds ceil(rows / MR). */
+static int strip_rows(int remaining)
+{
+    if (remaining > MR && remaining < MR + 4) return (remaining + 1) / 2;
+    return remaining < MR ? remaining : MR;
+}
+
 /* ---------------------------------------------------------------- packing */
 
-/* Packs op(A)[0:mc, 0:kc] into MR-row strips. `a` points at op(A)'s (0, 0):
- * A is stored (mc, kc) with row stride lda, or (kc, mc) when trans_a.
- * Strip s holds op(A)(s*MR + i, p) at packed[s*MR*kc + p*MR + i]; rows past
- * mc are zero. */
-static void pack_a(int trans_a, int mc, int kc, const float *a, ptrdiff_t lda, float *packed)
+/* Packs op(A)[0:mc, 0:kc] into row strips of strip_rows() rows. `a` points
+ * at op(A)'s (0, 0): A is stored (mc, kc) with row stride lda, or (kc, mc)
+ * when trans_a. The strip starting at row i0 is (kc, MR): op(A)(i0 + i, p) at
+ * strip[p*MR + i], rows past the strip's own are zero; strips follow each
+ * other every MR*kc floats. */
+static void pack_a_portable(int trans_a, int mc, int kc, const float *a, ptrdiff_t lda,
+                            float *packed)
 {
-    for (int i0 = 0; i0 < mc; i0 += MR) {
-        int rows = min_int(MR, mc - i0);
-        if (trans_a) {
-            for (int p = 0; p < kc; ++p) {
-                const float *src = a + p * lda + i0; /* op(A)(i0.., p) contiguous */
-                float *dst = packed + p * MR;
-                int i = 0;
-                for (; i < rows; ++i) dst[i] = src[i];
-                for (; i < MR; ++i) dst[i] = 0.0f;
-            }
-        } else if (rows == MR) {
-            const float *r0 = a + (ptrdiff_t)i0 * lda, *r1 = r0 + lda, *r2 = r1 + lda;
-            const float *r3 = r2 + lda, *r4 = r3 + lda, *r5 = r4 + lda;
-            for (int p = 0; p < kc; ++p) {
-                float *dst = packed + p * MR;
-                dst[0] = r0[p]; dst[1] = r1[p]; dst[2] = r2[p];
-                dst[3] = r3[p]; dst[4] = r4[p]; dst[5] = r5[p];
-            }
-        } else {
-            for (int p = 0; p < kc; ++p) {
-                float *dst = packed + p * MR;
-                int i = 0;
-                for (; i < rows; ++i) dst[i] = a[(ptrdiff_t)(i0 + i) * lda + p];
-                for (; i < MR; ++i) dst[i] = 0.0f;
+    if (trans_a) {
+        /* op(A)(i, p) = a[p*lda + i]: walk the stored rows in order, dealing
+         * each one out across the strips. */
+        for (int p = 0; p < kc; ++p) {
+            const float *src = a + p * lda;
+            float *dst = packed + p * MR;
+            for (int i0 = 0, rows; i0 < mc; i0 += rows, dst += MR * kc) {
+                rows = strip_rows(mc - i0);
+                if (rows == MR) {
+                    memcpy(dst, src + i0, MR * sizeof(float));
+                } else {
+                    int i = 0;
+                    for (; i < rows; ++i) dst[i] = src[i0 + i];
+                    for (; i < MR; ++i) dst[i] = 0.0f;
+                }
             }
         }
-        packed += MR * kc;
+        return;
+    }
+    /* op(A)(i, p) = a[i*lda + p] */
+    for (int i0 = 0, rows; i0 < mc; i0 += rows, packed += MR * kc) {
+        rows = strip_rows(mc - i0);
+        for (int p = 0; p < kc; ++p) {
+            float *dst = packed + p * MR;
+            int i = 0;
+            for (; i < rows; ++i) dst[i] = a[(i0 + i) * lda + p];
+            for (; i < MR; ++i) dst[i] = 0.0f;
+        }
     }
 }
 
 /* Packs op(B)[0:kc, 0:nc] into NR-column strips. `b` points at op(B)'s
  * (0, 0): B is stored (kc, nc) with row stride ldb, or (nc, kc) when trans_b.
- * Strip t holds op(B)(p, t*NR + j) at packed[t*NR*kc + p*NR + j]; columns
- * past nc are zero. */
-static void pack_b(int trans_b, int kc, int nc, const float *b, ptrdiff_t ldb, float *packed)
+ * Strip t is (kc, NR): op(B)(p, t*NR + j) at packed[t*NR*kc + p*NR + j];
+ * columns past nc are zero. */
+static void pack_b_portable(int trans_b, int kc, int nc, const float *b, ptrdiff_t ldb,
+                            float *packed)
 {
-    for (int j0 = 0; j0 < nc; j0 += NR) {
+    for (int j0 = 0; j0 < nc; j0 += NR, packed += NR * kc) {
         int cols = min_int(NR, nc - j0);
-        if (!trans_b) {
-            for (int p = 0; p < kc; ++p) {
-                const float *src = b + p * ldb + j0; /* op(B)(p, j0..) contiguous */
-                float *dst = packed + p * NR;
-                int j = 0;
-                if (cols == NR)
-                    for (; j < NR; ++j) dst[j] = src[j];
-                else
-                    for (; j < cols; ++j) dst[j] = src[j];
-                for (; j < NR; ++j) dst[j] = 0.0f;
-            }
-        } else {
-            /* op(B)(p, j) = b[j*ldb + p]: read each stored row contiguously,
-             * four columns at a time, scatter with stride NR into the strip. */
-            int j = 0;
-            for (; j + 4 <= cols; j += 4) {
-                const float *s0 = b + (ptrdiff_t)(j0 + j) * ldb, *s1 = s0 + ldb;
-                const float *s2 = s1 + ldb, *s3 = s2 + ldb;
-                for (int p = 0; p < kc; ++p) {
-                    float *dst = packed + p * NR + j;
-                    dst[0] = s0[p]; dst[1] = s1[p]; dst[2] = s2[p]; dst[3] = s3[p];
-                }
-            }
-            for (; j < cols; ++j) {
-                const float *src = b + (ptrdiff_t)(j0 + j) * ldb;
-                for (int p = 0; p < kc; ++p) packed[p * NR + j] = src[p];
-            }
-            if (cols < NR)
-                for (int p = 0; p < kc; ++p)
-                    for (int jj = cols; jj < NR; ++jj) packed[p * NR + jj] = 0.0f;
+        if (!trans_b && cols == NR) { /* a copy of NR floats per p */
+            for (int p = 0; p < kc; ++p)
+                memcpy(packed + p * NR, b + p * ldb + j0, NR * sizeof(float));
+            continue;
         }
-        packed += NR * kc;
+        for (int p = 0; p < kc; ++p) {
+            float *dst = packed + p * NR;
+            int j = 0;
+            if (trans_b)
+                for (; j < cols; ++j) dst[j] = b[(j0 + j) * ldb + p];
+            else
+                for (; j < cols; ++j) dst[j] = b[p * ldb + j0 + j];
+            for (; j < NR; ++j) dst[j] = 0.0f;
+        }
     }
 }
 
+#if GEMM_X86
+/* rows[q] (q < 8) = column q of the 8x8 matrix whose row i was rows[i]. */
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+transpose8x8(__m256 rows[8])
+{
+    __m256 t0 = _mm256_unpacklo_ps(rows[0], rows[1]), t1 = _mm256_unpackhi_ps(rows[0], rows[1]);
+    __m256 t2 = _mm256_unpacklo_ps(rows[2], rows[3]), t3 = _mm256_unpackhi_ps(rows[2], rows[3]);
+    __m256 t4 = _mm256_unpacklo_ps(rows[4], rows[5]), t5 = _mm256_unpackhi_ps(rows[4], rows[5]);
+    __m256 t6 = _mm256_unpacklo_ps(rows[6], rows[7]), t7 = _mm256_unpackhi_ps(rows[6], rows[7]);
+    __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    rows[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
+    rows[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+    rows[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
+    rows[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+    rows[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
+    rows[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+    rows[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
+    rows[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+
+/* pack_a_portable for AVX2 machines: the non-transposed case, a transpose,
+ * goes 8 columns at a time through 8x8 register transposes. */
+__attribute__((target("avx2,fma"))) static void
+pack_a_avx2(int trans_a, int mc, int kc, const float *a, ptrdiff_t lda, float *packed)
+{
+    if (trans_a) {
+        pack_a_portable(trans_a, mc, kc, a, lda, packed);
+        return;
+    }
+    for (int i0 = 0, rows; i0 < mc; i0 += rows, packed += MR * kc) {
+        rows = strip_rows(mc - i0);
+        const float *src = a + i0 * lda; /* (rows, kc), row stride lda */
+        int p = 0;
+        for (; p + 8 <= kc; p += 8) {
+            __m256 v[8];
+            for (int i = 0; i < 8; ++i)
+                v[i] = i < rows ? _mm256_loadu_ps(src + i * lda + p) : _mm256_setzero_ps();
+            transpose8x8(v); /* v[q] = op(A)(i0 + 0..7, p + q), lanes 6, 7 zero */
+            /* 8-float stores 6 floats apart: each overwrites the previous
+             * one's two spare lanes. The last of the strip stores 6 only. */
+            for (int q = 0; q < 7; ++q) _mm256_storeu_ps(packed + (p + q) * MR, v[q]);
+            float *last = packed + (p + 7) * MR;
+            _mm_storeu_ps(last, _mm256_castps256_ps128(v[7]));
+            _mm_storel_pi((__m64 *)(last + 4), _mm256_extractf128_ps(v[7], 1));
+        }
+        for (; p < kc; ++p) {
+            float *dst = packed + p * MR;
+            int i = 0;
+            for (; i < rows; ++i) dst[i] = src[i * lda + p];
+            for (; i < MR; ++i) dst[i] = 0.0f;
+        }
+    }
+}
+
+/* pack_b_portable for AVX2 machines: the transposed case goes through 8x8
+ * register transposes, two per 8 values of p. */
+__attribute__((target("avx2,fma"))) static void
+pack_b_avx2(int trans_b, int kc, int nc, const float *b, ptrdiff_t ldb, float *packed)
+{
+    if (!trans_b) {
+        pack_b_portable(trans_b, kc, nc, b, ldb, packed);
+        return;
+    }
+    for (int j0 = 0; j0 < nc; j0 += NR, packed += NR * kc) {
+        int cols = min_int(NR, nc - j0);
+        const float *src = b + j0 * ldb; /* (cols, kc), row stride ldb */
+        int p = 0;
+        for (; p + 8 <= kc; p += 8) {
+            for (int half = 0; half < NR; half += 8) {
+                __m256 v[8];
+                for (int j = 0; j < 8; ++j)
+                    v[j] = half + j < cols ? _mm256_loadu_ps(src + (half + j) * ldb + p)
+                                           : _mm256_setzero_ps();
+                transpose8x8(v); /* v[q] = op(B)(p + q, j0 + half + 0..7) */
+                for (int q = 0; q < 8; ++q) _mm256_store_ps(packed + (p + q) * NR + half, v[q]);
+            }
+        }
+        for (; p < kc; ++p) {
+            float *dst = packed + p * NR;
+            int j = 0;
+            for (; j < cols; ++j) dst[j] = src[j * ldb + p];
+            for (; j < NR; ++j) dst[j] = 0.0f;
+        }
+    }
+}
+#endif
+
 /* ----------------------------------------------------------- micro-kernels */
 
-/* C tile (MR, NR), row stride ldc = alpha * a_strip (kc, MR) x b_strip
- * (kc, NR) + beta * C tile; beta == 0 does not read C. */
-typedef void micro_kernel(int kc, const float *a_strip, const float *b_strip, float *c,
-                          ptrdiff_t ldc, float alpha, float beta);
+/* The first `rows` rows of the C tile (rows, NR), row stride ldc, become
+ * alpha * a_strip (kc, MR) x b_strip (kc, NR) + beta * C tile, reading only
+ * rows < `rows` of the A strip; beta == 0 does not read C. */
+typedef void micro_kernel(int rows, int kc, const float *a_strip, const float *b_strip,
+                          float *c, ptrdiff_t ldc, float alpha, float beta);
 
-static void kernel_portable(int kc, const float *restrict a_strip,
+static void kernel_portable(int rows, int kc, const float *restrict a_strip,
                             const float *restrict b_strip, float *restrict c, ptrdiff_t ldc,
                             float alpha, float beta)
 {
-    /* Two passes of MR x NR/2 keep the accumulators within 16 SSE registers. */
+    /* Two passes of MR x NR/2 keep the accumulators within 16 SSE registers;
+     * all MR rows are computed (padded ones are zero), `rows` are stored. */
     enum { NH = NR / 2 };
-    for (int half = 0; half < 2; ++half) {
+    for (int half = 0; half < NR; half += NH) {
         float acc[MR][NH];
         for (int i = 0; i < MR; ++i)
             for (int j = 0; j < NH; ++j) acc[i][j] = 0.0f;
-        const float *a = a_strip, *b = b_strip + half * NH;
+        const float *a = a_strip, *b = b_strip + half;
         for (int p = 0; p < kc; ++p, a += MR, b += NR)
             for (int i = 0; i < MR; ++i)
                 for (int j = 0; j < NH; ++j) acc[i][j] += a[i] * b[j];
-        float *ct = c + half * NH;
-        for (int i = 0; i < MR; ++i) {
-            float *row = ct + i * ldc;
+        for (int i = 0; i < rows; ++i) {
+            float *row = c + i * ldc + half;
             if (beta == 0.0f)
                 for (int j = 0; j < NH; ++j) row[j] = alpha * acc[i][j];
             else
@@ -162,63 +268,77 @@ static void kernel_portable(int kc, const float *restrict a_strip,
 }
 
 #if GEMM_X86
-__attribute__((target("avx2,fma"))) static void
-kernel_avx2(int kc, const float *restrict a_strip, const float *restrict b_strip,
-            float *restrict c, ptrdiff_t ldc, float alpha, float beta)
+/* The AVX2 kernel for `rows` (1..MR) known at compile time, as every call in
+ * kernel_avx2 is inlined with a constant: rows x 2 ymm accumulators,
+ * acc<i>_lo / acc<i>_hi holding columns 0..7 / 8..15 of tile row i; the code
+ * for rows at or past `rows` folds away. */
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+kernel_avx2_rows(const int rows, int kc, const float *restrict a, const float *restrict b,
+                 float *restrict c, ptrdiff_t ldc, float alpha, float beta)
 {
-    /* acc_i_lo / acc_i_hi: columns 0..7 / 8..15 of tile row i */
     __m256 acc0_lo = _mm256_setzero_ps(), acc0_hi = _mm256_setzero_ps();
     __m256 acc1_lo = _mm256_setzero_ps(), acc1_hi = _mm256_setzero_ps();
     __m256 acc2_lo = _mm256_setzero_ps(), acc2_hi = _mm256_setzero_ps();
     __m256 acc3_lo = _mm256_setzero_ps(), acc3_hi = _mm256_setzero_ps();
     __m256 acc4_lo = _mm256_setzero_ps(), acc4_hi = _mm256_setzero_ps();
     __m256 acc5_lo = _mm256_setzero_ps(), acc5_hi = _mm256_setzero_ps();
-    const float *a = a_strip, *b = b_strip;
 
-    for (int i = 0; i < MR; ++i) _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
-    for (int i = 0; i < MR; ++i) _mm_prefetch((const char *)(c + i * ldc + NR - 1), _MM_HINT_T0);
+    for (int i = 0; i < rows; ++i) {
+        _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+        _mm_prefetch((const char *)(c + i * ldc + NR - 1), _MM_HINT_T0);
+    }
 
-#define GEMM_AVX2_ROW(i)                                      \
-    do {                                                      \
-        __m256 a_i = _mm256_broadcast_ss(a + (i));            \
-        acc##i##_lo = _mm256_fmadd_ps(a_i, b_lo, acc##i##_lo); \
-        acc##i##_hi = _mm256_fmadd_ps(a_i, b_hi, acc##i##_hi); \
-    } while (0)
-
+#define GEMM_AVX2_FMA_ROW(i)                                       \
+    if (rows > (i)) {                                              \
+        __m256 a_i = _mm256_broadcast_ss(a + (i));                 \
+        acc##i##_lo = _mm256_fmadd_ps(a_i, b_lo, acc##i##_lo);     \
+        acc##i##_hi = _mm256_fmadd_ps(a_i, b_hi, acc##i##_hi);     \
+    }
     for (int p = 0; p < kc; ++p, a += MR, b += NR) {
         __m256 b_lo = _mm256_load_ps(b), b_hi = _mm256_load_ps(b + 8);
-        GEMM_AVX2_ROW(0);
-        GEMM_AVX2_ROW(1);
-        GEMM_AVX2_ROW(2);
-        GEMM_AVX2_ROW(3);
-        GEMM_AVX2_ROW(4);
-        GEMM_AVX2_ROW(5);
+        GEMM_AVX2_FMA_ROW(0)
+        GEMM_AVX2_FMA_ROW(1)
+        GEMM_AVX2_FMA_ROW(2)
+        GEMM_AVX2_FMA_ROW(3)
+        GEMM_AVX2_FMA_ROW(4)
+        GEMM_AVX2_FMA_ROW(5)
     }
-#undef GEMM_AVX2_ROW
+#undef GEMM_AVX2_FMA_ROW
 
-    __m256 alpha_v = _mm256_set1_ps(alpha);
-    if (beta == 0.0f) {
-#define GEMM_AVX2_STORE(i)                                                       \
-    do {                                                                         \
-        _mm256_storeu_ps(c + (i) * ldc, _mm256_mul_ps(alpha_v, acc##i##_lo));     \
-        _mm256_storeu_ps(c + (i) * ldc + 8, _mm256_mul_ps(alpha_v, acc##i##_hi)); \
-    } while (0)
-        GEMM_AVX2_STORE(0); GEMM_AVX2_STORE(1); GEMM_AVX2_STORE(2);
-        GEMM_AVX2_STORE(3); GEMM_AVX2_STORE(4); GEMM_AVX2_STORE(5);
-#undef GEMM_AVX2_STORE
-    } else {
-        __m256 beta_v = _mm256_set1_ps(beta);
-#define GEMM_AVX2_UPDATE(i)                                                     \
-    do {                                                                        \
-        float *row = c + (i) * ldc;                                             \
-        __m256 lo = _mm256_mul_ps(beta_v, _mm256_loadu_ps(row));                \
-        __m256 hi = _mm256_mul_ps(beta_v, _mm256_loadu_ps(row + 8));            \
-        _mm256_storeu_ps(row, _mm256_fmadd_ps(alpha_v, acc##i##_lo, lo));       \
-        _mm256_storeu_ps(row + 8, _mm256_fmadd_ps(alpha_v, acc##i##_hi, hi));   \
-    } while (0)
-        GEMM_AVX2_UPDATE(0); GEMM_AVX2_UPDATE(1); GEMM_AVX2_UPDATE(2);
-        GEMM_AVX2_UPDATE(3); GEMM_AVX2_UPDATE(4); GEMM_AVX2_UPDATE(5);
-#undef GEMM_AVX2_UPDATE
+    __m256 alpha_v = _mm256_set1_ps(alpha), beta_v = _mm256_set1_ps(beta);
+    int read_c = beta != 0.0f;
+#define GEMM_AVX2_STORE_ROW(i)                                                   \
+    if (rows > (i)) {                                                            \
+        float *row = c + (i) * ldc;                                              \
+        __m256 lo = _mm256_mul_ps(alpha_v, acc##i##_lo);                         \
+        __m256 hi = _mm256_mul_ps(alpha_v, acc##i##_hi);                         \
+        if (read_c) {                                                            \
+            lo = _mm256_fmadd_ps(beta_v, _mm256_loadu_ps(row), lo);              \
+            hi = _mm256_fmadd_ps(beta_v, _mm256_loadu_ps(row + 8), hi);          \
+        }                                                                        \
+        _mm256_storeu_ps(row, lo);                                               \
+        _mm256_storeu_ps(row + 8, hi);                                           \
+    }
+    GEMM_AVX2_STORE_ROW(0)
+    GEMM_AVX2_STORE_ROW(1)
+    GEMM_AVX2_STORE_ROW(2)
+    GEMM_AVX2_STORE_ROW(3)
+    GEMM_AVX2_STORE_ROW(4)
+    GEMM_AVX2_STORE_ROW(5)
+#undef GEMM_AVX2_STORE_ROW
+}
+
+__attribute__((target("avx2,fma"))) static void
+kernel_avx2(int rows, int kc, const float *restrict a_strip, const float *restrict b_strip,
+            float *restrict c, ptrdiff_t ldc, float alpha, float beta)
+{
+    switch (rows) {
+    case 6: kernel_avx2_rows(6, kc, a_strip, b_strip, c, ldc, alpha, beta); break;
+    case 5: kernel_avx2_rows(5, kc, a_strip, b_strip, c, ldc, alpha, beta); break;
+    case 4: kernel_avx2_rows(4, kc, a_strip, b_strip, c, ldc, alpha, beta); break;
+    case 3: kernel_avx2_rows(3, kc, a_strip, b_strip, c, ldc, alpha, beta); break;
+    case 2: kernel_avx2_rows(2, kc, a_strip, b_strip, c, ldc, alpha, beta); break;
+    default: kernel_avx2_rows(1, kc, a_strip, b_strip, c, ldc, alpha, beta); break;
     }
 }
 #endif
@@ -264,12 +384,24 @@ int cnn_gemm_set_path(int path)
     return -1;
 }
 
-static micro_kernel *selected_kernel(void)
+/* The routines of one path; both share the packing format. */
+typedef struct gemm_path_impl {
+    micro_kernel *kernel;
+    void (*pack_a)(int trans_a, int mc, int kc, const float *a, ptrdiff_t lda, float *packed);
+    void (*pack_b)(int trans_b, int kc, int nc, const float *b, ptrdiff_t ldb, float *packed);
+} gemm_path_impl;
+
+static const gemm_path_impl portable_impl = {kernel_portable, pack_a_portable, pack_b_portable};
+#if GEMM_X86
+static const gemm_path_impl avx2_impl = {kernel_avx2, pack_a_avx2, pack_b_avx2};
+#endif
+
+static const gemm_path_impl *selected_impl(void)
 {
 #if GEMM_X86
-    if (cnn_gemm_path() == CNN_GEMM_AVX2) return kernel_avx2;
+    if (cnn_gemm_path() == CNN_GEMM_AVX2) return &avx2_impl;
 #endif
-    return kernel_portable;
+    return &portable_impl;
 }
 
 /* ------------------------------------------------------------------ driver */
@@ -288,7 +420,7 @@ static void scale_c(int m, int n, float beta, float *c, ptrdiff_t ldc)
 }
 
 /* The tile (rows, cols) of C = alpha * tile (rows, cols; row stride NR) +
- * beta * C, for tiles at the bottom or right edge of C. */
+ * beta * C, for tiles at the right edge of C. */
 static void merge_edge_tile(int rows, int cols, const float *tile, float alpha, float beta,
                             float *c, ptrdiff_t ldc)
 {
@@ -302,7 +434,8 @@ static void merge_edge_tile(int rows, int cols, const float *tile, float alpha, 
     }
 }
 
-/* C block (mc, nc) = alpha * packed A block x packed B block + beta * C block. */
+/* C block (mc, nc) = alpha * packed A block x packed B block + beta * C block.
+ * A strips follow strip_rows(), as packed; the last B strip may be partial. */
 static void macro_kernel(micro_kernel *kernel, int mc, int nc, int kc, const float *packed_a,
                          const float *packed_b, float alpha, float beta, float *c,
                          ptrdiff_t ldc)
@@ -310,15 +443,15 @@ static void macro_kernel(micro_kernel *kernel, int mc, int nc, int kc, const flo
     _Alignas(64) float edge_tile[MR * NR];
     for (int jr = 0; jr < nc; jr += NR) {
         int cols = min_int(NR, nc - jr);
-        const float *b_strip = packed_b + (ptrdiff_t)jr * kc; /* (kc, NR) */
-        for (int ir = 0; ir < mc; ir += MR) {
-            int rows = min_int(MR, mc - ir);
-            const float *a_strip = packed_a + (ptrdiff_t)ir * kc; /* (kc, MR) */
+        const float *b_strip = packed_b + jr * kc; /* (kc, NR) */
+        const float *a_strip = packed_a;           /* (kc, MR) */
+        for (int ir = 0, rows; ir < mc; ir += rows, a_strip += MR * kc) {
+            rows = strip_rows(mc - ir);
             float *c_tile = c + ir * ldc + jr;
-            if (rows == MR && cols == NR) {
-                kernel(kc, a_strip, b_strip, c_tile, ldc, alpha, beta);
+            if (cols == NR) {
+                kernel(rows, kc, a_strip, b_strip, c_tile, ldc, alpha, beta);
             } else {
-                kernel(kc, a_strip, b_strip, edge_tile, NR, 1.0f, 0.0f);
+                kernel(rows, kc, a_strip, b_strip, edge_tile, NR, 1.0f, 0.0f);
                 merge_edge_tile(rows, cols, edge_tile, alpha, beta, c_tile, ldc);
             }
         }
@@ -334,22 +467,25 @@ void cnn_sgemm(const cnn_gemm_pack *pack, int trans_a, int trans_b, int m, int n
         scale_c(m, n, beta, c, ldc);
         return;
     }
-    micro_kernel *kernel = selected_kernel();
+    const gemm_path_impl *impl = selected_impl();
     const ptrdiff_t lda_ = lda, ldb_ = ldb, ldc_ = ldc;
 
-    for (int jc = 0; jc < n; jc += NC) {
-        int nc = min_int(NC, n - jc);
-        for (int pc = 0; pc < k; pc += KC) {
-            int kc = min_int(KC, k - pc);
+    const int nc_step = block_step(n, NC, NR), kc_step = block_step(k, KC, 1);
+    const int mc_step = block_step(m, MC, MR);
+    for (int jc = 0; jc < n; jc += nc_step) {
+        int nc = min_int(nc_step, n - jc);
+        for (int pc = 0; pc < k; pc += kc_step) {
+            int kc = min_int(kc_step, k - pc);
             /* op(B)(pc, jc) is b[pc*ldb + jc], or b[jc*ldb + pc] when trans_b */
             const float *b_block = trans_b ? b + jc * ldb_ + pc : b + pc * ldb_ + jc;
-            pack_b(trans_b, kc, nc, b_block, ldb_, pack->b);
+            impl->pack_b(trans_b, kc, nc, b_block, ldb_, pack->b);
             float beta_block = pc == 0 ? beta : 1.0f;
-            for (int ic = 0; ic < m; ic += MC) {
-                int mc = min_int(MC, m - ic);
+            for (int ic = 0; ic < m; ic += mc_step) {
+                int mc = min_int(mc_step, m - ic);
+                /* op(A)(ic, pc) is a[ic*lda + pc], or a[pc*lda + ic] when trans_a */
                 const float *a_block = trans_a ? a + pc * lda_ + ic : a + ic * lda_ + pc;
-                pack_a(trans_a, mc, kc, a_block, lda_, pack->a);
-                macro_kernel(kernel, mc, nc, kc, pack->a, pack->b, alpha, beta_block,
+                impl->pack_a(trans_a, mc, kc, a_block, lda_, pack->a);
+                macro_kernel(impl->kernel, mc, nc, kc, pack->a, pack->b, alpha, beta_block,
                              c + ic * ldc_ + jc, ldc_);
             }
         }

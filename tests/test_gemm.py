@@ -1,0 +1,69 @@
+"""The CPU SGEMM, on both micro-kernels (portable C and AVX2/FMA), against NumPy.
+
+Tolerance: relative to the size of the products, 2e-6 * sqrt(k) + 1e-6.
+"""
+import numpy as np
+import pytest
+
+from cnncuda import _C
+
+PATHS = [pytest.param("portable", id="portable"),
+         pytest.param("avx2", id="avx2",
+                      marks=pytest.mark.skipif(not _C.gemm_avx2_supported(),
+                                               reason="this CPU has no AVX2/FMA"))]
+
+SIZES = [(1, 1, 1), (2, 3, 5), (7, 13, 17), (31, 33, 65), (6, 16, 1), (5, 100, 27),
+         (32, 900, 27), (64, 169, 288), (33, 257, 300), (1, 64, 1024), (100, 7, 3),
+         (17, 1, 40)]
+
+
+def expected(a, b, c, trans_a, trans_b, alpha, beta):
+    opa = a.T if trans_a else a
+    opb = b.T if trans_b else b
+    out = alpha * (opa.astype(np.float64) @ opb.astype(np.float64))
+    if beta != 0:
+        out += beta * c
+    return out
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("m,n,k", SIZES)
+@pytest.mark.parametrize("trans_a,trans_b", [(0, 0), (1, 0), (0, 1), (1, 1)])
+def test_sgemm_matches_numpy(path, m, n, k, trans_a, trans_b):
+    rng = np.random.default_rng(m * 1000 + n * 10 + k)
+    a = rng.standard_normal((k, m) if trans_a else (m, k)).astype(np.float32)
+    b = rng.standard_normal((n, k) if trans_b else (k, n)).astype(np.float32)
+    c = rng.standard_normal((m, n)).astype(np.float32)
+    for alpha, beta in [(1.0, 0.0), (0.5, 1.0), (-2.0, 0.25)]:
+        got = _C.sgemm(a, b, c, trans_a=trans_a, trans_b=trans_b, alpha=alpha, beta=beta, path=path)
+        want = expected(a, b, c, trans_a, trans_b, alpha, beta)
+        scale = np.abs(alpha) * (np.abs(a).max() * np.abs(b).max()) + abs(beta)
+        np.testing.assert_allclose(got, want, rtol=0, atol=(2e-6 * np.sqrt(k) + 1e-6) * scale * 4)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_beta_zero_ignores_nan_in_c(path):
+    a = np.ones((5, 7), np.float32)
+    b = np.ones((7, 9), np.float32)
+    c = np.full((5, 9), np.nan, np.float32)
+    got = _C.sgemm(a, b, c, path=path)
+    assert np.array_equal(got, np.full((5, 9), 7.0, np.float32))
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_k_zero_scales_c(path):
+    a = np.ones((3, 0), np.float32)
+    b = np.ones((0, 4), np.float32)
+    c = np.full((3, 4), 2.0, np.float32)
+    assert np.array_equal(_C.sgemm(a, b, c, beta=0.5, path=path), np.full((3, 4), 1.0, np.float32))
+    assert np.array_equal(_C.sgemm(a, b, c, beta=0.0, path=path), np.zeros((3, 4), np.float32))
+
+
+def test_sgemm_rejects_bad_arguments():
+    a = np.ones((2, 3), np.float32)
+    with pytest.raises(ValueError, match="path"):
+        _C.sgemm(a, a.T, np.ones((2, 2), np.float32), path="sse9")
+    with pytest.raises(ValueError, match="shapes"):
+        _C.sgemm(a, a, np.ones((2, 2), np.float32))
+    with pytest.raises(TypeError, match="a:"):
+        _C.sgemm(np.ones((2, 3), complex), a.T, np.ones((2, 2), np.float32))
