@@ -177,3 +177,21 @@ def test_stacked_layers(engine):
         {"kind": "activation", "activation": "softmax"},
     ]
     run_both(engine, layers, (13, 11, 3), n=4, rtol=2e-4, atol=2e-4)
+
+
+@pytest.mark.parametrize("engine", C_ENGINES)
+@pytest.mark.parametrize("shape,padding", [((8, 8, 3), "valid"), ((7, 9, 2), "same"),
+                                           ((9, 7, 2), "valid")])
+def test_maxpool_ties_send_the_gradient_to_the_first_maximum(engine, shape, padding):
+    """Inputs with many equal values (ReLU outputs are often 0): the first
+    maximum in row-major window order takes the gradient, as in the reference."""
+    rng = np.random.default_rng(4)
+    x = np.maximum(np.round(rng.standard_normal((3,) + shape)), 0).astype(np.float32)
+    layers = [{"kind": "maxpool", "kernel": (2, 2), "padding": padding}]
+    net = make_net(engine, layers, shape, 3, SPARSE_LOGITS, ADAM)
+    ref = type(make_net("numpy", layers, shape, 3, SPARSE_LOGITS, ADAM))(
+        layers, shape, 3, SPARSE_LOGITS, ADAM, dtype=np.float64)
+    y = net.forward(x, training=True)
+    assert_close(y, ref.forward(x.astype(np.float64), training=True), 0, 0, "forward")
+    dy = rng.standard_normal(y.shape).astype(np.float32)
+    assert_close(net.backward(dy), ref.backward(dy.astype(np.float64)), 0, 0, "backward")

@@ -74,7 +74,10 @@ cnn_status cpu_activation_backward(cnn_ctx *ctx, int act, int rows, int cols, co
         if (dy != dx && count) memmove(dx, dy, count * sizeof(float));
         return CNN_OK;
     case CNN_ACT_RELU:
-        for (size_t i = 0; i < count; ++i) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+        for (size_t i = 0; i < count; ++i) {
+            const float g = dy[i]; /* loaded unconditionally, so the loop vectorizes */
+            dx[i] = y[i] > 0.0f ? g : 0.0f;
+        }
         return CNN_OK;
     case CNN_ACT_SIGMOID:
         for (size_t i = 0; i < count; ++i) dx[i] = dy[i] * (y[i] * (1.0f - y[i]));

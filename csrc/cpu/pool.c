@@ -31,7 +31,9 @@ static inline void window(int o, int stride, int pad, int k, int in, int *lo, in
 }
 
 /* One plane: x (h, w) -> y (oh, ow), argmax (oh, ow) into x's plane (-1 for
- * an empty window, whose output is 0). */
+ * an empty window, whose output is 0). The comparisons are written as
+ * selects, not branches: on real data the maximum's position is random, and
+ * mispredicted branches cost more than the loads. */
 static void max_plane(const cnn_pool_desc *d, const float *restrict x, float *restrict y,
                       int32_t *restrict argmax)
 {
@@ -41,19 +43,54 @@ static void max_plane(const cnn_pool_desc *d, const float *restrict x, float *re
         for (int s = 0; s < d->ow; ++s) {
             int c0, c1;
             window(s, d->sw, d->pad_left, d->pw, d->w, &c0, &c1);
-            float best = 0.0f;
-            int32_t at = -1;
+            if (r0 >= r1 || c0 >= c1) {
+                y[r * d->ow + s] = 0.0f;
+                argmax[r * d->ow + s] = -1;
+                continue;
+            }
+            int32_t at = (int32_t)(r0 * d->w + c0);
+            float best = x[at];
             for (int i = r0; i < r1; ++i) {
                 const float *restrict xr = x + (size_t)i * d->w;
                 for (int j = c0; j < c1; ++j) {
-                    if (at < 0 || xr[j] > best) {
-                        best = xr[j];
-                        at = (int32_t)(i * d->w + j);
-                    }
+                    const float v = xr[j];
+                    const int32_t idx = (int32_t)(i * d->w + j);
+                    const int greater = v > best; /* strict: the first maximum wins */
+                    best = greater ? v : best;
+                    at = greater ? idx : at;
                 }
             }
             y[r * d->ow + s] = best;
             argmax[r * d->ow + s] = at;
+        }
+    }
+}
+
+/* The common case, 2x2 windows at stride 2 that all lie inside the image:
+ * the same result as max_plane, written so the compiler vectorizes it. */
+static int is_full_2x2(const cnn_pool_desc *d)
+{
+    return d->ph == 2 && d->pw == 2 && d->sh == 2 && d->sw == 2 && d->pad_top == 0 &&
+           d->pad_left == 0 && 2 * d->oh <= d->h && 2 * d->ow <= d->w;
+}
+
+static void max_plane_2x2(const cnn_pool_desc *d, const float *restrict x, float *restrict y,
+                          int32_t *restrict argmax)
+{
+    const int w = d->w;
+    for (int r = 0; r < d->oh; ++r) {
+        const float *restrict x0 = x + (size_t)(2 * r) * w; /* window rows 2r, 2r + 1 */
+        const float *restrict x1 = x0 + w;
+        float *restrict yr = y + (size_t)r * d->ow;
+        int32_t *restrict ar = argmax + (size_t)r * d->ow;
+        const int32_t base = 2 * r * w;
+        for (int s = 0; s < d->ow; ++s) {
+            const float a = x0[2 * s], b = x0[2 * s + 1], c = x1[2 * s], e = x1[2 * s + 1];
+            const int right_top = b > a, right_bottom = e > c; /* strict: first max wins */
+            const float top = right_top ? b : a, bottom = right_bottom ? e : c;
+            const int down = bottom > top;
+            yr[s] = down ? bottom : top;
+            ar[s] = base + 2 * s + (down ? w + right_bottom : right_top);
         }
     }
 }
@@ -90,8 +127,11 @@ cnn_status cpu_pool_forward(cnn_ctx *ctx, const cnn_pool_desc *d, const float *r
     const size_t in_plane = (size_t)d->h * d->w;
     const size_t out_plane = (size_t)d->oh * d->ow;
     const long planes = (long)d->n * d->c;
+    const int full_2x2 = is_full_2x2(d);
     for (long q = 0; q < planes; ++q) {
-        if (d->mode == CNN_POOL_MAX)
+        if (d->mode == CNN_POOL_MAX && full_2x2)
+            max_plane_2x2(d, x + q * in_plane, y + q * out_plane, argmax + q * out_plane);
+        else if (d->mode == CNN_POOL_MAX)
             max_plane(d, x + q * in_plane, y + q * out_plane, argmax + q * out_plane);
         else
             avg_plane(d, x + q * in_plane, y + q * out_plane);
