@@ -70,9 +70,26 @@ def time_epoch(model, device, batch_size=None, images=None, seed=0, epochs=1, lo
     }
 
 
+def torch_row(model, batch_size=None, images=None, seed=0, threads=1, log=print):
+    """The same epoch in PyTorch on the CPU with `threads` threads, as a row."""
+    from . import bench_torch
+    spec = seed_network(model)
+    batch = batch_size or spec["batch_size"]
+    n = images or spec["train_images"]
+    x, y = synthetic_data(model, n, seed=seed)
+    seconds = bench_torch.time_epoch(spec, x, y, batch, threads=threads)
+    import torch
+    log("  %s on torch-cpu:%d (torch %s): %.2f s" % (model, threads, torch.__version__, seconds))
+    steps = (n + batch - 1) // batch
+    return {"model": model, "device": "torch-cpu:%d" % threads, "batch_size": batch,
+            "images": n, "data": "synthetic", "seconds_per_epoch": seconds,
+            "images_per_second": n / seconds, "ms_per_step": 1000.0 * seconds / steps}
+
+
 def run(models=("cifar10_cnn",), engines=None, batch_size=None, images=None, epochs=1, seed=0,
-        log=print):
-    """Times every model on every engine; returns the rows (also printed as a table)."""
+        torch_threads=(), log=print):
+    """Times every model on every engine (and PyTorch on the CPU at each of
+    `torch_threads`, when importable); returns the rows, also printed as a table."""
     engines = list(engines) if engines else [d for d in devices() if d != "numpy"]
     info = build_info()
     log("cnncuda %s | %s | %s | Python %s | NumPy %s"
@@ -83,6 +100,8 @@ def run(models=("cifar10_cnn",), engines=None, batch_size=None, images=None, epo
     for model in models:
         for device in engines:
             rows.append(time_epoch(model, device, batch_size, images, seed, epochs, log))
+        for threads in torch_threads:
+            rows.append(torch_row(model, batch_size, images, seed, threads, log))
     log("")
     log("%-12s %-8s %6s %7s %10s %10s %9s %8s  %s" % ("model", "engine", "batch", "images",
         "s/epoch", "images/s", "ms/step", "speedup", "data"))
@@ -107,10 +126,13 @@ def main(argv=None):
                    help="images per epoch (default: the experiment's training-set size)")
     p.add_argument("--epochs", type=int, default=1, help="epochs timed; the best is reported")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--torch-threads", type=int, action="append", default=[],
+                   help="also time PyTorch on the CPU with this many threads (repeatable; "
+                        "needs torch)")
     p.add_argument("--json", help="write the rows to this file")
     args = p.parse_args(argv)
     rows = run(args.model or ["cifar10_cnn"], args.device, args.batch_size, args.images,
-               args.epochs, args.seed)
+               args.epochs, args.seed, args.torch_threads)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=2)
