@@ -5,17 +5,6 @@
 
 #include "cpu.h"
 
-/* Sums in double over 4 lanes so that they vectorize. */
-static double sum_d(const float *restrict x, size_t len)
-{
-    double lane[4] = {0.0, 0.0, 0.0, 0.0};
-    size_t j = 0;
-    for (; j + 4 <= len; j += 4)
-        for (int l = 0; l < 4; ++l) lane[l] += (double)x[j + l];
-    for (; j < len; ++j) lane[0] += (double)x[j];
-    return (lane[0] + lane[1]) + (lane[2] + lane[3]);
-}
-
 /* sum (x - mean)^2 */
 static double sum_sq_dev(const float *restrict x, size_t len, double mean)
 {
@@ -71,7 +60,7 @@ cnn_status cpu_batchnorm_forward_train(cnn_ctx *ctx, const cnn_bn_desc *d,
     const float momentum = d->momentum, rest = 1.0f - d->momentum;
     for (int ch = 0; ch < c; ++ch) {
         double sum = 0.0;
-        for (int i = 0; i < n; ++i) sum += sum_d(x + ((size_t)i * c + ch) * sp, sp);
+        for (int i = 0; i < n; ++i) sum += cnn_cpu_sum(x + ((size_t)i * c + ch) * sp, sp);
         const double mean = sum / count;
         double sq = 0.0;
         for (int i = 0; i < n; ++i) sq += sum_sq_dev(x + ((size_t)i * c + ch) * sp, sp, mean);
@@ -137,7 +126,7 @@ cnn_status cpu_batchnorm_backward(cnn_ctx *ctx, const cnn_bn_desc *d, const floa
         double sdy = 0.0, sdyx = 0.0;
         for (int i = 0; i < n; ++i) {
             const size_t at = ((size_t)i * c + ch) * sp;
-            sdy += sum_d(dy + at, sp);
+            sdy += cnn_cpu_sum(dy + at, sp);
             sdyx += sum_dy_dev(dy + at, x + at, sp, (double)meanf);
         }
         const float db = (float)sdy;

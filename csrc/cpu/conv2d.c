@@ -50,17 +50,6 @@ static void valid_range(int in, int off, int stride, int out, int *lo, int *hi)
     *hi = h;
 }
 
-/* The sum of x[0, len) in double, over 4 lanes so that it vectorizes. */
-static double sum_floats(const float *restrict x, size_t len)
-{
-    double lane[4] = {0.0, 0.0, 0.0, 0.0};
-    size_t j = 0;
-    for (; j + 4 <= len; j += 4)
-        for (int l = 0; l < 4; ++l) lane[l] += (double)x[j + l];
-    for (; j < len; ++j) lane[0] += (double)x[j];
-    return (lane[0] + lane[1]) + (lane[2] + lane[3]);
-}
-
 /* x (c, h, w) of one image -> col (K, oh*ow). */
 static void im2col(const cnn_conv_desc *d, const float *restrict x, float *restrict col)
 {
@@ -225,7 +214,7 @@ cnn_status cpu_conv2d_backward_filter(cnn_ctx *ctx, const cnn_conv_desc *d,
     if (db) {
         for (int f = 0; f < d->f; ++f) {
             double acc = 0.0;
-            for (int i = 0; i < d->n; ++i) acc += sum_floats(dy + i * y_img + (size_t)f * p, p);
+            for (int i = 0; i < d->n; ++i) acc += cnn_cpu_sum(dy + i * y_img + (size_t)f * p, p);
             db[f] = (float)acc;
         }
     }

@@ -17,6 +17,18 @@ static inline const cnn_gemm_pack *cnn_cpu_pack(cnn_ctx *ctx)
     return &((cnn_cpu_impl *)ctx->impl)->pack;
 }
 
+/* The sum of x[0, len) in double, over 4 lanes so that it vectorizes (bias
+ * and batchnorm reductions). */
+static inline double cnn_cpu_sum(const float *restrict x, size_t len)
+{
+    double lane[4] = {0.0, 0.0, 0.0, 0.0};
+    size_t j = 0;
+    for (; j + 4 <= len; j += 4)
+        for (int l = 0; l < 4; ++l) lane[l] += (double)x[j + l];
+    for (; j < len; ++j) lane[0] += (double)x[j];
+    return (lane[0] + lane[1]) + (lane[2] + lane[3]);
+}
+
 /* backend_cpu.c: the table */
 extern const cnn_backend cnn_backend_cpu;
 

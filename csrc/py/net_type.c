@@ -513,14 +513,11 @@ static PyObject *Net_apply_gradients(NetObject *self, PyObject *noargs)
     Py_RETURN_NONE;
 }
 
-static PyObject *Net_forward(NetObject *self, PyObject *args, PyObject *kwds)
+/* x in, a new output array out: a forward of one batch (at most max_batch,
+ * training or not) or a prediction over any number of samples. */
+static PyObject *run_output_call(NetObject *self, PyObject *xo, int predict, int training)
 {
-    static char *kwlist[] = {"x", "training", NULL};
-    PyObject *xo;
-    int training = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|p", kwlist, &xo, &training) || !ready(self))
-        return NULL;
-    PyArrayObject *x = input_array(self, xo, cnn_net_max_batch(self->net));
+    PyArrayObject *x = input_array(self, xo, predict ? 0 : cnn_net_max_batch(self->net));
     if (!x) return NULL;
     npy_intp n = PyArray_DIMS(x)[0];
     PyObject *y = new_output(self, n);
@@ -533,7 +530,8 @@ static PyObject *Net_forward(NetObject *self, PyObject *args, PyObject *kwds)
     float *yp = PyArray_DATA((PyArrayObject *)y);
     self->busy = 1;
     Py_BEGIN_ALLOW_THREADS
-    st = cnn_net_forward(self->net, (int)n, xp, training, yp);
+    st = predict ? cnn_net_predict(self->net, (long)n, xp, yp)
+                 : cnn_net_forward(self->net, (int)n, xp, training, yp);
     Py_END_ALLOW_THREADS
     self->busy = 0;
     Py_DECREF(x);
@@ -544,32 +542,21 @@ static PyObject *Net_forward(NetObject *self, PyObject *args, PyObject *kwds)
     return y;
 }
 
+static PyObject *Net_forward(NetObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"x", "training", NULL};
+    PyObject *xo;
+    int training = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|p", kwlist, &xo, &training) || !ready(self))
+        return NULL;
+    return run_output_call(self, xo, 0, training);
+}
+
 static PyObject *Net_predict(NetObject *self, PyObject *args)
 {
     PyObject *xo;
     if (!PyArg_ParseTuple(args, "O", &xo) || !ready(self)) return NULL;
-    PyArrayObject *x = input_array(self, xo, 0);
-    if (!x) return NULL;
-    npy_intp n = PyArray_DIMS(x)[0];
-    PyObject *y = new_output(self, n);
-    if (!y) {
-        Py_DECREF(x);
-        return NULL;
-    }
-    cnn_status st;
-    const float *xp = PyArray_DATA(x);
-    float *yp = PyArray_DATA((PyArrayObject *)y);
-    self->busy = 1;
-    Py_BEGIN_ALLOW_THREADS
-    st = cnn_net_predict(self->net, (long)n, xp, yp);
-    Py_END_ALLOW_THREADS
-    self->busy = 0;
-    Py_DECREF(x);
-    if (st != CNN_OK) {
-        Py_DECREF(y);
-        return cnn_raise_status(st);
-    }
-    return y;
+    return run_output_call(self, xo, 1, 0);
 }
 
 /* backward(dy) -> dx, for the last training forward. */
