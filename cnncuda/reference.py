@@ -1087,6 +1087,49 @@ class NumpyNet:
             return np.zeros((0,) + self._output_shape, self.dtype)
         return np.concatenate(outs, axis=0)
 
+    # -- resident training data, as the C engines keep it for fit ---------
+
+    def set_data(self, x, y):
+        """Keeps the training set (checked like train_batch's arguments)."""
+        self._check_loss_output()
+        x = self._inputs(x, batch=False)
+        self._data = (x, self._targets(y, x.shape[0]))
+        self._order = None
+
+    def set_order(self, order):
+        """An epoch's order: len(x) indices into the data."""
+        if getattr(self, "_data", None) is None:
+            raise ValueError("set_order needs set_data first")
+        order = np.asarray(order)
+        n = self._data[0].shape[0]
+        if order.shape != (n,) or order.dtype.kind not in "iu":
+            raise ValueError(f"order: expected {n} integer indices, got {order.dtype} {order.shape}")
+        if n and (order.min() < 0 or order.max() >= n):
+            raise ValueError(f"order: expected indices in [0, {n})")
+        self._order = order.astype(np.int64)
+
+    def train_range(self, start, count, batch):
+        """Trains on order[start:start+count] in steps of `batch` samples."""
+        if getattr(self, "_order", None) is None:
+            raise ValueError("train_range needs set_data and set_order first")
+        if not 1 <= batch <= self._max_batch or start < 0 or count < 1 \
+                or start + count > len(self._order):
+            raise ValueError(f"train_range: bad range start {start} count {count} batch {batch}")
+        x, t = self._data
+        sums = getattr(self, "_run_sums", [0.0, 0.0])
+        for at in range(start, start + count, batch):
+            idx = self._order[at:min(start + count, at + batch)]
+            loss_sum, correct = self.train_batch(x[idx], t[idx])
+            sums = [sums[0] + loss_sum, sums[1] + correct]
+        self._run_sums = sums
+
+    def read_sums(self, reset=True):
+        """(loss_sum, correct) accumulated by train_range since the last reset."""
+        sums = tuple(getattr(self, "_run_sums", [0.0, 0.0]))
+        if reset:
+            self._run_sums = [0.0, 0.0]
+        return sums
+
     # -- weights ----------------------------------------------------------
 
     def get_weights(self):

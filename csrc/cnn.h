@@ -270,6 +270,11 @@ struct cnn_backend {
                                         float *dy,             /* (n, k) or NULL */
                                         float *sums);          /* (2), accumulated */
 
+    /* dst row i = src row idx[i] for i < count; rows of row_bytes bytes;
+     * idx is backend memory */
+    cnn_status (*gather_rows)(cnn_ctx *ctx, const int32_t *idx, int count, size_t row_bytes,
+                              const void *src, void *dst);
+
     /* optimizers over a flat block of count parameters; step counts from 1 */
     cnn_status (*adam_step)(cnn_ctx *ctx, const cnn_optimizer_desc *o, long step,
                             size_t count, float *p, const float *g, float *m, float *v);
@@ -350,6 +355,22 @@ cnn_status cnn_net_evaluate(cnn_net *net, long n, const float *x_host,
                             double *loss_sum, double *correct);
 /* Any n: y_host (n, output shape in Keras order). */
 cnn_status cnn_net_predict(cnn_net *net, long n, const float *x_host, float *y_host);
+
+/* Training data resident on the engine, for fit: */
+/* uploads n samples once (x_host as for train_batch, with labels_host or
+ * targets_host); replaces what an earlier call uploaded. Allocates. */
+cnn_status cnn_net_set_data(cnn_net *net, long n, const float *x_host,
+                            const int32_t *labels_host, const float *targets_host);
+/* uploads an epoch's sample order: order_host (n), a permutation or any list
+ * of indices into the resident data. */
+cnn_status cnn_net_set_order(cnn_net *net, const int32_t *order_host);
+/* trains on order[start, start + count) in steps of `batch` samples (the last
+ * may be shorter): gathers each batch on the engine, runs forward, loss,
+ * backward and the optimizer, and adds loss and correct counts to the
+ * engine's running sums. No host synchronisation. */
+cnn_status cnn_net_train_range(cnn_net *net, long start, long count, int batch);
+/* reads the running sums (a synchronisation point); resets them when reset. */
+cnn_status cnn_net_read_sums(cnn_net *net, int reset, double *loss_sum, double *correct);
 
 /* Pieces of a step, for tests and custom loops: */
 /* forward of n <= max_batch samples; training uses batch statistics, dropout

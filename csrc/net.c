@@ -62,7 +62,15 @@ struct cnn_net {
     void *ws;
     int32_t *labels; /* (max_batch) */
     float *targets;  /* (max_batch, k) */
-    float *sums;     /* (2): loss sum, correct */
+    float *sums;     /* (2): loss sum, correct of one call */
+    float *run_sums; /* (2): running sums of train_range, read by read_sums */
+
+    /* resident training data (set_data) and an epoch's order (set_order) */
+    long data_n, order_n;
+    float *data_x;         /* (data_n, in_count), the user's layout */
+    int32_t *data_labels;  /* (data_n) for sparse losses */
+    float *data_targets;   /* (data_n, k) otherwise */
+    int32_t *order;        /* (order_n) indices into the data */
 
     long steps;          /* optimizer steps taken */
     long train_forwards; /* training forwards run: keys dropout */
@@ -408,7 +416,8 @@ void cnn_net_destroy(cnn_net *net)
         }
         void *blocks[] = {net->params, net->grads,  net->opt_m,  net->opt_v,   net->state,
                           net->x_stage, net->y_stage, net->grad_a, net->grad_b, net->ws,
-                          net->labels, net->targets, net->sums};
+                          net->labels, net->targets, net->sums, net->run_sums,
+                          net->data_x, net->data_labels, net->data_targets, net->order};
         for (size_t k = 0; k < sizeof blocks / sizeof blocks[0]; k++)
             if (blocks[k]) be->free(ctx, blocks[k]);
         if (net->x && net->x != net->x_stage) be->free(ctx, net->x);
@@ -543,6 +552,7 @@ cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn
     ALLOC(net->labels, mb * sizeof(int32_t));
     ALLOC(net->targets, mb * (size_t)net->loss.k * F);
     ALLOC(net->sums, 2 * F);
+    ALLOC(net->run_sums, 2 * F);
     for (int i = 0; i < net->n_layers; i++) {
         layer *L = &net->layers[i];
         ALLOC(L->y, mb * L->out_count * F);
@@ -906,5 +916,112 @@ cnn_status cnn_net_predict(cnn_net *net, long n, const float *x_host, float *y_h
         CNN_TRY(cnn_net_forward(net, m, x_host + (size_t)start * net->in_count, 0,
                                 y_host + (size_t)start * net->out_count));
     }
+    return CNN_OK;
+}
+
+/* ------------------------------------------------- resident training data */
+
+static void free_data(cnn_net *net)
+{
+    void **blocks[] = {(void **)&net->data_x, (void **)&net->data_labels,
+                       (void **)&net->data_targets, (void **)&net->order};
+    for (size_t k = 0; k < sizeof blocks / sizeof blocks[0]; k++) {
+        if (*blocks[k]) net->be->free(net->ctx, *blocks[k]);
+        *blocks[k] = NULL;
+    }
+    net->data_n = net->order_n = 0;
+}
+
+cnn_status cnn_net_set_data(cnn_net *net, long n, const float *x_host, const int32_t *labels_host,
+                            const float *targets_host)
+{
+    if (n < 1) return cnn_set_error(CNN_ERR_VALUE, "set_data needs at least one sample, got %ld", n);
+    CNN_TRY(check_loss_ready(net));
+    int sparse = net->loss.kind == CNN_LOSS_SPARSE_CE;
+    if (sparse ? !labels_host : !targets_host)
+        return cnn_set_error(CNN_ERR_VALUE, "set_data needs %s", sparse ? "labels" : "targets");
+    free_data(net);
+    size_t x_bytes = (size_t)n * net->in_count * sizeof(float);
+    size_t t_bytes = sparse ? (size_t)n * sizeof(int32_t) : (size_t)n * net->loss.k * sizeof(float);
+    void *x = NULL, *t = NULL, *order = NULL;
+    cnn_status st = net->be->alloc(net->ctx, &x, x_bytes);
+    if (st == CNN_OK) st = net->be->alloc(net->ctx, &t, t_bytes);
+    if (st == CNN_OK) st = net->be->alloc(net->ctx, &order, (size_t)n * sizeof(int32_t));
+    if (st == CNN_OK) st = net->be->upload(net->ctx, x, x_host, x_bytes);
+    if (st == CNN_OK)
+        st = net->be->upload(net->ctx, t, sparse ? (const void *)labels_host : (const void *)targets_host,
+                             t_bytes);
+    if (st != CNN_OK) {
+        if (x) net->be->free(net->ctx, x);
+        if (t) net->be->free(net->ctx, t);
+        if (order) net->be->free(net->ctx, order);
+        return st;
+    }
+    net->data_x = x;
+    if (sparse)
+        net->data_labels = t;
+    else
+        net->data_targets = t;
+    net->order = order;
+    net->data_n = n;
+    return CNN_OK;
+}
+
+cnn_status cnn_net_set_order(cnn_net *net, const int32_t *order_host)
+{
+    if (!net->data_x) return cnn_set_error(CNN_ERR_VALUE, "set_order needs set_data first");
+    for (long i = 0; i < net->data_n; i++)
+        if (order_host[i] < 0 || order_host[i] >= net->data_n)
+            return cnn_set_error(CNN_ERR_VALUE,
+                                 "order: expected indices in [0, %ld), got %d at position %ld",
+                                 net->data_n, (int)order_host[i], i);
+    CNN_TRY(net->be->upload(net->ctx, net->order, order_host, (size_t)net->data_n * sizeof(int32_t)));
+    net->order_n = net->data_n;
+    return CNN_OK;
+}
+
+cnn_status cnn_net_train_range(cnn_net *net, long start, long count, int batch)
+{
+    if (!net->order_n) return cnn_set_error(CNN_ERR_VALUE, "train_range needs set_data and set_order first");
+    CNN_TRY(check_batch(net, batch));
+    if (start < 0 || count < 1 || start + count > net->order_n)
+        return cnn_set_error(CNN_ERR_VALUE,
+                             "train_range: expected 0 <= start and 1 <= count with start + count "
+                             "<= %ld, got start %ld count %ld",
+                             net->order_n, start, count);
+    const cnn_backend *be = net->be;
+    int sparse = net->loss.kind == CNN_LOSS_SPARSE_CE;
+    size_t x_row = net->in_count * sizeof(float);
+    for (long at = start; at < start + count; at += batch) {
+        int m = (int)((start + count - at) < batch ? (start + count - at) : batch);
+        const int32_t *idx = net->order + at;
+        CNN_TRY(be->gather_rows(net->ctx, idx, m, x_row, net->data_x, net->x_stage));
+        if (net->in_rank == 4)
+            CNN_TRY(be->nchw_from_nhwc(net->ctx, m, net->in_h, net->in_w, net->in_c, net->x_stage,
+                                       net->x));
+        if (sparse)
+            CNN_TRY(be->gather_rows(net->ctx, idx, m, sizeof(int32_t), net->data_labels, net->labels));
+        else
+            CNN_TRY(be->gather_rows(net->ctx, idx, m, (size_t)net->loss.k * sizeof(float),
+                                    net->data_targets, net->targets));
+        CNN_TRY(forward_device(net, m, 1));
+        cnn_loss_desc d = net->loss;
+        d.n = m;
+        CNN_TRY(be->loss_forward_backward(net->ctx, &d, net->layers[net->n_layers - 1].y,
+                                          sparse ? net->labels : NULL, sparse ? NULL : net->targets,
+                                          m, net->grad_a, net->run_sums));
+        CNN_TRY(backward_device(net, 0, NULL));
+        CNN_TRY(cnn_net_apply_gradients(net));
+    }
+    return CNN_OK;
+}
+
+cnn_status cnn_net_read_sums(cnn_net *net, int reset, double *loss_sum, double *correct)
+{
+    float sums[2];
+    CNN_TRY(net->be->download(net->ctx, sums, net->run_sums, sizeof sums));
+    *loss_sum = sums[0];
+    *correct = sums[1];
+    if (reset) CNN_TRY(net->be->zero(net->ctx, net->run_sums, 2 * sizeof(float)));
     return CNN_OK;
 }

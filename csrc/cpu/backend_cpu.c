@@ -113,6 +113,7 @@ const cnn_backend cnn_backend_cpu = {
     .batchnorm_forward_infer = cpu_batchnorm_forward_infer,
     .batchnorm_backward = cpu_batchnorm_backward,
     .loss_forward_backward = cpu_loss_forward_backward,
+    .gather_rows = cpu_gather_rows,
     .adam_step = cpu_adam_step,
     .sgd_step = cpu_sgd_step,
 };

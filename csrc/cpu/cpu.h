@@ -90,6 +90,10 @@ cnn_status cpu_loss_forward_backward(cnn_ctx *ctx, const cnn_loss_desc *d, const
                                      const int32_t *labels, const float *targets, int scale_n,
                                      float *dy, float *sums);
 
+/* gather.c */
+cnn_status cpu_gather_rows(cnn_ctx *ctx, const int32_t *idx, int count, size_t row_bytes,
+                           const void *src, void *dst);
+
 /* adam.c, sgd.c */
 cnn_status cpu_adam_step(cnn_ctx *ctx, const cnn_optimizer_desc *o, long step, size_t count,
                          float *p, const float *g, float *m, float *v);

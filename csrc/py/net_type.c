@@ -21,6 +21,7 @@ typedef struct {
     int loss_kind;
     int n_classes;        /* the output width k */
     int busy;             /* a core call is running with the GIL released */
+    long data_n;          /* samples uploaded by set_data */
 } NetObject;
 
 /* --------------------------------------------------------- spec parsing */
@@ -597,6 +598,125 @@ static PyObject *Net_backward(NetObject *self, PyObject *args)
     return dx;
 }
 
+/* set_data(x, y): the training set, uploaded once. */
+static PyObject *Net_set_data(NetObject *self, PyObject *args)
+{
+    PyObject *xo, *yo;
+    if (!PyArg_ParseTuple(args, "OO", &xo, &yo) || !ready(self)) return NULL;
+    if (self->out_rank != 2) {
+        PyErr_SetString(PyExc_ValueError,
+                        "the loss needs a (batch, classes) output; this network's output is "
+                        "an image");
+        return NULL;
+    }
+    PyArrayObject *x = input_array(self, xo, 0);
+    if (!x) return NULL;
+    npy_intp n = PyArray_DIMS(x)[0];
+    PyArrayObject *labels, *targets;
+    if (target_arrays(self, yo, n, &labels, &targets) < 0) {
+        Py_DECREF(x);
+        return NULL;
+    }
+    const float *xp = PyArray_DATA(x);
+    const int32_t *lp = labels ? PyArray_DATA(labels) : NULL;
+    const float *tp = targets ? PyArray_DATA(targets) : NULL;
+    cnn_status st;
+    self->data_n = 0; /* the core drops the old data first */
+    self->busy = 1;
+    Py_BEGIN_ALLOW_THREADS
+    st = cnn_net_set_data(self->net, (long)n, xp, lp, tp);
+    Py_END_ALLOW_THREADS
+    self->busy = 0;
+    Py_DECREF(x);
+    Py_XDECREF(labels);
+    Py_XDECREF(targets);
+    if (st != CNN_OK) return cnn_raise_status(st);
+    self->data_n = (long)n;
+    Py_RETURN_NONE;
+}
+
+/* set_order(order): an epoch's sample order, n indices into the data. */
+static PyObject *Net_set_order(NetObject *self, PyObject *arg)
+{
+    if (!ready(self)) return NULL;
+    if (self->data_n == 0) {
+        PyErr_SetString(PyExc_ValueError, "set_order needs set_data first");
+        return NULL;
+    }
+    PyArrayObject *any = (PyArrayObject *)PyArray_FROMANY(arg, NPY_NOTYPE, 0, 0, 0);
+    if (!any) return NULL;
+    char kind = PyArray_DESCR(any)->kind;
+    if (kind != 'i' && kind != 'u') {
+        Py_DECREF(any);
+        PyErr_SetString(PyExc_TypeError, "order: expected an integer array");
+        return NULL;
+    }
+    PyArrayObject *order = (PyArrayObject *)PyArray_FROM_OTF((PyObject *)any, NPY_INT64,
+                                                             NPY_ARRAY_IN_ARRAY);
+    Py_DECREF(any);
+    if (!order) return NULL;
+    npy_intp want[1] = {self->data_n};
+    if (cnn_check_shape(order, "order", 1, want) < 0) {
+        Py_DECREF(order);
+        return NULL;
+    }
+    const int64_t *src = PyArray_DATA(order);
+    npy_intp dims[1] = {self->data_n};
+    PyArrayObject *o32 = (PyArrayObject *)PyArray_SimpleNew(1, dims, NPY_INT32);
+    if (!o32) {
+        Py_DECREF(order);
+        return NULL;
+    }
+    int32_t *dst = PyArray_DATA(o32);
+    for (npy_intp i = 0; i < self->data_n; i++) {
+        if (src[i] < 0 || src[i] >= self->data_n) {
+            PyErr_Format(PyExc_ValueError, "order: expected indices in [0, %ld), got %lld at "
+                         "position %ld", self->data_n, (long long)src[i], (long)i);
+            Py_DECREF(order);
+            Py_DECREF(o32);
+            return NULL;
+        }
+        dst[i] = (int32_t)src[i];
+    }
+    Py_DECREF(order);
+    cnn_status st = cnn_net_set_order(self->net, dst);
+    Py_DECREF(o32);
+    if (st != CNN_OK) return cnn_raise_status(st);
+    Py_RETURN_NONE;
+}
+
+/* train_range(start, count, batch): steps over order[start, start + count). */
+static PyObject *Net_train_range(NetObject *self, PyObject *args)
+{
+    long start, count;
+    int batch;
+    if (!PyArg_ParseTuple(args, "lli", &start, &count, &batch) || !ready(self)) return NULL;
+    cnn_status st;
+    self->busy = 1;
+    Py_BEGIN_ALLOW_THREADS
+    st = cnn_net_train_range(self->net, start, count, batch);
+    Py_END_ALLOW_THREADS
+    self->busy = 0;
+    if (st != CNN_OK) return cnn_raise_status(st);
+    Py_RETURN_NONE;
+}
+
+/* read_sums(reset=True) -> (loss_sum, correct) of train_range since the last reset. */
+static PyObject *Net_read_sums(NetObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"reset", NULL};
+    int reset = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|p", kwlist, &reset) || !ready(self))
+        return NULL;
+    double loss, correct;
+    cnn_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = cnn_net_read_sums(self->net, reset, &loss, &correct);
+    Py_END_ALLOW_THREADS
+    if (st != CNN_OK) return cnn_raise_status(st);
+    return Py_BuildValue("(dd)", loss, correct);
+}
+
 static PyObject *weight_array(NetObject *self, int i, int gradient)
 {
     const cnn_weight_info *w = cnn_net_weight(self->net, i);
@@ -762,6 +882,14 @@ static PyMethodDef Net_methods[] = {
      "backward(dy) -> dx for the last training forward; stores the parameter gradients."},
     {"predict", (PyCFunction)Net_predict, METH_VARARGS,
      "predict(x) -> outputs for any number of samples (inference mode)."},
+    {"set_data", (PyCFunction)Net_set_data, METH_VARARGS,
+     "set_data(x, y): upload the training set once (checked like train_batch's)."},
+    {"set_order", (PyCFunction)Net_set_order, METH_O,
+     "set_order(order): an epoch's order, len(x) indices into the data."},
+    {"train_range", (PyCFunction)Net_train_range, METH_VARARGS,
+     "train_range(start, count, batch): train on order[start:start+count] in batches."},
+    {"read_sums", (PyCFunction)(void (*)(void))Net_read_sums, METH_VARARGS | METH_KEYWORDS,
+     "read_sums(reset=True) -> (loss_sum, correct) accumulated by train_range."},
     {"get_weights", (PyCFunction)Net_get_weights, METH_NOARGS,
      "get_weights() -> list of float32 arrays in Keras order and layouts."},
     {"set_weights", (PyCFunction)Net_set_weights, METH_O,
