@@ -4,6 +4,8 @@
 
 trains one epoch (the experiment's training-set size, or --images) of
 synthetic data of the seed's shape on each engine, after one warm-up step,
+the way fit does (the data uploaded to the engine once, each epoch's shuffled
+order gathered there, the sums read back at the end of the epoch),
 and prints seconds per epoch, images per second, milliseconds per step and
 the speedup over the sequential ``cpu`` engine. The data are synthetic
 (class templates plus noise), and every row says so.
@@ -43,22 +45,19 @@ def time_epoch(model, device, batch_size=None, images=None, seed=0, epochs=1, lo
     net = make_net(device, spec["layers"], spec["input_shape"], batch, spec["loss"],
                    spec["optimizer"], seed=seed)
     net.train_batch(x[:batch], y[:batch])  # warm-up: first touch of every buffer
+    net.set_data(x, y)                      # the training set goes to the engine once, as fit does
     steps = (n + batch - 1) // batch
     rng = np.random.default_rng(seed)
     seconds = []
     loss = correct = 0.0
     for epoch in range(epochs):
-        order = rng.permutation(n)
-        xs, ys = x[order], y[order]  # shuffled outside the timed loop
-        loss = correct = 0.0
+        net.set_order(rng.permutation(n))
+        net.read_sums(reset=True)
         start = time.perf_counter()
-        for s in range(steps):
-            lo, hi = s * batch, min(n, (s + 1) * batch)
-            l, c = net.train_batch(xs[lo:hi], ys[lo:hi])
-            loss += l
-            correct += c
+        net.train_range(0, n, batch)
+        loss, correct = net.read_sums()  # waits for the engine
         seconds.append(time.perf_counter() - start)
-        log("  %s on %s: epoch %d/%d  %.2f s  loss %.4f  accuracy %.4f"
+        log("  %s on %s: epoch %d/%d  %.3f s  loss %.4f  accuracy %.4f"
             % (model, device, epoch + 1, epochs, seconds[-1], loss / n, correct / n))
     best = min(seconds)
     return {
@@ -70,24 +69,31 @@ def time_epoch(model, device, batch_size=None, images=None, seed=0, epochs=1, lo
     }
 
 
-def torch_row(model, batch_size=None, images=None, seed=0, threads=1, log=print):
-    """The same epoch in PyTorch on the CPU with `threads` threads, as a row."""
+def torch_row(model, batch_size=None, images=None, seed=0, threads=1, variant="cpu", log=print):
+    """The same epoch in PyTorch as a row: variant 'cpu' (with `threads`
+    threads), 'cuda' (eager) or 'cuda-graph' (the whole step in a CUDA graph)."""
     from . import bench_torch
     spec = seed_network(model)
     batch = batch_size or spec["batch_size"]
     n = images or spec["train_images"]
     x, y = synthetic_data(model, n, seed=seed)
-    seconds = bench_torch.time_epoch(spec, x, y, batch, threads=threads)
+    if variant == "cuda-graph":
+        seconds, n = bench_torch.time_epoch_cuda_graph(spec, x, y, batch)
+        name = "torch-cuda-graph"
+    else:
+        seconds = bench_torch.time_epoch(spec, x, y, batch, threads=threads,
+                                         device="cuda" if variant == "cuda" else "cpu")
+        name = "torch-cuda" if variant == "cuda" else "torch-cpu:%d" % threads
     import torch
-    log("  %s on torch-cpu:%d (torch %s): %.2f s" % (model, threads, torch.__version__, seconds))
+    log("  %s on %s (torch %s): %.3f s" % (model, name, torch.__version__, seconds))
     steps = (n + batch - 1) // batch
-    return {"model": model, "device": "torch-cpu:%d" % threads, "batch_size": batch,
+    return {"model": model, "device": name, "batch_size": batch,
             "images": n, "data": "synthetic", "seconds_per_epoch": seconds,
             "images_per_second": n / seconds, "ms_per_step": 1000.0 * seconds / steps}
 
 
 def run(models=("cifar10_cnn",), engines=None, batch_size=None, images=None, epochs=1, seed=0,
-        torch_threads=(), log=print):
+        torch_threads=(), torch_gpu=False, log=print):
     """Times every model on every engine (and PyTorch on the CPU at each of
     `torch_threads`, when importable); returns the rows, also printed as a table."""
     engines = list(engines) if engines else [d for d in devices() if d != "numpy"]
@@ -101,7 +107,10 @@ def run(models=("cifar10_cnn",), engines=None, batch_size=None, images=None, epo
         for device in engines:
             rows.append(time_epoch(model, device, batch_size, images, seed, epochs, log))
         for threads in torch_threads:
-            rows.append(torch_row(model, batch_size, images, seed, threads, log))
+            rows.append(torch_row(model, batch_size, images, seed, threads, "cpu", log))
+        if torch_gpu:
+            for variant in ("cuda", "cuda-graph"):
+                rows.append(torch_row(model, batch_size, images, seed, 1, variant, log))
     log("")
     log("%-12s %-8s %6s %7s %10s %10s %9s %8s  %s" % ("model", "engine", "batch", "images",
         "s/epoch", "images/s", "ms/step", "speedup", "data"))
@@ -129,10 +138,12 @@ def main(argv=None):
     p.add_argument("--torch-threads", type=int, action="append", default=[],
                    help="also time PyTorch on the CPU with this many threads (repeatable; "
                         "needs torch)")
+    p.add_argument("--torch-gpu", action="store_true",
+                   help="also time PyTorch on the GPU, eager and with the step in a CUDA graph")
     p.add_argument("--json", help="write the rows to this file")
     args = p.parse_args(argv)
     rows = run(args.model or ["cifar10_cnn"], args.device, args.batch_size, args.images,
-               args.epochs, args.seed, args.torch_threads)
+               args.epochs, args.seed, args.torch_threads, args.torch_gpu)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=2)

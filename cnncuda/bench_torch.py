@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 
-__all__ = ["available", "time_epoch"]
+__all__ = ["available", "time_epoch", "time_epoch_cuda_graph"]
 
 
 def available():
@@ -53,13 +53,11 @@ def _module(spec, torch):
     return nn.Sequential(*mods)
 
 
-def time_epoch(spec, x, y, batch, threads=1, device="cpu"):
-    """Seconds for one pass over (x, y) at `batch`, after one warm-up step."""
-    import torch
-    torch.set_num_threads(threads)
+def _setup(spec, x, y, device, torch, capturable=False):
     torch.manual_seed(0)
     model = _module(spec, torch).to(device)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-7)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-7,
+                           capturable=capturable)
     kind = spec["loss"]["kind"]
     xs = torch.from_numpy(np.ascontiguousarray(x.transpose(0, 3, 1, 2))).to(device)
     if kind == "sparse_categorical_crossentropy":
@@ -72,18 +70,68 @@ def time_epoch(spec, x, y, batch, threads=1, device="cpu"):
     else:
         ys = torch.from_numpy(np.asarray(y, np.float32).reshape(len(y), -1)).to(device)
         loss_fn = torch.nn.BCELoss()
+    return model, opt, xs, ys, loss_fn
+
+
+def time_epoch(spec, x, y, batch, threads=1, device="cpu"):
+    """Seconds for one pass over (x, y) at `batch`, after one warm-up step,
+    in a new random order (the data already on `device`)."""
+    import torch
+    torch.set_num_threads(threads)
+    model, opt, xs, ys, loss_fn = _setup(spec, x, y, device, torch)
+    order = torch.randperm(len(x), device=device)
 
     def step(lo, hi):
+        idx = order[lo:hi]
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(xs[lo:hi]), ys[lo:hi])
+        loss = loss_fn(model(xs[idx]), ys[idx])
         loss.backward()
         opt.step()
         return loss
 
-    step(0, batch)
+    float(step(0, batch))
     n = len(x)
     start = time.perf_counter()
     for lo in range(0, n, batch):
         last = step(lo, min(n, lo + batch))
     float(last)  # waits for the device
     return time.perf_counter() - start
+
+
+def time_epoch_cuda_graph(spec, x, y, batch):
+    """(seconds, images) for one pass over the full batches of (x, y) with the
+    whole training step (forward, loss, backward, Adam) captured once in a
+    CUDA graph and replayed; each step copies its batch into the graph's
+    static input on the GPU."""
+    import torch
+    model, opt, xs, ys, loss_fn = _setup(spec, x, y, "cuda", torch, capturable=True)
+    static_x = xs[:batch].clone()
+    static_y = ys[:batch].clone()
+
+    def step():
+        opt.zero_grad(set_to_none=False)
+        loss = loss_fn(model(static_x), static_y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_loss = step()
+    steps = len(x) // batch
+    order = torch.randperm(steps * batch, device="cuda")
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for s in range(steps):
+        idx = order[s * batch:(s + 1) * batch]
+        static_x.copy_(xs[idx])
+        static_y.copy_(ys[idx])
+        graph.replay()
+    float(static_loss)
+    return time.perf_counter() - start, steps * batch

@@ -6,6 +6,7 @@
 #include "cpu/cpu.h"
 
 #ifdef CNNCUDA_HAVE_CUDA
+extern const cnn_backend cnn_backend_cuda; /* cuda/backend_cuda.cu */
 int cnn_cuda_runtime_device_count(void); /* cuda/device.cu */
 int cnn_cuda_runtime_device_name(int index, char *buf, int len);
 #endif
@@ -14,12 +15,17 @@ int cnn_cuda_runtime_device_name(int index, char *buf, int len);
 static const struct {
     const char *name;
     const cnn_backend *table;
+    int needs_gpu;
 } engines[] = {
-    {"numpy", NULL}, /* the NumPy reference runs in Python, never here */
-    {"cpu", &cnn_backend_cpu},
-    {"omp", NULL},
-    {"cuda", NULL},
-    {"cudnn", NULL},
+    {"numpy", NULL, 0}, /* the NumPy reference runs in Python, never here */
+    {"cpu", &cnn_backend_cpu, 0},
+    {"omp", NULL, 0},
+#ifdef CNNCUDA_HAVE_CUDA
+    {"cuda", &cnn_backend_cuda, 1},
+#else
+    {"cuda", NULL, 1},
+#endif
+    {"cudnn", NULL, 1},
 };
 
 const cnn_backend *cnn_backend_find(const char *name, cnn_status *status)
@@ -30,6 +36,13 @@ const cnn_backend *cnn_backend_find(const char *name, cnn_status *status)
             *status = cnn_set_error(CNN_ERR_VALUE,
                                     "engine 'numpy' is the NumPy reference and runs in Python "
                                     "(cnncuda.engine.make_net), not in the C core");
+            return NULL;
+        }
+        if (engines[i].table && engines[i].needs_gpu && cnn_cuda_device_count() < 1) {
+            *status = cnn_set_error(CNN_ERR_UNAVAILABLE,
+                                    "engine '%s' needs a CUDA GPU and none was found on this "
+                                    "machine",
+                                    name);
             return NULL;
         }
         if (engines[i].table) {

@@ -1,0 +1,172 @@
+// conv2d.cu: 2-D convolution for the cuda engine, by batched im2col + SGEMM.
+//
+// With K = c*kh*kw, P = oh*ow and NP = n*P, the column matrix col (K, NP)
+// holds at row (ch*kh + ki)*kw + kj, column i*P + r*ow + s the input
+// x[i, ch, r*sh - pad_top + ki, s*sw - pad_left + kj] (zero outside the
+// image). Then, for the whole batch at once:
+//   forward          t (f, NP) = W (f, K) col (K, NP);  y[i, f, p] = t[f, i*P + p] + b[f]
+//   backward filter  t (f, NP) = dy rearranged;  dW (f, K) = t col^T;  db = sums of dy
+//   backward data    t (f, NP) = dy rearranged;  dcol (K, NP) = W^T t;  dx by col2im
+// col2im computes each input element as a sum over the kernel positions that
+// read it, so it needs no atomics and is deterministic.
+// The workspace holds col (K, NP) and t (f, NP) for the largest batch.
+#include "cuda_common.cuh"
+#include "cuda_ops.h"
+
+namespace {
+
+__global__ void im2col_kernel(cnn_conv_desc d, const float *__restrict__ x,
+                              float *__restrict__ col)
+{
+    const size_t p = (size_t)d.oh * d.ow, np = (size_t)d.n * p;
+    const size_t total = (size_t)d.c * d.kh * d.kw * np;
+    CNN_GRID_LOOP(t, total) {
+        const size_t k = t / np, q = t % np;
+        const int i = (int)(q / p), rs = (int)(q % p);
+        const int r = rs / d.ow, s = rs % d.ow;
+        const int kj = (int)(k % d.kw), ki = (int)((k / d.kw) % d.kh), ch = (int)(k / ((size_t)d.kw * d.kh));
+        const int row = r * d.sh - d.pad_top + ki, column = s * d.sw - d.pad_left + kj;
+        float v = 0.0f;
+        if (row >= 0 && row < d.h && column >= 0 && column < d.w)
+            v = x[(((size_t)i * d.c + ch) * d.h + row) * d.w + column];
+        col[t] = v;
+    }
+}
+
+// dx[i, ch, row, column] = sum of dcol over the (ki, kj, r, s) that read it.
+__global__ void col2im_kernel(cnn_conv_desc d, const float *__restrict__ col,
+                              float *__restrict__ dx)
+{
+    const size_t p = (size_t)d.oh * d.ow, np = (size_t)d.n * p;
+    const size_t total = (size_t)d.n * d.c * d.h * d.w;
+    CNN_GRID_LOOP(t, total) {
+        const int column = (int)(t % d.w), row = (int)((t / d.w) % d.h);
+        const int ch = (int)((t / ((size_t)d.w * d.h)) % d.c), i = (int)(t / ((size_t)d.w * d.h * d.c));
+        float sum = 0.0f;
+        for (int ki = 0; ki < d.kh; ++ki) {
+            const int rr = row + d.pad_top - ki; // = r * sh
+            if (rr < 0 || rr % d.sh) continue;
+            const int r = rr / d.sh;
+            if (r >= d.oh) continue;
+            for (int kj = 0; kj < d.kw; ++kj) {
+                const int cc = column + d.pad_left - kj; // = s * sw
+                if (cc < 0 || cc % d.sw) continue;
+                const int s = cc / d.sw;
+                if (s >= d.ow) continue;
+                const size_t k = ((size_t)ch * d.kh + ki) * d.kw + kj;
+                sum += col[k * np + (size_t)i * p + (size_t)r * d.ow + s];
+            }
+        }
+        dx[t] = sum;
+    }
+}
+
+// y (n, f, P)[i, f, p] = t (f, n*P)[f, i*P + p] + b[f] (b may be NULL)
+__global__ void scatter_bias_kernel(int n, int f, size_t p, const float *__restrict__ t,
+                                    const float *__restrict__ b, float *__restrict__ y)
+{
+    const size_t total = (size_t)n * f * p;
+    CNN_GRID_LOOP(o, total) {
+        const size_t q = o % p, fi = (o / p) % f, i = o / (p * f);
+        y[o] = t[fi * n * p + i * p + q] + (b ? b[fi] : 0.0f);
+    }
+}
+
+// t (f, n*P)[f, i*P + p] = dy (n, f, P)[i, f, p]
+__global__ void gather_dy_kernel(int n, int f, size_t p, const float *__restrict__ dy,
+                                 float *__restrict__ t)
+{
+    const size_t total = (size_t)n * f * p;
+    CNN_GRID_LOOP(o, total) {
+        const size_t q = o % p, fi = (o / p) % f, i = o / (p * f);
+        t[fi * n * p + i * p + q] = dy[o];
+    }
+}
+
+size_t col_floats(const cnn_conv_desc *d)
+{
+    return (size_t)d->c * d->kh * d->kw * (size_t)d->n * d->oh * d->ow;
+}
+
+cnn_status check_desc(const char *what, const cnn_conv_desc *d)
+{
+    if (d->n < 0 || d->c < 1 || d->h < 1 || d->w < 1 || d->f < 1 || d->kh < 1 || d->kw < 1 ||
+        d->sh < 1 || d->sw < 1 || d->oh < 1 || d->ow < 1)
+        return cnn_set_error(CNN_ERR_VALUE, "%s: bad descriptor", what);
+    size_t np = (size_t)d->n * d->oh * d->ow, k = (size_t)d->c * d->kh * d->kw;
+    if (np > (size_t)INT32_MAX || k > (size_t)INT32_MAX)
+        return cnn_set_error(CNN_ERR_VALUE, "%s: batch too large for one GEMM", what);
+    return CNN_OK;
+}
+
+cnn_status im2col(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x, float *col)
+{
+    im2col_kernel<<<cnn_blocks(col_floats(d), CNN_THREADS), CNN_THREADS, 0, cnn_stream(ctx)>>>(*d, x, col);
+    CNN_CUDA_LAUNCHED("conv2d im2col");
+    return CNN_OK;
+}
+
+cnn_status gather_dy(cnn_ctx *ctx, const cnn_conv_desc *d, const float *dy, float *t)
+{
+    size_t p = (size_t)d->oh * d->ow, total = (size_t)d->n * d->f * p;
+    gather_dy_kernel<<<cnn_blocks(total, CNN_THREADS), CNN_THREADS, 0, cnn_stream(ctx)>>>(d->n, d->f, p, dy, t);
+    CNN_CUDA_LAUNCHED("conv2d gather dy");
+    return CNN_OK;
+}
+
+} // namespace
+
+size_t cuda_conv2d_workspace(const cnn_conv_desc *d)
+{
+    if (d->n < 1 || d->c < 1 || d->kh < 1 || d->kw < 1 || d->oh < 1 || d->ow < 1) return 0;
+    return (col_floats(d) + (size_t)d->f * d->n * d->oh * d->ow) * sizeof(float);
+}
+
+cnn_status cuda_conv2d_forward(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x,
+                               const float *w, const float *b, float *y, void *ws)
+{
+    CNN_TRY(check_desc("conv2d_forward", d));
+    if (d->n == 0) return CNN_OK;
+    float *col = (float *)ws, *t = col + col_floats(d);
+    const int k = d->c * d->kh * d->kw, np = d->n * d->oh * d->ow;
+    const size_t p = (size_t)d->oh * d->ow;
+    CNN_TRY(im2col(ctx, d, x, col));
+    CNN_TRY(cnn_cuda_sgemm(ctx, 0, 0, d->f, np, k, 1.0f, w, k, col, np, 0.0f, t, np));
+    size_t total = (size_t)d->n * d->f * p;
+    scatter_bias_kernel<<<cnn_blocks(total, CNN_THREADS), CNN_THREADS, 0, cnn_stream(ctx)>>>(d->n, d->f, p, t, b, y);
+    CNN_CUDA_LAUNCHED("conv2d bias");
+    return CNN_OK;
+}
+
+cnn_status cuda_conv2d_backward_filter(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x,
+                                       const float *dy, float *dw, float *db, void *ws)
+{
+    CNN_TRY(check_desc("conv2d_backward_filter", d));
+    const int k = d->c * d->kh * d->kw, np = d->n * d->oh * d->ow;
+    if (d->n == 0) {
+        CNN_CUDA_TRY(cudaMemsetAsync(dw, 0, (size_t)d->f * k * sizeof(float), cnn_stream(ctx)), "conv2d dw");
+        if (db) CNN_CUDA_TRY(cudaMemsetAsync(db, 0, (size_t)d->f * sizeof(float), cnn_stream(ctx)), "conv2d db");
+        return CNN_OK;
+    }
+    float *col = (float *)ws, *t = col + col_floats(d);
+    CNN_TRY(gather_dy(ctx, d, dy, t));
+    CNN_TRY(im2col(ctx, d, x, col));
+    CNN_TRY(cnn_cuda_sgemm(ctx, 0, 1, d->f, k, np, 1.0f, t, np, col, np, 0.0f, dw, k));
+    if (db) CNN_TRY(cnn_cuda_channel_sums(ctx, d->n, d->f, d->oh * d->ow, dy, db));
+    return CNN_OK;
+}
+
+cnn_status cuda_conv2d_backward_data(cnn_ctx *ctx, const cnn_conv_desc *d, const float *dy,
+                                     const float *w, float *dx, void *ws)
+{
+    CNN_TRY(check_desc("conv2d_backward_data", d));
+    if (d->n == 0) return CNN_OK;
+    float *col = (float *)ws, *t = col + col_floats(d);
+    const int k = d->c * d->kh * d->kw, np = d->n * d->oh * d->ow;
+    CNN_TRY(gather_dy(ctx, d, dy, t));
+    CNN_TRY(cnn_cuda_sgemm(ctx, 1, 0, k, np, d->f, 1.0f, w, k, t, np, 0.0f, col, np));
+    size_t total = (size_t)d->n * d->c * d->h * d->w;
+    col2im_kernel<<<cnn_blocks(total, CNN_THREADS), CNN_THREADS, 0, cnn_stream(ctx)>>>(*d, col, dx);
+    CNN_CUDA_LAUNCHED("conv2d col2im");
+    return CNN_OK;
+}

@@ -1,0 +1,70 @@
+// cuda_common.cuh: what every file of the cuda engine shares: the context,
+// error checking that records a message instead of exiting, launch sizes.
+#ifndef CNN_CUDA_COMMON_CUH
+#define CNN_CUDA_COMMON_CUH
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "cnn.h"
+
+// The cuda context's impl: the stream every kernel of one Net runs on.
+struct cnn_cuda_impl {
+    cudaStream_t stream;
+    int device;
+};
+
+static inline cudaStream_t cnn_stream(cnn_ctx *ctx)
+{
+    return ((cnn_cuda_impl *)ctx->impl)->stream;
+}
+
+// Turns a CUDA error into a recorded message and a status.
+static inline cnn_status cnn_cuda_status(cudaError_t err, const char *what)
+{
+    if (err == cudaSuccess) return CNN_OK;
+    cudaGetLastError(); // clear a non-sticky error so the Net stays usable
+    if (err == cudaErrorMemoryAllocation)
+        return cnn_set_error(CNN_ERR_MEMORY, "%s: CUDA out of memory (%s)", what,
+                             cudaGetErrorString(err));
+    return cnn_set_error(CNN_ERR_DEVICE, "%s: %s (%s)", what, cudaGetErrorString(err),
+                         cudaGetErrorName(err));
+}
+
+#define CNN_CUDA_TRY(call, what)                                  \
+    do {                                                          \
+        cnn_status cnn_cuda_s_ = cnn_cuda_status((call), (what)); \
+        if (cnn_cuda_s_ != CNN_OK) return cnn_cuda_s_;            \
+    } while (0)
+
+// After a launch: a bad configuration shows here (asynchronous faults show
+// at the next synchronising call, which is checked too).
+#define CNN_CUDA_LAUNCHED(what) CNN_CUDA_TRY(cudaGetLastError(), (what))
+
+static inline unsigned cnn_blocks(size_t count, unsigned threads)
+{
+    size_t b = (count + threads - 1) / threads;
+    if (b < 1) b = 1;
+    if (b > 65535u * 32u) b = 65535u * 32u; // kernels use grid-stride loops
+    return (unsigned)b;
+}
+
+#define CNN_THREADS 256
+
+// Grid-stride loop over [0, n).
+#define CNN_GRID_LOOP(i, n)                                                    \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)(n); \
+         i += (size_t)blockDim.x * gridDim.x)
+
+// gemm.cu: C (m, n) = alpha op(A) op(B) + beta C, row-major, on the stream.
+// beta == 0 never reads C.
+cnn_status cnn_cuda_sgemm(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n, int k,
+                          float alpha, const float *a, int lda, const float *b, int ldb,
+                          float beta, float *c, int ldc);
+
+// reduce.cu: out[c] = sum over i < outer, j < inner of x[(i * channels + c) * inner + j]
+// (bias gradients of conv (n, f, p) and dense (n, out, 1) outputs).
+cnn_status cnn_cuda_channel_sums(cnn_ctx *ctx, int outer, int channels, int inner,
+                                 const float *x, float *out);
+
+#endif

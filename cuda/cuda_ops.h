@@ -1,0 +1,89 @@
+/* cuda_ops.h: the cuda engine's entries, one .cu file per op. Every
+ * function here is an entry of the cuda backend table (backend_cuda.cu); the
+ * shapes of every argument are documented on the table in cnn.h. All
+ * pointers are device memory; every kernel runs on the context's stream. */
+#ifndef CNN_CUDA_OPS_H
+#define CNN_CUDA_OPS_H
+
+#include "cnn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* backend_cuda.cu: the table */
+extern const cnn_backend cnn_backend_cuda;
+
+/* layout.cu */
+cnn_status cuda_nchw_from_nhwc(cnn_ctx *ctx, int n, int h, int w, int c, const float *x, float *y);
+cnn_status cuda_nhwc_from_nchw(cnn_ctx *ctx, int n, int h, int w, int c, const float *x, float *y);
+
+/* conv2d.cu */
+size_t cuda_conv2d_workspace(const cnn_conv_desc *d);
+cnn_status cuda_conv2d_forward(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x,
+                              const float *w, const float *b, float *y, void *ws);
+cnn_status cuda_conv2d_backward_data(cnn_ctx *ctx, const cnn_conv_desc *d, const float *dy,
+                                    const float *w, float *dx, void *ws);
+cnn_status cuda_conv2d_backward_filter(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x,
+                                      const float *dy, float *dw, float *db, void *ws);
+
+/* pool.cu */
+cnn_status cuda_pool_forward(cnn_ctx *ctx, const cnn_pool_desc *d, const float *x, float *y,
+                            int32_t *argmax);
+cnn_status cuda_pool_backward(cnn_ctx *ctx, const cnn_pool_desc *d, const float *dy,
+                             const int32_t *argmax, float *dx);
+
+/* dense.cu */
+cnn_status cuda_dense_forward(cnn_ctx *ctx, int n, int in, int out, const float *x,
+                             const float *w, const float *b, float *y);
+cnn_status cuda_dense_backward_data(cnn_ctx *ctx, int n, int in, int out, const float *dy,
+                                   const float *w, float *dx);
+cnn_status cuda_dense_backward_filter(cnn_ctx *ctx, int n, int in, int out, const float *x,
+                                     const float *dy, float *dw, float *db);
+
+/* activation.cu */
+cnn_status cuda_activation_forward(cnn_ctx *ctx, int act, int rows, int cols, const float *x,
+                                  float *y);
+cnn_status cuda_activation_backward(cnn_ctx *ctx, int act, int rows, int cols, const float *y,
+                                   const float *dy, float *dx);
+
+/* dropout.cu */
+cnn_status cuda_dropout_forward(cnn_ctx *ctx, int n, int c, int h, int w, float rate,
+                               uint64_t key, const float *x, float *y);
+cnn_status cuda_dropout_backward(cnn_ctx *ctx, int n, int c, int h, int w, float rate,
+                                uint64_t key, const float *dy, float *dx);
+
+/* batchnorm.cu */
+cnn_status cuda_batchnorm_forward_train(cnn_ctx *ctx, const cnn_bn_desc *d, const float *x,
+                                       const float *gamma, const float *beta,
+                                       float *moving_mean, float *moving_var, float *y,
+                                       float *save_mean, float *save_invstd);
+cnn_status cuda_batchnorm_forward_infer(cnn_ctx *ctx, const cnn_bn_desc *d, const float *x,
+                                       const float *gamma, const float *beta,
+                                       const float *moving_mean, const float *moving_var,
+                                       float *y);
+cnn_status cuda_batchnorm_backward(cnn_ctx *ctx, const cnn_bn_desc *d, const float *x,
+                                  const float *dy, const float *gamma, const float *save_mean,
+                                  const float *save_invstd, float *dx, float *dgamma,
+                                  float *dbeta);
+
+/* loss.cu */
+cnn_status cuda_loss_forward_backward(cnn_ctx *ctx, const cnn_loss_desc *d, const float *y,
+                                     const int32_t *labels, const float *targets, int scale_n,
+                                     float *dy, float *sums);
+
+/* gather.cu */
+cnn_status cuda_gather_rows(cnn_ctx *ctx, const int32_t *idx, int count, size_t row_bytes,
+                           const void *src, void *dst);
+
+/* adam.cu, sgd.cu */
+cnn_status cuda_adam_step(cnn_ctx *ctx, const cnn_optimizer_desc *o, long step, size_t count,
+                         float *p, const float *g, float *m, float *v);
+cnn_status cuda_sgd_step(cnn_ctx *ctx, const cnn_optimizer_desc *o, size_t count, float *p,
+                        const float *g, float *velocity);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

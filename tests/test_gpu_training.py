@@ -1,0 +1,65 @@
+"""GPU engines against the sequential cpu engine on whole training runs."""
+import numpy as np
+import pytest
+
+from cnncuda.engine import make_net
+from cnncuda.seeds import seed_network, synthetic_data
+from conftest import engine_params
+
+GPU_ENGINES = engine_params(("cuda", "cudnn"))
+
+
+def build(engine, name, batch):
+    s = seed_network(name)
+    return make_net(engine, s["layers"], s["input_shape"], batch, s["loss"], s["optimizer"],
+                    seed=0)
+
+
+@pytest.mark.parametrize("engine", GPU_ENGINES)
+@pytest.mark.parametrize("name", ["cifar10_cnn", "lenet5", "tiny_mnist", "binary_100"])
+def test_50_steps_track_the_cpu_engine(engine, name):
+    """50 Adam steps from the same weights on the same batches: every step's
+    loss within rtol 2e-3 of the cpu engine's, and the final weights within 5%
+    of how far training moved them."""
+    batch = seed_network(name)["batch_size"]
+    gpu, cpu = build(engine, name, batch), build("cpu", name, batch)
+    start = cpu.get_weights()
+    for a, b in zip(gpu.get_weights(), start):
+        assert np.array_equal(a, b), "bit-identical initial weights"
+    steps = 50 if name != "binary_100" else 20
+    x, y = synthetic_data(name, steps * batch, seed=5)
+    ours, theirs = [], []
+    for s in range(steps):
+        part = slice(s * batch, (s + 1) * batch)
+        ours.append(gpu.train_batch(x[part], y[part])[0] / batch)
+        theirs.append(cpu.train_batch(x[part], y[part])[0] / batch)
+    np.testing.assert_allclose(ours, theirs, rtol=2e-3)
+    for i, (a, b, w0) in enumerate(zip(gpu.get_weights(), cpu.get_weights(), start)):
+        assert np.linalg.norm(a - b) < 0.05 * np.linalg.norm(b - w0) + 1e-7, "weight %d" % i
+
+
+@pytest.mark.parametrize("engine", GPU_ENGINES)
+def test_resident_epoch_matches_the_cpu_engine(engine):
+    """fit's path (data on the GPU, batches gathered there, sums kept there)."""
+    x, y = synthetic_data("cifar10_cnn", 320, seed=6)
+    order = np.random.default_rng(1).permutation(320)
+    sums = []
+    for e in (engine, "cpu"):
+        net = build(e, "cifar10_cnn", 32)
+        net.set_data(x, y)
+        net.set_order(order)
+        net.train_range(0, 320, 32)
+        sums.append(net.read_sums())
+    np.testing.assert_allclose(sums[0], sums[1], rtol=2e-3)
+
+
+@pytest.mark.parametrize("engine", GPU_ENGINES)
+def test_out_of_memory_is_a_memory_error_and_the_engine_stays_usable(engine):
+    # 10^10 parameters: 40 GB each for weights, gradients and Adam's two moments
+    layers = [{"kind": "dense", "units": 100_000}]
+    with pytest.raises(MemoryError, match=r"could not allocate 40000000000 bytes"):
+        make_net(engine, layers, (100_000,), 8, {"kind": "sparse_categorical_crossentropy"},
+                 {"kind": "adam"})
+    net = build(engine, "tiny_mnist", 32)
+    x, y = synthetic_data("tiny_mnist", 32)
+    assert np.isfinite(net.train_batch(x, y)[0])

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The GPU checks, on a machine with a CUDA GPU (run from anywhere):
+#   build for this GPU, run the gpu-marked tests, then the same tests under
+#   compute-sanitizer: memcheck over the whole gpu suite, racecheck over the
+#   op tests (every kernel that uses shared memory runs there).
+# Usage: tools/gpu_tests.sh [quick]   ("quick" skips the sanitizer runs)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PYTHONUNBUFFERED=1
+arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
+CNNCUDA_CUDA_ARCH=${CNNCUDA_CUDA_ARCH:-$arch} python3 setup.py -q build_ext --inplace 2>&1 \
+    | grep -E "cnncuda build|error" || true
+python3 -c "import cnncuda; print(cnncuda.devices(), cnncuda.cuda_devices())"
+python3 -m pytest -q -m gpu -p no:cacheprovider
+[ "${1:-}" = quick ] && exit 0
+echo "== compute-sanitizer memcheck"
+compute-sanitizer --tool memcheck --error-exitcode 99 --leak-check full \
+    python3 -m pytest -q -m gpu -p no:cacheprovider -k "not out_of_memory"  # that test makes a failing cudaMalloc on purpose
+echo "== compute-sanitizer racecheck"
+compute-sanitizer --tool racecheck --error-exitcode 99 \
+    python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_ops.py
