@@ -20,12 +20,19 @@ cnn_status cuda_ctx_create(cnn_ctx **out, int num_threads)
         return cnn_set_error(CNN_ERR_MEMORY, "out of host memory creating a cuda context");
     }
     cudaError_t err = cudaGetDevice(&impl->device);
+    if (err == cudaSuccess)
+        err = cudaDeviceGetAttribute(&impl->sm_count, cudaDevAttrMultiProcessorCount, impl->device);
     if (err == cudaSuccess) err = cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking);
+    if (err == cudaSuccess) {
+        err = cudaMalloc((void **)&impl->scratch, CNN_CUDA_SCRATCH_FLOATS * sizeof(float));
+        if (err != cudaSuccess) cudaStreamDestroy(impl->stream);
+    }
     if (err != cudaSuccess) {
         free(ctx);
         free(impl);
-        return cnn_cuda_status(err, "creating a CUDA stream");
+        return cnn_cuda_status(err, "creating a cuda context");
     }
+    impl->scratch_floats = CNN_CUDA_SCRATCH_FLOATS;
     ctx->backend = &cnn_backend_cuda;
     ctx->num_threads = num_threads;
     ctx->impl = impl;
@@ -39,6 +46,7 @@ void cuda_ctx_destroy(cnn_ctx *ctx)
     cnn_cuda_impl *impl = (cnn_cuda_impl *)ctx->impl;
     if (impl) {
         cudaStreamSynchronize(impl->stream);
+        cudaFree(impl->scratch);
         cudaStreamDestroy(impl->stream);
         free(impl);
     }

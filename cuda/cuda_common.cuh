@@ -8,11 +8,17 @@
 
 #include "cnn.h"
 
-// The cuda context's impl: the stream every kernel of one Net runs on.
+// The cuda context's impl: the stream every kernel of one Net runs on, and
+// scratch for the SGEMM's split-K partial sums, allocated once.
 struct cnn_cuda_impl {
     cudaStream_t stream;
     int device;
+    int sm_count;
+    float *scratch;
+    size_t scratch_floats;
 };
+
+#define CNN_CUDA_SCRATCH_FLOATS ((size_t)4 << 20) // 16 MiB
 
 static inline cudaStream_t cnn_stream(cnn_ctx *ctx)
 {

@@ -15,12 +15,31 @@ def build(engine, name, batch):
                     seed=0)
 
 
+SEED_NAMES = ["cifar10_cnn", "lenet5", "tiny_mnist", "binary_100"]
+
+
 @pytest.mark.parametrize("engine", GPU_ENGINES)
-@pytest.mark.parametrize("name", ["cifar10_cnn", "lenet5", "tiny_mnist", "binary_100"])
+@pytest.mark.parametrize("name", SEED_NAMES)
+def test_one_step_gradients_match_the_cpu_engine(engine, name):
+    """From the same weights on the same batch: the loss within rtol 1e-5 and
+    every gradient within rtol 1e-4 (atol 1e-6) of the cpu engine's."""
+    batch = seed_network(name)["batch_size"]
+    gpu, cpu = build(engine, name, batch), build("cpu", name, batch)
+    x, y = synthetic_data(name, batch, seed=4)
+    lg, cg = gpu.compute_gradients(x, y), cpu.compute_gradients(x, y)
+    np.testing.assert_allclose(lg, cg, rtol=1e-5)
+    for i, (a, b) in enumerate(zip(gpu.get_gradients(), cpu.get_gradients())):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6, err_msg="gradient %d" % i)
+
+
+@pytest.mark.parametrize("engine", GPU_ENGINES)
+@pytest.mark.parametrize("name", SEED_NAMES)
 def test_50_steps_track_the_cpu_engine(engine, name):
     """50 Adam steps from the same weights on the same batches: every step's
-    loss within rtol 2e-3 of the cpu engine's, and the final weights within 5%
-    of how far training moved them."""
+    loss within 1% of the cpu engine's, and the final weights within 5% of how
+    far training moved them. (Both engines are float32 but round differently;
+    Adam's normalised steps and ReLU switching amplify those differences over
+    many steps, which is why the one-step test above is the strict one.)"""
     batch = seed_network(name)["batch_size"]
     gpu, cpu = build(engine, name, batch), build("cpu", name, batch)
     start = cpu.get_weights()
@@ -33,7 +52,7 @@ def test_50_steps_track_the_cpu_engine(engine, name):
         part = slice(s * batch, (s + 1) * batch)
         ours.append(gpu.train_batch(x[part], y[part])[0] / batch)
         theirs.append(cpu.train_batch(x[part], y[part])[0] / batch)
-    np.testing.assert_allclose(ours, theirs, rtol=2e-3)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-2)
     for i, (a, b, w0) in enumerate(zip(gpu.get_weights(), cpu.get_weights(), start)):
         assert np.linalg.norm(a - b) < 0.05 * np.linalg.norm(b - w0) + 1e-7, "weight %d" % i
 
