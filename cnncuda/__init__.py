@@ -2,6 +2,13 @@
 
 One model, several engines chosen by name: ``numpy`` (the NumPy reference),
 ``cpu`` (C, one thread), and, where built, ``omp``, ``cuda`` and ``cudnn``.
+
+A Keras script runs after changing its imports::
+
+    import cnncuda as tf
+    from cnncuda.keras import datasets, layers, models
+
+(``tf.keras``, ``tf.config``, ``tf.device``, ``tf.random.set_seed``).
 """
 from . import _C
 from ._C import CudaError, EngineUnavailableError
@@ -39,5 +46,12 @@ def cuda_devices():
     return _C.cuda_devices()
 
 
+# The Keras-style API (after devices(), which config uses).
+from . import (activations, callbacks, config, datasets, layers, losses,  # noqa: E402
+               models, optimizers, random, utils)
+from . import keras  # noqa: E402
+from .config import device  # noqa: E402
+
 __all__ = ["build_info", "devices", "cuda_devices", "CudaError", "EngineUnavailableError",
-           "ENGINES", "__version__"]
+           "ENGINES", "__version__", "keras", "config", "device", "datasets", "layers", "models",
+           "losses", "optimizers", "callbacks", "activations", "utils", "random"]

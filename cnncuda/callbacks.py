@@ -1,0 +1,292 @@
+"""Keras's callbacks: the Callback base class with Keras's hooks, History,
+the progress-bar logger, EarlyStopping and ModelCheckpoint.
+
+Batch hooks: ``fit`` runs the engine in chunks of steps and reads the
+engine's loss sums only when the progress bar redraws or the epoch ends, so
+that nothing synchronises the device per step. A callback that overrides a
+batch hook (``on_train_batch_begin/end``, ``on_batch_begin/end``,
+``on_test_batch_*``, ``on_predict_batch_*``) turns that off for the calls it
+watches: the loop then runs one step at a time and passes each batch's
+running logs, as Keras does.
+"""
+import math
+import sys
+import warnings
+
+from .checks import choice, nonnegative_int
+from .progbar import Progbar
+
+__all__ = ["Callback", "CallbackList", "History", "ProgbarLogger", "EarlyStopping",
+           "ModelCheckpoint", "LambdaCallback"]
+
+_BATCH_HOOKS = {
+    "train": ("on_train_batch_begin", "on_train_batch_end", "on_batch_begin", "on_batch_end"),
+    "test": ("on_test_batch_begin", "on_test_batch_end"),
+    "predict": ("on_predict_batch_begin", "on_predict_batch_end"),
+}
+
+
+class Callback:
+    """Base class: override the hooks you need. ``self.model`` is the model
+    being trained and ``self.params`` holds verbose, epochs and steps."""
+
+    def __init__(self):
+        self.model = None
+        self.params = {}
+
+    def set_model(self, model):
+        self.model = model
+
+    def set_params(self, params):
+        self.params = params
+
+    def on_train_begin(self, logs=None): pass
+    def on_train_end(self, logs=None): pass
+    def on_epoch_begin(self, epoch, logs=None): pass
+    def on_epoch_end(self, epoch, logs=None): pass
+    def on_test_begin(self, logs=None): pass
+    def on_test_end(self, logs=None): pass
+    def on_predict_begin(self, logs=None): pass
+    def on_predict_end(self, logs=None): pass
+    def on_batch_begin(self, batch, logs=None): pass
+    def on_batch_end(self, batch, logs=None): pass
+    def on_test_batch_begin(self, batch, logs=None): pass
+    def on_test_batch_end(self, batch, logs=None): pass
+    def on_predict_batch_begin(self, batch, logs=None): pass
+    def on_predict_batch_end(self, batch, logs=None): pass
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self.on_batch_begin(batch, logs)
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.on_batch_end(batch, logs)
+
+    def implements_batch_hooks(self, mode):
+        """Whether this callback overrides a batch hook of `mode`
+        ('train', 'test' or 'predict')."""
+        return any(getattr(type(self), hook) is not getattr(Callback, hook)
+                   for hook in _BATCH_HOOKS[mode])
+
+
+class CallbackList:
+    """Calls every callback's hook in order."""
+
+    def __init__(self, callbacks, model, params):
+        self.callbacks = list(callbacks)
+        for callback in self.callbacks:
+            callback.set_model(model)
+            callback.set_params(params)
+
+    def wants_batches(self, mode):
+        return any(c.implements_batch_hooks(mode) for c in self.callbacks)
+
+    def __getattr__(self, hook):
+        if not hook.startswith("on_"):
+            raise AttributeError(hook)
+
+        def call(*args, **kwargs):
+            for callback in self.callbacks:
+                getattr(callback, hook)(*args, **kwargs)
+        return call
+
+
+class History(Callback):
+    """``.history``: a list of values per metric name, one per epoch;
+    ``.epoch``: the epoch indices. ``fit`` returns it."""
+
+    def __init__(self):
+        super().__init__()
+        self.history = {}
+        self.epoch = []
+
+    def on_train_begin(self, logs=None):
+        self.epoch = []
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.epoch.append(epoch)
+        for name, value in (logs or {}).items():
+            self.history.setdefault(name, []).append(value)
+        if self.model is not None:
+            self.model.history = self
+
+
+class ProgbarLogger(Callback):
+    """Prints ``Epoch i/n`` and the progress bar (see cnncuda.progbar)."""
+
+    def __init__(self, verbose=1):
+        super().__init__()
+        self.verbose = verbose
+        self.progbar = None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        epochs = self.params.get("epochs", 1)
+        if self.verbose and epochs > 1:
+            sys.stdout.write("Epoch %d/%d\n" % (epoch + 1, epochs))
+            sys.stdout.flush()
+        self.progbar = Progbar(self.params["steps"], verbose=self.verbose)
+
+    def due(self):
+        """Whether a progress update would be drawn now (the fit loop reads
+        the engine's sums only then)."""
+        return self.progbar is not None and self.progbar.due()
+
+    def update(self, steps, logs):
+        self.progbar.update(steps, logs, finalize=False)
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.progbar is not None:
+            self.progbar.update(self.params["steps"], logs or {}, finalize=True)
+
+
+def _monitor_mode(mode, monitor):
+    mode = choice(mode, "mode", ("auto", "min", "max"))
+    if mode == "auto":
+        mode = "max" if ("acc" in monitor or monitor.startswith("fmeasure")) else "min"
+    return mode
+
+
+class EarlyStopping(Callback):
+    """Stops training when `monitor` has not improved by more than
+    `min_delta` for `patience` epochs (Keras's rules, restore_best_weights and
+    baseline included)."""
+
+    def __init__(self, monitor="val_loss", min_delta=0, patience=0, verbose=0, mode="auto",
+                 baseline=None, restore_best_weights=False, start_from_epoch=0):
+        super().__init__()
+        if not isinstance(monitor, str):
+            raise TypeError("monitor: expected a metric name such as 'val_loss', got %r" % (monitor,))
+        self.monitor = monitor
+        self.patience = nonnegative_int(patience, "patience")
+        self.verbose = verbose
+        self.baseline = baseline
+        self.min_delta = abs(float(min_delta))
+        self.restore_best_weights = bool(restore_best_weights)
+        self.start_from_epoch = nonnegative_int(start_from_epoch, "start_from_epoch")
+        self.mode = _monitor_mode(mode, monitor)
+        self.wait = 0
+        self.stopped_epoch = 0
+        self.best = None
+        self.best_weights = None
+        self.best_epoch = 0
+
+    def _better(self, value, reference):
+        if self.mode == "max":
+            return value - self.min_delta > reference
+        return value + self.min_delta < reference
+
+    def on_train_begin(self, logs=None):
+        self.wait = 0
+        self.stopped_epoch = 0
+        self.best = math.inf if self.mode == "min" else -math.inf
+        self.best_weights = None
+        self.best_epoch = 0
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs = logs or {}
+        current = logs.get(self.monitor)
+        if current is None:
+            warnings.warn("Early stopping conditioned on metric `%s` which is not available. "
+                          "Available metrics are: %s" % (self.monitor, ",".join(logs)),
+                          RuntimeWarning, stacklevel=2)
+            return
+        if epoch < self.start_from_epoch:
+            return
+        if self.restore_best_weights and self.best_weights is None:
+            self.best_weights = self.model.get_weights()
+        self.wait += 1
+        if self._better(current, self.best):
+            self.best = current
+            self.best_epoch = epoch
+            if self.restore_best_weights:
+                self.best_weights = self.model.get_weights()
+            if self.baseline is None or self._better(current, self.baseline):
+                self.wait = 0
+            return
+        if self.wait >= self.patience and epoch > 0:
+            self.stopped_epoch = epoch
+            self.model.stop_training = True
+            if self.restore_best_weights and self.best_weights is not None:
+                if self.verbose > 0:
+                    print("Restoring model weights from the end of the best epoch: %d."
+                          % (self.best_epoch + 1))
+                self.model.set_weights(self.best_weights)
+
+    def on_train_end(self, logs=None):
+        if self.stopped_epoch > 0 and self.verbose > 0:
+            print("Epoch %d: early stopping" % (self.stopped_epoch + 1))
+
+
+class ModelCheckpoint(Callback):
+    """Saves the model (``model.save``) or its weights (``save_weights``) at
+    the end of every epoch, or only when `monitor` improved
+    (``save_best_only``). `filepath` may hold ``{epoch:02d}`` and any log
+    name, e.g. ``'model-{epoch:02d}-{val_loss:.2f}.cnncuda'``."""
+
+    def __init__(self, filepath, monitor="val_loss", verbose=0, save_best_only=False,
+                 save_weights_only=False, mode="auto", save_freq="epoch",
+                 initial_value_threshold=None):
+        super().__init__()
+        if not isinstance(filepath, str) or not filepath:
+            raise TypeError("filepath: expected a file name, got %r" % (filepath,))
+        if save_freq != "epoch":
+            raise ValueError("save_freq: expected 'epoch' (saving every N batches is not "
+                             "supported), got %r" % (save_freq,))
+        self.filepath = filepath
+        self.monitor = monitor
+        self.verbose = verbose
+        self.save_best_only = bool(save_best_only)
+        self.save_weights_only = bool(save_weights_only)
+        self.mode = _monitor_mode(mode, monitor)
+        if initial_value_threshold is not None:
+            self.best = float(initial_value_threshold)
+        else:
+            self.best = math.inf if self.mode == "min" else -math.inf
+
+    def _better(self, value):
+        return value < self.best if self.mode == "min" else value > self.best
+
+    def _save(self, path):
+        if self.save_weights_only:
+            self.model.save_weights(path)
+        else:
+            self.model.save(path)
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs = logs or {}
+        try:
+            path = self.filepath.format(epoch=epoch + 1, **logs)
+        except KeyError as err:
+            raise KeyError('Failed to format this callback filepath: "%s". Reason: %s is not '
+                           "in the logs (%s)" % (self.filepath, err, ", ".join(logs))) from None
+        if not self.save_best_only:
+            if self.verbose > 0:
+                print("\nEpoch %d: saving model to %s" % (epoch + 1, path))
+            self._save(path)
+            return
+        current = logs.get(self.monitor)
+        if current is None:
+            warnings.warn("Can save best model only with %s available, skipping." % self.monitor,
+                          RuntimeWarning, stacklevel=2)
+            return
+        if self._better(current):
+            if self.verbose > 0:
+                print("\nEpoch %d: %s improved from %.5f to %.5f, saving model to %s"
+                      % (epoch + 1, self.monitor, self.best, current, path))
+            self.best = float(current)
+            self._save(path)
+        elif self.verbose > 0:
+            print("\nEpoch %d: %s did not improve from %.5f" % (epoch + 1, self.monitor, self.best))
+
+
+class LambdaCallback(Callback):
+    """A callback from functions: ``LambdaCallback(on_epoch_end=lambda epoch, logs: ...)``."""
+
+    def __init__(self, **hooks):
+        super().__init__()
+        for name, function in hooks.items():
+            if not name.startswith("on_") or not hasattr(Callback, name):
+                raise TypeError("LambdaCallback: unknown hook %r" % name)
+            setattr(self, name, function)
+
+    def implements_batch_hooks(self, mode):
+        return any(hook in self.__dict__ for hook in _BATCH_HOOKS[mode])

@@ -1,0 +1,228 @@
+"""Which engine a model runs on, in cnncuda's names and in TensorFlow's.
+
+Engines by name: ``numpy``, ``cpu``, ``omp`` / ``omp:N``, ``cuda``, ``cudnn``.
+TensorFlow's spellings map onto them:
+
+- ``'/GPU:0'`` (also ``'GPU:0'``, ``'/device:GPU:0'``, ``'gpu'``): the GPU
+  engine, ``cudnn`` where it can run, else ``cuda``.
+- ``'/CPU:0'`` (also ``'CPU:0'``, ``'/device:CPU:0'``): the C engine with the
+  thread count that ``threading.set_intra_op_parallelism_threads(n)`` set: 1
+  (the default) is the sequential ``cpu`` engine, n > 1 is ``omp:n``. Where the
+  ``omp`` engine is not built, n > 1 falls back to ``cpu`` with a warning.
+- ``'omp'`` without a count takes that thread count too (all cores when it is 1).
+
+The engine a model uses is chosen at each ``fit``, ``evaluate`` and
+``predict``: the innermost ``with cnncuda.device(...)`` block, else the
+``device=`` given to ``compile``, else Keras's default: the GPU when a GPU
+engine can run, else ``'/CPU:0'``. An engine that this build or machine lacks
+raises ``cnncuda.EngineUnavailableError`` saying why and what is available.
+
+``list_physical_devices('GPU')`` lists a GPU only when a GPU engine can run
+(so a script's ``assert len(gpus) > 0`` means what it meant with TensorFlow).
+"""
+import contextlib
+import os
+import re
+import threading as _threading
+import types
+import warnings
+
+from . import _C, devices
+from ._C import EngineUnavailableError
+from .checks import nonnegative_int
+
+__all__ = ["device", "resolve_device", "engine_for", "current_device_scope", "list_physical_devices",
+           "PhysicalDevice", "experimental", "threading"]
+
+GPU_ENGINES = ("cudnn", "cuda")
+ENGINE_NAMES = ("numpy", "cpu", "omp", "cuda", "cudnn")
+_TF_SPELLING = re.compile(r"^/?(?:job:[^/]*/)?(?:replica:\d+/)?(?:task:\d+/)?(?:device:)?"
+                          r"(CPU|GPU|cpu|gpu)(?::(\d+))?$")
+
+_settings = {"intra_op_threads": 1, "inter_op_threads": 0}
+_scope = _threading.local()
+
+
+def _scope_stack():
+    if not hasattr(_scope, "stack"):
+        _scope.stack = []
+    return _scope.stack
+
+
+@contextlib.contextmanager
+def device(name):
+    """``with cnncuda.device('/GPU:0'):`` (TensorFlow's ``tf.device``): the
+    models used inside the block run on that engine. The name is checked when
+    the block is entered; whether the engine can run is checked when a model
+    first uses it, so the error comes with the call that needs it."""
+    _parse(name)
+    stack = _scope_stack()
+    stack.append(name)
+    try:
+        yield name
+    finally:
+        stack.pop()
+
+
+def current_device_scope():
+    """The name given to the innermost active ``device`` block, or None."""
+    stack = _scope_stack()
+    return stack[-1] if stack else None
+
+
+def _parse(name):
+    """('gpu', None) | ('tfcpu', None) | ('engine', 'cpu' | 'omp:4' | ...)."""
+    if not isinstance(name, str):
+        raise TypeError("device: expected a str such as 'cpu', 'cuda' or '/GPU:0', got %r" % (name,))
+    match = _TF_SPELLING.match(name.strip())
+    if match and (name.strip().startswith("/") or "device:" in name or match.group(1).isupper()
+                  or match.group(1) == "gpu" or match.group(2) == "0"):
+        kind, index = match.group(1).upper(), match.group(2)
+        if index not in (None, "0"):
+            raise ValueError("device: expected %s:0 (cnncuda drives one %s per engine), got %r"
+                             % (kind, kind, name))
+        return ("gpu", None) if kind == "GPU" else ("tfcpu", None)
+    engine, _, threads = name.strip().partition(":")
+    if engine not in ENGINE_NAMES:
+        raise ValueError("device: expected one of %s, 'omp:N', '/CPU:0' or '/GPU:0', got %r"
+                         % (", ".join(repr(e) for e in ENGINE_NAMES), name))
+    if threads:
+        try:
+            count = int(threads)
+        except ValueError:
+            count = 0
+        if count < 1:
+            raise ValueError("device: expected 'name:threads' with threads >= 1, got %r" % name)
+    return ("engine", name.strip())
+
+
+def _reason(engine):
+    """Why `engine` cannot run here (None when it can)."""
+    if engine == "numpy":
+        return None
+    return _C.engine_status(engine)
+
+
+def _available():
+    return ", ".join(devices())
+
+
+def _cpu_threads():
+    threads = _settings["intra_op_threads"]
+    return threads if threads > 0 else (os.cpu_count() or 1)
+
+
+def resolve_device(explicit=None):
+    """The engine string ('cpu', 'omp:4', 'cudnn', ...) a model uses now: the
+    innermost ``device`` block, else `explicit` (compile's device), else the
+    default. Raises EngineUnavailableError when that engine cannot run."""
+    name = current_device_scope() or explicit
+    if name is None:
+        for engine in GPU_ENGINES:
+            if _reason(engine) is None:
+                return engine
+        return _tf_cpu()
+    return engine_for(name)
+
+
+def _tf_cpu():
+    threads = _cpu_threads()
+    if threads == 1:
+        return "cpu"
+    if _reason("omp") is None:
+        return "omp:%d" % threads
+    warnings.warn("%d intra-op threads were asked for, but the omp engine cannot run (%s); "
+                  "running on the sequential 'cpu' engine" % (threads, _reason("omp")),
+                  RuntimeWarning, stacklevel=4)
+    return "cpu"
+
+
+def engine_for(name):
+    """The engine string for a device name in either spelling; raises
+    ValueError for an unknown name and EngineUnavailableError (saying why and
+    what is available) for an engine that cannot run here."""
+    kind, engine = _parse(name)
+    if kind == "gpu":
+        for candidate in GPU_ENGINES:
+            if _reason(candidate) is None:
+                return candidate
+        reasons = "; ".join("%s: %s" % (e, _reason(e)) for e in GPU_ENGINES)
+        gpus = _C.cuda_devices()
+        found = "GPUs found: %s" % ", ".join(gpus) if gpus else "no GPU found"
+        raise EngineUnavailableError("device %r: no GPU engine can run here (%s; %s). "
+                                     "Available: %s" % (name, found, reasons, _available()))
+    if kind == "tfcpu":
+        return _tf_cpu()
+    base = engine.partition(":")[0]
+    if base == "omp" and ":" not in engine:
+        threads = _settings["intra_op_threads"]
+        engine = "omp:%d" % (threads if threads > 1 else (os.cpu_count() or 1))
+    reason = _reason(base)
+    if reason is not None:
+        raise EngineUnavailableError("device %r: %s. Available: %s" % (name, reason, _available()))
+    return engine
+
+
+class PhysicalDevice(tuple):
+    """TensorFlow's PhysicalDevice: ``name`` and ``device_type``."""
+
+    def __new__(cls, name, device_type):
+        return super().__new__(cls, (name, device_type))
+
+    name = property(lambda self: self[0])
+    device_type = property(lambda self: self[1])
+
+    def __repr__(self):
+        return "PhysicalDevice(name=%r, device_type=%r)" % self
+
+
+def list_physical_devices(device_type=None):
+    """The devices a model can run on: one CPU, and one GPU when a GPU engine
+    (cuda or cudnn) can run. ``device_type`` is 'CPU', 'GPU' or None (all)."""
+    if device_type is not None and (not isinstance(device_type, str)
+                                    or device_type.upper() not in ("CPU", "GPU")):
+        raise ValueError("device_type: expected 'CPU', 'GPU' or None, got %r" % (device_type,))
+    found = [PhysicalDevice("/physical_device:CPU:0", "CPU")]
+    if any(_reason(e) is None for e in GPU_ENGINES):
+        found.append(PhysicalDevice("/physical_device:GPU:0", "GPU"))
+    if device_type is None:
+        return found
+    return [d for d in found if d.device_type == device_type.upper()]
+
+
+def set_memory_growth(device, enable):
+    """Accepted for TensorFlow scripts; the engines size their memory once per
+    model, so there is nothing to grow."""
+    if not isinstance(device, PhysicalDevice):
+        raise TypeError("device: expected a PhysicalDevice from list_physical_devices, got %r"
+                        % (device,))
+
+
+def set_intra_op_parallelism_threads(num_threads):
+    """The CPU thread count of '/CPU:0' (and of 'omp' without a count). 1, the
+    default, is the sequential cpu engine; 0 means every core, as in TensorFlow."""
+    _settings["intra_op_threads"] = nonnegative_int(num_threads, "num_threads")
+
+
+def get_intra_op_parallelism_threads():
+    """The thread count set by set_intra_op_parallelism_threads (1 by default)."""
+    return _settings["intra_op_threads"]
+
+
+def set_inter_op_parallelism_threads(num_threads):
+    """Accepted and kept for TensorFlow scripts; an engine runs one op at a time."""
+    _settings["inter_op_threads"] = nonnegative_int(num_threads, "num_threads")
+
+
+def get_inter_op_parallelism_threads():
+    """The value given to set_inter_op_parallelism_threads (0 by default)."""
+    return _settings["inter_op_threads"]
+
+
+experimental = types.SimpleNamespace(list_physical_devices=list_physical_devices,
+                                     set_memory_growth=set_memory_growth)
+threading = types.SimpleNamespace(
+    set_intra_op_parallelism_threads=set_intra_op_parallelism_threads,
+    get_intra_op_parallelism_threads=get_intra_op_parallelism_threads,
+    set_inter_op_parallelism_threads=set_inter_op_parallelism_threads,
+    get_inter_op_parallelism_threads=get_inter_op_parallelism_threads)

@@ -1,0 +1,16 @@
+"""``cnncuda.keras``: the spellings of ``tensorflow.keras``.
+
+    import cnncuda as tf
+    from cnncuda.keras import datasets, layers, models
+
+gives ``tf.keras.losses.SparseCategoricalCrossentropy``, ``models.Sequential``,
+``layers.Conv2D`` and the rest, as a Keras script writes them. Each submodule
+re-exports the cnncuda module of the same name.
+"""
+from . import (activations, backend, callbacks, datasets, layers, losses, models, optimizers,
+               utils)
+from .layers import Input
+from .models import Sequential, load_model
+
+__all__ = ["activations", "backend", "callbacks", "datasets", "layers", "losses", "models",
+           "optimizers", "utils", "Input", "Sequential", "load_model"]

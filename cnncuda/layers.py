@@ -1,0 +1,465 @@
+"""Keras layers, with Keras's argument names and defaults.
+
+Each layer knows its output shape for an input shape (checked the way Keras
+reports a mismatch: layer name, what it expects, what it got), its weights'
+shapes in Keras's layouts, and the engine layers it becomes (see
+cnncuda.engine): ``Conv2D(32, 3, activation='relu')`` becomes a ``conv2d``
+engine layer followed by an ``activation`` one.
+
+Shapes here leave out the batch axis: an image input is (height, width,
+channels), a feature input is (features,).
+
+Keras arguments that the engines cannot honour (``dilation_rate`` other than
+1, ``data_format='channels_first'``, initializers other than Keras's default
+``glorot_uniform`` / ``zeros``, regularizers) raise ValueError naming the
+argument rather than being ignored.
+"""
+from .checks import boolean, choice, int_pair, number_in, positive_int, shape_str
+from .utils import unique_name
+
+__all__ = ["Layer", "InputLayer", "Input", "Conv2D", "MaxPooling2D", "AveragePooling2D",
+           "MaxPool2D", "AvgPool2D", "Flatten", "Dense", "Dropout", "BatchNormalization",
+           "Activation", "ReLU", "ACTIVATIONS", "LAYER_CLASSES", "deserialize"]
+
+ACTIVATIONS = ("linear", "relu", "sigmoid", "tanh", "softmax")
+
+
+def activation_name(value, arg="activation"):
+    """None, one of ACTIVATIONS, or a function of that name (e.g.
+    ``cnncuda.keras.activations.relu``) -> a name or None."""
+    if value is None:
+        return None
+    if callable(value) and not isinstance(value, str):
+        value = getattr(value, "__name__", repr(value))
+    name = choice(value, arg, ACTIVATIONS)
+    return None if name == "linear" else name
+
+
+def _activation_dicts(name):
+    return [] if name is None else [{"kind": "activation", "activation": name}]
+
+
+def _only(value, arg, allowed, why):
+    """Keras arguments whose other values the engines cannot run."""
+    if value not in allowed:
+        raise ValueError("%s: expected %s (%s), got %r"
+                         % (arg, " or ".join(repr(a) for a in allowed), why, value))
+
+
+class Layer:
+    """Base class. Subclasses set ``prefix`` (the automatic name) and define
+    ``_arguments`` (their Keras config), ``compute_output_shape``,
+    ``engine_layers`` and, when they hold weights, ``weight_specs``."""
+
+    prefix = "layer"
+
+    def __init__(self, name=None, input_shape=None, batch_input_shape=None, batch_size=None,
+                 dtype=None, trainable=True):
+        if name is not None and (not isinstance(name, str) or not name):
+            raise TypeError("name: expected a non-empty str, got %r" % (name,))
+        if batch_input_shape is not None:
+            if input_shape is not None:
+                raise ValueError("input_shape: give input_shape or batch_input_shape, not both")
+            if not isinstance(batch_input_shape, (tuple, list)) or len(batch_input_shape) < 2:
+                raise TypeError("batch_input_shape: expected a tuple (batch, ...), got %r"
+                                % (batch_input_shape,))
+            input_shape = tuple(batch_input_shape)[1:]
+        self._input_shape_arg = _check_input_shape(input_shape) if input_shape is not None else None
+        _only(dtype, "dtype", (None, "float32"), "the engines compute in float32")
+        _only(trainable, "trainable", (True,), "freezing layers is not supported")
+        self.name = name or unique_name(self.prefix)
+        self.input_shape = None     # (None, ...) once the model knows it
+        self.output_shape = None
+        self._model = None
+
+    # -- what subclasses define -----------------------------------------------
+
+    def _arguments(self):
+        return {}
+
+    def compute_output_shape(self, input_shape):
+        """Output shape (no batch axis) for `input_shape`; raises ValueError."""
+        return tuple(input_shape)
+
+    def engine_layers(self):
+        return []
+
+    def weight_specs(self, input_shape):
+        """[(name, shape, trainable)] in Keras's order, for `input_shape`."""
+        return []
+
+    # -- Keras's layer interface ---------------------------------------------
+
+    def get_config(self):
+        """The layer's arguments as Keras names them (JSON-friendly)."""
+        config = {"name": self.name}
+        config.update(self._arguments())
+        if self._input_shape_arg is not None:
+            config["input_shape"] = list(self._input_shape_arg)
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+    def count_params(self):
+        """Parameters of the layer (needs a model that knows its input shape)."""
+        if self.input_shape is None:
+            raise ValueError('You tried to call `count_params` on layer "%s", but the layer '
+                             "isn't built. Add it to a model with a known input shape." % self.name)
+        total = 0
+        for _, shape, _ in self.weight_specs(self.input_shape[1:]):
+            size = 1
+            for d in shape:
+                size *= d
+            total += size
+        return total
+
+    def get_weights(self):
+        """The layer's weights (Keras layouts), or [] outside a built model."""
+        if self._model is None or self.input_shape is None:
+            return []
+        return self._model._layer_weights(self)
+
+    def set_weights(self, weights):
+        """Sets the layer's weights; shapes are checked before anything changes."""
+        if self._model is None or self.input_shape is None:
+            raise ValueError('layer "%s": set_weights needs the layer in a model with a known '
+                             "input shape" % self.name)
+        self._model._set_layer_weights(self, weights)
+
+    def _incompatible(self, input_shape, expected):
+        return ValueError('Input 0 of layer "%s" is incompatible with the layer: expected %s, '
+                          "found ndim=%d. Full shape received: %s"
+                          % (self.name, expected, len(input_shape) + 1,
+                             shape_str((None,) + tuple(input_shape))))
+
+    def _needs_image(self, input_shape):
+        if len(input_shape) != 3:
+            raise self._incompatible(input_shape, "ndim=4 (batch, height, width, channels)")
+
+    def __repr__(self):
+        return "<%s name=%s>" % (type(self).__name__, self.name)
+
+
+def _check_input_shape(shape):
+    if not isinstance(shape, (tuple, list)) or not shape or not all(
+            isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in shape):
+        raise ValueError("input_shape: expected a tuple of positive ints such as (32, 32, 3), "
+                         "got %r" % (shape,))
+    if len(shape) not in (1, 3):
+        raise ValueError("input_shape: expected (height, width, channels) or (features,), got %r"
+                         % (tuple(shape),))
+    return tuple(int(d) for d in shape)
+
+
+class InputLayer(Layer):
+    """The model's input: ``InputLayer(input_shape=(28, 28, 1))``; usually
+    written ``Input(shape=(28, 28, 1))`` or as ``input_shape=`` on the first
+    layer. It adds no engine layer and is not listed in ``model.layers``."""
+
+    prefix = "input"
+
+    def __init__(self, input_shape=None, name=None, **kwargs):
+        if input_shape is None:
+            raise ValueError("input_shape: expected a tuple such as (32, 32, 3), got None")
+        super().__init__(name=name or unique_name("input"), input_shape=input_shape, **kwargs)
+
+
+def Input(shape=None, batch_size=None, name=None, dtype=None):
+    """Keras's ``Input(shape=...)``, usable as the first entry of a Sequential."""
+    return InputLayer(input_shape=shape, name=name, batch_size=batch_size, dtype=dtype)
+
+
+def _window_output(layer, input_shape, window, strides, padding, what):
+    layer._needs_image(input_shape)
+    h, w, c = input_shape
+    out = []
+    for size, k, s in ((h, window[0], strides[0]), (w, window[1], strides[1])):
+        n = -(-size // s) if padding == "same" else (size - k) // s + 1
+        if n < 1:
+            raise ValueError('Layer "%s": %s %s does not fit its input with padding %r: '
+                             "expected height and width >= %s, got input shape %s"
+                             % (layer.name, what, tuple(window), padding, tuple(window),
+                                shape_str((None,) + tuple(input_shape))))
+        out.append(n)
+    return out[0], out[1], c
+
+
+class Conv2D(Layer):
+    """2-D convolution over (height, width, channels) images, then the activation."""
+
+    prefix = "conv2d"
+
+    def __init__(self, filters, kernel_size, strides=(1, 1), padding="valid", data_format=None,
+                 dilation_rate=(1, 1), groups=1, activation=None, use_bias=True,
+                 kernel_initializer="glorot_uniform", bias_initializer="zeros",
+                 kernel_regularizer=None, bias_regularizer=None, activity_regularizer=None,
+                 kernel_constraint=None, bias_constraint=None, **kwargs):
+        self.filters = positive_int(filters, "filters")
+        self.kernel_size = int_pair(kernel_size, "kernel_size")
+        self.strides = int_pair(strides, "strides")
+        self.padding = choice(padding, "padding", ("valid", "same"))
+        _only(data_format, "data_format", (None, "channels_last"), "images are channels-last")
+        _only(int_pair(dilation_rate, "dilation_rate"), "dilation_rate", ((1, 1),),
+              "dilated convolution is not supported")
+        _only(groups, "groups", (1,), "grouped convolution is not supported")
+        self.activation = activation_name(activation)
+        self.use_bias = boolean(use_bias, "use_bias")
+        _only(kernel_initializer, "kernel_initializer", ("glorot_uniform",),
+              "the engines draw Keras's default initializer")
+        _only(bias_initializer, "bias_initializer", ("zeros",), "biases start at zero")
+        for arg, value in (("kernel_regularizer", kernel_regularizer),
+                           ("bias_regularizer", bias_regularizer),
+                           ("activity_regularizer", activity_regularizer),
+                           ("kernel_constraint", kernel_constraint),
+                           ("bias_constraint", bias_constraint)):
+            _only(value, arg, (None,), "not supported")
+        super().__init__(**kwargs)
+
+    def _arguments(self):
+        return {"filters": self.filters, "kernel_size": list(self.kernel_size),
+                "strides": list(self.strides), "padding": self.padding,
+                "activation": self.activation or "linear", "use_bias": self.use_bias}
+
+    def compute_output_shape(self, input_shape):
+        h, w, _ = _window_output(self, input_shape, self.kernel_size, self.strides,
+                                 self.padding, "kernel_size")
+        return (h, w, self.filters)
+
+    def engine_layers(self):
+        return [{"kind": "conv2d", "units": self.filters, "kernel": self.kernel_size,
+                 "strides": self.strides, "padding": self.padding,
+                 "use_bias": self.use_bias}] + _activation_dicts(self.activation)
+
+    def weight_specs(self, input_shape):
+        specs = [("kernel", self.kernel_size + (input_shape[-1], self.filters), True)]
+        if self.use_bias:
+            specs.append(("bias", (self.filters,), True))
+        return specs
+
+
+class _Pooling2D(Layer):
+    kind = None
+
+    def __init__(self, pool_size=(2, 2), strides=None, padding="valid", data_format=None,
+                 **kwargs):
+        self.pool_size = int_pair(pool_size, "pool_size")
+        self.strides = self.pool_size if strides is None else int_pair(strides, "strides")
+        self.padding = choice(padding, "padding", ("valid", "same"))
+        _only(data_format, "data_format", (None, "channels_last"), "images are channels-last")
+        super().__init__(**kwargs)
+
+    def _arguments(self):
+        return {"pool_size": list(self.pool_size), "strides": list(self.strides),
+                "padding": self.padding}
+
+    def compute_output_shape(self, input_shape):
+        return _window_output(self, input_shape, self.pool_size, self.strides, self.padding,
+                              "pool_size")
+
+    def engine_layers(self):
+        return [{"kind": self.kind, "kernel": self.pool_size, "strides": self.strides,
+                 "padding": self.padding}]
+
+
+class MaxPooling2D(_Pooling2D):
+    """Max pooling; strides default to pool_size."""
+
+    prefix = "max_pooling2d"
+    kind = "maxpool"
+
+
+class AveragePooling2D(_Pooling2D):
+    """Average pooling; strides default to pool_size; 'same' windows divide by
+    the in-image count."""
+
+    prefix = "average_pooling2d"
+    kind = "avgpool"
+
+
+MaxPool2D = MaxPooling2D
+AvgPool2D = AveragePooling2D
+
+
+class Flatten(Layer):
+    """(height, width, channels) -> (height * width * channels,), in Keras's order."""
+
+    prefix = "flatten"
+
+    def __init__(self, data_format=None, **kwargs):
+        _only(data_format, "data_format", (None, "channels_last"), "images are channels-last")
+        super().__init__(**kwargs)
+
+    def compute_output_shape(self, input_shape):
+        size = 1
+        for d in input_shape:
+            size *= d
+        return (size,)
+
+    def engine_layers(self):
+        return [{"kind": "flatten"}]
+
+
+class Dense(Layer):
+    """Fully connected layer on (features,) inputs, then the activation."""
+
+    prefix = "dense"
+
+    def __init__(self, units, activation=None, use_bias=True, kernel_initializer="glorot_uniform",
+                 bias_initializer="zeros", kernel_regularizer=None, bias_regularizer=None,
+                 activity_regularizer=None, kernel_constraint=None, bias_constraint=None,
+                 **kwargs):
+        self.units = positive_int(units, "units")
+        self.activation = activation_name(activation)
+        self.use_bias = boolean(use_bias, "use_bias")
+        _only(kernel_initializer, "kernel_initializer", ("glorot_uniform",),
+              "the engines draw Keras's default initializer")
+        _only(bias_initializer, "bias_initializer", ("zeros",), "biases start at zero")
+        for arg, value in (("kernel_regularizer", kernel_regularizer),
+                           ("bias_regularizer", bias_regularizer),
+                           ("activity_regularizer", activity_regularizer),
+                           ("kernel_constraint", kernel_constraint),
+                           ("bias_constraint", bias_constraint)):
+            _only(value, arg, (None,), "not supported")
+        super().__init__(**kwargs)
+
+    def _arguments(self):
+        return {"units": self.units, "activation": self.activation or "linear",
+                "use_bias": self.use_bias}
+
+    def compute_output_shape(self, input_shape):
+        if len(input_shape) != 1:
+            raise ValueError('Input 0 of layer "%s" is incompatible with the layer: expected '
+                             "ndim=2 (batch, features), found ndim=%d. Full shape received: %s. "
+                             "Add a Flatten layer before it."
+                             % (self.name, len(input_shape) + 1,
+                                shape_str((None,) + tuple(input_shape))))
+        return (self.units,)
+
+    def engine_layers(self):
+        return [{"kind": "dense", "units": self.units, "use_bias": self.use_bias}] + \
+            _activation_dicts(self.activation)
+
+    def weight_specs(self, input_shape):
+        specs = [("kernel", (input_shape[0], self.units), True)]
+        if self.use_bias:
+            specs.append(("bias", (self.units,), True))
+        return specs
+
+
+class Dropout(Layer):
+    """Inverted dropout while training; masks come from the model's seed."""
+
+    prefix = "dropout"
+
+    def __init__(self, rate, noise_shape=None, seed=None, **kwargs):
+        self.rate = number_in(rate, "rate", 0.0, 1.0, high_open=True)
+        _only(noise_shape, "noise_shape", (None,), "masks are drawn per element")
+        _only(seed, "seed", (None,), "dropout masks come from the model's seed: "
+                                     "Sequential(seed=...)")
+        super().__init__(**kwargs)
+
+    def _arguments(self):
+        return {"rate": self.rate}
+
+    def engine_layers(self):
+        return [{"kind": "dropout", "rate": self.rate}]
+
+
+class BatchNormalization(Layer):
+    """Batch normalization over the last axis (channels), Keras's momentum
+    0.99 and epsilon 1e-3; weights gamma, beta, moving_mean, moving_variance."""
+
+    prefix = "batch_normalization"
+
+    def __init__(self, axis=-1, momentum=0.99, epsilon=1e-3, center=True, scale=True,
+                 beta_initializer="zeros", gamma_initializer="ones",
+                 moving_mean_initializer="zeros", moving_variance_initializer="ones", **kwargs):
+        if axis not in (-1, 1, 3) or isinstance(axis, bool):
+            raise ValueError("axis: expected -1 (the channels, last), got %r" % (axis,))
+        self.axis = axis
+        self.momentum = number_in(momentum, "momentum", 0.0, 1.0)
+        self.epsilon = number_in(epsilon, "epsilon", 0.0, float("inf"), low_open=True)
+        _only(center, "center", (True,), "beta is always used")
+        _only(scale, "scale", (True,), "gamma is always used")
+        for arg, value, default in (("beta_initializer", beta_initializer, "zeros"),
+                                    ("gamma_initializer", gamma_initializer, "ones"),
+                                    ("moving_mean_initializer", moving_mean_initializer, "zeros"),
+                                    ("moving_variance_initializer", moving_variance_initializer,
+                                     "ones")):
+            _only(value, arg, (default,), "Keras's default")
+        super().__init__(**kwargs)
+
+    def _arguments(self):
+        return {"axis": self.axis, "momentum": self.momentum, "epsilon": self.epsilon}
+
+    def compute_output_shape(self, input_shape):
+        if self.axis != -1 and self.axis != len(input_shape):
+            raise ValueError('Layer "%s": axis %d is not the last axis of input shape %s'
+                             % (self.name, self.axis, shape_str((None,) + tuple(input_shape))))
+        return tuple(input_shape)
+
+    def engine_layers(self):
+        return [{"kind": "batchnorm", "momentum": self.momentum, "epsilon": self.epsilon}]
+
+    def weight_specs(self, input_shape):
+        c = (input_shape[-1],)
+        return [("gamma", c, True), ("beta", c, True), ("moving_mean", c, False),
+                ("moving_variance", c, False)]
+
+
+class Activation(Layer):
+    """An activation on its own: linear, relu, sigmoid, tanh, softmax."""
+
+    prefix = "activation"
+
+    def __init__(self, activation, **kwargs):
+        self.activation = activation_name(activation)
+        super().__init__(**kwargs)
+
+    def _arguments(self):
+        return {"activation": self.activation or "linear"}
+
+    def compute_output_shape(self, input_shape):
+        if self.activation == "softmax" and len(input_shape) != 1:
+            raise ValueError('Layer "%s": softmax expects a (batch, features) input, got %s'
+                             % (self.name, shape_str((None,) + tuple(input_shape))))
+        return tuple(input_shape)
+
+    def engine_layers(self):
+        return _activation_dicts(self.activation)
+
+
+class ReLU(Layer):
+    """max(x, 0) as a layer (Keras's defaults only: no max_value, slope 0)."""
+
+    prefix = "re_lu"
+
+    def __init__(self, max_value=None, negative_slope=0.0, threshold=0.0, **kwargs):
+        _only(max_value, "max_value", (None,), "a capped ReLU is not supported")
+        _only(negative_slope, "negative_slope", (0, 0.0), "a leaky ReLU is not supported")
+        _only(threshold, "threshold", (0, 0.0), "a shifted ReLU is not supported")
+        super().__init__(**kwargs)
+
+    def engine_layers(self):
+        return _activation_dicts("relu")
+
+
+LAYER_CLASSES = {cls.__name__: cls for cls in (InputLayer, Conv2D, MaxPooling2D, AveragePooling2D,
+                                               Flatten, Dense, Dropout, BatchNormalization,
+                                               Activation, ReLU)}
+
+
+def deserialize(entry):
+    """A layer from ``{"class_name": ..., "config": {...}}`` (as a saved model holds it)."""
+    if not isinstance(entry, dict) or entry.get("class_name") not in LAYER_CLASSES:
+        raise ValueError("layer: expected {'class_name': one of %s, 'config': {...}}, got %r"
+                         % (", ".join(LAYER_CLASSES), entry))
+    config = dict(entry.get("config") or {})
+    if "input_shape" in config:
+        config["input_shape"] = tuple(config["input_shape"])
+    for key in ("kernel_size", "strides", "pool_size"):
+        if key in config:
+            config[key] = tuple(config[key])
+    return LAYER_CLASSES[entry["class_name"]].from_config(config)

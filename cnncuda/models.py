@@ -1,0 +1,557 @@
+"""Keras's Sequential model on cnncuda's engines, and load_model.
+
+    model = Sequential([Conv2D(32, 3, activation="relu", input_shape=(32, 32, 3)),
+                        MaxPooling2D(), Flatten(), Dense(10)], seed=0)
+    model.compile(optimizer="adam",
+                  loss=SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"], device="cpu")
+    history = model.fit(x, y, epochs=5, validation_data=(xt, yt))
+
+The model keeps its layers in Python and runs them as one network of the C
+core (or the NumPy reference) built by cnncuda.engine.make_net. That network
+is built when first needed and rebuilt, with the weights carried over, when
+the engine changes (``with cnncuda.device(...)``), when a fit asks for a
+larger batch than it was built for, or after ``compile``.
+
+Seeds: ``Sequential(seed=n)`` fixes the initial weights, the dropout masks and
+the shuffling order (the same on every engine); without it the model takes
+the default seed (0, or what cnncuda.utils.set_random_seed set).
+"""
+import warnings
+
+import numpy as np
+
+from . import config, losses, optimizers, saving, training
+from .checks import nonnegative_int, shape_str
+from .engine import make_net
+from .layers import InputLayer, Layer, deserialize
+from .utils import get_random_seed, unique_name
+
+__all__ = ["Sequential", "load_model"]
+
+_PLACEHOLDER_LOSS = {"kind": "sparse_categorical_crossentropy", "from_logits": True}
+_PLACEHOLDER_OPTIMIZER = {"kind": "adam"}
+_ACCURACY_NAMES = {
+    "sparse_categorical_crossentropy": ("accuracy", "acc", "sparse_categorical_accuracy"),
+    "categorical_crossentropy": ("accuracy", "acc", "categorical_accuracy"),
+    "binary_crossentropy": ("accuracy", "acc", "binary_accuracy"),
+}
+
+
+class Sequential:
+    """A linear stack of layers: ``Sequential([layer, ...])`` or ``.add(layer)``."""
+
+    def __init__(self, layers=None, name=None, seed=None):
+        if name is not None and (not isinstance(name, str) or not name):
+            raise TypeError("name: expected a non-empty str, got %r" % (name,))
+        self.seed = get_random_seed() if seed is None else nonnegative_int(seed, "seed")
+        self.name = name or unique_name("sequential")
+        self._layers = []
+        self._input_shape = None          # without the batch axis, once known
+        self._net = None                  # the engine network, built when needed
+        self._net_device = None
+        self._net_compile = None          # the compile it was built for (None: placeholder)
+        self._carried = None              # weights of a dropped network, for the next one
+        self._compile_version = 0
+        self._iterations_base = 0
+        self._device = None
+        self.loss = None
+        self.optimizer = None
+        self.metric_name = None
+        self.stop_training = False
+        self.history = None
+        self._shuffle_rng = np.random.default_rng(self.seed)
+        if layers is not None:
+            if isinstance(layers, Layer) or not hasattr(layers, "__iter__"):
+                raise TypeError("layers: expected a list of layers, got %r" % (layers,))
+            for layer in layers:
+                self.add(layer)
+
+    # -- structure ----------------------------------------------------------
+
+    @property
+    def layers(self):
+        """The model's layers (an Input is not one of them, as in Keras)."""
+        return list(self._layers)
+
+    @property
+    def built(self):
+        return self._input_shape is not None
+
+    @property
+    def input_shape(self):
+        self._require_built()
+        return (None,) + self._input_shape
+
+    @property
+    def output_shape(self):
+        self._require_built()
+        return self._layers[-1].output_shape if self._layers else self.input_shape
+
+    def _infer_shapes(self, input_shape, layers):
+        """[(input_shape, output_shape)] of every layer (no batch axis); raises
+        the layer's ValueError where a shape does not fit."""
+        shapes, shape = [], tuple(input_shape)
+        for layer in layers:
+            out = tuple(layer.compute_output_shape(shape))
+            shapes.append((shape, out))
+            shape = out
+        return shapes
+
+    def _commit_shapes(self, input_shape):
+        for layer, (shape_in, shape_out) in zip(self._layers,
+                                                self._infer_shapes(input_shape, self._layers)):
+            layer.input_shape = (None,) + shape_in
+            layer.output_shape = (None,) + shape_out
+        self._input_shape = tuple(input_shape)
+
+    def _drop_net(self):
+        """Forgets the engine network after a change of layers, keeping its weights."""
+        if self._net is not None:
+            self._carried = self._net.get_weights()
+            if self._net_compile == self._compile_version:
+                self._iterations_base += self._net.steps
+            self._net = None
+
+    def add(self, layer):
+        """Appends a layer; with a known input shape its output shape is checked
+        now, and a layer that does not fit leaves the model unchanged."""
+        if not isinstance(layer, Layer):
+            raise TypeError("layer: expected a cnncuda layer such as layers.Dense(10), got %r"
+                            % (layer,))
+        if layer._model is not None:
+            raise ValueError('layer: "%s" already belongs to model "%s"'
+                             % (layer.name, layer._model.name))
+        if isinstance(layer, InputLayer):
+            if self._layers or self._input_shape is not None:
+                raise ValueError("layer: an Input must come first, and only once")
+            self._input_shape = layer._input_shape_arg
+            return
+        if any(existing.name == layer.name for existing in self._layers):
+            raise ValueError("All layers added to a Sequential model should have unique names. "
+                             'Name "%s" is already the name of a layer in this model. Update the '
+                             "`name` argument to pass a unique name." % layer.name)
+        input_shape = self._input_shape
+        if not self._layers and layer._input_shape_arg is not None:
+            if input_shape is not None and input_shape != layer._input_shape_arg:
+                raise ValueError('layer "%s": input_shape %s differs from the Input %s'
+                                 % (layer.name, layer._input_shape_arg, input_shape))
+            input_shape = layer._input_shape_arg
+        if input_shape is not None:
+            self._infer_shapes(input_shape, self._layers + [layer])   # raises, changes nothing
+        self._drop_net()
+        self._layers.append(layer)
+        layer._model = self
+        if input_shape is not None:
+            self._commit_shapes(input_shape)
+
+    def pop(self):
+        """Removes the last layer (its weights go; the others keep theirs)."""
+        if not self._layers:
+            raise TypeError("There are no layers in the model.")
+        self._drop_net()
+        layer = self._layers.pop()
+        layer._model = None
+        layer.input_shape = layer.output_shape = None
+        if self._carried is not None:
+            self._carried = self._carried[:len(self._weight_specs())] if self.built else None
+        return layer
+
+    def build(self, input_shape=None):
+        """Sets the input shape, Keras style: ``build((None, 28, 28, 1))``."""
+        if input_shape is None:
+            self._require_built()
+            return
+        if not isinstance(input_shape, (tuple, list)) or len(input_shape) not in (2, 4):
+            raise ValueError("input_shape: expected (None, height, width, channels) or "
+                             "(None, features), got %r" % (input_shape,))
+        shape = tuple(input_shape)[1:]
+        InputLayer(input_shape=shape, name="_check")        # checks the dimensions
+        if self.built:
+            if shape != self._input_shape:
+                raise ValueError("input_shape: the model is built for %s, got %s"
+                                 % (shape_str(self.input_shape), shape_str((None,) + shape)))
+            return
+        self._infer_shapes(shape, self._layers)
+        self._commit_shapes(shape)
+
+    def _build_from_data(self, x, arg="x"):
+        """Builds an unbuilt model from the shape of its first data."""
+        if self.built:
+            return
+        shape = np.shape(x)
+        if len(shape) not in (2, 4):
+            raise ValueError("%s: expected an array of shape (None, height, width, channels) or "
+                             "(None, features), got %s" % (arg, shape_str(shape)))
+        self.build((None,) + tuple(shape[1:]))
+
+    def _require_built(self):
+        if not self.built:
+            raise ValueError("This model has not yet been built. Build the model first by "
+                             "calling `build()` or by calling the model on a batch of data, or "
+                             "give the first layer an `input_shape`.")
+
+    def _engine_layers(self):
+        return [d for layer in self._layers for d in layer.engine_layers()]
+
+    def _weight_specs(self):
+        """[(layer, name, shape, trainable)] in get_weights order."""
+        return [(layer, name, shape, trainable) for layer in self._layers
+                for name, shape, trainable in layer.weight_specs(layer.input_shape[1:])]
+
+    # -- the engine network ---------------------------------------------------
+
+    def _iterations(self):
+        steps = self._net.steps if (self._net is not None
+                                    and self._net_compile == self._compile_version) else 0
+        return self._iterations_base + steps
+
+    def _output_classes(self):
+        shape = self.output_shape[1:]
+        return shape[0] if len(shape) == 1 else None
+
+    def _get_net(self, device, purpose, batch_size=32):
+        """The engine network on `device` for 'weights', 'predict', 'evaluate'
+        or 'train' (with batches of `batch_size`), built or rebuilt as needed
+        with the current weights. The old network stays if building fails, and
+        stays the model's network when inference runs on another engine after
+        training began (the new one is then a copy for that call)."""
+        self._require_built()
+        if not self._layers:
+            raise ValueError("the model has no layers: add some first")
+        net = self._net
+        fits = net is not None and (purpose == "weights" or self._net_device == device)
+        if fits and purpose in ("evaluate", "train"):
+            fits = self._net_compile == self._compile_version
+        if fits and purpose == "train":
+            fits = net.max_batch >= batch_size
+        if fits:
+            return net
+        compiled = self.loss is not None
+        if purpose in ("evaluate", "train") and not compiled:
+            raise RuntimeError("You must compile your model before training/testing. "
+                               "Use `model.compile(optimizer, loss)`.")
+        if purpose == "weights":
+            device, batch_size = "cpu", 1
+        elif purpose != "train" and net is not None:
+            batch_size = net.max_batch
+        new = make_net(device, self._engine_layers(), self._input_shape, batch_size,
+                       self.loss.engine_loss() if compiled else _PLACEHOLDER_LOSS,
+                       self.optimizer.engine_optimizer() if compiled else _PLACEHOLDER_OPTIMIZER,
+                       seed=self.seed)
+        if net is not None:
+            new.set_weights(net.get_weights())
+        elif self._carried is not None:
+            weights = new.get_weights()
+            count = min(len(self._carried), len(weights))
+            new.set_weights(list(self._carried[:count]) + weights[count:])
+        keeps_state = (net is not None and self._net_compile == self._compile_version
+                       and net.steps > 0)
+        if keeps_state and purpose in ("predict", "evaluate"):
+            return new      # inference elsewhere: a copy, so the optimizer state stays put
+        if net is not None and self._net_compile == self._compile_version:
+            if net.steps > 0 and compiled:
+                warnings.warn("model %r moves to a new engine network (%s, batch %d): the "
+                              "optimizer's moments restart at zero, because the engine does not "
+                              "hand them out" % (self.name, device, new.max_batch),
+                              RuntimeWarning, stacklevel=4)
+            self._iterations_base += net.steps
+        self._net, self._net_device, self._carried = new, device, None
+        self._net_compile = self._compile_version if compiled else None
+        return new
+
+    @property
+    def device(self):
+        """The engine the model would run on now (see cnncuda.config)."""
+        return config.resolve_device(self._device)
+
+    # -- compile ---------------------------------------------------------------
+
+    def compile(self, optimizer="adam", loss=None, metrics=None, loss_weights=None,
+                weighted_metrics=None, run_eagerly=None, steps_per_execution=None,
+                jit_compile=None, device=None):
+        """Sets the optimizer ('adam', 'sgd' or an object; Keras's default
+        rmsprop is not available, so the default is 'adam'), the loss (a name
+        or a loss object), metrics (['accuracy'] or none) and, optionally, the
+        engine (``device='cpu'`` and so on; see cnncuda.config). The optimizer
+        starts afresh; the weights stay."""
+        opt = optimizers.get(optimizer)
+        if loss is None:
+            raise ValueError("loss: expected one of %s or a loss object, got None"
+                             % ", ".join(repr(k) for k in losses.KINDS))
+        loss_obj = losses.get(loss)
+        if metrics is None:
+            metrics = []
+        if isinstance(metrics, str) or not isinstance(metrics, (list, tuple)):
+            raise TypeError("metrics: expected a list such as ['accuracy'], got %r" % (metrics,))
+        allowed = _ACCURACY_NAMES[loss_obj.kind]
+        for metric in metrics:
+            if metric not in allowed:
+                raise ValueError("metrics: expected a list of one of %s (the accuracy the engine "
+                                 "computes for %s), got %r"
+                                 % (", ".join(repr(a) for a in allowed), loss_obj.kind, metric))
+        if len(metrics) > 1:
+            raise ValueError("metrics: expected at most one accuracy metric, got %r" % (metrics,))
+        for arg, value in (("loss_weights", loss_weights), ("weighted_metrics", weighted_metrics)):
+            if value is not None:
+                raise ValueError("%s: expected None (not supported), got %r" % (arg, value))
+        if steps_per_execution not in (None, 1) and not isinstance(steps_per_execution, int):
+            raise TypeError("steps_per_execution: expected an int, got %r" % (steps_per_execution,))
+        if device is not None:
+            config.engine_for(device)          # a bad or unavailable engine fails here
+        if self.built:
+            _check_loss_fits(loss_obj, self.output_shape)
+        self.optimizer, self.loss, self._device = opt, loss_obj, device
+        self.metric_name = metrics[0] if metrics else None
+        opt._model = self
+        self._compile_version += 1
+        self._iterations_base = 0
+
+    @property
+    def metrics_names(self):
+        return ["loss"] + ([self.metric_name] if self.metric_name else [])
+
+    # -- training and inference (cnncuda/training.py) ----------------------------
+
+    def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None,
+            validation_split=0.0, validation_data=None, shuffle=True, class_weight=None,
+            sample_weight=None, initial_epoch=0, steps_per_epoch=None, validation_steps=None,
+            validation_batch_size=None, validation_freq=1):
+        """Trains for `epochs` epochs; returns a History (see cnncuda.training.fit)."""
+        return training.fit(self, x, y, batch_size, epochs, verbose, callbacks, validation_split,
+                            validation_data, shuffle, class_weight, sample_weight, initial_epoch,
+                            steps_per_epoch, validation_steps, validation_batch_size,
+                            validation_freq)
+
+    def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None,
+                 steps=None, callbacks=None, return_dict=False):
+        """[loss, accuracy] (or the loss alone without metrics; a dict with
+        return_dict=True) over all of x, in inference mode."""
+        return training.evaluate(self, x, y, batch_size, verbose, sample_weight, steps,
+                                 callbacks, return_dict)
+
+    def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
+        """The model's outputs for x, float32 of shape (n,) + output shape."""
+        return training.predict(self, x, batch_size, verbose, steps, callbacks)
+
+    def __call__(self, x, training=False):
+        if training:
+            raise ValueError("training: calling a model in training mode is not supported; "
+                             "use fit")
+        return self.predict(x, verbose=0)
+
+    # -- weights ---------------------------------------------------------------
+
+    def get_weights(self):
+        """Every weight in Keras's order and layouts ([] before the model is built)."""
+        if not self.built or not self._layers:
+            return []
+        return self._get_net(None, "weights").get_weights()
+
+    def set_weights(self, weights):
+        """Sets every weight; all shapes are checked before anything changes."""
+        self._require_built()
+        specs = self._weight_specs()
+        weights = _weight_list(weights, "weights")
+        if len(weights) != len(specs):
+            raise ValueError("weights: expected a list of %d arrays, got %d"
+                             % (len(specs), len(weights)))
+        for i, (w, (layer, name, shape, _)) in enumerate(zip(weights, specs)):
+            if np.shape(w) != tuple(shape):
+                raise ValueError("weights[%d] (%s/%s): expected shape %s, got %s"
+                                 % (i, layer.name, name, tuple(shape), np.shape(w)))
+        self._get_net(None, "weights").set_weights(weights)
+
+    def _layer_slice(self, layer):
+        start = 0
+        for other in self._layers:
+            count = len(other.weight_specs(other.input_shape[1:]))
+            if other is layer:
+                return start, count
+            start += count
+        raise ValueError('layer "%s" is not in model "%s"' % (layer.name, self.name))
+
+    def _layer_weights(self, layer):
+        start, count = self._layer_slice(layer)
+        return self.get_weights()[start:start + count]
+
+    def _set_layer_weights(self, layer, weights):
+        start, count = self._layer_slice(layer)
+        weights = _weight_list(weights, "weights")
+        if len(weights) != count:
+            raise ValueError('layer "%s": weights: expected a list of %d arrays, got %d'
+                             % (layer.name, count, len(weights)))
+        full = self.get_weights()
+        full[start:start + count] = weights
+        self.set_weights(full)
+
+    def count_params(self):
+        """Every parameter, trainable or not."""
+        self._require_built()
+        return sum(layer.count_params() for layer in self._layers)
+
+    # -- summary -------------------------------------------------------------------
+
+    def summary(self, line_length=None, positions=None, print_fn=None):
+        """Prints the layers, output shapes and parameter counts as Keras does."""
+        self._require_built()
+        line_length = line_length or 65
+        positions = positions or [0.45, 0.85, 1.0]
+        if positions[-1] <= 1:
+            positions = [int(line_length * p) for p in positions]
+        print_fn = print_fn or print
+
+        def row(fields):
+            line = ""
+            for i, field in enumerate(fields):
+                if i > 0:
+                    line = line[:-1] + " "
+                line += str(field)
+                line = line[:positions[i]]
+                line += " " * (positions[i] - len(line))
+            print_fn(line)
+
+        print_fn('Model: "%s"' % self.name)
+        print_fn("_" * line_length)
+        row(["Layer (type)", "Output Shape", "Param #"])
+        print_fn("=" * line_length)
+        for i, layer in enumerate(self._layers):
+            row(["%s (%s)" % (layer.name, type(layer).__name__), shape_str(layer.output_shape),
+                 layer.count_params()])
+            print_fn(("=" if i == len(self._layers) - 1 else "_") * line_length)
+        if not self._layers:
+            print_fn("=" * line_length)
+        trainable = non_trainable = 0
+        for _, _, shape, is_trainable in self._weight_specs():
+            size = int(np.prod(shape))
+            if is_trainable:
+                trainable += size
+            else:
+                non_trainable += size
+        print_fn("Total params: {:,}".format(trainable + non_trainable))
+        print_fn("Trainable params: {:,}".format(trainable))
+        print_fn("Non-trainable params: {:,}".format(non_trainable))
+        print_fn("_" * line_length)
+
+    # -- files ---------------------------------------------------------------------
+
+    def get_config(self):
+        """The architecture as JSON-able data (what a model file holds)."""
+        return {"name": self.name, "seed": self.seed,
+                "input_shape": list(self._input_shape) if self.built else None,
+                "layers": [{"class_name": type(l).__name__, "config": l.get_config()}
+                           for l in self._layers]}
+
+    def _file_header(self, kind, include_optimizer=True):
+        specs = self._weight_specs()
+        header = {"kind": kind, "cnncuda_version": _version(),
+                  "model": {"class_name": "Sequential", "config": self.get_config()},
+                  "weights": [{"layer": layer.name, "name": name, "trainable": trainable}
+                              for layer, name, _, trainable in specs]}
+        if kind == "model":
+            header["compile"] = None if self.loss is None else {
+                "loss": {"class_name": self.loss.kind, "config": self.loss.get_config()},
+                "optimizer": {"class_name": self.optimizer.kind,
+                              "config": self.optimizer.get_config()},
+                "metrics": [self.metric_name] if self.metric_name else []}
+            header["optimizer_state"] = {
+                "iterations": self._iterations() if include_optimizer and self.loss else 0,
+                "moments": "not stored: the engines do not hand out the optimizer's moments"}
+        return header
+
+    def save(self, filepath, overwrite=True, include_optimizer=True, save_format=None):
+        """Writes the architecture, weights, compile settings and optimizer step
+        count to one file (docs/model-file-format.md), atomically."""
+        self._require_built()
+        _check_overwrite(filepath, overwrite)
+        saving.write_model_file(filepath, self._file_header("model", include_optimizer),
+                                self.get_weights())
+
+    def save_weights(self, filepath, overwrite=True, save_format=None):
+        """Writes the weights (with the architecture, to check them against on load)."""
+        self._require_built()
+        _check_overwrite(filepath, overwrite)
+        saving.write_model_file(filepath, self._file_header("weights"), self.get_weights())
+
+    def load_weights(self, filepath):
+        """Sets the weights from a file written by save_weights or save; the
+        layers' weight shapes must match this model's."""
+        self._require_built()
+        header, weights = saving.read_model_file(filepath)
+        specs = self._weight_specs()
+        saved = [tuple(e["shape"]) for e in header["weights"]]
+        mine = [tuple(shape) for _, _, shape, _ in specs]
+        if saved != mine:
+            raise ValueError("%s: the file's weights (%d arrays, shapes %s) do not match this "
+                             "model's (%d arrays, shapes %s)"
+                             % (filepath, len(saved), saved, len(mine), mine))
+        self.set_weights(weights)
+
+    def __repr__(self):
+        return "<Sequential name=%s, %d layers>" % (self.name, len(self._layers))
+
+
+def _version():
+    from . import __version__
+    return __version__
+
+
+def _check_overwrite(filepath, overwrite):
+    import os
+    if not isinstance(filepath, (str, os.PathLike)):
+        raise TypeError("filepath: expected a file name, got %r" % (filepath,))
+    if not overwrite and os.path.exists(filepath):
+        raise FileExistsError("filepath: %s exists and overwrite=False" % os.fspath(filepath))
+
+
+def _weight_list(weights, arg):
+    if isinstance(weights, np.ndarray) or not isinstance(weights, (list, tuple)):
+        raise TypeError("%s: expected a list of arrays, got %s" % (arg, type(weights).__name__))
+    return list(weights)
+
+
+def _check_loss_fits(loss, output_shape):
+    shape = tuple(output_shape)[1:]
+    if len(shape) != 1:
+        raise ValueError("loss: %s expects a model output of shape (None, classes), the model "
+                         "outputs %s (add a Flatten and a Dense layer)"
+                         % (loss.kind, shape_str(output_shape)))
+    if loss.kind != "binary_crossentropy" and shape[0] < 2:
+        raise ValueError("loss: %s expects at least 2 outputs (classes), the model outputs %s; "
+                         "use binary_crossentropy for one output"
+                         % (loss.kind, shape_str(output_shape)))
+
+
+def load_model(filepath, compile=True, device=None, custom_objects=None):
+    """A Sequential model from a file written by ``model.save``: architecture,
+    weights, and (with compile=True) its loss, optimizer, metrics and step
+    count. ``device`` is passed to compile. Raises
+    cnncuda.saving.ModelFileError for a file that is not a cnncuda model,
+    truncated, corrupted or of another format version."""
+    if custom_objects:
+        raise ValueError("custom_objects: expected None (cnncuda has no custom layers), got %r"
+                         % (custom_objects,))
+    header, weights = saving.read_model_file(filepath)
+    try:
+        if header.get("kind") != "model":
+            raise saving.ModelFileError("%s: holds only weights (save_weights); build the model "
+                                        "and call load_weights" % filepath)
+        spec = header["model"]["config"]
+        model = Sequential(name=spec["name"], seed=spec["seed"])
+        if spec.get("input_shape"):
+            model.add(InputLayer(input_shape=tuple(spec["input_shape"]), name="_input"))
+        for entry in spec["layers"]:
+            model.add(deserialize(entry))
+    except (KeyError, TypeError) as err:
+        raise saving.ModelFileError("%s: corrupted cnncuda model file: bad architecture (%s)"
+                                    % (filepath, err)) from None
+    if weights:
+        model.set_weights(weights)
+    info = header.get("compile")
+    if compile and info:
+        model.compile(optimizer=optimizers.from_config(info["optimizer"]["class_name"],
+                                                       info["optimizer"]["config"]),
+                      loss=losses.from_config(info["loss"]["class_name"], info["loss"]["config"]),
+                      metrics=list(info.get("metrics") or []), device=device)
+        model._iterations_base = int(header.get("optimizer_state", {}).get("iterations", 0))
+    return model

@@ -1,0 +1,117 @@
+"""The cnncuda model file: one file holding a model's architecture, weights,
+compile settings and optimizer step count (docs/model-file-format.md).
+
+Layout (integers little-endian)::
+
+    offset 0   8 bytes   magic b"CNNCUDA\\0"
+    offset 8   uint32    format version (1)
+    offset 12  uint32    header length H in bytes
+    offset 16  H bytes   header: UTF-8 JSON (see the format doc)
+    16 + H     P bytes   the weights, float32 little-endian, C order, one after
+                         another in the order of header["weights"]
+    16 + H + P 32 bytes  SHA-256 of every byte before it
+
+A file is written to a temporary file in the same folder and renamed over
+the target, so a crash never leaves half a model under the name. Reading
+checks the magic, the version, the length and the checksum before it
+trusts anything, and raises ModelFileError saying which failed.
+"""
+import hashlib
+import json
+import os
+import struct
+import tempfile
+
+import numpy as np
+
+__all__ = ["MAGIC", "FORMAT_VERSION", "ModelFileError", "write_model_file", "read_model_file"]
+
+MAGIC = b"CNNCUDA\x00"
+FORMAT_VERSION = 1
+_PREFIX = struct.Struct("<8sII")
+_DIGEST = 32
+
+
+class ModelFileError(ValueError):
+    """A model file that is not one, is truncated, corrupted or of another version."""
+
+
+def write_model_file(path, header, weights):
+    """Writes `header` (a JSON-able dict; its "weights" entries get their
+    shapes from `weights`) and the float32 `weights` to `path` atomically."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError("filepath: expected a file name, got %r" % (path,))
+    path = os.fspath(path)
+    arrays = [np.ascontiguousarray(w, dtype="<f4") for w in weights]
+    header = dict(header)
+    entries = header.get("weights") or [{} for _ in arrays]
+    header["weights"] = [dict(entry, shape=list(a.shape)) for entry, a in zip(entries, arrays)]
+    text = json.dumps(header, sort_keys=True).encode("utf-8")
+    body = _PREFIX.pack(MAGIC, FORMAT_VERSION, len(text)) + text + b"".join(a.tobytes() for a in arrays)
+    digest = hashlib.sha256(body).digest()
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(body)
+            f.write(digest)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def read_model_file(path):
+    """(header, weights) of a cnncuda model file; raises ModelFileError."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError("filepath: expected a file name, got %r" % (path,))
+    path = os.fspath(path)
+    with open(path, "rb") as f:
+        data = f.read()
+    if len(data) < _PREFIX.size:
+        if MAGIC.startswith(data[:8]) and data:
+            raise ModelFileError("%s: truncated cnncuda model file (%d bytes)" % (path, len(data)))
+        raise ModelFileError("%s: not a cnncuda model file (%d bytes)" % (path, len(data)))
+    magic, version, header_len = _PREFIX.unpack_from(data)
+    if magic != MAGIC:
+        hint = ""
+        if data.startswith(b"\x89HDF"):
+            hint = " (it is an HDF5 file, such as Keras's .h5; cnncuda reads only its own format)"
+        elif data.startswith(b"PK"):
+            hint = " (it is a zip file, such as Keras's .keras; cnncuda reads only its own format)"
+        raise ModelFileError("%s: not a cnncuda model file%s" % (path, hint))
+    if version != FORMAT_VERSION:
+        raise ModelFileError("%s: cnncuda model file format version %d; this cnncuda reads "
+                             "version %d%s" % (path, version, FORMAT_VERSION,
+                                               " (the file is newer: upgrade cnncuda)"
+                                               if version > FORMAT_VERSION else ""))
+    end_header = _PREFIX.size + header_len
+    if len(data) < end_header + _DIGEST:
+        raise ModelFileError("%s: truncated cnncuda model file: the header alone needs %d bytes, "
+                             "the file has %d" % (path, end_header + _DIGEST, len(data)))
+    try:
+        header = json.loads(data[_PREFIX.size:end_header].decode("utf-8"))
+        shapes = [tuple(int(d) for d in entry["shape"]) for entry in header["weights"]]
+    except (ValueError, KeyError, TypeError) as err:
+        raise ModelFileError("%s: corrupted cnncuda model file: unreadable header (%s)"
+                             % (path, err)) from None
+    sizes = [int(np.prod(s, dtype=np.int64)) * 4 for s in shapes]
+    expected = end_header + sum(sizes) + _DIGEST
+    if len(data) < expected:
+        raise ModelFileError("%s: truncated cnncuda model file: expected %d bytes, found %d"
+                             % (path, expected, len(data)))
+    if len(data) > expected:
+        raise ModelFileError("%s: corrupted cnncuda model file: expected %d bytes, found %d"
+                             % (path, expected, len(data)))
+    if hashlib.sha256(data[:-_DIGEST]).digest() != data[-_DIGEST:]:
+        raise ModelFileError("%s: corrupted cnncuda model file: the SHA-256 checksum does not "
+                             "match its contents" % path)
+    weights, at = [], end_header
+    for shape, size in zip(shapes, sizes):
+        weights.append(np.frombuffer(data, dtype="<f4", count=size // 4, offset=at)
+                       .reshape(shape).astype(np.float32))
+        at += size
+    return header, weights

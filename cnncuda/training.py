@@ -1,0 +1,305 @@
+"""The loops behind Sequential.fit, evaluate and predict.
+
+fit uploads the training set to the engine once (``net.set_data``), gives it
+each epoch's shuffled order (``set_order``), and runs the epoch in chunks of
+steps (``train_range``) whose size adapts so that each takes about one
+progress-bar interval (0.05 s) when a bar is drawn in place, or about a
+second otherwise (so Ctrl-C is seen). The loss and accuracy sums stay on the
+engine; ``read_sums`` -- a device synchronisation on GPU engines -- is called
+only when the bar is due to redraw, and at the end of each epoch. Validation
+runs ``evaluate`` at the end of each epoch.
+
+Every argument is checked before anything runs, so a bad call leaves the
+model as it was.
+"""
+import math
+import time
+
+import numpy as np
+
+from . import config
+from .callbacks import Callback, CallbackList, History, ProgbarLogger
+from .checks import boolean, check_targets, check_x, nonnegative_int, number_in, positive_int
+from .progbar import Progbar
+
+__all__ = ["fit", "evaluate", "predict"]
+
+_SLOW_CHUNK_SECONDS = 1.0
+
+
+def _verbose(value, arg="verbose"):
+    if value == "auto":
+        return 1
+    if isinstance(value, bool) or value not in (0, 1, 2):
+        raise ValueError("%s: expected 0, 1, 2 or 'auto', got %r" % (arg, value))
+    return int(value)
+
+
+def _unsupported(**arguments):
+    for arg, (value, default) in arguments.items():
+        if value is not default and value != default:
+            raise ValueError("%s: expected %r (not supported), got %r" % (arg, default, value))
+
+
+def _callbacks(value):
+    if value is None:
+        return []
+    if isinstance(value, Callback) or not isinstance(value, (list, tuple)):
+        raise TypeError("callbacks: expected a list of Callback objects, got %r" % (value,))
+    for i, callback in enumerate(value):
+        if not isinstance(callback, Callback):
+            raise TypeError("callbacks[%d]: expected a Callback, got %r" % (i, callback))
+    return list(value)
+
+
+def _data(model, x, y, x_arg="x", y_arg="y"):
+    """(x, y) checked against the model and its loss."""
+    if x is None:
+        raise ValueError("%s: expected an array of samples, got None" % x_arg)
+    if y is None:
+        raise ValueError("%s: expected the targets of %s, got None" % (y_arg, x_arg))
+    model._build_from_data(x, x_arg)
+    x = check_x(x, model.input_shape[1:], x_arg)
+    classes = model._output_classes()
+    if classes is None:
+        raise ValueError("loss: the model's output %s is not (None, classes)"
+                         % (model.output_shape,))
+    y_array = np.asarray(y) if not isinstance(y, np.ndarray) else y
+    if y_array.ndim == 0 or len(y_array) != len(x):
+        raise ValueError("%s: expected %d samples (as many as %s), got %s"
+                         % (y_arg, len(x), x_arg, len(y_array) if y_array.ndim else "a scalar"))
+    y = check_targets(y, len(x), model.loss.kind, classes, y_arg)
+    return x, y
+
+
+def _logs(model, loss_sum, correct, count, prefix=""):
+    logs = {prefix + "loss": float(loss_sum) / count}
+    if model.metric_name:
+        logs[prefix + model.metric_name] = float(correct) / count
+    return logs
+
+
+class _Chunker:
+    """Steps per engine call, grown or shrunk so that a call takes about
+    `seconds` (host time: launches are asynchronous on GPU engines, so growth
+    stops where the engine's queue pushes back)."""
+
+    def __init__(self, seconds, total, single=False):
+        self.seconds, self.total, self.size, self.single = seconds, total, 1, single
+
+    def next(self, done):
+        return 1 if self.single else min(self.size, self.total - done)
+
+    def took(self, elapsed, steps):
+        if self.single:
+            return
+        if elapsed < self.seconds / 2 and steps >= self.size:
+            self.size = min(self.size * 2, max(1, self.total))
+        elif elapsed > self.seconds * 2 and self.size > 1:
+            self.size = max(1, self.size // 2)
+
+
+def _train_epoch(model, net, n, batch, steps, callbacks, bar, per_batch):
+    """One epoch over the order already given to the engine; returns (logs, seen)."""
+    seconds = bar.progbar.interval if (bar and bar.progbar.dynamic and bar.verbose == 1) \
+        else _SLOW_CHUNK_SECONDS
+    chunker = _Chunker(seconds, steps, single=per_batch)
+    loss_sum = correct = 0.0
+    done = 0
+    while done < steps:
+        count_steps = chunker.next(done)
+        if per_batch:
+            callbacks.on_train_batch_begin(done)
+        start = done * batch
+        count = min(count_steps * batch, n - start)
+        began = time.perf_counter()
+        net.train_range(start, count, batch)
+        chunker.took(time.perf_counter() - began, count_steps)
+        done += count_steps
+        if per_batch or (bar is not None and bar.due()):
+            part_loss, part_correct = net.read_sums()
+            loss_sum += part_loss
+            correct += part_correct
+            logs = _logs(model, loss_sum, correct, min(done * batch, n))
+            if per_batch:
+                callbacks.on_train_batch_end(done - 1, logs)
+            if bar is not None:
+                bar.update(done, logs)
+            if model.stop_training:
+                break
+    part_loss, part_correct = net.read_sums()
+    seen = min(done * batch, n)
+    return _logs(model, loss_sum + part_loss, correct + part_correct, seen), seen
+
+
+def _evaluate_loop(model, net, x, y, batch, callbacks, progbar):
+    """(loss_sum, correct) over x in inference mode; in one engine call unless
+    a bar or a test-batch callback wants to see the steps."""
+    n = len(x)
+    steps = math.ceil(n / batch)
+    per_batch = callbacks is not None and callbacks.wants_batches("test")
+    if not per_batch and (progbar is None or not progbar.dynamic or progbar.verbose != 1):
+        loss_sum, correct = net.evaluate(x, y)
+        return loss_sum, correct
+    chunker = _Chunker(progbar.interval if progbar else _SLOW_CHUNK_SECONDS, steps, per_batch)
+    loss_sum = correct = 0.0
+    done = 0
+    while done < steps:
+        k = chunker.next(done)
+        if per_batch:
+            callbacks.on_test_batch_begin(done)
+        began = time.perf_counter()
+        part = net.evaluate(x[done * batch:(done + k) * batch], y[done * batch:(done + k) * batch])
+        chunker.took(time.perf_counter() - began, k)
+        loss_sum, correct, done = loss_sum + part[0], correct + part[1], done + k
+        logs = _logs(model, loss_sum, correct, min(done * batch, n))
+        if per_batch:
+            callbacks.on_test_batch_end(done - 1, logs)
+        if progbar is not None and done < steps:
+            progbar.update(done, logs)
+    return loss_sum, correct
+
+
+def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, validation_data,
+        shuffle, class_weight, sample_weight, initial_epoch, steps_per_epoch, validation_steps,
+        validation_batch_size, validation_freq):
+    """Keras's fit: returns a History with loss, accuracy, val_loss and
+    val_accuracy per epoch (the metric names as compiled)."""
+    if model.loss is None:
+        raise RuntimeError("You must compile your model before training/testing. "
+                           "Use `model.compile(optimizer, loss)`.")
+    batch = 32 if batch_size is None else positive_int(batch_size, "batch_size")
+    epochs = nonnegative_int(epochs, "epochs")
+    initial_epoch = nonnegative_int(initial_epoch, "initial_epoch")
+    verbose = _verbose(verbose)
+    user_callbacks = _callbacks(callbacks)
+    split = number_in(validation_split, "validation_split", 0.0, 1.0, high_open=True)
+    if shuffle != "batch":
+        shuffle = boolean(shuffle, "shuffle")
+    _unsupported(class_weight=(class_weight, None), sample_weight=(sample_weight, None),
+                 steps_per_epoch=(steps_per_epoch, None), validation_steps=(validation_steps, None),
+                 validation_freq=(validation_freq, 1))
+    val_batch = batch if validation_batch_size is None else \
+        positive_int(validation_batch_size, "validation_batch_size")
+    x, y = _data(model, x, y)
+    validation = None
+    if validation_data is not None:
+        if not isinstance(validation_data, (tuple, list)) or len(validation_data) not in (2, 3) \
+                or (len(validation_data) == 3 and validation_data[2] is not None):
+            raise ValueError("validation_data: expected a tuple (x_val, y_val), got %s"
+                             % type(validation_data).__name__)
+        validation = _data(model, validation_data[0], validation_data[1],
+                           "validation_data[0]", "validation_data[1]")
+    elif split > 0:
+        split_at = int(math.floor(len(x) * (1.0 - split)))
+        if split_at == 0 or split_at == len(x):
+            raise ValueError("Training data contains %d samples, which is not sufficient to split "
+                             "it into a validation and training set as specified by "
+                             "`validation_split=%r`. Either provide more data, or a different "
+                             "value for the `validation_split` argument." % (len(x), split))
+        x, y, validation = x[:split_at], y[:split_at], (x[split_at:], y[split_at:])
+    device = config.resolve_device(model._device)
+    net = model._get_net(device, "train", batch)
+    net.set_data(x, y)
+
+    n = len(x)
+    steps = math.ceil(n / batch)
+    history = History()
+    bar = ProgbarLogger(verbose) if verbose else None
+    callbacks = CallbackList(([bar] if bar else []) + user_callbacks + [history], model,
+                             {"verbose": verbose, "epochs": epochs, "steps": steps})
+    per_batch = callbacks.wants_batches("train")
+    model.stop_training = False
+    callbacks.on_train_begin()
+    logs = {}
+    for epoch in range(initial_epoch, epochs):
+        callbacks.on_epoch_begin(epoch)
+        order = model._shuffle_rng.permutation(n) if shuffle else np.arange(n)
+        net.set_order(order)
+        logs, _ = _train_epoch(model, net, n, batch, steps, callbacks, bar, per_batch)
+        if validation is not None:
+            callbacks.on_test_begin()
+            loss_sum, correct = _evaluate_loop(model, net, validation[0], validation[1],
+                                               val_batch, callbacks, None)
+            val_logs = _logs(model, loss_sum, correct, len(validation[0]), "val_")
+            callbacks.on_test_end(val_logs)
+            logs.update(val_logs)
+        callbacks.on_epoch_end(epoch, logs)
+        if model.stop_training:
+            break
+    callbacks.on_train_end(logs)
+    return history
+
+
+def evaluate(model, x, y, batch_size, verbose, sample_weight, steps, callbacks, return_dict):
+    """Keras's evaluate: [loss, accuracy], the loss alone without metrics, or
+    a dict with return_dict=True."""
+    if model.loss is None:
+        raise RuntimeError("You must compile your model before training/testing. "
+                           "Use `model.compile(optimizer, loss)`.")
+    batch = 32 if batch_size is None else positive_int(batch_size, "batch_size")
+    verbose = _verbose(verbose)
+    user_callbacks = _callbacks(callbacks)
+    _unsupported(sample_weight=(sample_weight, None), steps=(steps, None))
+    x, y = _data(model, x, y)
+    net = model._get_net(config.resolve_device(model._device), "evaluate")
+    n = len(x)
+    total_steps = math.ceil(n / batch)
+    cbs = CallbackList(user_callbacks, model, {"verbose": verbose, "epochs": 1,
+                                               "steps": total_steps})
+    progbar = Progbar(total_steps, verbose=verbose) if verbose else None
+    cbs.on_test_begin()
+    loss_sum, correct = _evaluate_loop(model, net, x, y, batch, cbs, progbar)
+    logs = _logs(model, loss_sum, correct, n)
+    if progbar is not None:
+        progbar.update(total_steps, logs, finalize=True)
+    cbs.on_test_end(logs)
+    if return_dict:
+        return logs
+    values = list(logs.values())
+    return values if len(values) > 1 else values[0]
+
+
+def predict(model, x, batch_size, verbose, steps, callbacks):
+    """Keras's predict: the outputs (n,) + output shape, float32."""
+    batch = 32 if batch_size is None else positive_int(batch_size, "batch_size")
+    verbose = _verbose(verbose)
+    user_callbacks = _callbacks(callbacks)
+    _unsupported(steps=(steps, None))
+    if x is None:
+        raise ValueError("x: expected an array of samples, got None")
+    model._build_from_data(x)
+    x = check_x(x, model.input_shape[1:], "x", allow_empty=True)
+    net = model._get_net(config.resolve_device(model._device), "predict", batch)
+    n = len(x)
+    total_steps = max(1, math.ceil(n / batch))
+    cbs = CallbackList(user_callbacks, model, {"verbose": verbose, "epochs": 1,
+                                               "steps": total_steps})
+    progbar = Progbar(total_steps, verbose=verbose) if verbose else None
+    per_batch = cbs.wants_batches("predict")
+    cbs.on_predict_begin()
+    if n == 0:
+        outputs = np.zeros((0,) + tuple(model.output_shape[1:]), np.float32)
+    elif not per_batch and (progbar is None or not progbar.dynamic or verbose != 1):
+        outputs = net.predict(x)
+    else:
+        chunker = _Chunker(progbar.interval if progbar else _SLOW_CHUNK_SECONDS, total_steps,
+                           per_batch)
+        parts, done = [], 0
+        while done < total_steps:
+            k = chunker.next(done)
+            if per_batch:
+                cbs.on_predict_batch_begin(done)
+            began = time.perf_counter()
+            parts.append(net.predict(x[done * batch:(done + k) * batch]))
+            chunker.took(time.perf_counter() - began, k)
+            done += k
+            if per_batch:
+                cbs.on_predict_batch_end(done - 1, {"outputs": parts[-1]})
+            if progbar is not None and done < total_steps:
+                progbar.update(done)
+        outputs = np.concatenate(parts, axis=0)
+    if progbar is not None:
+        progbar.update(total_steps, finalize=True)
+    cbs.on_predict_end()
+    return outputs
