@@ -1,0 +1,30 @@
+"""Per-kernel GPU time of one training epoch chunk on an engine, through the
+PyTorch profiler (CUPTI sees every kernel in the process, ours included).
+
+    python3 tools/profile_cuda.py [engine] [batch] [images]
+"""
+import sys
+
+import numpy as np
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from cnncuda.engine import make_net
+from cnncuda.seeds import seed_network, synthetic_data
+
+engine = sys.argv[1] if len(sys.argv) > 1 else "cuda"
+batch = int(sys.argv[2]) if len(sys.argv) > 2 else 32
+images = int(sys.argv[3]) if len(sys.argv) > 3 else 3200
+s = seed_network("cifar10_cnn")
+net = make_net(engine, s["layers"], s["input_shape"], batch, s["loss"], s["optimizer"])
+x, y = synthetic_data("cifar10_cnn", images)
+net.set_data(x, y)
+net.set_order(np.arange(images))
+net.train_range(0, images, batch)
+net.read_sums()
+with profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as prof:
+    net.train_range(0, images, batch)
+    net.read_sums()
+steps = (images + batch - 1) // batch
+print("steps:", steps)
+print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=30, max_name_column_width=60))
