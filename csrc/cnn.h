@@ -177,7 +177,12 @@ struct cnn_backend {
     cnn_status (*nhwc_from_nchw)(cnn_ctx *ctx, int n, int h, int w, int c,
                                  const float *x, float *y);
 
-    /* convolution; ws holds conv2d_workspace(d) bytes; b and db may be NULL */
+    /* convolution; b and db may be NULL. ws holds conv2d_workspace(d) bytes
+     * (d.n = the largest batch) and belongs to one convolution layer: the
+     * Net calls, for one batch, forward, then backward_filter, then
+     * backward_data, all with the same ws and nothing else in between that
+     * touches it, so an engine may leave data there for the later calls
+     * (the cuda engine keeps the column matrix and the rearranged dy). */
     size_t (*conv2d_workspace)(const cnn_conv_desc *d);
     cnn_status (*conv2d_forward)(cnn_ctx *ctx, const cnn_conv_desc *d,
                                  const float *x,  /* (n, c, h, w) */

@@ -36,6 +36,7 @@ typedef struct layer {
     size_t gamma_off, beta_off; /* in params and grads */
     size_t mean_off, var_off;   /* in state */
     float *y;                   /* output (max_batch, out_count) */
+    void *ws;                   /* convolution: this layer's workspace */
     int32_t *argmax;            /* max pooling: (max_batch, out_count) */
     float *save_mean, *save_invstd; /* batchnorm: (c) */
     uint64_t dropout_key;
@@ -59,7 +60,6 @@ struct cnn_net {
     float *x;        /* (max_batch, in_count), NCHW; == x_stage for (N, F) */
     float *y_stage;  /* (max_batch, max of in/out count), Keras layout */
     float *grad_a, *grad_b; /* (max_batch, largest activation) */
-    void *ws;
     int32_t *labels; /* (max_batch) */
     float *targets;  /* (max_batch, k) */
     float *sums;     /* (2): loss sum, correct of one call */
@@ -410,12 +410,13 @@ void cnn_net_destroy(cnn_net *net)
         for (int i = 0; net->layers && i < net->n_layers; i++) {
             layer *L = &net->layers[i];
             if (L->y) be->free(ctx, L->y);
+            if (L->ws) be->free(ctx, L->ws);
             if (L->argmax) be->free(ctx, L->argmax);
             if (L->save_mean) be->free(ctx, L->save_mean);
             if (L->save_invstd) be->free(ctx, L->save_invstd);
         }
         void *blocks[] = {net->params, net->grads,  net->opt_m,  net->opt_v,   net->state,
-                          net->x_stage, net->y_stage, net->grad_a, net->grad_b, net->ws,
+                          net->x_stage, net->y_stage, net->grad_a, net->grad_b,
                           net->labels, net->targets, net->sums, net->run_sums,
                           net->data_x, net->data_labels, net->data_targets, net->order};
         for (size_t k = 0; k < sizeof blocks / sizeof blocks[0]; k++)
@@ -489,7 +490,7 @@ cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn
     }
 
     /* shapes, parameter offsets, the largest activation and workspace */
-    size_t n_params = 0, n_state = 0, largest = net->in_count, ws_bytes = 0;
+    size_t n_params = 0, n_state = 0, largest = net->in_count;
     for (int i = 0; i < net->n_layers; i++) {
         layer *L = &net->layers[i];
         L->spec = spec->layers[i];
@@ -515,15 +516,6 @@ cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn
     net->n_state = n_state;
 
     if ((st = backend->ctx_create(&net->ctx, num_threads)) != CNN_OK) goto fail;
-    for (int i = 0; i < net->n_layers; i++) {
-        layer *L = &net->layers[i];
-        if (L->spec.kind == CNN_LAYER_CONV2D) {
-            cnn_conv_desc d = L->conv;
-            d.n = net->max_batch;
-            size_t b = backend->conv2d_workspace(&d);
-            if (b > ws_bytes) ws_bytes = b;
-        }
-    }
 
     /* every buffer, once */
     size_t mb = (size_t)net->max_batch;
@@ -548,7 +540,6 @@ cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn
     ALLOC(net->y_stage, mb * largest * F);
     ALLOC(net->grad_a, mb * largest * F);
     ALLOC(net->grad_b, mb * largest * F);
-    ALLOC(net->ws, ws_bytes);
     ALLOC(net->labels, mb * sizeof(int32_t));
     ALLOC(net->targets, mb * (size_t)net->loss.k * F);
     ALLOC(net->sums, 2 * F);
@@ -556,6 +547,11 @@ cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn
     for (int i = 0; i < net->n_layers; i++) {
         layer *L = &net->layers[i];
         ALLOC(L->y, mb * L->out_count * F);
+        if (L->spec.kind == CNN_LAYER_CONV2D) {
+            cnn_conv_desc d = L->conv;
+            d.n = net->max_batch;
+            ALLOC(L->ws, backend->conv2d_workspace(&d));
+        }
         if (L->spec.kind == CNN_LAYER_MAXPOOL) ALLOC(L->argmax, mb * L->out_count * sizeof(int32_t));
         if (L->spec.kind == CNN_LAYER_BATCHNORM) {
             ALLOC(L->save_mean, (size_t)L->in_c * F);
@@ -614,7 +610,7 @@ static cnn_status forward_device(cnn_net *net, int n, int training)
             d.n = n;
             CNN_TRY(be->conv2d_forward(ctx, &d, in, net->params + L->w_off,
                                        s->use_bias ? net->params + L->b_off : NULL, L->y,
-                                       net->ws));
+                                       L->ws));
             break;
         }
         case CNN_LAYER_MAXPOOL:
@@ -686,9 +682,9 @@ static cnn_status backward_device(cnn_net *net, int want_dx, float **dx_out)
             d.n = n;
             CNN_TRY(be->conv2d_backward_filter(ctx, &d, in, dy, net->grads + L->w_off,
                                                s->use_bias ? net->grads + L->b_off : NULL,
-                                               net->ws));
+                                               L->ws));
             if (need_dx)
-                CNN_TRY(be->conv2d_backward_data(ctx, &d, dy, net->params + L->w_off, dx, net->ws));
+                CNN_TRY(be->conv2d_backward_data(ctx, &d, dy, net->params + L->w_off, dx, L->ws));
             break;
         }
         case CNN_LAYER_MAXPOOL:
@@ -739,6 +735,7 @@ static cnn_status backward_device(cnn_net *net, int want_dx, float **dx_out)
         }
     }
     if (dx_out) *dx_out = dy;
+    net->last_n = 0; /* a backward consumes its forward: workspaces now hold its gradients */
     return CNN_OK;
 }
 

@@ -5,11 +5,14 @@
 // x[i, ch, r*sh - pad_top + ki, s*sw - pad_left + kj] (zero outside the
 // image). Then, for the whole batch at once:
 //   forward          t (f, NP) = W (f, K) col (K, NP);  y[i, f, p] = t[f, i*P + p] + b[f]
-//   backward filter  t (f, NP) = dy rearranged;  dW (f, K) = t col^T;  db = sums of dy
-//   backward data    t (f, NP) = dy rearranged;  dcol (K, NP) = W^T t;  dx by col2im
+//   backward filter  t (f, NP) = dy rearranged;  dW (f, K) = t col^T;  db = row sums of t
+//   backward data    dcol (K, NP) = W^T t;  dx by col2im
+// The workspace is the layer's own and holds col (K, NP) and t (f, NP) for
+// the largest batch. As cnn.h allows, the backward filter reuses the column
+// matrix the forward left there, and the backward data reuses the t that
+// the backward filter left (it overwrites col with dcol: it runs last).
 // col2im computes each input element as a sum over the kernel positions that
 // read it, so it needs no atomics and is deterministic.
-// The workspace holds col (K, NP) and t (f, NP) for the largest batch.
 #include "cuda_common.cuh"
 #include "cuda_ops.h"
 
@@ -148,11 +151,11 @@ cnn_status cuda_conv2d_backward_filter(cnn_ctx *ctx, const cnn_conv_desc *d, con
         if (db) CNN_CUDA_TRY(cudaMemsetAsync(db, 0, (size_t)d->f * sizeof(float), cnn_stream(ctx)), "conv2d db");
         return CNN_OK;
     }
+    (void)x; /* its column matrix is still in ws from the forward */
     float *col = (float *)ws, *t = col + col_floats(d);
     CNN_TRY(gather_dy(ctx, d, dy, t));
-    CNN_TRY(im2col(ctx, d, x, col));
     CNN_TRY(cnn_cuda_sgemm(ctx, 0, 1, d->f, k, np, 1.0f, t, np, col, np, 0.0f, dw, k));
-    if (db) CNN_TRY(cnn_cuda_channel_sums(ctx, d->n, d->f, d->oh * d->ow, dy, db));
+    if (db) CNN_TRY(cnn_cuda_row_sums(ctx, d->f, np, t, db));
     return CNN_OK;
 }
 
@@ -161,9 +164,9 @@ cnn_status cuda_conv2d_backward_data(cnn_ctx *ctx, const cnn_conv_desc *d, const
 {
     CNN_TRY(check_desc("conv2d_backward_data", d));
     if (d->n == 0) return CNN_OK;
+    (void)dy; /* rearranged into t by the backward filter */
     float *col = (float *)ws, *t = col + col_floats(d);
     const int k = d->c * d->kh * d->kw, np = d->n * d->oh * d->ow;
-    CNN_TRY(gather_dy(ctx, d, dy, t));
     CNN_TRY(cnn_cuda_sgemm(ctx, 1, 0, k, np, d->f, 1.0f, w, k, t, np, 0.0f, col, np));
     size_t total = (size_t)d->n * d->c * d->h * d->w;
     col2im_kernel<<<cnn_blocks(total, CNN_THREADS), CNN_THREADS, 0, cnn_stream(ctx)>>>(*d, col, dx);

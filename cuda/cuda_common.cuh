@@ -68,9 +68,10 @@ cnn_status cnn_cuda_sgemm(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n, 
                           float alpha, const float *a, int lda, const float *b, int ldb,
                           float beta, float *c, int ldc);
 
-// reduce.cu: out[c] = sum over i < outer, j < inner of x[(i * channels + c) * inner + j]
-// (bias gradients of conv (n, f, p) and dense (n, out, 1) outputs).
-cnn_status cnn_cuda_channel_sums(cnn_ctx *ctx, int outer, int channels, int inner,
-                                 const float *x, float *out);
+// reduce.cu: bias gradients.
+// out[r] = sum_j x[r * cols + j] for x (rows, cols): one block per row.
+cnn_status cnn_cuda_row_sums(cnn_ctx *ctx, int rows, int cols, const float *x, float *out);
+// out[j] = sum_r x[r * cols + j] for x (rows, cols): one thread per column.
+cnn_status cnn_cuda_column_sums(cnn_ctx *ctx, int rows, int cols, const float *x, float *out);
 
 #endif

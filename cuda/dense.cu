@@ -37,6 +37,6 @@ cnn_status cuda_dense_backward_filter(cnn_ctx *ctx, int n, int in, int out, cons
                                       const float *dy, float *dw, float *db)
 {
     CNN_TRY(cnn_cuda_sgemm(ctx, 1, 0, in, out, n, 1.0f, x, in, dy, out, 0.0f, dw, out));
-    if (db) CNN_TRY(cnn_cuda_channel_sums(ctx, n, out, 1, dy, db));
+    if (db) CNN_TRY(cnn_cuda_column_sums(ctx, n, out, dy, db));
     return CNN_OK;
 }
