@@ -8,7 +8,8 @@
 // matrix and store only inside it. beta == 0 never reads C.
 //
 // Split-K: when C has too few tiles to fill the GPU and K is long (the
-// convolution's filter gradient: a 32x27 result summed over 28,800 columns),
+// convolution's filter gradient: a 32x27 result summed over 28,800 columns;
+// a dense layer of batch 32: a 32x64 result summed over 1,024 inputs),
 // blockIdx.z takes one slice of K and writes its partial tile to scratch;
 // a second kernel adds the slices in a fixed order (deterministic) into C.
 #include "cuda_common.cuh"
@@ -114,12 +115,12 @@ cnn_status cnn_cuda_sgemm(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n, 
         return cnn_set_error(CNN_ERR_VALUE, "sgemm: m = %d rows is too many for one grid", m);
     const cnn_cuda_impl *impl = (const cnn_cuda_impl *)ctx->impl;
     const int tiles = ((n + BN - 1) / BN) * ((m + BM - 1) / BM);
-    // slices of K: enough blocks for two waves over the SMs, at least 256
+    // slices of K: enough blocks for two waves over the SMs, at least 64
     // columns of K per slice, and partial sums that fit the scratch
     int slices = 1;
-    if (tiles < 2 * impl->sm_count && k >= 1024) {
+    if (tiles < 2 * impl->sm_count && k >= 256) {
         slices = (2 * impl->sm_count + tiles - 1) / tiles;
-        slices = min(slices, k / 256);
+        slices = min(slices, k / 64);
         slices = (int)min((size_t)slices, impl->scratch_floats / ((size_t)m * n));
         if (slices < 1) slices = 1;
     }
