@@ -231,8 +231,8 @@ class Sequential:
         if purpose in ("evaluate", "train") and not compiled:
             raise RuntimeError("You must compile your model before training/testing. "
                                "Use `model.compile(optimizer, loss)`.")
-        if purpose == "weights":
-            device, batch_size = "cpu", 1
+        if purpose == "weights":     # any engine holds weights; cpu is always built
+            device, batch_size = "cpu", 32
         elif purpose != "train" and net is not None:
             batch_size = net.max_batch
         new = make_net(device, self._engine_layers(), self._input_shape, batch_size,

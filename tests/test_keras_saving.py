@@ -27,7 +27,7 @@ def test_round_trip(tmp_path):
     model, x, y = trained()
     path = tmp_path / "model.cnncuda"
     model.save(path)
-    loaded = models.load_model(path)
+    loaded = models.load_model(path, device="cpu")
     assert loaded.name == "net" and loaded.seed == 3
     assert [type(l).__name__ for l in loaded.layers] == [type(l).__name__ for l in model.layers]
     assert [l.name for l in loaded.layers] == [l.name for l in model.layers]

@@ -10,6 +10,8 @@ import cnncuda
 from cnncuda import config
 from cnncuda.datasets import cifar10
 
+GPU_RUNS = any(e in cnncuda.devices() for e in ("cuda", "cudnn"))
+
 # Experiment 1 as the users wrote it (the GPU version), imports changed.
 CIFAR_GPU_SCRIPT = """\
 import cnncuda as tf
@@ -87,7 +89,7 @@ model.fit(X_train, Y_train, epochs=5, batch_size=64, verbose=2)
 
 # Keras writes a value as %.4f, or as %.4e when it is at most 1e-3 (0.0000e+00).
 VALUE = r"\d+\.\d{4}(e[+-]\d\d)?"
-EPOCH_LINE = (r"2/2 \[==============================\] - \d+s \d+ms/step - loss: {v} - "
+EPOCH_LINE = (r"2/2 \[==============================\] - \d+s \d+(ms|us)/step - loss: {v} - "
               r"accuracy: {v} - val_loss: {v} - val_accuracy: {v}").format(v=VALUE)
 
 
@@ -129,16 +131,14 @@ def test_cifar10_script_sequential_version(small_cifar, capsys):
     assert scope["model"]._net_device == cnncuda.config.resolve_device()
 
 
-@pytest.mark.skipif(any(e in cnncuda.devices() for e in ("cuda", "cudnn")),
-                    reason="a GPU engine can run here; the gpu test runs the script")
+@pytest.mark.skipif(GPU_RUNS, reason="a GPU engine can run here; the gpu test runs the script")
 def test_cifar10_gpu_script_without_a_gpu_stops_at_its_assert(small_cifar):
     with pytest.raises(AssertionError, match="No GPU available!"):
         exec(compile(CIFAR_GPU_SCRIPT, "cifar10_cnn_gpu.py", "exec"), {})
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not any(e in cnncuda.devices() for e in ("cuda", "cudnn")),
-                    reason="no GPU engine can run here")
+@pytest.mark.skipif(not GPU_RUNS, reason="no GPU engine can run here")
 def test_cifar10_gpu_script(small_cifar, capsys):
     scope = {}
     exec(compile(CIFAR_GPU_SCRIPT, "cifar10_cnn_gpu.py", "exec"), scope)
@@ -150,7 +150,10 @@ def test_binary_script(capsys, restore_threads):
     rng = np.random.default_rng(1)
     scope = {"X_train": rng.random((96, 100, 100, 3)),
              "Y_train": rng.integers(0, 2, (96, 1)).astype(np.float32)}
-    if "omp" in cnncuda.devices():
+    if GPU_RUNS:             # Keras's default: the GPU, whatever the CPU thread count
+        exec(compile(BINARY_SCRIPT, "binary.py", "exec"), scope)
+        assert scope["model"]._net_device in ("cuda", "cudnn")
+    elif "omp" in cnncuda.devices():
         exec(compile(BINARY_SCRIPT, "binary.py", "exec"), scope)
         assert scope["model"]._net_device == "omp:4"
     else:
@@ -162,4 +165,4 @@ def test_binary_script(capsys, restore_threads):
     for epoch in range(5):
         assert lines[2 * epoch] == "Epoch %d/5" % (epoch + 1)
         assert re.fullmatch(r"2/2 - \d+s - loss: {v} - accuracy: {v} - \d+m?s/epoch - "
-                            r"\d+m?s/step".format(v=VALUE), lines[2 * epoch + 1]), lines[2 * epoch + 1]
+                            r"\d+(ms|us|s)/step".format(v=VALUE), lines[2 * epoch + 1]), lines[2 * epoch + 1]
