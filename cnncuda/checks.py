@@ -10,7 +10,7 @@ import numbers
 import numpy as np
 
 __all__ = ["positive_int", "nonnegative_int", "int_pair", "choice", "number_in",
-           "boolean", "shape_str", "check_x", "check_targets", "same_length"]
+           "boolean", "shape_str", "check_x", "check_targets"]
 
 
 def _is_int(value):
@@ -158,10 +158,3 @@ def check_targets(y, n, loss_kind, classes, arg="y"):
                          % (arg, "NaN" if np.isnan(bad[1]) else "infinity", bad[0]))
     return array
 
-
-def same_length(x, y, x_arg="x", y_arg="y"):
-    """Raises when x and y hold different numbers of samples."""
-    nx, ny = len(x), len(np.asarray(y)) if np.ndim(y) else None
-    if ny is None or nx != ny:
-        raise ValueError("%s: expected %d samples (as many as %s), got %s"
-                         % (y_arg, nx, x_arg, ny if ny is not None else "a scalar"))

@@ -17,6 +17,7 @@ Seeds: ``Sequential(seed=n)`` fixes the initial weights, the dropout masks and
 the shuffling order (the same on every engine); without it the model takes
 the default seed (0, or what cnncuda.utils.set_random_seed set).
 """
+import os
 import warnings
 
 import numpy as np
@@ -497,7 +498,6 @@ def _version():
 
 
 def _check_overwrite(filepath, overwrite):
-    import os
     if not isinstance(filepath, (str, os.PathLike)):
         raise TypeError("filepath: expected a file name, got %r" % (filepath,))
     if not overwrite and os.path.exists(filepath):
