@@ -1130,6 +1130,42 @@ class NumpyNet:
             self._run_sums = [0.0, 0.0]
         return sums
 
+    # -- optimizer state, as the C engines hand it out ---------------------
+
+    def _slot_count(self):
+        if self.opt_kind == "adam":
+            return 2
+        return 1 if self.opt["momentum"] else 0
+
+    def get_optimizer_state(self):
+        """{'steps', 'training_forwards', 'slots'}: per trainable weight its
+        optimizer arrays (Adam [m, v], SGD with momentum [velocity], else [])."""
+        n = self._slot_count()
+        return {"steps": self._steps, "training_forwards": self._training_forwards,
+                "slots": [[a.copy() for a in slot[:n]] for slot in self._slots]}
+
+    def set_optimizer_state(self, state):
+        """Sets what get_optimizer_state gave; checks everything first."""
+        n = self._slot_count()
+        slots = list(state["slots"])
+        if len(slots) != len(self._slots):
+            raise ValueError(f"state['slots']: expected {len(self._slots)} entries, "
+                             f"got {len(slots)}")
+        new = []
+        for t, (given, mine) in enumerate(zip(slots, self._slots)):
+            given = [np.asarray(a, dtype=self.dtype) for a in given]
+            if len(given) != n or any(a.shape != m.shape for a, m in zip(given, mine)):
+                raise ValueError(f"state['slots'][{t}]: expected {n} arrays of shape "
+                                 f"{mine[0].shape}")
+            new.append(given)
+        steps, forwards = int(state["steps"]), int(state["training_forwards"])
+        if steps < 0 or forwards < 0:
+            raise ValueError("state: counters must be >= 0")
+        for given, mine in zip(new, self._slots):
+            for a, m in zip(given, mine):
+                m[...] = a
+        self._steps, self._training_forwards = steps, forwards
+
     # -- weights ----------------------------------------------------------
 
     def get_weights(self):

@@ -412,6 +412,16 @@ cnn_status cnn_net_set_weight(cnn_net *net, int i, const float *host);
 /* The gradient of a trainable weight after the last backward. */
 cnn_status cnn_net_get_gradient(cnn_net *net, int i, float *host);
 
+/* Optimizer state, to save it or carry it to another Net: per trainable
+ * weight i (Keras layout) slot s: Adam's m (0) and v (1), SGD's velocity (0;
+ * none for momentum 0); and the counters that key Adam's bias correction
+ * (optimizer steps) and dropout (training forwards). */
+int cnn_net_optimizer_slots(const cnn_net *net);
+cnn_status cnn_net_get_slot(cnn_net *net, int i, int slot, float *host);
+cnn_status cnn_net_set_slot(cnn_net *net, int i, int slot, const float *host);
+long cnn_net_train_forward_count(const cnn_net *net);
+cnn_status cnn_net_set_counters(cnn_net *net, long steps, long train_forwards);
+
 #ifdef __cplusplus
 }
 #endif

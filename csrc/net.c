@@ -341,12 +341,11 @@ cnn_status cnn_net_get_gradient(cnn_net *net, int i, float *host)
     return copy_weight_out(net, net->grads, i, host);
 }
 
-cnn_status cnn_net_set_weight(cnn_net *net, int i, const float *host)
+static cnn_status copy_weight_in(cnn_net *net, float *block, int i, const float *host)
 {
-    CNN_TRY(check_weight_index(net, i));
     int conv;
     const cnn_weight_info *w = &net->weights[i];
-    float *dst = weight_place(net, net->params, i, &conv);
+    float *dst = weight_place(net, block, i, &conv);
     if (!conv) return net->be->upload(net->ctx, dst, host, w->count * sizeof(float));
     float *tmp = malloc(w->count * sizeof(float));
     if (!tmp) return cnn_set_error(CNN_ERR_MEMORY, "out of host memory writing a weight");
@@ -354,6 +353,59 @@ cnn_status cnn_net_set_weight(cnn_net *net, int i, const float *host)
     cnn_status st = net->be->upload(net->ctx, dst, tmp, w->count * sizeof(float));
     free(tmp);
     return st;
+}
+
+cnn_status cnn_net_set_weight(cnn_net *net, int i, const float *host)
+{
+    CNN_TRY(check_weight_index(net, i));
+    return copy_weight_in(net, net->params, i, host);
+}
+
+int cnn_net_optimizer_slots(const cnn_net *net)
+{
+    if (net->opt.kind == CNN_OPT_ADAM) return 2;
+    return net->opt_m ? 1 : 0;
+}
+
+/* The optimizer block of slot `slot` for trainable weight i, or NULL with
+ * the error recorded. */
+static float *slot_block(cnn_net *net, int i, int slot)
+{
+    if (check_weight_index(net, i) != CNN_OK) return NULL;
+    if (!net->weights[i].trainable) {
+        cnn_set_error(CNN_ERR_VALUE, "weight %d is not trainable and has no optimizer state", i);
+        return NULL;
+    }
+    if (slot < 0 || slot >= cnn_net_optimizer_slots(net)) {
+        cnn_set_error(CNN_ERR_VALUE, "optimizer slot must be in [0, %d), got %d",
+                      cnn_net_optimizer_slots(net), slot);
+        return NULL;
+    }
+    return slot == 0 ? net->opt_m : net->opt_v;
+}
+
+cnn_status cnn_net_get_slot(cnn_net *net, int i, int slot, float *host)
+{
+    float *block = slot_block(net, i, slot);
+    return block ? copy_weight_out(net, block, i, host) : CNN_ERR_VALUE;
+}
+
+cnn_status cnn_net_set_slot(cnn_net *net, int i, int slot, const float *host)
+{
+    float *block = slot_block(net, i, slot);
+    return block ? copy_weight_in(net, block, i, host) : CNN_ERR_VALUE;
+}
+
+long cnn_net_train_forward_count(const cnn_net *net) { return net->train_forwards; }
+
+cnn_status cnn_net_set_counters(cnn_net *net, long steps, long train_forwards)
+{
+    if (steps < 0 || train_forwards < 0)
+        return cnn_set_error(CNN_ERR_VALUE, "counters must be >= 0, got steps %ld, training "
+                             "forwards %ld", steps, train_forwards);
+    net->steps = steps;
+    net->train_forwards = train_forwards;
+    return CNN_OK;
 }
 
 /* Keras defaults: glorot_uniform kernels, zero biases, gamma 1, beta 0,

@@ -809,6 +809,137 @@ done:
     return result;
 }
 
+/* get_optimizer_state() -> {"steps", "training_forwards", "slots"}: slots
+ * holds, per trainable weight in get_gradients order, the list of its
+ * optimizer arrays (Adam: [m, v]; SGD with momentum: [velocity]; else []). */
+static PyObject *Net_get_optimizer_state(NetObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    if (!ready(self)) return NULL;
+    int n_slots = cnn_net_optimizer_slots(self->net);
+    PyObject *slots = PyList_New(0);
+    if (!slots) return NULL;
+    for (int i = 0; i < cnn_net_weight_count(self->net); i++) {
+        const cnn_weight_info *w = cnn_net_weight(self->net, i);
+        if (!w->trainable) continue;
+        PyObject *per = PyList_New(0);
+        if (!per || PyList_Append(slots, per) < 0) {
+            Py_XDECREF(per);
+            Py_DECREF(slots);
+            return NULL;
+        }
+        Py_DECREF(per);
+        for (int s = 0; s < n_slots; s++) {
+            npy_intp dims[4];
+            for (int k = 0; k < w->rank; k++) dims[k] = w->dims[k];
+            PyObject *a = PyArray_SimpleNew(w->rank, dims, NPY_FLOAT32);
+            cnn_status st = a ? cnn_net_get_slot(self->net, i, s, PyArray_DATA((PyArrayObject *)a))
+                              : CNN_OK;
+            if (!a || st != CNN_OK || PyList_Append(per, a) < 0) {
+                if (a && st != CNN_OK) cnn_raise_status(st);
+                Py_XDECREF(a);
+                Py_DECREF(slots);
+                return NULL;
+            }
+            Py_DECREF(a);
+        }
+    }
+    return Py_BuildValue("{s:l,s:l,s:N}", "steps", cnn_net_step_count(self->net),
+                         "training_forwards", cnn_net_train_forward_count(self->net), "slots",
+                         slots);
+}
+
+/* set_optimizer_state(state): the dict get_optimizer_state gives; every
+ * array is checked before anything is written. */
+static PyObject *Net_set_optimizer_state(NetObject *self, PyObject *state)
+{
+    if (!ready(self)) return NULL;
+    if (!PyDict_Check(state)) {
+        PyErr_SetString(PyExc_TypeError, "state: expected the dict get_optimizer_state returns");
+        return NULL;
+    }
+    PyObject *steps_o = PyDict_GetItemString(state, "steps");
+    PyObject *fw_o = PyDict_GetItemString(state, "training_forwards");
+    PyObject *slots = PyDict_GetItemString(state, "slots");
+    long steps = steps_o ? PyLong_AsLong(steps_o) : -1;
+    long forwards = fw_o ? PyLong_AsLong(fw_o) : -1;
+    if (PyErr_Occurred() || steps < 0 || forwards < 0 || !slots || !PyList_Check(slots)) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_ValueError,
+                        "state: expected {'steps': int >= 0, 'training_forwards': int >= 0, "
+                        "'slots': list}");
+        return NULL;
+    }
+    int n_slots = cnn_net_optimizer_slots(self->net);
+    int count = cnn_net_weight_count(self->net);
+    int trainable = 0;
+    for (int i = 0; i < count; i++) trainable += cnn_net_weight(self->net, i)->trainable;
+    if (PyList_GET_SIZE(slots) != trainable) {
+        PyErr_Format(PyExc_ValueError, "state['slots']: expected %d entries (one per trainable "
+                     "weight), got %zd", trainable, PyList_GET_SIZE(slots));
+        return NULL;
+    }
+    size_t total = (size_t)trainable * (n_slots ? n_slots : 1);
+    PyArrayObject **arrays = PyMem_Calloc(total, sizeof *arrays);
+    if (!arrays) return PyErr_NoMemory();
+    PyObject *result = NULL;
+    int t = 0;
+    for (int i = 0; i < count; i++) {
+        const cnn_weight_info *w = cnn_net_weight(self->net, i);
+        if (!w->trainable) continue;
+        PyObject *per = PyList_GET_ITEM(slots, t);
+        char name[48];
+        snprintf(name, sizeof name, "state['slots'][%d]", t);
+        if (!PySequence_Check(per) || PySequence_Size(per) != n_slots) {
+            PyErr_Format(PyExc_ValueError, "%s: expected %d arrays", name, n_slots);
+            goto done;
+        }
+        for (int s = 0; s < n_slots; s++) {
+            npy_intp dims[4];
+            for (int k = 0; k < w->rank; k++) dims[k] = w->dims[k];
+            PyObject *item = PySequence_GetItem(per, s);
+            if (!item) goto done;
+            snprintf(name, sizeof name, "state['slots'][%d][%d]", t, s);
+            PyArrayObject *a = cnn_as_float32(item, name);
+            Py_DECREF(item);
+            arrays[(size_t)t * n_slots + s] = a;
+            if (!a || cnn_check_shape(a, name, w->rank, dims) < 0 || cnn_check_finite(a, name) < 0)
+                goto done;
+        }
+        t++;
+    }
+    t = 0;
+    for (int i = 0; i < count; i++) {
+        if (!cnn_net_weight(self->net, i)->trainable) continue;
+        for (int s = 0; s < n_slots; s++) {
+            cnn_status st = cnn_net_set_slot(self->net, i, s,
+                                             PyArray_DATA(arrays[(size_t)t * n_slots + s]));
+            if (st != CNN_OK) {
+                cnn_raise_status(st);
+                goto done;
+            }
+        }
+        t++;
+    }
+    cnn_status st = cnn_net_set_counters(self->net, steps, forwards);
+    if (st != CNN_OK) {
+        cnn_raise_status(st);
+        goto done;
+    }
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    for (size_t k = 0; k < total; k++) Py_XDECREF(arrays[k]);
+    PyMem_Free(arrays);
+    return result;
+}
+
+static PyObject *Net_get_training_forwards(NetObject *self, void *closure)
+{
+    (void)closure;
+    return PyLong_FromLong(self->net ? cnn_net_train_forward_count(self->net) : 0);
+}
+
 static PyObject *Net_weight_info(NetObject *self, PyObject *noargs)
 {
     (void)noargs;
@@ -896,6 +1027,10 @@ static PyMethodDef Net_methods[] = {
      "set_weights(list): all arrays are checked before any is written."},
     {"get_gradients", (PyCFunction)Net_get_gradients, METH_NOARGS,
      "get_gradients() -> gradients of the trainable weights, Keras order and layouts."},
+    {"get_optimizer_state", (PyCFunction)Net_get_optimizer_state, METH_NOARGS,
+     "get_optimizer_state() -> {'steps', 'training_forwards', 'slots'}."},
+    {"set_optimizer_state", (PyCFunction)Net_set_optimizer_state, METH_O,
+     "set_optimizer_state(state): all arrays are checked before any is written."},
     {"weight_info", (PyCFunction)Net_weight_info, METH_NOARGS,
      "weight_info() -> list of dicts: layer, name, trainable, shape."},
     {NULL, NULL, 0, NULL},
@@ -906,6 +1041,8 @@ static PyGetSetDef Net_getset[] = {
     {"max_batch", (getter)Net_get_max_batch, NULL, "largest batch the buffers hold", NULL},
     {"steps", (getter)Net_get_steps, NULL, "optimizer steps taken", NULL},
     {"device", (getter)Net_get_device, NULL, "engine name", NULL},
+    {"training_forwards", (getter)Net_get_training_forwards, NULL,
+     "training forwards run (they key dropout masks)", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
