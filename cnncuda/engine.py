@@ -50,6 +50,9 @@ def parse_device(device):
 def make_net(device, layers, input_shape, max_batch, loss, optimizer, seed=0):
     """A network on `device` ('numpy', 'cpu', ...); see the module docstring."""
     name, threads = parse_device(device)
+    if name in ("cpu", "cuda", "cudnn") and threads != 1:
+        raise ValueError("device: the %s engine takes no thread count (use 'omp:N' for N CPU "
+                         "threads), got %r" % (name, device))
     if name == "numpy":
         if threads != 1:
             raise ValueError("device: the numpy engine takes no thread count, got %r" % device)

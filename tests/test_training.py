@@ -91,9 +91,11 @@ def test_seed_networks_learn(engine, name, steps):
 
 
 def test_threads_of_engine_name():
-    with pytest.raises(ValueError, match="device"):
-        make_net("cpu:0", [{"kind": "flatten"}], (3,), 1, {"kind": "binary_crossentropy"},
-                 {"kind": "adam"})
+    args = ([{"kind": "flatten"}], (3,), 1, {"kind": "binary_crossentropy"}, {"kind": "adam"})
+    with pytest.raises(ValueError, match="device: expected 'name:threads' with threads >= 1"):
+        make_net("cpu:0", *args)
+    with pytest.raises(ValueError, match="the cpu engine takes no thread count"):
+        make_net("cpu:2", *args)
 
 
 @pytest.mark.skipif(fashion_mnist.find() is None,
