@@ -11,14 +11,17 @@ The model keeps its layers in Python and runs them as one network of the C
 core (or the NumPy reference) built by cnncuda.engine.make_net. That network
 is built when first needed and rebuilt, with the weights carried over, when
 the engine changes (``with cnncuda.device(...)``), when a fit asks for a
-larger batch than it was built for, or after ``compile``.
+larger batch than it was built for, or after ``compile``. Once training has
+begun, a rebuilt network also takes over the optimizer's state (Adam's
+moments or SGD's velocity, the step count and the dropout counter), so
+training goes on as if the network had not changed; a model loaded from a
+file gets its saved state the same way.
 
 Seeds: ``Sequential(seed=n)`` fixes the initial weights, the dropout masks and
 the shuffling order (the same on every engine); without it the model takes
 the default seed (0, or what cnncuda.utils.set_random_seed set).
 """
 import os
-import warnings
 
 import numpy as np
 
@@ -53,8 +56,9 @@ class Sequential:
         self._net_device = None
         self._net_compile = None          # the compile it was built for (None: placeholder)
         self._carried = None              # weights of a dropped network, for the next one
+        self._carried_state = None        # its optimizer state (or a file's), for the next one
         self._compile_version = 0
-        self._iterations_base = 0
+        self._iterations_offset = 0       # steps before the engine's count began (version-1 files)
         self._device = None
         self.loss = None
         self.optimizer = None
@@ -107,11 +111,12 @@ class Sequential:
         self._input_shape = tuple(input_shape)
 
     def _drop_net(self):
-        """Forgets the engine network after a change of layers, keeping its weights."""
+        """Forgets the engine network after a change of layers, keeping its
+        weights and, when it was built for this compile, its optimizer state."""
         if self._net is not None:
             self._carried = self._net.get_weights()
             if self._net_compile == self._compile_version:
-                self._iterations_base += self._net.steps
+                self._carried_state = self._net.get_optimizer_state()
             self._net = None
 
     def add(self, layer):
@@ -156,6 +161,10 @@ class Sequential:
         layer.input_shape = layer.output_shape = None
         if self._carried is not None:
             self._carried = self._carried[:len(self._weight_specs())] if self.built else None
+        if self._carried_state is not None:
+            trainable = sum(1 for spec in self._weight_specs() if spec[3]) if self.built else 0
+            self._carried_state = dict(self._carried_state,
+                                       slots=self._carried_state["slots"][:trainable])
         return layer
 
     def build(self, input_shape=None):
@@ -202,10 +211,32 @@ class Sequential:
 
     # -- the engine network ---------------------------------------------------
 
+    def _current_net(self):
+        """The engine network if it was built for the current compile, else None."""
+        if self._net is not None and self._net_compile == self._compile_version:
+            return self._net
+        return None
+
+    def _optimizer_state(self):
+        """The optimizer state training continues from (engine form): the
+        current network's, else the one waiting for the next network, else a
+        fresh one (no slots: they start at zero)."""
+        net = self._current_net()
+        if net is not None:
+            return net.get_optimizer_state()
+        if self._carried_state is not None:
+            return self._carried_state
+        return {"steps": 0, "training_forwards": 0, "slots": []}
+
     def _iterations(self):
-        steps = self._net.steps if (self._net is not None
-                                    and self._net_compile == self._compile_version) else 0
-        return self._iterations_base + steps
+        net = self._current_net()
+        if net is not None:
+            steps = net.steps
+        elif self._carried_state is not None:
+            steps = self._carried_state["steps"]
+        else:
+            steps = 0
+        return self._iterations_offset + int(steps)
 
     def _output_classes(self):
         shape = self.output_shape[1:]
@@ -246,17 +277,14 @@ class Sequential:
             weights = new.get_weights()
             count = min(len(self._carried), len(weights))
             new.set_weights(list(self._carried[:count]) + weights[count:])
-        keeps_state = (net is not None and self._net_compile == self._compile_version
-                       and net.steps > 0)
-        if keeps_state and purpose in ("predict", "evaluate"):
+        current = self._current_net() is not None
+        if current and net.steps > 0 and purpose in ("predict", "evaluate"):
             return new      # inference elsewhere: a copy, so the optimizer state stays put
-        if net is not None and self._net_compile == self._compile_version:
-            if net.steps > 0 and compiled:
-                warnings.warn("model %r moves to a new engine network (%s, batch %d): the "
-                              "optimizer's moments restart at zero, because the engine does not "
-                              "hand them out" % (self.name, device, new.max_batch),
-                              RuntimeWarning, stacklevel=4)
-            self._iterations_base += net.steps
+        if compiled:
+            state = net.get_optimizer_state() if current else self._carried_state
+            if state is not None:
+                _set_optimizer_state(new, state)
+            self._carried_state = None
         self._net, self._net_device, self._carried = new, device, None
         self._net_compile = self._compile_version if compiled else None
         return new
@@ -306,7 +334,8 @@ class Sequential:
         self.metric_name = metrics[0] if metrics else None
         opt._model = self
         self._compile_version += 1
-        self._iterations_base = 0
+        self._carried_state = None
+        self._iterations_offset = 0
 
     @property
     def metrics_names(self):
@@ -443,7 +472,7 @@ class Sequential:
                 "layers": [{"class_name": type(l).__name__, "config": l.get_config()}
                            for l in self._layers]}
 
-    def _file_header(self, kind, include_optimizer=True):
+    def _file_header(self, kind):
         specs = self._weight_specs()
         header = {"kind": kind, "cnncuda_version": _version(),
                   "model": {"class_name": "Sequential", "config": self.get_config()},
@@ -455,18 +484,27 @@ class Sequential:
                 "optimizer": {"class_name": self.optimizer.kind,
                               "config": self.optimizer.get_config()},
                 "metrics": [self.metric_name] if self.metric_name else []}
-            header["optimizer_state"] = {
-                "iterations": self._iterations() if include_optimizer and self.loss else 0,
-                "moments": "not stored: the engines do not hand out the optimizer's moments"}
+            header["optimizer_state"] = None
         return header
 
     def save(self, filepath, overwrite=True, include_optimizer=True, save_format=None):
-        """Writes the architecture, weights, compile settings and optimizer step
-        count to one file (docs/model-file-format.md), atomically."""
+        """Writes the architecture, weights, compile settings and (unless
+        include_optimizer=False) the optimizer's state to one file
+        (docs/model-file-format.md), atomically: a model loaded from it trains
+        on exactly as this one would."""
         self._require_built()
         _check_overwrite(filepath, overwrite)
-        saving.write_model_file(filepath, self._file_header("model", include_optimizer),
-                                self.get_weights())
+        header = self._file_header("model")
+        weights = self.get_weights()
+        slots = None
+        if include_optimizer and self.loss is not None:
+            state = self._optimizer_state()
+            header["optimizer_state"] = {
+                "iterations": self._iterations(), "steps": int(state["steps"]),
+                "training_forwards": int(state["training_forwards"]),
+                "shuffle_rng": self._shuffle_rng.bit_generator.state}
+            slots = state["slots"]
+        saving.write_model_file(filepath, header, weights, slots)
 
     def save_weights(self, filepath, overwrite=True, save_format=None):
         """Writes the weights (with the architecture, to check them against on load)."""
@@ -478,7 +516,7 @@ class Sequential:
         """Sets the weights from a file written by save_weights or save; the
         layers' weight shapes must match this model's."""
         self._require_built()
-        header, weights = saving.read_model_file(filepath)
+        header, weights, _ = saving.read_model_file(filepath)
         specs = self._weight_specs()
         saved = [tuple(e["shape"]) for e in header["weights"]]
         mine = [tuple(shape) for _, _, shape, _ in specs]
@@ -488,8 +526,68 @@ class Sequential:
                              % (filepath, len(saved), saved, len(mine), mine))
         self.set_weights(weights)
 
+    def _restore_optimizer_state(self, saved, slots, filepath):
+        """Takes a file's optimizer_state (and slot arrays) for the next
+        engine network, checking them against this compiled model first."""
+        def bad(what):
+            return saving.ModelFileError("%s: corrupted cnncuda model file: bad optimizer_state "
+                                         "(%s)" % (filepath, what))
+        if not isinstance(saved, dict):
+            raise bad("expected an object, got %r" % (saved,))
+        counters = {}
+        for key in ("iterations", "steps", "training_forwards"):
+            value = saved.get(key, 0)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise bad("%s: expected an int >= 0, got %r" % (key, value))
+            counters[key] = value
+        if "steps" not in saved:
+            # a version-1 file: the step count only; the engine's counters and
+            # moments restart at zero (Adam's bias correction restarts at step 1)
+            counters["steps"] = counters["training_forwards"] = 0
+        if counters["steps"] > counters["iterations"]:
+            raise bad("steps %d > iterations %d" % (counters["steps"], counters["iterations"]))
+        shapes = [tuple(shape) for _, _, shape, trainable in self._weight_specs() if trainable]
+        per_weight = _slot_count(self.optimizer)
+        if len(slots) > len(shapes):
+            raise bad("slots: %d entries for %d trainable weights" % (len(slots), len(shapes)))
+        for i, (arrays, shape) in enumerate(zip(slots, shapes)):
+            if len(arrays) != per_weight or any(a.shape != shape for a in arrays):
+                raise bad("slots[%d]: expected %d arrays of shape %s for %s, got shapes %s"
+                          % (i, per_weight, shape, self.optimizer.kind,
+                             [a.shape for a in arrays]))
+        if saved.get("shuffle_rng") is not None:
+            rng = np.random.default_rng(self.seed)
+            try:
+                rng.bit_generator.state = saved["shuffle_rng"]
+            except (TypeError, ValueError, KeyError) as err:
+                raise bad("shuffle_rng: %s" % (err,)) from None
+            self._shuffle_rng = rng
+        self._carried_state = {"steps": counters["steps"],
+                               "training_forwards": counters["training_forwards"],
+                               "slots": [list(arrays) for arrays in slots]}
+        self._iterations_offset = counters["iterations"] - counters["steps"]
+
     def __repr__(self):
         return "<Sequential name=%s, %d layers>" % (self.name, len(self._layers))
+
+
+def _slot_count(optimizer):
+    """Arrays the engine keeps per trainable weight: Adam m and v, SGD with
+    momentum its velocity, plain SGD none."""
+    if optimizer.kind == "adam":
+        return 2
+    return 1 if optimizer.momentum else 0
+
+
+def _set_optimizer_state(net, state):
+    """Gives `net` an optimizer state taken from another network or a file;
+    trainable weights past the end of its slots (layers added since) start at
+    zero."""
+    fresh = net.get_optimizer_state()["slots"]
+    slots = list(state["slots"])[:len(fresh)]
+    net.set_optimizer_state({"steps": state["steps"],
+                             "training_forwards": state["training_forwards"],
+                             "slots": slots + fresh[len(slots):]})
 
 
 def _version():
@@ -524,14 +622,15 @@ def _check_loss_fits(loss, output_shape):
 
 def load_model(filepath, compile=True, device=None, custom_objects=None):
     """A Sequential model from a file written by ``model.save``: architecture,
-    weights, and (with compile=True) its loss, optimizer, metrics and step
-    count. ``device`` is passed to compile. Raises
+    weights, and (with compile=True) its loss, optimizer, metrics and the
+    optimizer's state, so that fit goes on exactly where the saved model
+    stopped. ``device`` is passed to compile. Raises
     cnncuda.saving.ModelFileError for a file that is not a cnncuda model,
     truncated, corrupted or of another format version."""
     if custom_objects:
         raise ValueError("custom_objects: expected None (cnncuda has no custom layers), got %r"
                          % (custom_objects,))
-    header, weights = saving.read_model_file(filepath)
+    header, weights, slots = saving.read_model_file(filepath)
     try:
         if header.get("kind") != "model":
             raise saving.ModelFileError("%s: holds only weights (save_weights); build the model "
@@ -553,5 +652,6 @@ def load_model(filepath, compile=True, device=None, custom_objects=None):
                                                        info["optimizer"]["config"]),
                       loss=losses.from_config(info["loss"]["class_name"], info["loss"]["config"]),
                       metrics=list(info.get("metrics") or []), device=device)
-        model._iterations_base = int(header.get("optimizer_state", {}).get("iterations", 0))
+        if header.get("optimizer_state") is not None:
+            model._restore_optimizer_state(header["optimizer_state"], slots, filepath)
     return model

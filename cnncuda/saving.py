@@ -1,15 +1,19 @@
 """The cnncuda model file: one file holding a model's architecture, weights,
-compile settings and optimizer step count (docs/model-file-format.md).
+compile settings and optimizer state (docs/model-file-format.md).
 
 Layout (integers little-endian)::
 
     offset 0   8 bytes   magic b"CNNCUDA\\0"
-    offset 8   uint32    format version (1)
+    offset 8   uint32    format version (2; version 1 files are still read)
     offset 12  uint32    header length H in bytes
     offset 16  H bytes   header: UTF-8 JSON (see the format doc)
     16 + H     P bytes   the weights, float32 little-endian, C order, one after
                          another in the order of header["weights"]
-    16 + H + P 32 bytes  SHA-256 of every byte before it
+    16+H+P     S bytes   the optimizer's slots (Adam's m and v, SGD's
+                         velocity), float32 the same way, in the order of
+                         header["optimizer_state"]["slots"] (version 2 only;
+                         none without an optimizer state)
+    ...        32 bytes  SHA-256 of every byte before it
 
 A file is written to a temporary file in the same folder and renamed over
 the target, so a crash never leaves half a model under the name. Reading
@@ -24,10 +28,12 @@ import tempfile
 
 import numpy as np
 
-__all__ = ["MAGIC", "FORMAT_VERSION", "ModelFileError", "write_model_file", "read_model_file"]
+__all__ = ["MAGIC", "FORMAT_VERSION", "READ_VERSIONS", "ModelFileError", "write_model_file",
+           "read_model_file"]
 
 MAGIC = b"CNNCUDA\x00"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READ_VERSIONS = (1, 2)
 _PREFIX = struct.Struct("<8sII")
 _DIGEST = 32
 
@@ -36,9 +42,12 @@ class ModelFileError(ValueError):
     """A model file that is not one, is truncated, corrupted or of another version."""
 
 
-def write_model_file(path, header, weights):
+def write_model_file(path, header, weights, slots=None):
     """Writes `header` (a JSON-able dict; its "weights" entries get their
-    shapes from `weights`) and the float32 `weights` to `path` atomically."""
+    shapes from `weights`), the float32 `weights` and, when given, the
+    optimizer's `slots` (a list per trainable weight of its arrays; their
+    shapes go to header["optimizer_state"]["slots"], which then must be a
+    dict) to `path` atomically."""
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError("filepath: expected a file name, got %r" % (path,))
     path = os.fspath(path)
@@ -46,6 +55,11 @@ def write_model_file(path, header, weights):
     header = dict(header)
     entries = header.get("weights") or [{} for _ in arrays]
     header["weights"] = [dict(entry, shape=list(a.shape)) for entry, a in zip(entries, arrays)]
+    if slots is not None:
+        slots = [[np.ascontiguousarray(a, dtype="<f4") for a in entry] for entry in slots]
+        header["optimizer_state"] = dict(header["optimizer_state"],
+                                         slots=[[list(a.shape) for a in entry] for entry in slots])
+        arrays += [a for entry in slots for a in entry]
     text = json.dumps(header, sort_keys=True).encode("utf-8")
     body = _PREFIX.pack(MAGIC, FORMAT_VERSION, len(text)) + text + b"".join(a.tobytes() for a in arrays)
     digest = hashlib.sha256(body).digest()
@@ -65,7 +79,9 @@ def write_model_file(path, header, weights):
 
 
 def read_model_file(path):
-    """(header, weights) of a cnncuda model file; raises ModelFileError."""
+    """(header, weights, slots) of a cnncuda model file (slots: per trainable
+    weight a list of its optimizer arrays, as stored; [] for a version-1 file
+    or one without an optimizer state); raises ModelFileError."""
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError("filepath: expected a file name, got %r" % (path,))
     path = os.fspath(path)
@@ -83,11 +99,12 @@ def read_model_file(path):
         elif data.startswith(b"PK"):
             hint = " (it is a zip file, such as Keras's .keras; cnncuda reads only its own format)"
         raise ModelFileError("%s: not a cnncuda model file%s" % (path, hint))
-    if version != FORMAT_VERSION:
+    if version not in READ_VERSIONS:
         raise ModelFileError("%s: cnncuda model file format version %d; this cnncuda reads "
-                             "version %d%s" % (path, version, FORMAT_VERSION,
-                                               " (the file is newer: upgrade cnncuda)"
-                                               if version > FORMAT_VERSION else ""))
+                             "versions %s%s" % (path, version,
+                                                " and ".join(str(v) for v in READ_VERSIONS),
+                                                " (the file is newer: upgrade cnncuda)"
+                                                if version > FORMAT_VERSION else ""))
     end_header = _PREFIX.size + header_len
     if len(data) < end_header + _DIGEST:
         raise ModelFileError("%s: truncated cnncuda model file: the header alone needs %d bytes, "
@@ -95,10 +112,18 @@ def read_model_file(path):
     try:
         header = json.loads(data[_PREFIX.size:end_header].decode("utf-8"))
         shapes = [tuple(int(d) for d in entry["shape"]) for entry in header["weights"]]
-    except (ValueError, KeyError, TypeError) as err:
+        slot_shapes = []
+        state = header.get("optimizer_state") if version >= 2 else None
+        if state is not None:
+            slot_shapes = [[tuple(int(d) for d in shape) for shape in entry]
+                           for entry in state.get("slots", [])]
+        if any(d < 0 for s in shapes + [s for e in slot_shapes for s in e] for d in s):
+            raise ValueError("a negative dimension")
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
         raise ModelFileError("%s: corrupted cnncuda model file: unreadable header (%s)"
                              % (path, err)) from None
-    sizes = [int(np.prod(s, dtype=np.int64)) * 4 for s in shapes]
+    flat_slots = [s for entry in slot_shapes for s in entry]
+    sizes = [int(np.prod(s, dtype=np.int64)) * 4 for s in shapes + flat_slots]
     expected = end_header + sum(sizes) + _DIGEST
     if len(data) < expected:
         raise ModelFileError("%s: truncated cnncuda model file: expected %d bytes, found %d"
@@ -109,9 +134,14 @@ def read_model_file(path):
     if hashlib.sha256(data[:-_DIGEST]).digest() != data[-_DIGEST:]:
         raise ModelFileError("%s: corrupted cnncuda model file: the SHA-256 checksum does not "
                              "match its contents" % path)
-    weights, at = [], end_header
-    for shape, size in zip(shapes, sizes):
-        weights.append(np.frombuffer(data, dtype="<f4", count=size // 4, offset=at)
-                       .reshape(shape).astype(np.float32))
+    arrays, at = [], end_header
+    for shape, size in zip(shapes + flat_slots, sizes):
+        arrays.append(np.frombuffer(data, dtype="<f4", count=size // 4, offset=at)
+                      .reshape(shape).astype(np.float32))
         at += size
-    return header, weights
+    weights, rest = arrays[:len(shapes)], arrays[len(shapes):]
+    slots = []
+    for entry in slot_shapes:
+        slots.append(rest[:len(entry)])
+        rest = rest[len(entry):]
+    return header, weights, slots

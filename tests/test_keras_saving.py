@@ -99,8 +99,8 @@ def test_corrupted_files(saved):
 
 def test_other_versions_and_other_files(saved, tmp_path):
     path, data = saved
-    path.write_bytes(data[:8] + struct.pack("<I", 2) + data[12:])
-    with pytest.raises(saving.ModelFileError, match="format version 2; this cnncuda reads version 1 "
+    path.write_bytes(data[:8] + struct.pack("<I", 3) + data[12:])
+    with pytest.raises(saving.ModelFileError, match="format version 3; this cnncuda reads versions 1 and 2 "
                                                     r"\(the file is newer: upgrade cnncuda\)"):
         models.load_model(path)
     path.write_bytes(b"\x89HDF\r\n\x1a\n" + b"\0" * 100)
