@@ -112,8 +112,6 @@ class BuildExt(build_ext):
             cuda_home = os.path.dirname(os.path.dirname(nvcc))
             version = nvcc_version(nvcc) or "?"
             archs = cuda_archs()
-            objects = self.compile_cuda(nvcc, cuda_home, archs)
-            ext.extra_objects.extend(objects)
             ext.define_macros.append(("CNNCUDA_HAVE_CUDA", "1"))
             cudart_dirs = [d for d in (os.path.join(cuda_home, "lib64"), os.path.join(cuda_home, "lib"),
                                        os.path.join(cuda_home, "targets/x86_64-linux/lib"))
@@ -137,6 +135,10 @@ class BuildExt(build_ext):
                 ext.libraries.append(libname)
                 extra = " %s" % cudnn_version(inc) if libname == "cudnn" else ""
                 libs.append("%s yes%s" % (libname, extra))
+            have = {m for m, _ in ext.define_macros}
+            with_cudnn = "CNNCUDA_HAVE_CUDNN" in have and "CNNCUDA_HAVE_CUBLAS" in have
+            objects = self.compile_cuda(nvcc, cuda_home, archs, ext.include_dirs, with_cudnn)
+            ext.extra_objects.extend(objects)
             found.append("nvcc %s (%s), sm_%s + PTX; %s"
                          % (version, nvcc, ",".join(archs), ", ".join(libs)))
         else:
@@ -146,8 +148,13 @@ class BuildExt(build_ext):
         print("cnncuda build: " + summary, flush=True)
         super().build_extensions()
 
-    def compile_cuda(self, nvcc, cuda_home, archs):
+    def compile_cuda(self, nvcc, cuda_home, archs, include_dirs, with_cudnn):
+        """Compiles cuda/*.cu; the cudnn engine's files (cudnn_*.cu, cublas_*.cu,
+        backend_cudnn.cu) only when cuDNN and cuBLAS were found."""
         sources = sorted(glob.glob(os.path.join(HERE, "cuda", "*.cu")))
+        if not with_cudnn:
+            sources = [f for f in sources if not os.path.basename(f).startswith(
+                ("cudnn_", "cublas_", "backend_cudnn"))]
         out_dir = os.path.join(self.build_temp, "cuda")
         os.makedirs(out_dir, exist_ok=True)
         gencode = []
@@ -157,8 +164,10 @@ class BuildExt(build_ext):
         objects = []
         for src in sources:
             obj = os.path.join(out_dir, os.path.basename(src) + ".o")
-            cmd = [nvcc, "-c", src, "-o", obj, "-O3", "-std=c++17", "-Xcompiler", "-fPIC",
-                   "-I" + os.path.join(HERE, "csrc"), "-I" + os.path.join(cuda_home, "include")] + gencode
+            cmd = [nvcc, "-c", src, "-o", obj, "-O3", "-std=c++20", "-Xcompiler", "-fPIC",
+                   "-I" + os.path.join(HERE, "csrc")]
+            cmd += ["-I" + d for d in dict.fromkeys(include_dirs) if d.startswith("/") and d != "/usr/include"]
+            cmd += gencode
             print(" ".join(cmd), flush=True)
             subprocess.run(cmd, check=True)
             objects.append(obj)

@@ -47,9 +47,19 @@ def parse_device(device):
     return name, count
 
 
-def make_net(device, layers, input_shape, max_batch, loss, optimizer, seed=0):
-    """A network on `device` ('numpy', 'cpu', ...); see the module docstring."""
+def make_net(device, layers, input_shape, max_batch, loss, optimizer, seed=0,
+             precision="float32"):
+    """A network on `device` ('numpy', 'cpu', ...); see the module docstring.
+
+    precision: 'float32' (the default everywhere: strict IEEE float32) or
+    'tf32', an opt-in that lets the cudnn engine use TF32 tensor cores in
+    convolutions and matrix products (about 10 bits of mantissa)."""
     name, threads = parse_device(device)
+    if precision not in ("float32", "tf32"):
+        raise ValueError("precision: expected 'float32' or 'tf32', got %r" % (precision,))
+    if precision == "tf32" and name != "cudnn":
+        raise ValueError("precision: 'tf32' is offered by the cudnn engine only; the %s engine "
+                         "computes in float32" % name)
     if name in ("cpu", "cuda", "cudnn") and threads != 1:
         raise ValueError("device: the %s engine takes no thread count (use 'omp:N' for N CPU "
                          "threads), got %r" % (name, device))
@@ -58,4 +68,4 @@ def make_net(device, layers, input_shape, max_batch, loss, optimizer, seed=0):
             raise ValueError("device: the numpy engine takes no thread count, got %r" % device)
         return NumpyNet(layers, input_shape, max_batch, loss, optimizer, seed=seed)
     return _C.Net(name, list(layers), tuple(input_shape), int(max_batch), dict(loss),
-                  dict(optimizer), int(seed), threads)
+                  dict(optimizer), int(seed), threads, precision)

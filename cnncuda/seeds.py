@@ -58,6 +58,22 @@ SEEDS = {
         "train_images": 60000,
         "classes": 10,
     },
+    # Experiment 2: an Imagenette-style CNN (10 classes of ImageNet at
+    # 160x160): three Conv-BatchNorm-ReLU-MaxPool blocks, Dense(128),
+    # Dropout(0.5), Dense(10, softmax); 5,403,530 parameters.
+    "imagenette_cnn": {
+        "layers": [
+            _conv(32, 3), {"kind": "batchnorm"}, _act("relu"), MAXPOOL2,
+            _conv(64, 3), {"kind": "batchnorm"}, _act("relu"), MAXPOOL2,
+            _conv(128, 3), {"kind": "batchnorm"}, _act("relu"), MAXPOOL2,
+            FLATTEN, _dense(128), _act("relu"), {"kind": "dropout", "rate": 0.5},
+            _dense(10), _act("softmax")],
+        "input_shape": (160, 160, 3),
+        "loss": {"kind": "categorical_crossentropy", "from_logits": False},
+        "batch_size": 32,
+        "train_images": 9469,
+        "classes": 10,
+    },
     # Experiment 3: the binary classifier on 100x100x3 images.
     "binary_100": {
         "layers": [_conv(32, 3), _act("relu"), MAXPOOL2, _conv(32, 3), _act("relu"), MAXPOOL2,

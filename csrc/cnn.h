@@ -153,6 +153,7 @@ typedef struct cnn_backend cnn_backend;
 typedef struct cnn_ctx {
     const cnn_backend *backend;
     int num_threads;
+    int allow_tf32; /* set by the Net from its spec; only cudnn reads it */
     void *impl;
 } cnn_ctx;
 
@@ -336,6 +337,7 @@ typedef struct cnn_net_spec {
     cnn_loss_desc loss;   /* n is ignored; k must match the last layer */
     cnn_optimizer_desc optimizer;
     uint64_t seed;
+    int allow_tf32;       /* precision "tf32": engines may use TF32 tensor cores */
 } cnn_net_spec;
 
 typedef struct cnn_net cnn_net;

@@ -568,6 +568,7 @@ cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn
     net->n_state = n_state;
 
     if ((st = backend->ctx_create(&net->ctx, num_threads)) != CNN_OK) goto fail;
+    net->ctx->allow_tf32 = spec->allow_tf32;
 
     /* every buffer, once */
     size_t mb = (size_t)net->max_batch;

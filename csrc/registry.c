@@ -5,6 +5,10 @@
 #include "cnn.h"
 #include "cpu/cpu.h"
 
+#if defined(CNNCUDA_HAVE_CUDNN) && defined(CNNCUDA_HAVE_CUBLAS)
+#define CNNCUDA_HAVE_CUDNN_ENGINE 1
+extern const cnn_backend cnn_backend_cudnn; /* cuda/backend_cudnn.cu */
+#endif
 #ifdef CNNCUDA_HAVE_CUDA
 extern const cnn_backend cnn_backend_cuda; /* cuda/backend_cuda.cu */
 int cnn_cuda_runtime_device_count(void); /* cuda/device.cu */
@@ -25,7 +29,11 @@ static const struct {
 #else
     {"cuda", NULL, 1},
 #endif
+#ifdef CNNCUDA_HAVE_CUDNN_ENGINE
+    {"cudnn", &cnn_backend_cudnn, 1},
+#else
     {"cudnn", NULL, 1},
+#endif
 };
 
 const cnn_backend *cnn_backend_find(const char *name, cnn_status *status)

@@ -5,20 +5,12 @@
 #include "cuda_common.cuh"
 #include "cuda_ops.h"
 
-namespace {
-
-cnn_status cuda_ctx_create(cnn_ctx **out, int num_threads)
+// The stream, device and split-K scratch of a context (shared with cudnn).
+cnn_status cnn_cuda_impl_init(cnn_cuda_impl *impl)
 {
     int count = 0;
     CNN_CUDA_TRY(cudaGetDeviceCount(&count), "looking for a CUDA GPU");
     if (count < 1) return cnn_set_error(CNN_ERR_UNAVAILABLE, "no CUDA GPU found");
-    cnn_ctx *ctx = (cnn_ctx *)calloc(1, sizeof *ctx);
-    cnn_cuda_impl *impl = (cnn_cuda_impl *)calloc(1, sizeof *impl);
-    if (!ctx || !impl) {
-        free(ctx);
-        free(impl);
-        return cnn_set_error(CNN_ERR_MEMORY, "out of host memory creating a cuda context");
-    }
     cudaError_t err = cudaGetDevice(&impl->device);
     if (err == cudaSuccess)
         err = cudaDeviceGetAttribute(&impl->sm_count, cudaDevAttrMultiProcessorCount, impl->device);
@@ -27,12 +19,35 @@ cnn_status cuda_ctx_create(cnn_ctx **out, int num_threads)
         err = cudaMalloc((void **)&impl->scratch, CNN_CUDA_SCRATCH_FLOATS * sizeof(float));
         if (err != cudaSuccess) cudaStreamDestroy(impl->stream);
     }
-    if (err != cudaSuccess) {
+    if (err != cudaSuccess) return cnn_cuda_status(err, "creating a cuda context");
+    impl->scratch_floats = CNN_CUDA_SCRATCH_FLOATS;
+    return CNN_OK;
+}
+
+void cnn_cuda_impl_fini(cnn_cuda_impl *impl)
+{
+    cudaStreamSynchronize(impl->stream);
+    cudaFree(impl->scratch);
+    cudaStreamDestroy(impl->stream);
+}
+
+namespace {
+
+cnn_status cuda_ctx_create(cnn_ctx **out, int num_threads)
+{
+    cnn_ctx *ctx = (cnn_ctx *)calloc(1, sizeof *ctx);
+    cnn_cuda_impl *impl = (cnn_cuda_impl *)calloc(1, sizeof *impl);
+    if (!ctx || !impl) {
         free(ctx);
         free(impl);
-        return cnn_cuda_status(err, "creating a cuda context");
+        return cnn_set_error(CNN_ERR_MEMORY, "out of host memory creating a cuda context");
     }
-    impl->scratch_floats = CNN_CUDA_SCRATCH_FLOATS;
+    cnn_status st = cnn_cuda_impl_init(impl);
+    if (st != CNN_OK) {
+        free(ctx);
+        free(impl);
+        return st;
+    }
     ctx->backend = &cnn_backend_cuda;
     ctx->num_threads = num_threads;
     ctx->impl = impl;
@@ -45,14 +60,15 @@ void cuda_ctx_destroy(cnn_ctx *ctx)
     if (!ctx) return;
     cnn_cuda_impl *impl = (cnn_cuda_impl *)ctx->impl;
     if (impl) {
-        cudaStreamSynchronize(impl->stream);
-        cudaFree(impl->scratch);
-        cudaStreamDestroy(impl->stream);
+        cnn_cuda_impl_fini(impl);
         free(impl);
     }
     free(ctx);
 }
 
+} // namespace
+
+// Memory: shared with the cudnn table.
 cnn_status cuda_alloc(cnn_ctx *ctx, void **p, size_t bytes)
 {
     (void)ctx;
@@ -103,43 +119,38 @@ cnn_status cuda_synchronize(cnn_ctx *ctx)
     return CNN_OK;
 }
 
-cnn_backend make_table()
-{
-    cnn_backend t = {};
-    t.name = "cuda";
-    t.ctx_create = cuda_ctx_create;
-    t.ctx_destroy = cuda_ctx_destroy;
-    t.alloc = cuda_alloc;
-    t.free = cuda_free;
-    t.upload = cuda_upload;
-    t.download = cuda_download;
-    t.zero = cuda_zero;
-    t.synchronize = cuda_synchronize;
-    t.nchw_from_nhwc = cuda_nchw_from_nhwc;
-    t.nhwc_from_nchw = cuda_nhwc_from_nchw;
-    t.conv2d_workspace = cuda_conv2d_workspace;
-    t.conv2d_forward = cuda_conv2d_forward;
-    t.conv2d_backward_data = cuda_conv2d_backward_data;
-    t.conv2d_backward_filter = cuda_conv2d_backward_filter;
-    t.pool_forward = cuda_pool_forward;
-    t.pool_backward = cuda_pool_backward;
-    t.dense_forward = cuda_dense_forward;
-    t.dense_backward_data = cuda_dense_backward_data;
-    t.dense_backward_filter = cuda_dense_backward_filter;
-    t.activation_forward = cuda_activation_forward;
-    t.activation_backward = cuda_activation_backward;
-    t.dropout_forward = cuda_dropout_forward;
-    t.dropout_backward = cuda_dropout_backward;
-    t.batchnorm_forward_train = cuda_batchnorm_forward_train;
-    t.batchnorm_forward_infer = cuda_batchnorm_forward_infer;
-    t.batchnorm_backward = cuda_batchnorm_backward;
-    t.loss_forward_backward = cuda_loss_forward_backward;
-    t.gather_rows = cuda_gather_rows;
-    t.adam_step = cuda_adam_step;
-    t.sgd_step = cuda_sgd_step;
-    return t;
-}
-
-} // namespace
-
-extern "C" const cnn_backend cnn_backend_cuda = make_table();
+// Designated initializers in declaration order: a constant initialization,
+// so the table is complete before any other file's static initializers run.
+extern "C" const cnn_backend cnn_backend_cuda = {
+    .name = "cuda",
+    .ctx_create = cuda_ctx_create,
+    .ctx_destroy = cuda_ctx_destroy,
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .upload = cuda_upload,
+    .download = cuda_download,
+    .zero = cuda_zero,
+    .synchronize = cuda_synchronize,
+    .nchw_from_nhwc = cuda_nchw_from_nhwc,
+    .nhwc_from_nchw = cuda_nhwc_from_nchw,
+    .conv2d_workspace = cuda_conv2d_workspace,
+    .conv2d_forward = cuda_conv2d_forward,
+    .conv2d_backward_data = cuda_conv2d_backward_data,
+    .conv2d_backward_filter = cuda_conv2d_backward_filter,
+    .pool_forward = cuda_pool_forward,
+    .pool_backward = cuda_pool_backward,
+    .dense_forward = cuda_dense_forward,
+    .dense_backward_data = cuda_dense_backward_data,
+    .dense_backward_filter = cuda_dense_backward_filter,
+    .activation_forward = cuda_activation_forward,
+    .activation_backward = cuda_activation_backward,
+    .dropout_forward = cuda_dropout_forward,
+    .dropout_backward = cuda_dropout_backward,
+    .batchnorm_forward_train = cuda_batchnorm_forward_train,
+    .batchnorm_forward_infer = cuda_batchnorm_forward_infer,
+    .batchnorm_backward = cuda_batchnorm_backward,
+    .loss_forward_backward = cuda_loss_forward_backward,
+    .gather_rows = cuda_gather_rows,
+    .adam_step = cuda_adam_step,
+    .sgd_step = cuda_sgd_step,
+};

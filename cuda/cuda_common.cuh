@@ -20,6 +20,11 @@ struct cnn_cuda_impl {
 
 #define CNN_CUDA_SCRATCH_FLOATS ((size_t)4 << 20) // 16 MiB
 
+// backend_cuda.cu: make and release an impl (the cudnn engine's impl starts
+// with one).
+cnn_status cnn_cuda_impl_init(cnn_cuda_impl *impl);
+void cnn_cuda_impl_fini(cnn_cuda_impl *impl);
+
 static inline cudaStream_t cnn_stream(cnn_ctx *ctx)
 {
     return ((cnn_cuda_impl *)ctx->impl)->stream;

@@ -14,6 +14,14 @@ extern "C" {
 /* backend_cuda.cu: the table */
 extern const cnn_backend cnn_backend_cuda;
 
+/* backend_cuda.cu: memory on the context's stream */
+cnn_status cuda_alloc(cnn_ctx *ctx, void **p, size_t bytes);
+void cuda_free(cnn_ctx *ctx, void *p);
+cnn_status cuda_upload(cnn_ctx *ctx, void *dst, const void *host_src, size_t bytes);
+cnn_status cuda_download(cnn_ctx *ctx, void *host_dst, const void *src, size_t bytes);
+cnn_status cuda_zero(cnn_ctx *ctx, void *p, size_t bytes);
+cnn_status cuda_synchronize(cnn_ctx *ctx);
+
 /* layout.cu */
 cnn_status cuda_nchw_from_nhwc(cnn_ctx *ctx, int n, int h, int w, int c, const float *x, float *y);
 cnn_status cuda_nhwc_from_nchw(cnn_ctx *ctx, int n, int h, int w, int c, const float *x, float *y);

@@ -15,7 +15,10 @@ def build(engine, name, batch):
                     seed=0)
 
 
-SEED_NAMES = ["cifar10_cnn", "lenet5", "tiny_mnist", "binary_100"]
+SEED_NAMES = ["cifar10_cnn", "lenet5", "tiny_mnist", "binary_100", "imagenette_cnn"]
+# steps per network: 50, fewer where the cpu engine's side is slow (the
+# Imagenette model takes about a second a step there)
+STEPS = {"binary_100": 20, "imagenette_cnn": 20}
 
 
 @pytest.mark.parametrize("engine", GPU_ENGINES)
@@ -46,7 +49,7 @@ def test_50_steps_track_the_cpu_engine(engine, name):
     start = cpu.get_weights()
     for a, b in zip(gpu.get_weights(), start):
         assert np.array_equal(a, b), "bit-identical initial weights"
-    steps = 50 if name != "binary_100" else 20
+    steps = STEPS.get(name, 50)
     x, y = synthetic_data(name, steps * batch, seed=5)
     ours, theirs = [], []
     for s in range(steps):
@@ -82,3 +85,26 @@ def test_out_of_memory_is_a_memory_error_and_the_engine_stays_usable(engine):
     net = build(engine, "tiny_mnist", 32)
     x, y = synthetic_data("tiny_mnist", 32)
     assert np.isfinite(net.train_batch(x, y)[0])
+
+
+@pytest.mark.parametrize("engine", engine_params(("cudnn",)))
+def test_tf32_is_opt_in_and_close(engine):
+    """precision='tf32' lets cuDNN and cuBLAS use TF32 tensor cores: the loss
+    stays within 1e-2 of strict float32's, and float32 stays the default."""
+    s = seed_network("cifar10_cnn")
+    x, y = synthetic_data("cifar10_cnn", 32, seed=7)
+    strict = make_net(engine, s["layers"], s["input_shape"], 32, s["loss"], s["optimizer"])
+    fast = make_net(engine, s["layers"], s["input_shape"], 32, s["loss"], s["optimizer"],
+                    precision="tf32")
+    a, b = strict.compute_gradients(x, y), fast.compute_gradients(x, y)
+    np.testing.assert_allclose(b, a, rtol=1e-2)
+
+
+def test_tf32_is_refused_where_it_does_not_exist():
+    s = seed_network("tiny_mnist")
+    with pytest.raises(ValueError, match="precision: 'tf32' is offered by the cudnn engine only"):
+        make_net("cpu", s["layers"], s["input_shape"], 4, s["loss"], s["optimizer"],
+                 precision="tf32")
+    with pytest.raises(ValueError, match="precision: expected 'float32' or 'tf32'"):
+        make_net("cpu", s["layers"], s["input_shape"], 4, s["loss"], s["optimizer"],
+                 precision="fp16")

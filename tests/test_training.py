@@ -42,6 +42,7 @@ def test_seed_networks_start_from_the_reference_weights(engine, name):
 def test_seed_cnn_has_122570_parameters():
     assert parameter_count(build("cpu", "cifar10_cnn")) == 122570
     assert parameter_count(build("numpy", "cifar10_cnn")) == 122570
+    assert parameter_count(build("cpu", "imagenette_cnn")) == 5403530
 
 
 @pytest.mark.parametrize("engine", C_ENGINES)

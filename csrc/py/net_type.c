@@ -225,15 +225,20 @@ static int parse_optimizer(PyObject *d, cnn_optimizer_desc *o)
 static int Net_init(NetObject *self, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"device", "layers", "input_shape", "max_batch", "loss",
-                             "optimizer", "seed", "threads", NULL};
-    const char *device;
+                             "optimizer", "seed", "threads", "precision", NULL};
+    const char *device, *precision = "float32";
     PyObject *layers, *input_shape, *loss, *optimizer;
     int max_batch, threads = 1;
     unsigned long long seed = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sOOiOO|Ki", kwlist, &device, &layers,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sOOiOO|Kis", kwlist, &device, &layers,
                                      &input_shape, &max_batch, &loss, &optimizer, &seed,
-                                     &threads))
+                                     &threads, &precision))
         return -1;
+    if (strcmp(precision, "float32") != 0 && strcmp(precision, "tf32") != 0) {
+        PyErr_Format(PyExc_ValueError, "precision: expected 'float32' or 'tf32', got '%s'",
+                     precision);
+        return -1;
+    }
     if (self->net) {
         PyErr_SetString(PyExc_RuntimeError, "Net.__init__ may be called only once");
         return -1;
@@ -295,6 +300,7 @@ static int Net_init(NetObject *self, PyObject *args, PyObject *kwds)
     spec.n_layers = (int)n_layers;
     spec.max_batch = max_batch;
     spec.seed = seed;
+    spec.allow_tf32 = strcmp(precision, "tf32") == 0;
     if (threads < 1) threads = 1;
     cnn_net *net = NULL;
     Py_BEGIN_ALLOW_THREADS

@@ -1,0 +1,131 @@
+// backend_cudnn.cu: the cudnn engine: the cuda engine's table with
+// convolution, activations and softmax replaced by cuDNN calls and dense
+// layers by cuBLAS. Pooling, dropout, batchnorm, the losses, the optimizers,
+// the layouts and the gathers stay the cuda engine's kernels: the table's
+// pooling backward gets the forward's argmax, not the input and output that
+// cuDNN's pooling backward needs.
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_ops.h"
+#include "cudnn_common.cuh"
+
+extern "C" const cnn_backend cnn_backend_cudnn;
+
+namespace {
+
+constexpr size_t CUBLAS_WORKSPACE_BYTES = (size_t)32 << 20;
+
+void release(cnn_cudnn_impl *impl, int base_ready)
+{
+    cnn_cudnn_release_convs(impl);
+    if (impl->act) cudnnDestroyActivationDescriptor(impl->act);
+    if (impl->t0) cudnnDestroyTensorDescriptor(impl->t0);
+    if (impl->t1) cudnnDestroyTensorDescriptor(impl->t1);
+    if (impl->cublas) cublasDestroy(impl->cublas);
+    if (impl->cudnn) cudnnDestroy(impl->cudnn);
+    if (base_ready) {
+        cudaStreamSynchronize(impl->base.stream);
+        if (impl->cublas_workspace) cudaFree(impl->cublas_workspace);
+        cnn_cuda_impl_fini(&impl->base);
+    }
+    free(impl);
+}
+
+cnn_status setup(cnn_cudnn_impl *impl)
+{
+    cudnnStatus_t s = cudnnCreate(&impl->cudnn);
+    if (s != CUDNN_STATUS_SUCCESS) {
+        impl->cudnn = NULL;
+        return cnn_set_error(CNN_ERR_UNAVAILABLE, "cuDNN could not start on this machine: %s",
+                             cudnnGetErrorString(s));
+    }
+    CNN_CUDNN_TRY(cudnnSetStream(impl->cudnn, impl->base.stream), "cudnnSetStream");
+    cublasStatus_t b = cublasCreate(&impl->cublas);
+    if (b != CUBLAS_STATUS_SUCCESS) {
+        impl->cublas = NULL;
+        return cnn_cublas_status(b, "cublasCreate");
+    }
+    CNN_CUBLAS_TRY(cublasSetStream(impl->cublas, impl->base.stream), "cublasSetStream");
+    // cuBLAS's workspace is ours, made once, so no call of it allocates
+    CNN_CUDA_TRY(cudaMalloc(&impl->cublas_workspace, CUBLAS_WORKSPACE_BYTES), "cuBLAS workspace");
+    CNN_CUBLAS_TRY(cublasSetWorkspace(impl->cublas, impl->cublas_workspace, CUBLAS_WORKSPACE_BYTES),
+                   "cublasSetWorkspace");
+    CNN_CUDNN_TRY(cudnnCreateTensorDescriptor(&impl->t0), "descriptors");
+    CNN_CUDNN_TRY(cudnnCreateTensorDescriptor(&impl->t1), "descriptors");
+    CNN_CUDNN_TRY(cudnnCreateActivationDescriptor(&impl->act), "descriptors");
+    return CNN_OK;
+}
+
+cnn_status cudnn_ctx_create(cnn_ctx **out, int num_threads)
+{
+    cnn_ctx *ctx = (cnn_ctx *)calloc(1, sizeof *ctx);
+    cnn_cudnn_impl *impl = (cnn_cudnn_impl *)calloc(1, sizeof *impl);
+    if (!ctx || !impl) {
+        free(ctx);
+        free(impl);
+        return cnn_set_error(CNN_ERR_MEMORY, "out of host memory creating a cudnn context");
+    }
+    cnn_status st = cnn_cuda_impl_init(&impl->base);
+    if (st != CNN_OK) {
+        free(ctx);
+        free(impl);
+        return st;
+    }
+    st = setup(impl);
+    if (st != CNN_OK) {
+        release(impl, 1);
+        free(ctx);
+        return st;
+    }
+    ctx->backend = &cnn_backend_cudnn;
+    ctx->num_threads = num_threads;
+    ctx->impl = impl;
+    *out = ctx;
+    return CNN_OK;
+}
+
+void cudnn_ctx_destroy(cnn_ctx *ctx)
+{
+    if (!ctx) return;
+    if (ctx->impl) release((cnn_cudnn_impl *)ctx->impl, 1);
+    free(ctx);
+}
+
+} // namespace
+
+// The cuda engine's table with the cuDNN and cuBLAS entries in place of its
+// own (constant-initialized, in declaration order, as the cuda table).
+extern "C" const cnn_backend cnn_backend_cudnn = {
+    .name = "cudnn",
+    .ctx_create = cudnn_ctx_create,
+    .ctx_destroy = cudnn_ctx_destroy,
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .upload = cuda_upload,
+    .download = cuda_download,
+    .zero = cuda_zero,
+    .synchronize = cuda_synchronize,
+    .nchw_from_nhwc = cuda_nchw_from_nhwc,
+    .nhwc_from_nchw = cuda_nhwc_from_nchw,
+    .conv2d_workspace = cudnn_conv2d_workspace,
+    .conv2d_forward = cudnn_conv2d_forward,
+    .conv2d_backward_data = cudnn_conv2d_backward_data,
+    .conv2d_backward_filter = cudnn_conv2d_backward_filter,
+    .pool_forward = cuda_pool_forward,
+    .pool_backward = cuda_pool_backward,
+    .dense_forward = cublas_dense_forward,
+    .dense_backward_data = cublas_dense_backward_data,
+    .dense_backward_filter = cublas_dense_backward_filter,
+    .activation_forward = cudnn_activation_forward,
+    .activation_backward = cudnn_activation_backward,
+    .dropout_forward = cuda_dropout_forward,
+    .dropout_backward = cuda_dropout_backward,
+    .batchnorm_forward_train = cuda_batchnorm_forward_train,
+    .batchnorm_forward_infer = cuda_batchnorm_forward_infer,
+    .batchnorm_backward = cuda_batchnorm_backward,
+    .loss_forward_backward = cuda_loss_forward_backward,
+    .gather_rows = cuda_gather_rows,
+    .adam_step = cuda_adam_step,
+    .sgd_step = cuda_sgd_step,
+};

@@ -1,0 +1,60 @@
+// cublas_dense.cu: dense layers through cuBLAS. cuBLAS is column-major; a
+// row-major (r, c) matrix is its column-major transpose, so each product is
+// written for the transposes:
+//   forward          y^T (out, n) = w^T (out, in) x^T (in, n), then y += b
+//   backward data    dx^T (in, n) = w (in, out) dy^T (out, n)
+//   backward filter  dw^T (out, in) = dy^T (out, n) x (n, in);  db = column sums of dy
+// Strict float32 (CUBLAS_DEFAULT_MATH never uses TF32 for SGEMM) unless the
+// Net asked for TF32.
+#include "cudnn_common.cuh"
+
+namespace {
+
+__global__ void add_bias_kernel(int n, int out, const float *__restrict__ b, float *__restrict__ y)
+{
+    CNN_GRID_LOOP(o, (size_t)n * out) y[o] += b[o % out];
+}
+
+cnn_status gemm(cnn_ctx *ctx, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                const float *a, int lda, const float *b, int ldb, float *c, int ldc)
+{
+    cublasHandle_t h = cnn_cudnn(ctx)->cublas;
+    CNN_CUBLAS_TRY(cublasSetMathMode(h, ctx->allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                        : CUBLAS_DEFAULT_MATH),
+                   "cuBLAS math mode");
+    const float one = 1.0f, zero = 0.0f;
+    CNN_CUBLAS_TRY(cublasSgemm(h, ta, tb, m, n, k, &one, a, lda, b, ldb, &zero, c, ldc),
+                   "cublasSgemm");
+    return CNN_OK;
+}
+
+} // namespace
+
+cnn_status cublas_dense_forward(cnn_ctx *ctx, int n, int in, int out, const float *x,
+                                const float *w, const float *b, float *y)
+{
+    if (n <= 0 || out <= 0) return CNN_OK;
+    CNN_TRY(gemm(ctx, CUBLAS_OP_N, CUBLAS_OP_N, out, n, in, w, out, x, in, y, out));
+    if (b) {
+        add_bias_kernel<<<cnn_blocks((size_t)n * out, CNN_THREADS), CNN_THREADS, 0,
+                          cnn_stream(ctx)>>>(n, out, b, y);
+        CNN_CUDA_LAUNCHED("dense bias");
+    }
+    return CNN_OK;
+}
+
+cnn_status cublas_dense_backward_data(cnn_ctx *ctx, int n, int in, int out, const float *dy,
+                                      const float *w, float *dx)
+{
+    if (n <= 0 || in <= 0) return CNN_OK;
+    return gemm(ctx, CUBLAS_OP_T, CUBLAS_OP_N, in, n, out, w, out, dy, out, dx, in);
+}
+
+cnn_status cublas_dense_backward_filter(cnn_ctx *ctx, int n, int in, int out, const float *x,
+                                        const float *dy, float *dw, float *db)
+{
+    if (in <= 0 || out <= 0) return CNN_OK;
+    CNN_TRY(gemm(ctx, CUBLAS_OP_N, CUBLAS_OP_T, out, in, n, dy, out, x, in, dw, out));
+    if (db) CNN_TRY(cnn_cuda_column_sums(ctx, n, out, dy, db));
+    return CNN_OK;
+}

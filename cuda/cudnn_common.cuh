@@ -1,0 +1,96 @@
+// cudnn_common.cuh: the cudnn engine's context and status checks. Its impl
+// starts with the cuda engine's, so every cuda kernel the table keeps finds
+// its stream and scratch where it expects them.
+#ifndef CNN_CUDNN_COMMON_CUH
+#define CNN_CUDNN_COMMON_CUH
+
+#include <cublas_v2.h>
+#include <cudnn.h>
+
+#include "cuda_common.cuh"
+
+// One convolution shape's descriptors and chosen algorithms, made on first
+// use and kept for the context's life.
+struct cnn_cudnn_conv {
+    cnn_conv_desc key;
+    int tf32;
+    cudnnTensorDescriptor_t x, y, bias;
+    cudnnFilterDescriptor_t w;
+    cudnnConvolutionDescriptor_t conv;
+    cudnnConvolutionFwdAlgo_t fwd;
+    cudnnConvolutionBwdDataAlgo_t bwd_data;
+    cudnnConvolutionBwdFilterAlgo_t bwd_filter;
+};
+
+#define CNN_CUDNN_MAX_CONVS 64
+
+struct cnn_cudnn_impl {
+    cnn_cuda_impl base; // first: cuda kernels cast impl to cnn_cuda_impl
+    cudnnHandle_t cudnn;
+    cublasHandle_t cublas;
+    void *cublas_workspace;
+    cudnnTensorDescriptor_t t0, t1; // re-set per call for elementwise ops
+    cudnnActivationDescriptor_t act;
+    cnn_cudnn_conv convs[CNN_CUDNN_MAX_CONVS];
+    int n_convs;
+};
+
+static inline cnn_cudnn_impl *cnn_cudnn(cnn_ctx *ctx) { return (cnn_cudnn_impl *)ctx->impl; }
+
+static inline cnn_status cnn_cudnn_status(cudnnStatus_t st, const char *what)
+{
+    if (st == CUDNN_STATUS_SUCCESS) return CNN_OK;
+    if (st == CUDNN_STATUS_ALLOC_FAILED)
+        return cnn_set_error(CNN_ERR_MEMORY, "%s: cuDNN could not allocate memory (%s)", what,
+                             cudnnGetErrorString(st));
+    return cnn_set_error(CNN_ERR_DEVICE, "%s: cuDNN error %d: %s", what, (int)st,
+                         cudnnGetErrorString(st));
+}
+
+static inline cnn_status cnn_cublas_status(cublasStatus_t st, const char *what)
+{
+    if (st == CUBLAS_STATUS_SUCCESS) return CNN_OK;
+    if (st == CUBLAS_STATUS_ALLOC_FAILED)
+        return cnn_set_error(CNN_ERR_MEMORY, "%s: cuBLAS could not allocate memory (%s)", what,
+                             cublasGetStatusString(st));
+    return cnn_set_error(CNN_ERR_DEVICE, "%s: cuBLAS error %d: %s", what, (int)st,
+                         cublasGetStatusString(st));
+}
+
+#define CNN_CUDNN_TRY(call, what)                                   \
+    do {                                                            \
+        cnn_status cnn_dnn_s_ = cnn_cudnn_status((call), (what));   \
+        if (cnn_dnn_s_ != CNN_OK) return cnn_dnn_s_;                \
+    } while (0)
+
+#define CNN_CUBLAS_TRY(call, what)                                  \
+    do {                                                            \
+        cnn_status cnn_blas_s_ = cnn_cublas_status((call), (what)); \
+        if (cnn_blas_s_ != CNN_OK) return cnn_blas_s_;              \
+    } while (0)
+
+// cudnn_conv2d.cu
+size_t cudnn_conv2d_workspace(const cnn_conv_desc *d);
+cnn_status cudnn_conv2d_forward(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x,
+                                const float *w, const float *b, float *y, void *ws);
+cnn_status cudnn_conv2d_backward_data(cnn_ctx *ctx, const cnn_conv_desc *d, const float *dy,
+                                      const float *w, float *dx, void *ws);
+cnn_status cudnn_conv2d_backward_filter(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x,
+                                        const float *dy, float *dw, float *db, void *ws);
+void cnn_cudnn_release_convs(cnn_cudnn_impl *impl);
+
+// cudnn_activation.cu
+cnn_status cudnn_activation_forward(cnn_ctx *ctx, int act, int rows, int cols, const float *x,
+                                    float *y);
+cnn_status cudnn_activation_backward(cnn_ctx *ctx, int act, int rows, int cols, const float *y,
+                                     const float *dy, float *dx);
+
+// cublas_dense.cu
+cnn_status cublas_dense_forward(cnn_ctx *ctx, int n, int in, int out, const float *x,
+                                const float *w, const float *b, float *y);
+cnn_status cublas_dense_backward_data(cnn_ctx *ctx, int n, int in, int out, const float *dy,
+                                      const float *w, float *dx);
+cnn_status cublas_dense_backward_filter(cnn_ctx *ctx, int n, int in, int out, const float *x,
+                                        const float *dy, float *dw, float *db);
+
+#endif

@@ -1,0 +1,179 @@
+// cudnn_conv2d.cu: convolution through cuDNN (legacy convolution API of
+// cuDNN 9, with the _v7 heuristic queries).
+//
+// Keras's 'same' padding can be uneven (the extra row at the bottom); cuDNN
+// pads both sides alike, so an uneven shape is handed to the cuda engine's
+// own kernels. Each shape's descriptors and algorithms are chosen on first
+// use and cached in the context: the algorithm is the heuristic's best whose
+// workspace fits the layer's workspace, sized (as the cuda engine's) when
+// the Net was made. Strict float32 (CUDNN_FMA_MATH) unless the Net asked for
+// TF32.
+#include <string.h>
+
+#include "cuda_ops.h"
+#include "cudnn_common.cuh"
+
+namespace {
+
+int even_padding(const cnn_conv_desc *d)
+{
+    const int ph = (d->oh - 1) * d->sh + d->kh - d->h, pw = (d->ow - 1) * d->sw + d->kw - d->w;
+    return (ph <= 0 || ph == 2 * d->pad_top) && (pw <= 0 || pw == 2 * d->pad_left) &&
+           (d->pad_top == 0 || ph > 0) && (d->pad_left == 0 || pw > 0);
+}
+
+cnn_status make_conv(cnn_ctx *ctx, const cnn_conv_desc *d, size_t ws_bytes, cnn_cudnn_conv *c)
+{
+    cnn_cudnn_impl *impl = cnn_cudnn(ctx);
+    memset(c, 0, sizeof *c);
+    c->key = *d;
+    c->tf32 = ctx->allow_tf32;
+    CNN_CUDNN_TRY(cudnnCreateTensorDescriptor(&c->x), "conv descriptors");
+    CNN_CUDNN_TRY(cudnnCreateTensorDescriptor(&c->y), "conv descriptors");
+    CNN_CUDNN_TRY(cudnnCreateTensorDescriptor(&c->bias), "conv descriptors");
+    CNN_CUDNN_TRY(cudnnCreateFilterDescriptor(&c->w), "conv descriptors");
+    CNN_CUDNN_TRY(cudnnCreateConvolutionDescriptor(&c->conv), "conv descriptors");
+    CNN_CUDNN_TRY(cudnnSetTensor4dDescriptor(c->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, d->n,
+                                             d->c, d->h, d->w), "conv input descriptor");
+    CNN_CUDNN_TRY(cudnnSetTensor4dDescriptor(c->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, d->n,
+                                             d->f, d->oh, d->ow), "conv output descriptor");
+    CNN_CUDNN_TRY(cudnnSetTensor4dDescriptor(c->bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1,
+                                             d->f, 1, 1), "conv bias descriptor");
+    CNN_CUDNN_TRY(cudnnSetFilter4dDescriptor(c->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, d->f,
+                                             d->c, d->kh, d->kw), "conv filter descriptor");
+    CNN_CUDNN_TRY(cudnnSetConvolution2dDescriptor(c->conv, d->pad_top, d->pad_left, d->sh, d->sw,
+                                                  1, 1, CUDNN_CROSS_CORRELATION,
+                                                  CUDNN_DATA_FLOAT), "conv descriptor");
+    CNN_CUDNN_TRY(cudnnSetConvolutionMathType(c->conv, c->tf32 ? CUDNN_TENSOR_OP_MATH
+                                                               : CUDNN_FMA_MATH),
+                  "conv math type");
+    int got = 0;
+    cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    CNN_CUDNN_TRY(cudnnGetConvolutionForwardAlgorithm_v7(impl->cudnn, c->x, c->w, c->conv, c->y,
+                                                         CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got,
+                                                         fwd), "choosing a forward algorithm");
+    int i = 0;
+    while (i < got && (fwd[i].status != CUDNN_STATUS_SUCCESS || fwd[i].memory > ws_bytes)) ++i;
+    if (i == got) return cnn_set_error(CNN_ERR_DEVICE, "cuDNN offers no forward algorithm for this convolution");
+    c->fwd = fwd[i].algo;
+    cudnnConvolutionBwdDataAlgoPerf_t bd[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    CNN_CUDNN_TRY(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                      impl->cudnn, c->w, c->y, c->conv, c->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+                      &got, bd), "choosing a backward-data algorithm");
+    i = 0;
+    while (i < got && (bd[i].status != CUDNN_STATUS_SUCCESS || bd[i].memory > ws_bytes)) ++i;
+    if (i == got) return cnn_set_error(CNN_ERR_DEVICE, "cuDNN offers no backward-data algorithm for this convolution");
+    c->bwd_data = bd[i].algo;
+    cudnnConvolutionBwdFilterAlgoPerf_t bf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    CNN_CUDNN_TRY(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                      impl->cudnn, c->x, c->y, c->conv, c->w,
+                      CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, bf),
+                  "choosing a backward-filter algorithm");
+    i = 0;
+    while (i < got && (bf[i].status != CUDNN_STATUS_SUCCESS || bf[i].memory > ws_bytes)) ++i;
+    if (i == got) return cnn_set_error(CNN_ERR_DEVICE, "cuDNN offers no backward-filter algorithm for this convolution");
+    c->bwd_filter = bf[i].algo;
+    return CNN_OK;
+}
+
+void release_conv(cnn_cudnn_conv *c)
+{
+    if (c->x) cudnnDestroyTensorDescriptor(c->x);
+    if (c->y) cudnnDestroyTensorDescriptor(c->y);
+    if (c->bias) cudnnDestroyTensorDescriptor(c->bias);
+    if (c->w) cudnnDestroyFilterDescriptor(c->w);
+    if (c->conv) cudnnDestroyConvolutionDescriptor(c->conv);
+}
+
+// The cached entry for d (made now on first use), or NULL with the error set.
+cnn_cudnn_conv *find_conv(cnn_ctx *ctx, const cnn_conv_desc *d, cnn_status *st)
+{
+    cnn_cudnn_impl *impl = cnn_cudnn(ctx);
+    for (int i = 0; i < impl->n_convs; ++i)
+        if (memcmp(&impl->convs[i].key, d, sizeof *d) == 0 && impl->convs[i].tf32 == ctx->allow_tf32)
+            return &impl->convs[i];
+    if (impl->n_convs == CNN_CUDNN_MAX_CONVS) {
+        *st = cnn_set_error(CNN_ERR_VALUE, "more than %d convolution shapes in one context",
+                            CNN_CUDNN_MAX_CONVS);
+        return NULL;
+    }
+    // the layer's workspace was sized by the cuda engine's rule for the
+    // largest batch, so it holds at least that rule's size for this batch
+    cnn_cudnn_conv *c = &impl->convs[impl->n_convs];
+    *st = make_conv(ctx, d, cuda_conv2d_workspace(d), c);
+    if (*st != CNN_OK) {
+        release_conv(c);
+        memset(c, 0, sizeof *c);
+        return NULL;
+    }
+    impl->n_convs++;
+    return c;
+}
+
+size_t algo_ws(cnn_ctx *ctx, const cnn_cudnn_conv *c, int which)
+{
+    size_t bytes = 0;
+    cudnnHandle_t h = cnn_cudnn(ctx)->cudnn;
+    if (which == 0) cudnnGetConvolutionForwardWorkspaceSize(h, c->x, c->w, c->conv, c->y, c->fwd, &bytes);
+    if (which == 1) cudnnGetConvolutionBackwardDataWorkspaceSize(h, c->w, c->y, c->conv, c->x, c->bwd_data, &bytes);
+    if (which == 2) cudnnGetConvolutionBackwardFilterWorkspaceSize(h, c->x, c->y, c->conv, c->w, c->bwd_filter, &bytes);
+    return bytes;
+}
+
+} // namespace
+
+void cnn_cudnn_release_convs(cnn_cudnn_impl *impl)
+{
+    for (int i = 0; i < impl->n_convs; ++i) release_conv(&impl->convs[i]);
+    impl->n_convs = 0;
+}
+
+size_t cudnn_conv2d_workspace(const cnn_conv_desc *d) { return cuda_conv2d_workspace(d); }
+
+cnn_status cudnn_conv2d_forward(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x,
+                                const float *w, const float *b, float *y, void *ws)
+{
+    if (!even_padding(d) || d->n == 0) return cuda_conv2d_forward(ctx, d, x, w, b, y, ws);
+    cnn_status st;
+    cnn_cudnn_conv *c = find_conv(ctx, d, &st);
+    if (!c) return st;
+    const float one = 1.0f, zero = 0.0f;
+    cudnnHandle_t h = cnn_cudnn(ctx)->cudnn;
+    CNN_CUDNN_TRY(cudnnConvolutionForward(h, &one, c->x, x, c->w, w, c->conv, c->fwd, ws,
+                                          algo_ws(ctx, c, 0), &zero, c->y, y),
+                  "cudnnConvolutionForward");
+    if (b) CNN_CUDNN_TRY(cudnnAddTensor(h, &one, c->bias, b, &one, c->y, y), "conv bias");
+    return CNN_OK;
+}
+
+cnn_status cudnn_conv2d_backward_filter(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x,
+                                        const float *dy, float *dw, float *db, void *ws)
+{
+    if (!even_padding(d) || d->n == 0) return cuda_conv2d_backward_filter(ctx, d, x, dy, dw, db, ws);
+    cnn_status st;
+    cnn_cudnn_conv *c = find_conv(ctx, d, &st);
+    if (!c) return st;
+    const float one = 1.0f, zero = 0.0f;
+    cudnnHandle_t h = cnn_cudnn(ctx)->cudnn;
+    CNN_CUDNN_TRY(cudnnConvolutionBackwardFilter(h, &one, c->x, x, c->y, dy, c->conv, c->bwd_filter,
+                                                 ws, algo_ws(ctx, c, 2), &zero, c->w, dw),
+                  "cudnnConvolutionBackwardFilter");
+    if (db) CNN_CUDNN_TRY(cudnnConvolutionBackwardBias(h, &one, c->y, dy, &zero, c->bias, db),
+                          "cudnnConvolutionBackwardBias");
+    return CNN_OK;
+}
+
+cnn_status cudnn_conv2d_backward_data(cnn_ctx *ctx, const cnn_conv_desc *d, const float *dy,
+                                      const float *w, float *dx, void *ws)
+{
+    if (!even_padding(d) || d->n == 0) return cuda_conv2d_backward_data(ctx, d, dy, w, dx, ws);
+    cnn_status st;
+    cnn_cudnn_conv *c = find_conv(ctx, d, &st);
+    if (!c) return st;
+    const float one = 1.0f, zero = 0.0f;
+    CNN_CUDNN_TRY(cudnnConvolutionBackwardData(cnn_cudnn(ctx)->cudnn, &one, c->w, w, c->y, dy,
+                                               c->conv, c->bwd_data, ws, algo_ws(ctx, c, 1), &zero,
+                                               c->x, dx),
+                  "cudnnConvolutionBackwardData");
+    return CNN_OK;
+}
