@@ -6,7 +6,8 @@
 // own kernels. Each shape's descriptors and algorithms are chosen on first
 // use and cached in the context: the algorithm is the heuristic's best whose
 // workspace fits the layer's workspace, sized (as the cuda engine's) when
-// the Net was made. Strict float32 (CUDNN_FMA_MATH) unless the Net asked for
+// the Net was made, and, for the backward passes, that is deterministic (no
+// atomics), so the same seed gives the same bits run after run. Strict float32 (CUDNN_FMA_MATH) unless the Net asked for
 // TF32.
 #include <string.h>
 
@@ -61,7 +62,9 @@ cnn_status make_conv(cnn_ctx *ctx, const cnn_conv_desc *d, size_t ws_bytes, cnn_
                       impl->cudnn, c->w, c->y, c->conv, c->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
                       &got, bd), "choosing a backward-data algorithm");
     i = 0;
-    while (i < got && (bd[i].status != CUDNN_STATUS_SUCCESS || bd[i].memory > ws_bytes)) ++i;
+    while (i < got && (bd[i].status != CUDNN_STATUS_SUCCESS || bd[i].memory > ws_bytes ||
+                       bd[i].determinism != CUDNN_DETERMINISTIC))
+        ++i;
     if (i == got) return cnn_set_error(CNN_ERR_DEVICE, "cuDNN offers no backward-data algorithm for this convolution");
     c->bwd_data = bd[i].algo;
     cudnnConvolutionBwdFilterAlgoPerf_t bf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
@@ -70,7 +73,9 @@ cnn_status make_conv(cnn_ctx *ctx, const cnn_conv_desc *d, size_t ws_bytes, cnn_
                       CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, bf),
                   "choosing a backward-filter algorithm");
     i = 0;
-    while (i < got && (bf[i].status != CUDNN_STATUS_SUCCESS || bf[i].memory > ws_bytes)) ++i;
+    while (i < got && (bf[i].status != CUDNN_STATUS_SUCCESS || bf[i].memory > ws_bytes ||
+                       bf[i].determinism != CUDNN_DETERMINISTIC))
+        ++i;
     if (i == got) return cnn_set_error(CNN_ERR_DEVICE, "cuDNN offers no backward-filter algorithm for this convolution");
     c->bwd_filter = bf[i].algo;
     return CNN_OK;
