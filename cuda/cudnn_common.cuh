@@ -20,6 +20,7 @@ struct cnn_cudnn_conv {
     cudnnConvolutionFwdAlgo_t fwd;
     cudnnConvolutionBwdDataAlgo_t bwd_data;
     cudnnConvolutionBwdFilterAlgo_t bwd_filter;
+    size_t ws_fwd, ws_bwd_data, ws_bwd_filter; // bytes each algorithm uses
 };
 
 #define CNN_CUDNN_MAX_CONVS 64

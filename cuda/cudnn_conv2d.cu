@@ -78,6 +78,15 @@ cnn_status make_conv(cnn_ctx *ctx, const cnn_conv_desc *d, size_t ws_bytes, cnn_
         ++i;
     if (i == got) return cnn_set_error(CNN_ERR_DEVICE, "cuDNN offers no backward-filter algorithm for this convolution");
     c->bwd_filter = bf[i].algo;
+    CNN_CUDNN_TRY(cudnnGetConvolutionForwardWorkspaceSize(impl->cudnn, c->x, c->w, c->conv, c->y,
+                                                          c->fwd, &c->ws_fwd), "workspace size");
+    CNN_CUDNN_TRY(cudnnGetConvolutionBackwardDataWorkspaceSize(impl->cudnn, c->w, c->y, c->conv,
+                                                               c->x, c->bwd_data, &c->ws_bwd_data),
+                  "workspace size");
+    CNN_CUDNN_TRY(cudnnGetConvolutionBackwardFilterWorkspaceSize(impl->cudnn, c->x, c->y, c->conv,
+                                                                 c->w, c->bwd_filter,
+                                                                 &c->ws_bwd_filter),
+                  "workspace size");
     return CNN_OK;
 }
 
@@ -115,16 +124,6 @@ cnn_cudnn_conv *find_conv(cnn_ctx *ctx, const cnn_conv_desc *d, cnn_status *st)
     return c;
 }
 
-size_t algo_ws(cnn_ctx *ctx, const cnn_cudnn_conv *c, int which)
-{
-    size_t bytes = 0;
-    cudnnHandle_t h = cnn_cudnn(ctx)->cudnn;
-    if (which == 0) cudnnGetConvolutionForwardWorkspaceSize(h, c->x, c->w, c->conv, c->y, c->fwd, &bytes);
-    if (which == 1) cudnnGetConvolutionBackwardDataWorkspaceSize(h, c->w, c->y, c->conv, c->x, c->bwd_data, &bytes);
-    if (which == 2) cudnnGetConvolutionBackwardFilterWorkspaceSize(h, c->x, c->y, c->conv, c->w, c->bwd_filter, &bytes);
-    return bytes;
-}
-
 } // namespace
 
 void cnn_cudnn_release_convs(cnn_cudnn_impl *impl)
@@ -145,7 +144,7 @@ cnn_status cudnn_conv2d_forward(cnn_ctx *ctx, const cnn_conv_desc *d, const floa
     const float one = 1.0f, zero = 0.0f;
     cudnnHandle_t h = cnn_cudnn(ctx)->cudnn;
     CNN_CUDNN_TRY(cudnnConvolutionForward(h, &one, c->x, x, c->w, w, c->conv, c->fwd, ws,
-                                          algo_ws(ctx, c, 0), &zero, c->y, y),
+                                          c->ws_fwd, &zero, c->y, y),
                   "cudnnConvolutionForward");
     if (b) CNN_CUDNN_TRY(cudnnAddTensor(h, &one, c->bias, b, &one, c->y, y), "conv bias");
     return CNN_OK;
@@ -161,7 +160,7 @@ cnn_status cudnn_conv2d_backward_filter(cnn_ctx *ctx, const cnn_conv_desc *d, co
     const float one = 1.0f, zero = 0.0f;
     cudnnHandle_t h = cnn_cudnn(ctx)->cudnn;
     CNN_CUDNN_TRY(cudnnConvolutionBackwardFilter(h, &one, c->x, x, c->y, dy, c->conv, c->bwd_filter,
-                                                 ws, algo_ws(ctx, c, 2), &zero, c->w, dw),
+                                                 ws, c->ws_bwd_filter, &zero, c->w, dw),
                   "cudnnConvolutionBackwardFilter");
     if (db) CNN_CUDNN_TRY(cudnnConvolutionBackwardBias(h, &one, c->y, dy, &zero, c->bias, db),
                           "cudnnConvolutionBackwardBias");
@@ -177,7 +176,7 @@ cnn_status cudnn_conv2d_backward_data(cnn_ctx *ctx, const cnn_conv_desc *d, cons
     if (!c) return st;
     const float one = 1.0f, zero = 0.0f;
     CNN_CUDNN_TRY(cudnnConvolutionBackwardData(cnn_cudnn(ctx)->cudnn, &one, c->w, w, c->y, dy,
-                                               c->conv, c->bwd_data, ws, algo_ws(ctx, c, 1), &zero,
+                                               c->conv, c->bwd_data, ws, c->ws_bwd_data, &zero,
                                                c->x, dx),
                   "cudnnConvolutionBackwardData");
     return CNN_OK;
