@@ -51,7 +51,7 @@ def test_one_step_gradients_match_the_cpu_engine(engine, name):
 def test_50_steps_track_the_cpu_engine(engine, name):
     """50 Adam steps from the same weights on the same batches: every step's
     loss within 5% of the cpu engine's and the mean loss of the last 10 steps
-    within 1.5%. (Both engines are float32 but round differently; Adam's
+    within 3%. (Both engines are float32 but round differently; Adam's
     normalised steps and ReLU switching amplify those differences over many
     steps, so the weights themselves drift apart by several percent of how
     far they moved; the one-step test above is the strict one.)"""
@@ -68,7 +68,7 @@ def test_50_steps_track_the_cpu_engine(engine, name):
         ours.append(gpu.train_batch(x[part], y[part])[0] / batch)
         theirs.append(cpu.train_batch(x[part], y[part])[0] / batch)
     np.testing.assert_allclose(ours, theirs, rtol=5e-2)
-    np.testing.assert_allclose(np.mean(ours[-10:]), np.mean(theirs[-10:]), rtol=1.5e-2)
+    np.testing.assert_allclose(np.mean(ours[-10:]), np.mean(theirs[-10:]), rtol=3e-2)
 
 
 @pytest.mark.parametrize("engine", GPU_ENGINES)
