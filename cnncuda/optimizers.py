@@ -5,10 +5,9 @@ The engines run the update (one call over every parameter; formulas in
 docs/semantics.md). ``optimizer.iterations`` counts the steps taken since
 ``compile`` (or, for a loaded model, since it was saved and then on).
 
-The moments (Adam's m and v, SGD's velocity) live on the engine, which does
-not hand them out: a model that must move to another engine or to a larger
-batch after training started, or that is loaded from a file, restarts them
-at zero (with a warning in the first case).
+The moments (Adam's m and v, SGD's velocity) live on the engine; they move
+with the model when it changes engine or batch size, and model files keep
+them, so training continues exactly.
 """
 from .checks import boolean, choice, number_in
 
