@@ -10,6 +10,8 @@ A Keras script runs after changing its imports::
 
 (``tf.keras``, ``tf.config``, ``tf.device``, ``tf.random.set_seed``).
 """
+import os
+
 from . import _C
 from ._C import CudaError, EngineUnavailableError
 
@@ -41,6 +43,34 @@ def devices():
     return ["numpy"] + [name for name in ENGINES[1:] if _C.engine_status(name) is None]
 
 
+_omp_threads = [0]  # set_num_threads's value; 0: every core
+
+
+def _cores():
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def set_num_threads(n):
+    """The thread count of the ``omp`` engine when none is given (``device='omp'``);
+    0 goes back to the default: OMP_NUM_THREADS when set, else every core this
+    process may run on. ``'omp:N'`` always means N threads."""
+    from .checks import nonnegative_int
+    _omp_threads[0] = nonnegative_int(n, "n")
+
+
+def get_num_threads():
+    """The thread count ``device='omp'`` runs with now (see set_num_threads)."""
+    if _omp_threads[0]:
+        return _omp_threads[0]
+    env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    return _cores()
+
+
 def cuda_devices():
     """Names of the CUDA GPUs visible now (empty without a CUDA build or GPU)."""
     return _C.cuda_devices()
@@ -52,6 +82,7 @@ from . import (activations, callbacks, config, datasets, layers, losses,  # noqa
 from . import keras  # noqa: E402
 from .config import device  # noqa: E402
 
-__all__ = ["build_info", "devices", "cuda_devices", "CudaError", "EngineUnavailableError",
+__all__ = ["build_info", "devices", "cuda_devices", "set_num_threads", "get_num_threads",
+           "CudaError", "EngineUnavailableError",
            "ENGINES", "__version__", "keras", "config", "device", "datasets", "layers", "models",
            "losses", "optimizers", "callbacks", "activations", "utils", "random"]

@@ -9,6 +9,14 @@ order gathered there, the sums read back at the end of the epoch),
 and prints seconds per epoch, images per second, milliseconds per step and
 the speedup over the sequential ``cpu`` engine. The data are synthetic
 (class templates plus noise), and every row says so.
+
+CPU scaling: ``--threads 1,2,4,8,16`` adds an ``omp:N`` row per count, and
+``--torch-threads 1,2,4,8,16`` PyTorch CPU rows at those counts (skipped,
+with a note, where torch is not installed); each of our rows then also gives
+its ratio to PyTorch at the same thread count (``cpu`` against 1 thread)::
+
+    python -m cnncuda.bench --model cifar10_cnn --model lenet5 --device numpy \
+        --device cpu --threads 1,2,4,8,16 --torch-threads 1,2,4,8,16 --images 10000
 """
 import argparse
 import json
@@ -92,11 +100,33 @@ def torch_row(model, batch_size=None, images=None, seed=0, threads=1, variant="c
             "images_per_second": n / seconds, "ms_per_step": 1000.0 * seconds / steps}
 
 
+def _torch_threads_of(device):
+    """The PyTorch CPU row an engine's row is compared with: 'cpu' -> 1,
+    'omp:N' -> N, others None."""
+    if device == "cpu":
+        return 1
+    if device.startswith("omp:"):
+        return int(device[4:])
+    return None
+
+
 def run(models=("cifar10_cnn",), engines=None, batch_size=None, images=None, epochs=1, seed=0,
-        torch_threads=(), torch_gpu=False, log=print):
-    """Times every model on every engine (and PyTorch on the CPU at each of
-    `torch_threads`, when importable); returns the rows, also printed as a table."""
-    engines = list(engines) if engines else [d for d in devices() if d != "numpy"]
+        torch_threads=(), torch_gpu=False, log=print, threads=()):
+    """Times every model on every engine, then on ``omp:N`` for each N of
+    `threads` (and PyTorch on the CPU at each of `torch_threads`, when
+    importable); returns the rows, also printed as a table."""
+    if engines:
+        engines = list(engines)
+    elif threads:
+        engines = [d for d in devices() if d in ("numpy", "cpu")]
+    else:
+        engines = [d for d in devices() if d != "numpy"]
+    engines += ["omp:%d" % t for t in threads if "omp:%d" % t not in engines]
+    if torch_threads:
+        from . import bench_torch
+        if not bench_torch.available():
+            log("torch is not installed: no PyTorch rows")
+            torch_threads = ()
     info = build_info()
     log("cnncuda %s | %s | %s | Python %s | NumPy %s"
         % (info["version"], _cpu_model(), platform.machine(), platform.python_version(),
@@ -112,16 +142,36 @@ def run(models=("cifar10_cnn",), engines=None, batch_size=None, images=None, epo
             for variant in ("cuda", "cuda-graph"):
                 rows.append(torch_row(model, batch_size, images, seed, 1, variant, log))
     log("")
-    log("%-12s %-8s %6s %7s %10s %10s %9s %8s  %s" % ("model", "engine", "batch", "images",
-        "s/epoch", "images/s", "ms/step", "speedup", "data"))
+    log("%-12s %-13s %6s %7s %10s %10s %9s %8s %8s  %s" % ("model", "engine", "batch",
+        "images", "s/epoch", "images/s", "ms/step", "speedup", "vs torch", "data"))
     for r in rows:
         base = next((b for b in rows if b["model"] == r["model"] and b["device"] == "cpu"), None)
         speedup = base["seconds_per_epoch"] / r["seconds_per_epoch"] if base else float("nan")
         r["speedup_vs_cpu"] = speedup
-        log("%-12s %-8s %6d %7d %10.3f %10.1f %9.2f %8.2f  %s" % (r["model"], r["device"],
+        # > 1: faster than PyTorch on the CPU with the same number of threads
+        t = _torch_threads_of(r["device"])
+        torch = next((b for b in rows if b["model"] == r["model"]
+                      and b["device"] == "torch-cpu:%s" % t), None)
+        vs_torch = torch["seconds_per_epoch"] / r["seconds_per_epoch"] if torch else None
+        if vs_torch is not None:
+            r["speedup_vs_torch"] = vs_torch
+        log("%-12s %-13s %6d %7d %10.3f %10.1f %9.2f %8.2f %8s  %s" % (r["model"], r["device"],
             r["batch_size"], r["images"], r["seconds_per_epoch"], r["images_per_second"],
-            r["ms_per_step"], speedup, r["data"]))
+            r["ms_per_step"], speedup, "%.2f" % vs_torch if vs_torch is not None else "",
+            r["data"]))
     return rows
+
+
+def _counts(text):
+    """'1,2,4' -> [1, 2, 4]: thread counts, each >= 1."""
+    try:
+        counts = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError("expected thread counts >= 1 such as 1,2,4, got %r"
+                                         % text)
+    return counts
 
 
 def main(argv=None):
@@ -135,15 +185,20 @@ def main(argv=None):
                    help="images per epoch (default: the experiment's training-set size)")
     p.add_argument("--epochs", type=int, default=1, help="epochs timed; the best is reported")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--torch-threads", type=int, action="append", default=[],
-                   help="also time PyTorch on the CPU with this many threads (repeatable; "
-                        "needs torch)")
+    p.add_argument("--threads", type=_counts, action="append", default=[],
+                   help="also time the omp engine at these thread counts, e.g. 1,2,4,8,16 "
+                        "(repeatable); without --device the other engines are numpy and cpu")
+    p.add_argument("--torch-threads", type=_counts, action="append", default=[],
+                   help="also time PyTorch on the CPU with this many threads, or with each of "
+                        "a list such as 1,2,4,8,16 (repeatable; skipped without torch)")
     p.add_argument("--torch-gpu", action="store_true",
                    help="also time PyTorch on the GPU, eager and with the step in a CUDA graph")
     p.add_argument("--json", help="write the rows to this file")
     args = p.parse_args(argv)
+    flat = lambda lists: [t for counts in lists for t in counts]  # noqa: E731
     rows = run(args.model or ["cifar10_cnn"], args.device, args.batch_size, args.images,
-               args.epochs, args.seed, args.torch_threads, args.torch_gpu)
+               args.epochs, args.seed, flat(args.torch_threads), args.torch_gpu,
+               threads=flat(args.threads))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=2)

@@ -9,7 +9,9 @@ TensorFlow's spellings map onto them:
   thread count that ``threading.set_intra_op_parallelism_threads(n)`` set: 1
   (the default) is the sequential ``cpu`` engine, n > 1 is ``omp:n``. Where the
   ``omp`` engine is not built, n > 1 falls back to ``cpu`` with a warning.
-- ``'omp'`` without a count takes that thread count too (all cores when it is 1).
+- ``'omp'`` without a count takes that thread count too (when it is 1:
+  ``cnncuda.get_num_threads()``, every core unless ``cnncuda.set_num_threads``
+  or OMP_NUM_THREADS says otherwise).
 
 The engine a model uses is chosen at each ``fit``, ``evaluate`` and
 ``predict``: the innermost ``with cnncuda.device(...)`` block, else the
@@ -27,7 +29,7 @@ import threading as _threading
 import types
 import warnings
 
-from . import _C, devices
+from . import _C, devices, get_num_threads
 from ._C import EngineUnavailableError
 from .checks import nonnegative_int
 
@@ -156,7 +158,7 @@ def engine_for(name):
     base = engine.partition(":")[0]
     if base == "omp" and ":" not in engine:
         threads = _settings["intra_op_threads"]
-        engine = "omp:%d" % (threads if threads > 1 else (os.cpu_count() or 1))
+        engine = "omp:%d" % (threads if threads > 1 else get_num_threads())
     reason = _reason(base)
     if reason is not None:
         raise EngineUnavailableError("device %r: %s. Available: %s" % (name, reason, _available()))

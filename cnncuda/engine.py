@@ -55,6 +55,9 @@ def make_net(device, layers, input_shape, max_batch, loss, optimizer, seed=0,
     'tf32', an opt-in that lets the cudnn engine use TF32 tensor cores in
     convolutions and matrix products (about 10 bits of mantissa)."""
     name, threads = parse_device(device)
+    if name == "omp" and ":" not in device:  # 'omp': cnncuda.get_num_threads()
+        from . import get_num_threads
+        threads = get_num_threads()
     if precision not in ("float32", "tf32"):
         raise ValueError("precision: expected 'float32' or 'tf32', got %r" % (precision,))
     if precision == "tf32" and name != "cudnn":

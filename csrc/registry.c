@@ -23,7 +23,11 @@ static const struct {
 } engines[] = {
     {"numpy", NULL, 0}, /* the NumPy reference runs in Python, never here */
     {"cpu", &cnn_backend_cpu, 0},
+#ifdef CNNCUDA_HAVE_OPENMP
+    {"omp", &cnn_backend_omp, 0}, /* csrc/cpu/backend_omp.c */
+#else
     {"omp", NULL, 0},
+#endif
 #ifdef CNNCUDA_HAVE_CUDA
     {"cuda", &cnn_backend_cuda, 1},
 #else

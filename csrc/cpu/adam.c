@@ -1,23 +1,26 @@
 /* adam.c: one Adam step for the cpu engine, in Keras's form:
  *   lr_t = lr sqrt(1 - beta_2^t) / (1 - beta_1^t)   (double, then float)
  *   m += (g - m)(1 - beta_1); v += (g^2 - v)(1 - beta_2);
- *   p -= lr_t m / (sqrt(v) + epsilon). */
+ *   p -= lr_t m / (sqrt(v) + epsilon).
+ * Elementwise: the omp engine cuts the block into ranges, one per thread. */
 #include <math.h>
 
 #include "cpu.h"
 
-/* p, g, m, v: (count) */
-cnn_status cpu_adam_step(cnn_ctx *ctx, const cnn_optimizer_desc *o, long step, size_t count,
-                         float *restrict p, const float *restrict g, float *restrict m,
-                         float *restrict v)
+typedef struct adam_job {
+    float lr_t, one_b1, one_b2, eps;
+    float *p, *m, *v;
+    const float *g;
+} adam_job;
+
+static void adam_range(void *arg, long lo, long hi, int slot)
 {
-    (void)ctx;
-    if (step < 1) return cnn_set_error(CNN_ERR_VALUE, "adam: step %ld must count from 1", step);
-    const double t = (double)step;
-    const float lr_t = (float)((double)o->lr * sqrt(1.0 - pow((double)o->beta_2, t)) /
-                               (1.0 - pow((double)o->beta_1, t)));
-    const float one_b1 = 1.0f - o->beta_1, one_b2 = 1.0f - o->beta_2, eps = o->epsilon;
-    for (size_t i = 0; i < count; ++i) {
+    (void)slot;
+    const adam_job *j = arg;
+    float *restrict p = j->p, *restrict m = j->m, *restrict v = j->v;
+    const float *restrict g = j->g;
+    const float lr_t = j->lr_t, one_b1 = j->one_b1, one_b2 = j->one_b2, eps = j->eps;
+    for (long i = lo; i < hi; ++i) {
         const float gi = g[i];
         const float mi = m[i] + (gi - m[i]) * one_b1;
         const float vi = v[i] + (gi * gi - v[i]) * one_b2;
@@ -25,5 +28,18 @@ cnn_status cpu_adam_step(cnn_ctx *ctx, const cnn_optimizer_desc *o, long step, s
         v[i] = vi;
         p[i] -= (mi * lr_t) / (sqrtf(vi) + eps);
     }
+}
+
+/* p, g, m, v: (count) */
+cnn_status cpu_adam_step(cnn_ctx *ctx, const cnn_optimizer_desc *o, long step, size_t count,
+                         float *p, const float *g, float *m, float *v)
+{
+    if (step < 1) return cnn_set_error(CNN_ERR_VALUE, "adam: step %ld must count from 1", step);
+    const double t = (double)step;
+    const float lr_t = (float)((double)o->lr * sqrt(1.0 - pow((double)o->beta_2, t)) /
+                               (1.0 - pow((double)o->beta_1, t)));
+    adam_job j = {lr_t, 1.0f - o->beta_1, 1.0f - o->beta_2, o->epsilon, p, m, v, g};
+    cnn_cpu_parallel(cnn_cpu_parts(ctx, (long)count, 4.0, CNN_GRAIN_ELEMENTS), (long)count,
+                     adam_range, &j);
     return CNN_OK;
 }

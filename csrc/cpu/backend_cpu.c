@@ -1,4 +1,5 @@
-/* backend_cpu.c: the cpu engine's table and context. Host memory, one thread. */
+/* backend_cpu.c: the cpu engine's table and context. Host memory, one
+ * thread. The memory entries are shared with the omp table (backend_omp.c). */
 #define _POSIX_C_SOURCE 200112L
 #include <stdlib.h>
 #include <string.h>
@@ -13,42 +14,15 @@ static void *aligned_alloc64(size_t bytes)
     return p;
 }
 
+/* One thread whatever is asked: the cpu engine never enters a parallel
+ * region (every kernel's loop runs as one part on the calling thread). */
 static cnn_status cpu_ctx_create(cnn_ctx **out, int num_threads)
 {
-    cnn_ctx *ctx = calloc(1, sizeof *ctx);
-    cnn_cpu_impl *impl = calloc(1, sizeof *impl);
-    if (!ctx || !impl) goto oom;
-    impl->pack.a = aligned_alloc64(cnn_gemm_pack_a_floats() * sizeof(float));
-    impl->pack.b = aligned_alloc64(cnn_gemm_pack_b_floats() * sizeof(float));
-    if (!impl->pack.a || !impl->pack.b) goto oom;
-    ctx->backend = &cnn_backend_cpu;
-    ctx->num_threads = num_threads;
-    ctx->impl = impl;
-    *out = ctx;
-    return CNN_OK;
-oom:
-    if (impl) {
-        free(impl->pack.a);
-        free(impl->pack.b);
-    }
-    free(impl);
-    free(ctx);
-    return cnn_set_error(CNN_ERR_MEMORY, "out of host memory creating a cpu context");
+    (void)num_threads;
+    return cnn_cpu_ctx_create(&cnn_backend_cpu, 1, 0, out);
 }
 
-static void cpu_ctx_destroy(cnn_ctx *ctx)
-{
-    if (!ctx) return;
-    cnn_cpu_impl *impl = ctx->impl;
-    if (impl) {
-        free(impl->pack.a);
-        free(impl->pack.b);
-        free(impl);
-    }
-    free(ctx);
-}
-
-static cnn_status cpu_alloc(cnn_ctx *ctx, void **p, size_t bytes)
+cnn_status cpu_alloc(cnn_ctx *ctx, void **p, size_t bytes)
 {
     (void)ctx;
     *p = aligned_alloc64(bytes);
@@ -58,27 +32,27 @@ static cnn_status cpu_alloc(cnn_ctx *ctx, void **p, size_t bytes)
     return CNN_OK;
 }
 
-static void cpu_free(cnn_ctx *ctx, void *p)
+void cpu_free(cnn_ctx *ctx, void *p)
 {
     (void)ctx;
     free(p);
 }
 
-static cnn_status cpu_copy(cnn_ctx *ctx, void *dst, const void *src, size_t bytes)
+cnn_status cpu_copy(cnn_ctx *ctx, void *dst, const void *src, size_t bytes)
 {
     (void)ctx;
     if (bytes) memcpy(dst, src, bytes);
     return CNN_OK;
 }
 
-static cnn_status cpu_zero(cnn_ctx *ctx, void *p, size_t bytes)
+cnn_status cpu_zero(cnn_ctx *ctx, void *p, size_t bytes)
 {
     (void)ctx;
     if (bytes) memset(p, 0, bytes);
     return CNN_OK;
 }
 
-static cnn_status cpu_synchronize(cnn_ctx *ctx)
+cnn_status cpu_synchronize(cnn_ctx *ctx)
 {
     (void)ctx;
     return CNN_OK;
@@ -87,7 +61,7 @@ static cnn_status cpu_synchronize(cnn_ctx *ctx)
 const cnn_backend cnn_backend_cpu = {
     .name = "cpu",
     .ctx_create = cpu_ctx_create,
-    .ctx_destroy = cpu_ctx_destroy,
+    .ctx_destroy = cnn_cpu_ctx_destroy,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .upload = cpu_copy,

@@ -1,21 +1,67 @@
-/* cpu.h: the CPU engine's kernels, one file per op, and its context.
- * Every function here is an entry of the cpu backend table (backend_cpu.c);
- * the shapes of every argument are documented on the table in cnn.h. */
+/* cpu.h: the CPU engines' kernels, one file per op, and their context.
+ * Every cpu_* function is an entry of the cpu backend table (backend_cpu.c)
+ * and of the omp table (backend_omp.c); the shapes of every argument are
+ * documented on the table in cnn.h. A kernel cuts its work with
+ * cnn_cpu_parallel into as many parts as the context's threads allow (one on
+ * the cpu engine: no parallel region is entered) and never lets two parts
+ * write the same output, so results do not depend on the thread count. */
 #ifndef CNN_CPU_H
 #define CNN_CPU_H
 
 #include "../cnn.h"
 #include "gemm.h"
 
-/* The cpu context's impl: scratch the GEMM packs into, made once. */
+/* The context's impl, shared by the cpu and omp tables: the thread count
+ * (1 for cpu) and one set of GEMM packing scratch per thread, made once.
+ * chunked_filter says whether the convolution workspace has room for the
+ * fixed-order filter-gradient partials (omp; see conv2d.c). */
 typedef struct cnn_cpu_impl {
-    cnn_gemm_pack pack;
+    int threads;
+    int chunked_filter;
+    cnn_gemm_pack *packs; /* threads of them */
 } cnn_cpu_impl;
 
-static inline const cnn_gemm_pack *cnn_cpu_pack(cnn_ctx *ctx)
+static inline cnn_cpu_impl *cnn_cpu_get(cnn_ctx *ctx)
 {
-    return &((cnn_cpu_impl *)ctx->impl)->pack;
+    return (cnn_cpu_impl *)ctx->impl;
 }
+
+/* ------------------------------------------------------------ parallel.c
+ * One parallel loop for every kernel. fn(arg, lo, hi, slot) runs on the
+ * contiguous ranges of [0, count) cut as evenly as possible into `parts`
+ * (at most count); range t is [count*t/parts, count*(t+1)/parts) and gets
+ * slot t, the index of the per-thread scratch it may use. With one part fn
+ * runs on the calling thread and no parallel region is entered: that is
+ * all the cpu engine ever does. Ranges never share an output, so a result
+ * does not depend on `parts`. fn must not record errors (the message is per
+ * thread): it reports failures through arg. */
+typedef void cnn_range_fn(void *arg, long lo, long hi, int slot);
+void cnn_cpu_parallel(int parts, long count, cnn_range_fn *fn, void *arg);
+
+/* The number of parts for `count` items of `cost` units each on this
+ * context: at most its threads, and none smaller than `grain` units of work
+ * (a part below that costs more to hand out than it saves). */
+int cnn_cpu_parts(cnn_ctx *ctx, long count, double cost, double grain);
+
+/* Work grains, in floats touched (elementwise ops) and multiply-adds (GEMM). */
+#define CNN_GRAIN_ELEMENTS 16384.0
+#define CNN_GRAIN_MACS 65536.0
+
+/* C = alpha op(A) op(B) + beta C (gemm.h) over up to `parts` threads, C cut
+ * into blocks of whole micro-tiles, each computed by cnn_sgemm with that
+ * thread's packing scratch: bit-identical to cnn_sgemm for any parts. */
+void cnn_sgemm_parallel(const cnn_gemm_pack *packs, int parts, int trans_a, int trans_b, int m,
+                        int n, int k, float alpha, const float *a, int lda, const float *b,
+                        int ldb, float beta, float *c, int ldc);
+/* The GEMM on a context: threaded where the product is large enough. */
+void cnn_cpu_sgemm(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                   const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                   int ldc);
+
+/* The context of both tables: threads GEMM packs. */
+cnn_status cnn_cpu_ctx_create(const cnn_backend *table, int threads, int chunked_filter,
+                              cnn_ctx **out);
+void cnn_cpu_ctx_destroy(cnn_ctx *ctx);
 
 /* The sum of x[0, len) in double, over 4 lanes so that it vectorizes (bias
  * and batchnorm reductions). */
@@ -29,8 +75,18 @@ static inline double cnn_cpu_sum(const float *restrict x, size_t len)
     return (lane[0] + lane[1]) + (lane[2] + lane[3]);
 }
 
-/* backend_cpu.c: the table */
+/* backend_cpu.c, backend_omp.c: the tables. Both hold the same kernels;
+ * omp's context has N threads and its convolution workspace room for the
+ * filter-gradient partials. */
 extern const cnn_backend cnn_backend_cpu;
+extern const cnn_backend cnn_backend_omp;
+
+/* backend_cpu.c: host memory, shared by both tables */
+cnn_status cpu_alloc(cnn_ctx *ctx, void **p, size_t bytes);
+void cpu_free(cnn_ctx *ctx, void *p);
+cnn_status cpu_copy(cnn_ctx *ctx, void *dst, const void *src, size_t bytes);
+cnn_status cpu_zero(cnn_ctx *ctx, void *p, size_t bytes);
+cnn_status cpu_synchronize(cnn_ctx *ctx);
 
 /* layout.c */
 cnn_status cpu_nchw_from_nhwc(cnn_ctx *ctx, int n, int h, int w, int c, const float *x, float *y);
@@ -38,6 +94,7 @@ cnn_status cpu_nhwc_from_nchw(cnn_ctx *ctx, int n, int h, int w, int c, const fl
 
 /* conv2d.c */
 size_t cpu_conv2d_workspace(const cnn_conv_desc *d);
+size_t omp_conv2d_workspace(const cnn_conv_desc *d);
 cnn_status cpu_conv2d_forward(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x,
                               const float *w, const float *b, float *y, void *ws);
 cnn_status cpu_conv2d_backward_data(cnn_ctx *ctx, const cnn_conv_desc *d, const float *dy,

@@ -1,5 +1,7 @@
-/* dense.c: fully connected layer for the cpu engine, y = x w + b, with the
- * kernel stored (in, out) as Keras. */
+/* dense.c: fully connected layer for the cpu and omp engines, y = x w + b,
+ * with the kernel stored (in, out) as Keras. The products are threaded over
+ * tiles of their output (cnn_cpu_sgemm); the bias terms, at most a few
+ * thousand values at the batch sizes here, stay serial. */
 #include <string.h>
 
 #include "cpu.h"
@@ -22,7 +24,7 @@ cnn_status cpu_dense_forward(cnn_ctx *ctx, int n, int in, int out, const float *
 {
     CNN_TRY(check_dims("dense_forward", n, in, out));
     if (n == 0) return CNN_OK;
-    cnn_sgemm(cnn_cpu_pack(ctx), 0, 0, n, out, in, 1.0f, x, in, w, out, 0.0f, y, out);
+    cnn_cpu_sgemm(ctx, 0, 0, n, out, in, 1.0f, x, in, w, out, 0.0f, y, out);
     if (b) {
         for (int i = 0; i < n; ++i) {
             float *restrict yi = y + (size_t)i * out;
@@ -39,7 +41,7 @@ cnn_status cpu_dense_backward_data(cnn_ctx *ctx, int n, int in, int out,
 {
     CNN_TRY(check_dims("dense_backward_data", n, in, out));
     if (n == 0) return CNN_OK;
-    cnn_sgemm(cnn_cpu_pack(ctx), 0, 1, n, in, out, 1.0f, dy, out, w, out, 0.0f, dx, in);
+    cnn_cpu_sgemm(ctx, 0, 1, n, in, out, 1.0f, dy, out, w, out, 0.0f, dx, in);
     return CNN_OK;
 }
 
@@ -53,7 +55,7 @@ cnn_status cpu_dense_backward_filter(cnn_ctx *ctx, int n, int in, int out,
     if (n == 0)
         memset(dw, 0, (size_t)in * out * sizeof(float));
     else
-        cnn_sgemm(cnn_cpu_pack(ctx), 1, 0, in, out, n, 1.0f, x, in, dy, out, 0.0f, dw, out);
+        cnn_cpu_sgemm(ctx, 1, 0, in, out, n, 1.0f, x, in, dy, out, 0.0f, dw, out);
     if (db) {
         for (int j0 = 0; j0 < out; j0 += DENSE_DB_BLOCK) {
             const int len = out - j0 < DENSE_DB_BLOCK ? out - j0 : DENSE_DB_BLOCK;

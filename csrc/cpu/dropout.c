@@ -1,4 +1,6 @@
-/* dropout.c: inverted dropout for the cpu engine.
+/* dropout.c: inverted dropout for the cpu and omp engines (omp: the planes
+ * cut into ranges, one per thread; each element's mask is a function of its
+ * index, so the cut changes nothing).
  * Element (i, ch, r, s) of an NCHW tensor is kept when
  * cnn_uniform(key, ((i*h + r)*w + s)*c + ch) >= rate (its index in Keras's
  * NHWC order), and kept values are multiplied by the float 1 / (1 - rate).
@@ -18,39 +20,55 @@ static cnn_status check_args(const char *what, int n, int c, int h, int w, float
     return CNN_OK;
 }
 
+typedef struct drop_job {
+    int c, h, w;
+    float rate, scale;
+    uint64_t key;
+    const float *in;
+    float *out;
+} drop_job;
+
+/* Planes [lo, hi) (q = i*c + ch) of out = in * mask * scale. */
+static void mask_range(void *arg, long lo, long hi, int slot)
+{
+    (void)slot;
+    const drop_job *j = arg;
+    const size_t plane = (size_t)j->h * j->w;
+    for (long q = lo; q < hi; ++q) {
+        const long i = q / j->c, ch = q % j->c;
+        const size_t at = (size_t)q * plane;
+        const float *src = j->in + at;
+        float *dst = j->out + at;
+        /* NHWC index of (i, ch, 0, 0); it advances by c per pixel */
+        const uint64_t base = (uint64_t)i * plane * (uint64_t)j->c + (uint64_t)ch;
+        for (size_t p = 0; p < plane; ++p) {
+            const int keep = cnn_uniform(j->key, base + (uint64_t)p * (uint64_t)j->c) >= j->rate;
+            dst[p] = keep ? src[p] * j->scale : 0.0f;
+        }
+    }
+}
+
 /* out (n, c, h, w) = in * mask * scale; in and out may be the same buffer. */
-static void apply_mask(int n, int c, int h, int w, float rate, uint64_t key, const float *in,
-                       float *out)
+static void apply_mask(cnn_ctx *ctx, int n, int c, int h, int w, float rate, uint64_t key,
+                       const float *in, float *out)
 {
     const size_t count = (size_t)n * c * h * w;
     if (rate == 0.0f) {
         if (in != out && count) memmove(out, in, count * sizeof(float));
         return;
     }
-    const float scale = 1.0f / (1.0f - rate);
-    const size_t plane = (size_t)h * w;
-    for (int i = 0; i < n; ++i) {
-        for (int ch = 0; ch < c; ++ch) {
-            const size_t at = ((size_t)i * c + ch) * plane;
-            const float *src = in + at;
-            float *dst = out + at;
-            /* NHWC index of (i, ch, 0, 0); it advances by c per pixel */
-            const uint64_t base = (uint64_t)i * plane * (uint64_t)c + (uint64_t)ch;
-            for (size_t p = 0; p < plane; ++p) {
-                const int keep = cnn_uniform(key, base + (uint64_t)p * (uint64_t)c) >= rate;
-                dst[p] = keep ? src[p] * scale : 0.0f;
-            }
-        }
-    }
+    drop_job j = {c, h, w, rate, 1.0f / (1.0f - rate), key, in, out};
+    const long planes = (long)n * c;
+    cnn_cpu_parallel(cnn_cpu_parts(ctx, planes, 8.0 * h * w, CNN_GRAIN_ELEMENTS), planes,
+                     mask_range, &j);
 }
 
 /* x (n, c, h, w) -> y (n, c, h, w) */
 cnn_status cpu_dropout_forward(cnn_ctx *ctx, int n, int c, int h, int w, float rate,
                                uint64_t key, const float *x, float *y)
 {
-    (void)ctx;
     CNN_TRY(check_args("dropout_forward", n, c, h, w, rate));
-    apply_mask(n, c, h, w, rate, key, x, y);
+    apply_mask(ctx, n, c, h, w, rate, key, x, y);
     return CNN_OK;
 }
 
@@ -58,8 +76,7 @@ cnn_status cpu_dropout_forward(cnn_ctx *ctx, int n, int c, int h, int w, float r
 cnn_status cpu_dropout_backward(cnn_ctx *ctx, int n, int c, int h, int w, float rate,
                                 uint64_t key, const float *dy, float *dx)
 {
-    (void)ctx;
     CNN_TRY(check_args("dropout_backward", n, c, h, w, rate));
-    apply_mask(n, c, h, w, rate, key, dy, dx);
+    apply_mask(ctx, n, c, h, w, rate, key, dy, dx);
     return CNN_OK;
 }

@@ -1,4 +1,5 @@
-/* layout.c: NHWC <-> NCHW for the cpu engine.
+/* layout.c: NHWC <-> NCHW for the cpu and omp engines (omp: images cut into
+ * ranges, one per thread).
  * Per image both are a transpose of a row-major matrix: NHWC is (h*w, c) and
  * NCHW is (c, h*w). A tiled transpose keeps reads and writes in cache. */
 #include "cpu.h"
@@ -28,22 +29,39 @@ static cnn_status check_dims(const char *what, int n, int h, int w, int c)
     return CNN_OK;
 }
 
+typedef struct layout_job {
+    int rows, cols; /* of each image's source matrix */
+    const float *x;
+    float *y;
+} layout_job;
+
+static void transpose_range(void *arg, long lo, long hi, int slot)
+{
+    (void)slot;
+    const layout_job *j = arg;
+    const size_t plane = (size_t)j->rows * j->cols;
+    for (long i = lo; i < hi; ++i) transpose(j->rows, j->cols, j->x + i * plane, j->y + i * plane);
+}
+
+static void transpose_images(cnn_ctx *ctx, int n, int rows, int cols, const float *x, float *y)
+{
+    layout_job j = {rows, cols, x, y};
+    cnn_cpu_parallel(cnn_cpu_parts(ctx, n, 2.0 * rows * cols, CNN_GRAIN_ELEMENTS), n,
+                     transpose_range, &j);
+}
+
 /* x (n, h, w, c) -> y (n, c, h, w); x and y must not overlap. */
 cnn_status cpu_nchw_from_nhwc(cnn_ctx *ctx, int n, int h, int w, int c, const float *x, float *y)
 {
-    (void)ctx;
     CNN_TRY(check_dims("nchw_from_nhwc", n, h, w, c));
-    const size_t plane = (size_t)h * w * c;
-    for (int i = 0; i < n; ++i) transpose(h * w, c, x + i * plane, y + i * plane);
+    transpose_images(ctx, n, h * w, c, x, y);
     return CNN_OK;
 }
 
 /* x (n, c, h, w) -> y (n, h, w, c); x and y must not overlap. */
 cnn_status cpu_nhwc_from_nchw(cnn_ctx *ctx, int n, int h, int w, int c, const float *x, float *y)
 {
-    (void)ctx;
     CNN_TRY(check_dims("nhwc_from_nchw", n, h, w, c));
-    const size_t plane = (size_t)h * w * c;
-    for (int i = 0; i < n; ++i) transpose(c, h * w, x + i * plane, y + i * plane);
+    transpose_images(ctx, n, c, h * w, x, y);
     return CNN_OK;
 }

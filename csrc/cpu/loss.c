@@ -1,5 +1,7 @@
-/* loss.c: losses, accuracy and the loss gradient for the cpu engine, as
- * docs/semantics.md. y (n, k) holds logits or probabilities; per-sample
+/* loss.c: losses, accuracy and the loss gradient for the cpu and omp
+ * engines, as docs/semantics.md. Serial on both: a batch's loss is a few
+ * hundred values, less work than handing it to threads, and its sums stay in
+ * one order. y (n, k) holds logits or probabilities; per-sample
  * losses and the correct count are accumulated in double and added to the
  * float sums at the end. The gradient is that of the mean loss over scale_n
  * samples. dy may be y itself (every row is reduced before it is written). */

@@ -1,12 +1,27 @@
-/* pool.c: max and average pooling for the cpu engine.
+/* pool.c: max and average pooling for the cpu and omp engines.
  * Output (r, s) of a plane covers input rows r*sh - pad_top + [0, ph) and
  * columns s*sw - pad_left + [0, pw), clipped to the image: max ignores the
  * padding (the first maximum in row-major window order wins), average divides
  * by the number of in-image elements. Each (image, channel) plane is
- * independent. */
+ * independent: the omp engine cuts the n*c planes into ranges, one per
+ * thread.
+ *
+ * 2x2 windows at stride 2 inside the image, the seeds' pooling, have their
+ * own paths: plain C written to vectorize, and AVX2 for max pooling's
+ * forward (its selects and argmax do not auto-vectorize), taken when the
+ * GEMM uses AVX2 (cnn_gemm_path: CPU detection, CNNCUDA_GEMM=portable). Every
+ * path gives the same bits as the general code. */
+#include <stdatomic.h>
 #include <string.h>
 
 #include "cpu.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#define POOL_X86 1
+#include <immintrin.h>
+#else
+#define POOL_X86 0
+#endif
 
 static cnn_status check_desc(const char *what, const cnn_pool_desc *d)
 {
@@ -66,16 +81,89 @@ static void max_plane(const cnn_pool_desc *d, const float *restrict x, float *re
     }
 }
 
-/* The common case, 2x2 windows at stride 2 that all lie inside the image:
- * the same result as max_plane, written so the compiler vectorizes it. */
+/* The common case, 2x2 windows at stride 2 that all lie inside the image. */
 static int is_full_2x2(const cnn_pool_desc *d)
 {
     return d->ph == 2 && d->pw == 2 && d->sh == 2 && d->sw == 2 && d->pad_top == 0 &&
            d->pad_left == 0 && 2 * d->oh <= d->h && 2 * d->ow <= d->w;
 }
 
-static void max_plane_2x2(const cnn_pool_desc *d, const float *restrict x, float *restrict y,
-                          int32_t *restrict argmax)
+/* Outputs [s0, ow) of output row r of max_plane for full 2x2 windows: rows
+ * x0 (2r) and x1 (2r + 1), the argmax of the pair as flat plane indices. */
+static void max_row_2x2(int s0, int ow, int w, int32_t base, const float *restrict x0,
+                        const float *restrict x1, float *restrict yr, int32_t *restrict ar)
+{
+    for (int s = s0; s < ow; ++s) {
+        const float a = x0[2 * s], b = x0[2 * s + 1], c = x1[2 * s], e = x1[2 * s + 1];
+        const int right_top = b > a, right_bottom = e > c; /* strict: first max wins */
+        const float top = right_top ? b : a, bottom = right_bottom ? e : c;
+        const int down = bottom > top;
+        yr[s] = down ? bottom : top;
+        ar[s] = base + 2 * s + (down ? w + right_bottom : right_top);
+    }
+}
+
+#if POOL_X86
+/* Outputs s .. s+7 from x0[2s, 2s + 16) and x1 likewise, x0 and x1 given at
+ * 2s; idx0 = the plane index of x0[2s]. The even and odd columns of each
+ * input row are split with a shuffle, compared with the same strict > (false
+ * for NaN, as in C) and blended; the argmax follows the same selects in
+ * integers. */
+__attribute__((target("avx2"), always_inline)) static inline void
+max8_2x2_avx2(const float *x0, const float *x1, int32_t idx0, int w, float *y, int32_t *am)
+{
+    const __m256i lane2 = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+    const __m256 t0 = _mm256_loadu_ps(x0), t1 = _mm256_loadu_ps(x0 + 8);
+    const __m256 u0 = _mm256_loadu_ps(x1), u1 = _mm256_loadu_ps(x1 + 8);
+    /* shuffle gives lanes (0 2 8 10 | 4 6 12 14); the permute puts them in order */
+    const __m256 a = _mm256_castpd_ps(
+        _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(t0, t1, 0x88)), 0xD8));
+    const __m256 b = _mm256_castpd_ps(
+        _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(t0, t1, 0xDD)), 0xD8));
+    const __m256 c = _mm256_castpd_ps(
+        _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(u0, u1, 0x88)), 0xD8));
+    const __m256 e = _mm256_castpd_ps(
+        _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(u0, u1, 0xDD)), 0xD8));
+    const __m256 rt = _mm256_cmp_ps(b, a, _CMP_GT_OQ);
+    const __m256 rb = _mm256_cmp_ps(e, c, _CMP_GT_OQ);
+    const __m256 top = _mm256_blendv_ps(a, b, rt), bottom = _mm256_blendv_ps(c, e, rb);
+    const __m256 down = _mm256_cmp_ps(bottom, top, _CMP_GT_OQ);
+    _mm256_storeu_ps(y, _mm256_blendv_ps(top, bottom, down));
+    /* index idx0 + 2 lane + (down ? w + rb : rt); a true mask is -1 */
+    const __m256i at = _mm256_add_epi32(_mm256_set1_epi32(idx0), lane2);
+    const __m256i it = _mm256_sub_epi32(at, _mm256_castps_si256(rt));
+    const __m256i ib =
+        _mm256_sub_epi32(_mm256_add_epi32(at, _mm256_set1_epi32(w)), _mm256_castps_si256(rb));
+    const __m256i idx = _mm256_castps_si256(
+        _mm256_blendv_ps(_mm256_castsi256_ps(it), _mm256_castsi256_ps(ib), down));
+    _mm256_storeu_si256((__m256i *)am, idx);
+}
+
+/* A whole output row; the last partial group of 8 goes through copies of its
+ * inputs (padded with zeros) so that nothing is read past the row. */
+__attribute__((target("avx2"))) static void max_row_2x2_avx2(int ow, int w, int32_t base,
+                                                            const float *restrict x0,
+                                                            const float *restrict x1,
+                                                            float *restrict yr,
+                                                            int32_t *restrict ar)
+{
+    int s = 0;
+    for (; s + 8 <= ow; s += 8) max8_2x2_avx2(x0 + 2 * s, x1 + 2 * s, base + 2 * s, w, yr + s, ar + s);
+    if (s < ow) {
+        const int rest = ow - s;
+        float t0[16] = {0}, t1[16] = {0}, y[8];
+        int32_t am[8];
+        memcpy(t0, x0 + 2 * s, (size_t)(2 * rest) * sizeof(float));
+        memcpy(t1, x1 + 2 * s, (size_t)(2 * rest) * sizeof(float));
+        max8_2x2_avx2(t0, t1, base + 2 * s, w, y, am);
+        memcpy(yr + s, y, (size_t)rest * sizeof(float));
+        memcpy(ar + s, am, (size_t)rest * sizeof(int32_t));
+    }
+}
+#endif
+
+static void max_plane_2x2(const cnn_pool_desc *d, int avx2, const float *restrict x,
+                          float *restrict y, int32_t *restrict argmax)
 {
     const int w = d->w;
     for (int r = 0; r < d->oh; ++r) {
@@ -84,15 +172,52 @@ static void max_plane_2x2(const cnn_pool_desc *d, const float *restrict x, float
         float *restrict yr = y + (size_t)r * d->ow;
         int32_t *restrict ar = argmax + (size_t)r * d->ow;
         const int32_t base = 2 * r * w;
-        for (int s = 0; s < d->ow; ++s) {
-            const float a = x0[2 * s], b = x0[2 * s + 1], c = x1[2 * s], e = x1[2 * s + 1];
-            const int right_top = b > a, right_bottom = e > c; /* strict: first max wins */
-            const float top = right_top ? b : a, bottom = right_bottom ? e : c;
-            const int down = bottom > top;
-            yr[s] = down ? bottom : top;
-            ar[s] = base + 2 * s + (down ? w + right_bottom : right_top);
+#if POOL_X86
+        if (avx2) {
+            max_row_2x2_avx2(d->ow, w, base, x0, x1, yr, ar);
+            continue;
         }
+#else
+        (void)avx2;
+#endif
+        max_row_2x2(0, d->ow, w, base, x0, x1, yr, ar);
     }
+}
+
+/* avg_plane for full 2x2 windows: the same sum order, ((a + b) + c) + e, and
+ * the same division by 4. */
+static void avg_plane_2x2(const cnn_pool_desc *d, const float *restrict x, float *restrict y)
+{
+    const int w = d->w, ow = d->ow;
+    for (int r = 0; r < d->oh; ++r) {
+        const float *restrict x0 = x + (size_t)(2 * r) * w;
+        const float *restrict x1 = x0 + w;
+        float *restrict yr = y + (size_t)r * ow;
+        for (int s = 0; s < ow; ++s)
+            yr[s] = (((x0[2 * s] + x0[2 * s + 1]) + x1[2 * s]) + x1[2 * s + 1]) / 4.0f;
+    }
+}
+
+/* The average backward for full 2x2 windows: each input of a window gets
+ * a quarter of its gradient; rows and columns past the windows get zero. */
+static void avg_backward_2x2(const cnn_pool_desc *d, const float *restrict g, float *restrict dx)
+{
+    const int w = d->w, ow = d->ow;
+    for (int r = 0; r < d->oh; ++r) {
+        float *restrict d0 = dx + (size_t)(2 * r) * w;
+        float *restrict d1 = d0 + w;
+        const float *restrict gr = g + (size_t)r * ow;
+        for (int s = 0; s < ow; ++s) {
+            const float share = gr[s] / 4.0f + 0.0f; /* as 0 + share: -0 becomes +0 */
+            d0[2 * s] = share;
+            d0[2 * s + 1] = share;
+            d1[2 * s] = share;
+            d1[2 * s + 1] = share;
+        }
+        for (int j = 2 * ow; j < w; ++j) d0[j] = d1[j] = 0.0f;
+    }
+    if (2 * d->oh < d->h)
+        memset(dx + (size_t)(2 * d->oh) * w, 0, (size_t)(d->h - 2 * d->oh) * w * sizeof(float));
 }
 
 /* One plane: x (h, w) -> y (oh, ow), the mean of each clipped window. */
@@ -115,55 +240,84 @@ static void avg_plane(const cnn_pool_desc *d, const float *restrict x, float *re
     }
 }
 
+typedef struct pool_job {
+    const cnn_pool_desc *d;
+    size_t in_plane, out_plane;
+    int full_2x2, avx2;
+    const float *x, *dy;
+    float *y, *dx;
+    int32_t *argmax;
+    const int32_t *argmax_in;
+    atomic_long bad; /* backward: 1 + a bad argmax value, 0 when none */
+} pool_job;
+
+static void forward_range(void *arg, long lo, long hi, int slot)
+{
+    (void)slot;
+    pool_job *j = arg;
+    const cnn_pool_desc *d = j->d;
+    for (long q = lo; q < hi; ++q) {
+        const float *xq = j->x + q * j->in_plane;
+        float *yq = j->y + q * j->out_plane;
+        if (d->mode == CNN_POOL_MAX && j->full_2x2)
+            max_plane_2x2(d, j->avx2, xq, yq, j->argmax + q * j->out_plane);
+        else if (d->mode == CNN_POOL_MAX)
+            max_plane(d, xq, yq, j->argmax + q * j->out_plane);
+        else if (j->full_2x2)
+            avg_plane_2x2(d, xq, yq);
+        else
+            avg_plane(d, xq, yq);
+    }
+}
+
 /* x (n, c, h, w) -> y (n, c, oh, ow); argmax (n, c, oh, ow) for max (may be
  * NULL for average). */
-cnn_status cpu_pool_forward(cnn_ctx *ctx, const cnn_pool_desc *d, const float *restrict x,
-                            float *restrict y, int32_t *restrict argmax)
+cnn_status cpu_pool_forward(cnn_ctx *ctx, const cnn_pool_desc *d, const float *x, float *y,
+                            int32_t *argmax)
 {
-    (void)ctx;
     CNN_TRY(check_desc("pool_forward", d));
     if (d->mode == CNN_POOL_MAX && !argmax)
         return cnn_set_error(CNN_ERR_VALUE, "pool_forward: max pooling needs an argmax buffer");
-    const size_t in_plane = (size_t)d->h * d->w;
-    const size_t out_plane = (size_t)d->oh * d->ow;
+    pool_job j;
+    memset(&j, 0, sizeof j);
+    j.d = d;
+    j.in_plane = (size_t)d->h * d->w;
+    j.out_plane = (size_t)d->oh * d->ow;
+    j.full_2x2 = is_full_2x2(d);
+    j.avx2 = cnn_gemm_path() == CNN_GEMM_AVX2;
+    j.x = x;
+    j.y = y;
+    j.argmax = argmax;
     const long planes = (long)d->n * d->c;
-    const int full_2x2 = is_full_2x2(d);
-    for (long q = 0; q < planes; ++q) {
-        if (d->mode == CNN_POOL_MAX && full_2x2)
-            max_plane_2x2(d, x + q * in_plane, y + q * out_plane, argmax + q * out_plane);
-        else if (d->mode == CNN_POOL_MAX)
-            max_plane(d, x + q * in_plane, y + q * out_plane, argmax + q * out_plane);
-        else
-            avg_plane(d, x + q * in_plane, y + q * out_plane);
-    }
+    cnn_cpu_parallel(cnn_cpu_parts(ctx, planes, (double)(j.in_plane + j.out_plane),
+                                   CNN_GRAIN_ELEMENTS),
+                     planes, forward_range, &j);
     return CNN_OK;
 }
 
-/* dy (n, c, oh, ow), argmax (n, c, oh, ow) (max only) -> dx (n, c, h, w),
- * overwritten. */
-cnn_status cpu_pool_backward(cnn_ctx *ctx, const cnn_pool_desc *d, const float *restrict dy,
-                             const int32_t *restrict argmax, float *restrict dx)
+static void backward_range(void *arg, long lo, long hi, int slot)
 {
-    (void)ctx;
-    CNN_TRY(check_desc("pool_backward", d));
-    if (d->mode == CNN_POOL_MAX && !argmax)
-        return cnn_set_error(CNN_ERR_VALUE, "pool_backward: max pooling needs an argmax buffer");
-    const size_t in_plane = (size_t)d->h * d->w;
-    const size_t out_plane = (size_t)d->oh * d->ow;
-    const long planes = (long)d->n * d->c;
-    for (long q = 0; q < planes; ++q) {
-        const float *restrict g = dy + q * out_plane;
-        float *restrict dxq = dx + q * in_plane;
+    (void)slot;
+    pool_job *j = arg;
+    const cnn_pool_desc *d = j->d;
+    const size_t in_plane = j->in_plane, out_plane = j->out_plane;
+    for (long q = lo; q < hi; ++q) {
+        const float *restrict g = j->dy + q * out_plane;
+        float *restrict dxq = j->dx + q * in_plane;
+        if (d->mode == CNN_POOL_AVG && j->full_2x2) {
+            avg_backward_2x2(d, g, dxq);
+            continue;
+        }
         memset(dxq, 0, in_plane * sizeof(float));
         if (d->mode == CNN_POOL_MAX) {
-            const int32_t *restrict am = argmax + q * out_plane;
+            const int32_t *restrict am = j->argmax_in + q * out_plane;
             for (size_t o = 0; o < out_plane; ++o) {
                 const int32_t a = am[o];
                 if (a < 0) continue; /* empty window */
-                if ((size_t)a >= in_plane)
-                    return cnn_set_error(CNN_ERR_VALUE,
-                                         "pool_backward: argmax %d outside a %dx%d plane",
-                                         (int)a, d->h, d->w);
+                if ((size_t)a >= in_plane) {
+                    atomic_store(&j->bad, 1L + a);
+                    return;
+                }
                 dxq[a] += g[o];
             }
         } else {
@@ -177,11 +331,39 @@ cnn_status cpu_pool_backward(cnn_ctx *ctx, const cnn_pool_desc *d, const float *
                     const float share = g[r * d->ow + s] / (float)((r1 - r0) * (c1 - c0));
                     for (int i = r0; i < r1; ++i) {
                         float *restrict xr = dxq + (size_t)i * d->w;
-                        for (int j = c0; j < c1; ++j) xr[j] += share;
+                        for (int c = c0; c < c1; ++c) xr[c] += share;
                     }
                 }
             }
         }
     }
+}
+
+/* dy (n, c, oh, ow), argmax (n, c, oh, ow) (max only) -> dx (n, c, h, w),
+ * overwritten. */
+cnn_status cpu_pool_backward(cnn_ctx *ctx, const cnn_pool_desc *d, const float *dy,
+                             const int32_t *argmax, float *dx)
+{
+    CNN_TRY(check_desc("pool_backward", d));
+    if (d->mode == CNN_POOL_MAX && !argmax)
+        return cnn_set_error(CNN_ERR_VALUE, "pool_backward: max pooling needs an argmax buffer");
+    pool_job j;
+    memset(&j, 0, sizeof j);
+    j.d = d;
+    j.in_plane = (size_t)d->h * d->w;
+    j.out_plane = (size_t)d->oh * d->ow;
+    j.full_2x2 = is_full_2x2(d);
+    j.dy = dy;
+    j.dx = dx;
+    j.argmax_in = argmax;
+    atomic_init(&j.bad, 0L);
+    const long planes = (long)d->n * d->c;
+    cnn_cpu_parallel(cnn_cpu_parts(ctx, planes, (double)(j.in_plane + j.out_plane),
+                                   CNN_GRAIN_ELEMENTS),
+                     planes, backward_range, &j);
+    const long bad = atomic_load(&j.bad);
+    if (bad)
+        return cnn_set_error(CNN_ERR_VALUE, "pool_backward: argmax %ld outside a %dx%d plane",
+                             bad - 1, d->h, d->w);
     return CNN_OK;
 }

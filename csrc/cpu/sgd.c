@@ -1,32 +1,49 @@
 /* sgd.c: one SGD step for the cpu engine, in Keras's form:
  *   momentum 0: p -= lr g;
  *   else v = momentum v - lr g, then p += v, or with nesterov
- *   p += momentum v - lr g. */
+ *   p += momentum v - lr g.
+ * Elementwise: the omp engine cuts the block into ranges, one per thread. */
 #include "cpu.h"
 
-/* p, g, velocity: (count); velocity is unused (may be NULL) without momentum */
-cnn_status cpu_sgd_step(cnn_ctx *ctx, const cnn_optimizer_desc *o, size_t count,
-                        float *restrict p, const float *restrict g, float *restrict velocity)
+typedef struct sgd_job {
+    float lr, mom;
+    int nesterov;
+    float *p, *velocity;
+    const float *g;
+} sgd_job;
+
+static void sgd_range(void *arg, long lo, long hi, int slot)
 {
-    (void)ctx;
-    const float lr = o->lr, mom = o->momentum;
+    (void)slot;
+    const sgd_job *j = arg;
+    float *restrict p = j->p, *restrict velocity = j->velocity;
+    const float *restrict g = j->g;
+    const float lr = j->lr, mom = j->mom;
     if (mom == 0.0f) {
-        for (size_t i = 0; i < count; ++i) p[i] -= lr * g[i];
-        return CNN_OK;
-    }
-    if (!velocity) return cnn_set_error(CNN_ERR_VALUE, "sgd: momentum without a velocity buffer");
-    if (o->nesterov) {
-        for (size_t i = 0; i < count; ++i) {
+        for (long i = lo; i < hi; ++i) p[i] -= lr * g[i];
+    } else if (j->nesterov) {
+        for (long i = lo; i < hi; ++i) {
             const float vi = mom * velocity[i] - lr * g[i];
             velocity[i] = vi;
             p[i] += mom * vi - lr * g[i];
         }
     } else {
-        for (size_t i = 0; i < count; ++i) {
+        for (long i = lo; i < hi; ++i) {
             const float vi = mom * velocity[i] - lr * g[i];
             velocity[i] = vi;
             p[i] += vi;
         }
     }
+}
+
+/* p, g, velocity: (count); velocity is unused (may be NULL) without momentum */
+cnn_status cpu_sgd_step(cnn_ctx *ctx, const cnn_optimizer_desc *o, size_t count, float *p,
+                        const float *g, float *velocity)
+{
+    if (o->momentum != 0.0f && !velocity)
+        return cnn_set_error(CNN_ERR_VALUE, "sgd: momentum without a velocity buffer");
+    sgd_job j = {o->lr, o->momentum, o->nesterov, p, velocity, g};
+    cnn_cpu_parallel(cnn_cpu_parts(ctx, (long)count, 2.0, CNN_GRAIN_ELEMENTS), (long)count,
+                     sgd_range, &j);
     return CNN_OK;
 }
