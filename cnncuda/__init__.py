@@ -12,8 +12,22 @@ A Keras script runs after changing its imports::
 """
 import os
 
-from . import _C
-from ._C import CudaError, EngineUnavailableError
+# The omp engine's threads wait for work by spinning, then sleep. libgomp reads
+# how long they spin once, when _C loads it; its default (300,000 turns, some
+# milliseconds) made a 2-core machine shared with other busy processes run
+# LeNet-5 on omp:2 ten to sixty times slower than on one thread, while 10,000
+# turns cost nothing measurable when the cores are free (BENCHMARKS.md). So,
+# unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is set, _C's libgomp gets 10,000;
+# the variable is removed again, so a library loaded later keeps its default.
+_SPIN = "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ
+if _SPIN:
+    os.environ["GOMP_SPINCOUNT"] = "10000"
+try:
+    from . import _C
+finally:
+    if _SPIN:
+        del os.environ["GOMP_SPINCOUNT"]
+from ._C import CudaError, EngineUnavailableError  # noqa: E402
 
 __version__ = "0.1.0"
 
