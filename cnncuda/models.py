@@ -630,7 +630,12 @@ def load_model(filepath, compile=True, device=None, custom_objects=None):
     if custom_objects:
         raise ValueError("custom_objects: expected None (cnncuda has no custom layers), got %r"
                          % (custom_objects,))
+    if device is not None:
+        config.engine_for(device)     # the caller's argument: its error is not the file's
     header, weights, slots = saving.read_model_file(filepath)
+    # The checksum proves the file whole, not its contents sound (a file of
+    # another program, or forged): whatever in it the layers, set_weights or
+    # compile refuse is a corrupted file too.
     try:
         if header.get("kind") != "model":
             raise saving.ModelFileError("%s: holds only weights (save_weights); build the model "
@@ -641,17 +646,24 @@ def load_model(filepath, compile=True, device=None, custom_objects=None):
             model.add(InputLayer(input_shape=tuple(spec["input_shape"]), name="_input"))
         for entry in spec["layers"]:
             model.add(deserialize(entry))
-    except (KeyError, TypeError) as err:
-        raise saving.ModelFileError("%s: corrupted cnncuda model file: bad architecture (%s)"
-                                    % (filepath, err)) from None
-    if weights:
-        model.set_weights(weights)
+        if weights:
+            model.set_weights(weights)
+    except saving.ModelFileError:
+        raise
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as err:
+        raise saving.ModelFileError("%s: corrupted cnncuda model file: bad architecture or "
+                                    "weights (%s)" % (filepath, err)) from None
     info = header.get("compile")
     if compile and info:
-        model.compile(optimizer=optimizers.from_config(info["optimizer"]["class_name"],
-                                                       info["optimizer"]["config"]),
-                      loss=losses.from_config(info["loss"]["class_name"], info["loss"]["config"]),
-                      metrics=list(info.get("metrics") or []), device=device)
+        try:
+            model.compile(optimizer=optimizers.from_config(info["optimizer"]["class_name"],
+                                                           info["optimizer"]["config"]),
+                          loss=losses.from_config(info["loss"]["class_name"],
+                                                  info["loss"]["config"]),
+                          metrics=list(info.get("metrics") or []), device=device)
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as err:
+            raise saving.ModelFileError("%s: corrupted cnncuda model file: bad compile settings "
+                                        "(%s)" % (filepath, err)) from None
         if header.get("optimizer_state") is not None:
             model._restore_optimizer_state(header["optimizer_state"], slots, filepath)
     return model
