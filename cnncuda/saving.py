@@ -22,6 +22,7 @@ trusts anything, and raises ModelFileError saying which failed.
 """
 import hashlib
 import json
+import math
 import os
 import struct
 import tempfile
@@ -119,11 +120,13 @@ def read_model_file(path):
                            for entry in state.get("slots", [])]
         if any(d < 0 for s in shapes + [s for e in slot_shapes for s in e] for d in s):
             raise ValueError("a negative dimension")
-    except (ValueError, KeyError, TypeError, AttributeError) as err:
+        if any(d >= 2**31 for s in shapes + [s for e in slot_shapes for s in e] for d in s):
+            raise ValueError("a dimension of 2**31 or more")
+    except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as err:
         raise ModelFileError("%s: corrupted cnncuda model file: unreadable header (%s)"
                              % (path, err)) from None
     flat_slots = [s for entry in slot_shapes for s in entry]
-    sizes = [int(np.prod(s, dtype=np.int64)) * 4 for s in shapes + flat_slots]
+    sizes = [math.prod(s) * 4 for s in shapes + flat_slots]     # Python ints: no overflow
     expected = end_header + sum(sizes) + _DIGEST
     if len(data) < expected:
         raise ModelFileError("%s: truncated cnncuda model file: expected %d bytes, found %d"
