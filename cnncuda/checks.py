@@ -100,15 +100,33 @@ def _as_array(value, arg):
     return array
 
 
+# The smallest magnitude that becomes infinity in float32, which the engines
+# compute in: (2 - 2**-24) * 2**127.
+_F32_OVERFLOW = 3.4028235677973366e38
+
+
 def _first_bad(array):
-    """(flat index, value) of the first NaN or infinity, or None."""
-    if array.dtype.kind != "f":
+    """(flat index, what it is) of the first value that is NaN, infinite, or
+    becomes infinite in float32 (1e300 in float64), or None. Checked here so
+    that fit refuses such validation data before it trains, not after."""
+    if array.dtype.kind != "f" or array.size == 0:
         return None
-    finite = np.isfinite(array)
-    if finite.all():
+    wide = array.dtype.itemsize > 4
+    low, high = array.min(), array.max()           # NaN comes through both
+    if np.isfinite(low) and np.isfinite(high) and (
+            not wide or (-_F32_OVERFLOW < low and high < _F32_OVERFLOW)):
         return None
-    index = int(np.argmin(finite.reshape(-1)))
-    return index, array.reshape(-1)[index]
+    bad = ~np.isfinite(array)
+    if wide:
+        with np.errstate(invalid="ignore"):
+            bad |= np.abs(array) >= _F32_OVERFLOW
+    index = int(np.argmax(bad.reshape(-1)))
+    value = array.reshape(-1)[index]
+    if np.isnan(value):
+        return index, "NaN"
+    if np.isinf(value):
+        return index, "infinity"
+    return index, "%g (infinity in float32)" % value
 
 
 def check_x(x, input_shape, arg="x", allow_empty=False):
@@ -122,7 +140,7 @@ def check_x(x, input_shape, arg="x", allow_empty=False):
     bad = _first_bad(array)
     if bad is not None:
         raise ValueError("%s: expected finite values, got %s at flat index %d"
-                         % (arg, "NaN" if np.isnan(bad[1]) else "infinity", bad[0]))
+                         % (arg, bad[1], bad[0]))
     return array
 
 
@@ -155,6 +173,6 @@ def check_targets(y, n, loss_kind, classes, arg="y"):
     bad = _first_bad(array)
     if bad is not None:
         raise ValueError("%s: expected finite values, got %s at flat index %d"
-                         % (arg, "NaN" if np.isnan(bad[1]) else "infinity", bad[0]))
+                         % (arg, bad[1], bad[0]))
     return array
 

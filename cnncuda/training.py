@@ -198,6 +198,7 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
                              "`validation_split=%r`. Either provide more data, or a different "
                              "value for the `validation_split` argument." % (len(x), split))
         x, y, validation = x[:split_at], y[:split_at], (x[split_at:], y[split_at:])
+    batch = min(batch, len(x))      # as Keras: a batch_size past the data is one batch of it all
     device = config.resolve_device(model._device)
     net = model._get_net(device, "train", batch)
     net.set_data(x, y)
@@ -216,7 +217,16 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
         callbacks.on_epoch_begin(epoch)
         order = model._shuffle_rng.permutation(n) if shuffle else np.arange(n)
         net.set_order(order)
-        logs, _ = _train_epoch(model, net, n, batch, steps, callbacks, bar, per_batch)
+        try:
+            logs, _ = _train_epoch(model, net, n, batch, steps, callbacks, bar, per_batch)
+        except BaseException:
+            # Ctrl-C or an error in a callback: drop the cut epoch's loss and
+            # accuracy sums, or the next fit's first epoch would count them
+            try:
+                net.read_sums()
+            except Exception:
+                pass
+            raise
         if validation is not None:
             callbacks.on_test_begin()
             loss_sum, correct = _evaluate_loop(model, net, validation[0], validation[1],
@@ -270,7 +280,8 @@ def predict(model, x, batch_size, verbose, steps, callbacks):
         raise ValueError("x: expected an array of samples, got None")
     model._build_from_data(x)
     x = check_x(x, model.input_shape[1:], "x", allow_empty=True)
-    net = model._get_net(config.resolve_device(model._device), "predict", batch)
+    net = model._get_net(config.resolve_device(model._device), "predict",
+                         min(batch, max(len(x), 1)))
     n = len(x)
     total_steps = max(1, math.ceil(n / batch))
     cbs = CallbackList(user_callbacks, model, {"verbose": verbose, "epochs": 1,

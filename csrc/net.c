@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cnn.h"
 
@@ -78,22 +79,31 @@ struct cnn_net {
 
     int n_weights;
     cnn_weight_info *weights;
+
+    int counting;   /* net_alloc only adds up bytes in planned (cnn_net_create) */
+    size_t planned;
 };
 
 /* ------------------------------------------------------------ shapes */
 
+/* In 64 bits: a kernel or stride near INT_MAX must not overflow. */
 static int out_size(int in, int k, int s, int same, int *pad_before)
 {
     if (same) {
-        int out = (in + s - 1) / s;
-        int total = (out - 1) * s + k - in;
+        int64_t out = ((int64_t)in + s - 1) / s;
+        int64_t total = (out - 1) * s + k - in;
         if (total < 0) total = 0;
-        *pad_before = total / 2;
-        return out;
+        *pad_before = (int)(total / 2);
+        return (int)out;
     }
     *pad_before = 0;
     return in < k ? 0 : (in - k) / s + 1;
 }
+
+/* Every weight, and a convolution's column height c*kh*kw, must fit the
+ * kernels' int sizes. Counted in double: the product of three ints can
+ * overflow 64 bits. */
+#define CNN_MAX_COUNT ((double)INT32_MAX)
 
 static const char *kind_name(int kind)
 {
@@ -143,6 +153,12 @@ static cnn_status plan_layer(cnn_net *net, int i, size_t *n_params, size_t *n_st
             if (s->units < 1)
                 return cnn_set_error(CNN_ERR_VALUE, "layer %d (conv2d): filters must be >= 1, got %d",
                                      i, s->units);
+            if ((double)s->units * L->in_c * s->kh * s->kw > CNN_MAX_COUNT)
+                return cnn_set_error(CNN_ERR_VALUE,
+                                     "layer %d (conv2d): a %dx%d kernel over %d channels with %d "
+                                     "filters has %.0f weights, more than %d",
+                                     i, s->kh, s->kw, L->in_c, s->units,
+                                     (double)s->units * L->in_c * s->kh * s->kw, INT32_MAX);
             L->out_c = s->units;
             L->conv = (cnn_conv_desc){.c = L->in_c, .h = L->in_h, .w = L->in_w, .f = s->units,
                                       .kh = s->kh, .kw = s->kw, .sh = s->sh, .sw = s->sw,
@@ -176,6 +192,11 @@ static cnn_status plan_layer(cnn_net *net, int i, size_t *n_params, size_t *n_st
         if (s->units < 1)
             return cnn_set_error(CNN_ERR_VALUE, "layer %d (dense): units must be >= 1, got %d", i,
                                  s->units);
+        if ((double)L->in_c * s->units > CNN_MAX_COUNT)
+            return cnn_set_error(CNN_ERR_VALUE,
+                                 "layer %d (dense): %d inputs times %d units is %.0f weights, "
+                                 "more than %d",
+                                 i, L->in_c, s->units, (double)L->in_c * s->units, INT32_MAX);
         L->out_c = s->units;
         L->w_off = *n_params;
         *n_params += (size_t)L->in_c * s->units;
@@ -449,6 +470,11 @@ static cnn_status initialize_weights(cnn_net *net)
 static cnn_status net_alloc(cnn_net *net, void *pp, size_t bytes)
 {
     void **p = pp;
+    if (net->counting) {
+        size_t add = bytes ? bytes : 4;
+        net->planned = add > SIZE_MAX - net->planned ? SIZE_MAX : net->planned + add;
+        return CNN_OK;
+    }
     CNN_TRY(net->be->alloc(net->ctx, p, bytes ? bytes : 4));
     return net->be->zero(net->ctx, *p, bytes ? bytes : 4);
 }
@@ -515,6 +541,64 @@ static cnn_status validate_spec(const cnn_net_spec *spec)
     return CNN_OK;
 }
 
+/* Every buffer of the net, once; while net->counting, only adds up their
+ * bytes in net->planned. */
+static cnn_status alloc_buffers(cnn_net *net, size_t largest)
+{
+    cnn_status st;
+    size_t mb = (size_t)net->max_batch;
+    const size_t F = sizeof(float);
+#define ALLOC(ptr, bytes) \
+    if ((st = net_alloc(net, &(ptr), (bytes))) != CNN_OK) return st
+    ALLOC(net->params, net->n_params * F);
+    ALLOC(net->grads, net->n_params * F);
+    if (net->opt.kind == CNN_OPT_ADAM) {
+        ALLOC(net->opt_m, net->n_params * F);
+        ALLOC(net->opt_v, net->n_params * F);
+    } else if (net->opt.momentum > 0.0f) {
+        ALLOC(net->opt_m, net->n_params * F);
+    }
+    ALLOC(net->state, net->n_state * F);
+    ALLOC(net->x_stage, mb * net->in_count * F);
+    if (net->in_rank == 4) {
+        ALLOC(net->x, mb * net->in_count * F);
+    } else {
+        net->x = net->x_stage;
+    }
+    ALLOC(net->y_stage, mb * largest * F);
+    ALLOC(net->grad_a, mb * largest * F);
+    ALLOC(net->grad_b, mb * largest * F);
+    ALLOC(net->labels, mb * sizeof(int32_t));
+    ALLOC(net->targets, mb * (size_t)net->loss.k * F);
+    ALLOC(net->sums, 2 * F);
+    ALLOC(net->run_sums, 2 * F);
+    for (int i = 0; i < net->n_layers; i++) {
+        layer *L = &net->layers[i];
+        ALLOC(L->y, mb * L->out_count * F);
+        if (L->spec.kind == CNN_LAYER_CONV2D) {
+            cnn_conv_desc d = L->conv;
+            d.n = net->max_batch;
+            ALLOC(L->ws, net->be->conv2d_workspace(&d));
+        }
+        if (L->spec.kind == CNN_LAYER_MAXPOOL) ALLOC(L->argmax, mb * L->out_count * sizeof(int32_t));
+        if (L->spec.kind == CNN_LAYER_BATCHNORM) {
+            ALLOC(L->save_mean, (size_t)L->in_c * F);
+            ALLOC(L->save_invstd, (size_t)L->in_c * F);
+        }
+    }
+#undef ALLOC
+    return CNN_OK;
+}
+
+/* The machine's physical memory in bytes when `be` keeps its buffers in
+ * host memory (cpu, omp), else 0 (a GPU engine's cudaMalloc fails cleanly). */
+static size_t host_memory_bytes(const cnn_backend *be)
+{
+    if (strcmp(be->name, "cpu") != 0 && strcmp(be->name, "omp") != 0) return 0;
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;
+}
+
 cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn_net_spec *spec,
                           cnn_net **out)
 {
@@ -533,6 +617,12 @@ cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn
     net->in_h = spec->in_h ? spec->in_h : 1;
     net->in_w = spec->in_w ? spec->in_w : 1;
     net->in_c = spec->in_c;
+    if ((double)spec->max_batch * net->in_h * net->in_w * net->in_c > CNN_MAX_COUNT) {
+        st = cnn_set_error(CNN_ERR_VALUE,
+                           "input: max_batch %d times %.0f values per sample is too large",
+                           spec->max_batch, (double)net->in_h * net->in_w * net->in_c);
+        goto fail;
+    }
     net->in_count = (size_t)net->in_h * net->in_w * net->in_c;
     net->layers = calloc((size_t)spec->n_layers, sizeof *net->layers);
     net->weights = calloc(4 * (size_t)spec->n_layers, sizeof *net->weights);
@@ -570,48 +660,23 @@ cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn
     if ((st = backend->ctx_create(&net->ctx, num_threads)) != CNN_OK) goto fail;
     net->ctx->allow_tf32 = spec->allow_tf32;
 
-    /* every buffer, once */
-    size_t mb = (size_t)net->max_batch;
-    const size_t F = sizeof(float);
-#define ALLOC(ptr, bytes) \
-    if ((st = net_alloc(net, &(ptr), (bytes))) != CNN_OK) goto fail
-    ALLOC(net->params, n_params * F);
-    ALLOC(net->grads, n_params * F);
-    if (net->opt.kind == CNN_OPT_ADAM) {
-        ALLOC(net->opt_m, n_params * F);
-        ALLOC(net->opt_v, n_params * F);
-    } else if (net->opt.momentum > 0.0f) {
-        ALLOC(net->opt_m, n_params * F);
+    /* every buffer, once. A first pass adds up the bytes: on a host engine
+     * a network larger than the machine's memory is refused before anything
+     * is allocated (Linux would hand the memory out, then kill the process
+     * when the buffers are zeroed). */
+    net->counting = 1;
+    st = alloc_buffers(net, largest);
+    net->counting = 0;
+    if (st != CNN_OK) goto fail;
+    size_t memory = host_memory_bytes(backend);
+    if (memory && net->planned > memory) {
+        st = cnn_set_error(CNN_ERR_MEMORY,
+                           "out of memory: this network needs %zu bytes of buffers for "
+                           "max_batch %d on the %s engine, more than this machine's %zu bytes",
+                           net->planned, net->max_batch, backend->name, memory);
+        goto fail;
     }
-    ALLOC(net->state, n_state * F);
-    ALLOC(net->x_stage, mb * net->in_count * F);
-    if (net->in_rank == 4) {
-        ALLOC(net->x, mb * net->in_count * F);
-    } else {
-        net->x = net->x_stage;
-    }
-    ALLOC(net->y_stage, mb * largest * F);
-    ALLOC(net->grad_a, mb * largest * F);
-    ALLOC(net->grad_b, mb * largest * F);
-    ALLOC(net->labels, mb * sizeof(int32_t));
-    ALLOC(net->targets, mb * (size_t)net->loss.k * F);
-    ALLOC(net->sums, 2 * F);
-    ALLOC(net->run_sums, 2 * F);
-    for (int i = 0; i < net->n_layers; i++) {
-        layer *L = &net->layers[i];
-        ALLOC(L->y, mb * L->out_count * F);
-        if (L->spec.kind == CNN_LAYER_CONV2D) {
-            cnn_conv_desc d = L->conv;
-            d.n = net->max_batch;
-            ALLOC(L->ws, backend->conv2d_workspace(&d));
-        }
-        if (L->spec.kind == CNN_LAYER_MAXPOOL) ALLOC(L->argmax, mb * L->out_count * sizeof(int32_t));
-        if (L->spec.kind == CNN_LAYER_BATCHNORM) {
-            ALLOC(L->save_mean, (size_t)L->in_c * F);
-            ALLOC(L->save_invstd, (size_t)L->in_c * F);
-        }
-    }
-#undef ALLOC
+    if ((st = alloc_buffers(net, largest)) != CNN_OK) goto fail;
 
     list_weights(net);
     if ((st = initialize_weights(net)) != CNN_OK) goto fail;
@@ -1034,7 +1099,8 @@ cnn_status cnn_net_train_range(cnn_net *net, long start, long count, int batch)
 {
     if (!net->order_n) return cnn_set_error(CNN_ERR_VALUE, "train_range needs set_data and set_order first");
     CNN_TRY(check_batch(net, batch));
-    if (start < 0 || count < 1 || start + count > net->order_n)
+    /* count > order_n - start, not start + count > order_n: that may overflow */
+    if (start < 0 || count < 1 || count > net->order_n - start)
         return cnn_set_error(CNN_ERR_VALUE,
                              "train_range: expected 0 <= start and 1 <= count with start + count "
                              "<= %ld, got start %ld count %ld",

@@ -8,6 +8,7 @@
  */
 #include "binding.h"
 
+#include <limits.h>
 #include <string.h>
 
 typedef struct {
@@ -26,8 +27,30 @@ typedef struct {
 
 /* --------------------------------------------------------- spec parsing */
 
+/* v as a C int: 0, or -1 when v is not an int (no error set), -2 when it is
+ * one outside [INT_MIN, INT_MAX] (no error set): a huge Python int must be
+ * refused, not cut to its low 32 bits. */
+static int c_int(PyObject *v, int *out)
+{
+    int overflow = 0;
+    long x = PyLong_AsLongAndOverflow(v, &overflow);
+    if (x == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return -1;
+    }
+    if (overflow || x < INT_MIN || x > INT_MAX) return -2;
+    *out = (int)x;
+    return 0;
+}
+
+static void int_range_error(int layer, const char *key, PyObject *v)
+{
+    PyErr_Format(PyExc_ValueError, "layers[%d]['%s']: expected an int in [%d, %d], got %R",
+                 layer, key, INT_MIN, INT_MAX, v);
+}
+
 /* Reads dict[key] as an int (default when missing); -1 with an error set. */
-static int dict_int(PyObject *d, const char *key, long deflt, long *out, int layer)
+static int dict_int(PyObject *d, const char *key, int deflt, int *out, int layer)
 {
     PyObject *v = PyDict_GetItemString(d, key);
     if (!v) {
@@ -38,13 +61,15 @@ static int dict_int(PyObject *d, const char *key, long deflt, long *out, int lay
         *out = v == Py_True;
         return 0;
     }
-    long x = PyLong_AsLong(v);
-    if (x == -1 && PyErr_Occurred()) {
-        PyErr_Clear();
+    int r = c_int(v, out);
+    if (r == -1) {
         PyErr_Format(PyExc_TypeError, "layers[%d]['%s']: expected an int, got %R", layer, key, v);
         return -1;
     }
-    *out = x;
+    if (r == -2) {
+        int_range_error(layer, key, v);
+        return -1;
+    }
     return 0;
 }
 
@@ -75,21 +100,24 @@ static int dict_pair(PyObject *d, const char *key, int deflt0, int deflt1, int *
         *b = deflt1;
         return 0;
     }
+    int r = -1;
     if (PyLong_Check(v)) {
-        *a = *b = (int)PyLong_AsLong(v);
-        return 0;
-    }
-    if (PySequence_Check(v) && PySequence_Size(v) == 2) {
+        r = c_int(v, a);
+        *b = *a;
+    } else if (PySequence_Check(v) && PySequence_Size(v) == 2) {
         PyObject *x = PySequence_GetItem(v, 0), *y = PySequence_GetItem(v, 1);
-        long xa = x ? PyLong_AsLong(x) : -1, ya = y ? PyLong_AsLong(y) : -1;
+        if (x && y) {
+            int ra = c_int(x, a), rb = c_int(y, b);
+            r = (ra == -1 || rb == -1) ? -1 : (ra == -2 || rb == -2) ? -2 : 0;
+        }
         Py_XDECREF(x);
         Py_XDECREF(y);
-        if (!PyErr_Occurred()) {
-            *a = (int)xa;
-            *b = (int)ya;
-            return 0;
-        }
-        PyErr_Clear();
+    }
+    PyErr_Clear(); /* a failed PySequence_Size or GetItem: reported below */
+    if (r == 0) return 0;
+    if (r == -2) {
+        int_range_error(layer, key, v);
+        return -1;
     }
     PyErr_Format(PyExc_TypeError, "layers[%d]['%s']: expected an int or a pair of ints, got %R",
                  layer, key, v);
@@ -127,7 +155,7 @@ static int parse_layer(PyObject *d, int i, cnn_layer_spec *s)
                      i, kind ? kind : Py_None);
         return -1;
     }
-    long units, use_bias;
+    int units, use_bias;
     double rate, momentum, epsilon;
     if (dict_int(d, "units", 0, &units, i) < 0 || dict_int(d, "use_bias", 1, &use_bias, i) < 0)
         return -1;
@@ -150,6 +178,17 @@ static int parse_layer(PyObject *d, int i, cnn_layer_spec *s)
         return -1;
     }
     s->activation = 0;
+    PyObject *fused = PyDict_GetItemString(d, "activation");
+    if ((s->kind == CNN_LAYER_CONV2D || s->kind == CNN_LAYER_DENSE) && fused &&
+        fused != Py_None &&
+        (!PyUnicode_Check(fused) || PyUnicode_CompareWithASCIIString(fused, "linear") != 0)) {
+        /* not ignored: the layer would run without it */
+        PyErr_Format(PyExc_ValueError,
+                     "layers[%d]['activation']: a %s layer takes none (add an activation "
+                     "layer after it), got %R",
+                     i, layer_kinds[s->kind], fused);
+        return -1;
+    }
     if (s->kind == CNN_LAYER_ACTIVATION) {
         PyObject *act = PyDict_GetItemString(d, "activation");
         s->activation = name_index(act, activations, 5);
@@ -161,7 +200,7 @@ static int parse_layer(PyObject *d, int i, cnn_layer_spec *s)
             return -1;
         }
     }
-    s->units = (int)units;
+    s->units = units;
     s->use_bias = use_bias != 0;
     s->rate = (float)rate;
     s->momentum = (float)momentum;
@@ -264,13 +303,14 @@ static int Net_init(NetObject *self, PyObject *args, PyObject *kwds)
         if (dims[i] == -1 && PyErr_Occurred()) break;
     }
     Py_DECREF(shape);
+    int too_big = dims[0] > INT_MAX || dims[1] > INT_MAX || dims[2] > INT_MAX;
     if (PyErr_Occurred() || (rank != 3 && rank != 1) || dims[0] < 1 ||
-        (rank == 3 && (dims[1] < 1 || dims[2] < 1))) {
+        (rank == 3 && (dims[1] < 1 || dims[2] < 1)) || too_big) {
         PyErr_Clear();
         PyErr_Format(PyExc_ValueError,
                      "input_shape: expected (height, width, channels) or (features,) of "
-                     "positive ints, got %R",
-                     input_shape);
+                     "positive ints (at most %d), got %R",
+                     INT_MAX, input_shape);
         return -1;
     }
     if (rank == 3) {
@@ -344,6 +384,17 @@ static int ready(NetObject *self)
                         "this Net is already running a call on another thread");
         return 0;
     }
+    return 1;
+}
+
+/* ready(), then marks the Net busy for a call that releases the GIL. A
+ * method checks ready() first and again here, just before the core runs:
+ * NumPy may release the GIL while it converts the arguments, and another
+ * thread may have started a call on this Net meanwhile. */
+static int claim(NetObject *self)
+{
+    if (!ready(self)) return 0;
+    self->busy = 1;
     return 1;
 }
 
@@ -472,7 +523,12 @@ static PyObject *run_loss_call(NetObject *self, PyObject *args, loss_call what)
     float loss = 0.0f, correct = 0.0f;
     double dloss = 0.0, dcorrect = 0.0;
     cnn_status st;
-    self->busy = 1;
+    if (!claim(self)) {
+        Py_DECREF(x);
+        Py_XDECREF(labels);
+        Py_XDECREF(targets);
+        return NULL;
+    }
     Py_BEGIN_ALLOW_THREADS
     if (what == TRAIN)
         st = cnn_net_train_batch(self->net, (int)n, xp, lp, tp, &loss, &correct);
@@ -513,9 +569,11 @@ static PyObject *Net_apply_gradients(NetObject *self, PyObject *noargs)
     (void)noargs;
     if (!ready(self)) return NULL;
     cnn_status st;
+    self->busy = 1; /* the GIL is released: another thread must find the Net busy */
     Py_BEGIN_ALLOW_THREADS
     st = cnn_net_apply_gradients(self->net);
     Py_END_ALLOW_THREADS
+    self->busy = 0;
     if (st != CNN_OK) return cnn_raise_status(st);
     Py_RETURN_NONE;
 }
@@ -535,7 +593,11 @@ static PyObject *run_output_call(NetObject *self, PyObject *xo, int predict, int
     cnn_status st;
     const float *xp = PyArray_DATA(x);
     float *yp = PyArray_DATA((PyArrayObject *)y);
-    self->busy = 1;
+    if (!claim(self)) {
+        Py_DECREF(x);
+        Py_DECREF(y);
+        return NULL;
+    }
     Py_BEGIN_ALLOW_THREADS
     st = predict ? cnn_net_predict(self->net, (long)n, xp, yp)
                  : cnn_net_forward(self->net, (int)n, xp, training, yp);
@@ -591,7 +653,11 @@ static PyObject *Net_backward(NetObject *self, PyObject *args)
     cnn_status st;
     const float *dyp = PyArray_DATA(dy);
     float *dxp = PyArray_DATA((PyArrayObject *)dx);
-    self->busy = 1;
+    if (!claim(self)) {
+        Py_DECREF(dy);
+        Py_DECREF(dx);
+        return NULL;
+    }
     Py_BEGIN_ALLOW_THREADS
     st = cnn_net_backward(self->net, (int)n, dyp, dxp);
     Py_END_ALLOW_THREADS
@@ -627,8 +693,13 @@ static PyObject *Net_set_data(NetObject *self, PyObject *args)
     const int32_t *lp = labels ? PyArray_DATA(labels) : NULL;
     const float *tp = targets ? PyArray_DATA(targets) : NULL;
     cnn_status st;
+    if (!claim(self)) {
+        Py_DECREF(x);
+        Py_XDECREF(labels);
+        Py_XDECREF(targets);
+        return NULL;
+    }
     self->data_n = 0; /* the core drops the old data first */
-    self->busy = 1;
     Py_BEGIN_ALLOW_THREADS
     st = cnn_net_set_data(self->net, (long)n, xp, lp, tp);
     Py_END_ALLOW_THREADS
@@ -657,8 +728,10 @@ static PyObject *Net_set_order(NetObject *self, PyObject *arg)
         PyErr_SetString(PyExc_TypeError, "order: expected an integer array");
         return NULL;
     }
-    PyArrayObject *order = (PyArrayObject *)PyArray_FROM_OTF((PyObject *)any, NPY_INT64,
-                                                             NPY_ARRAY_IN_ARRAY);
+    /* forced: uint64 indices are fine too (past 2**63 they turn negative and
+     * are refused below) */
+    PyArrayObject *order = (PyArrayObject *)PyArray_FROM_OTF(
+        (PyObject *)any, NPY_INT64, NPY_ARRAY_IN_ARRAY | NPY_ARRAY_FORCECAST);
     Py_DECREF(any);
     if (!order) return NULL;
     npy_intp want[1] = {self->data_n};
@@ -685,6 +758,10 @@ static PyObject *Net_set_order(NetObject *self, PyObject *arg)
         dst[i] = (int32_t)src[i];
     }
     Py_DECREF(order);
+    if (!ready(self)) { /* NumPy may have released the GIL while converting */
+        Py_DECREF(o32);
+        return NULL;
+    }
     cnn_status st = cnn_net_set_order(self->net, dst);
     Py_DECREF(o32);
     if (st != CNN_OK) return cnn_raise_status(st);
@@ -716,9 +793,11 @@ static PyObject *Net_read_sums(NetObject *self, PyObject *args, PyObject *kwds)
         return NULL;
     double loss, correct;
     cnn_status st;
+    self->busy = 1;
     Py_BEGIN_ALLOW_THREADS
     st = cnn_net_read_sums(self->net, reset, &loss, &correct);
     Py_END_ALLOW_THREADS
+    self->busy = 0;
     if (st != CNN_OK) return cnn_raise_status(st);
     return Py_BuildValue("(dd)", loss, correct);
 }
@@ -799,6 +878,7 @@ static PyObject *Net_set_weights(NetObject *self, PyObject *arg)
             cnn_check_finite(arrays[i], name) < 0)
             goto done;
     }
+    if (!ready(self)) goto done; /* NumPy may have released the GIL while converting */
     for (int i = 0; i < count; i++) {
         cnn_status st = cnn_net_set_weight(self->net, i, PyArray_DATA(arrays[i]));
         if (st != CNN_OK) {
@@ -914,6 +994,7 @@ static PyObject *Net_set_optimizer_state(NetObject *self, PyObject *state)
         }
         t++;
     }
+    if (!ready(self)) goto done; /* NumPy may have released the GIL while converting */
     t = 0;
     for (int i = 0; i < count; i++) {
         if (!cnn_net_weight(self->net, i)->trainable) continue;
