@@ -172,21 +172,35 @@ def test_models_on_cpu_match_the_numpy_engine(recipe):
         assert str(err)
         event("refused: %s" % type(err).__name__)
         return
+    if not cpu.built:                   # input_shape=None: it would build from its first data
+        event("not built")
+        return
+    try:
+        weights = cpu.get_weights()     # the engine network is built on first use
+    except CLEAN as err:                # (units=2**31 passes Keras's checks, not the engine's)
+        assert str(err)
+        event("refused by the engine: %s" % type(err).__name__)
+        return
     event("compiled")
     ref = build_model(recipe, compile_kw, seed, "numpy")
     x, y = data_for(cpu, n, data_seed)
-    for a, b in zip(cpu.get_weights(), ref.get_weights(), strict=True):
+    for a, b in zip(weights, ref.get_weights(), strict=True):
         assert np.array_equal(a, b), "the same seed gave other initial weights"
     got, want = cpu.predict(x, verbose=0), ref.predict(x, verbose=0)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * scale_of(want))
-    np.testing.assert_allclose(cpu.evaluate(x, y, verbose=0), ref.evaluate(x, y, verbose=0),
-                               rtol=1e-4, atol=1e-5)
+    got, want = (np.atleast_1d(m.evaluate(x, y, verbose=0)) for m in (cpu, ref))
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-5)       # the loss
+    np.testing.assert_allclose(got[1:], want[1:], atol=1.0 / n + 1e-6)      # accuracy (ties)
     batch = max(1, n // 2)
     h_cpu = cpu.fit(x, y, batch_size=batch, epochs=1, verbose=0).history
     h_ref = ref.fit(x, y, batch_size=batch, epochs=1, verbose=0).history
     assert sorted(h_cpu) == sorted(h_ref)
     for key in h_cpu:
-        np.testing.assert_allclose(h_cpu[key], h_ref[key], rtol=1e-3, atol=1e-4)
+        # accuracy counts argmax (or p > 0.5) hits: a near tie (a batch of one
+        # through batch normalization gives logits equal to the biases) may
+        # fall either way in float32 and float64, one sample at most here
+        atol = 1.0 / n + 1e-6 if "acc" in key else 1e-4
+        np.testing.assert_allclose(h_cpu[key], h_ref[key], rtol=1e-3, atol=atol)
     opt = compile_kw["optimizer"]
     lr = compile_kw["lr"] if opt in ("Adam", "SGD") else {"adam": 1e-3, "sgd": 0.01}[opt]
     # Adam's first steps are about lr * sign(gradient): a gradient of
