@@ -14,6 +14,7 @@
 #ifndef CNN_H
 #define CNN_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -141,6 +142,38 @@ typedef struct cnn_optimizer_desc {
     int nesterov;                  /* SGD */
 } cnn_optimizer_desc;
 
+/* b^t for t >= 0 by repeated squaring: multiplications only, so host and
+ * device give the same bits (no library pow, no fused multiply-add). */
+static inline CNN_HD double cnn_pow_int(double b, int64_t t)
+{
+    double r = 1.0;
+    while (t > 0) {
+        if (t & 1) r *= b;
+        b *= b;
+        t >>= 1;
+    }
+    return r;
+}
+/* Adam's step size at step t (from 1), Keras's form, in double then float:
+ * lr sqrt(1 - beta_2^t) / (1 - beta_1^t). Every engine computes it here. */
+static inline CNN_HD float cnn_adam_lr_t(float lr, float beta_1, float beta_2, int64_t t)
+{
+    const double c2 = 1.0 - cnn_pow_int((double)beta_2, t);
+    const double c1 = 1.0 - cnn_pow_int((double)beta_1, t);
+    return (float)((double)lr * sqrt(c2) / c1);
+}
+
+/* The Net's counters, in backend memory (so that a GPU step reads them
+ * there and can be recorded once and replayed): a training step reads them
+ * instead of taking them as arguments. */
+enum {
+    CNN_COUNT_POSITION = 0, /* train_range: the next row of the order */
+    CNN_COUNT_FORWARDS = 1, /* training forwards begun */
+    CNN_COUNT_MASK = 2,     /* dropout: the number of the last training forward */
+    CNN_COUNT_STEPS = 3,    /* optimizer steps taken */
+    CNN_COUNTERS = 4
+};
+
 /* ------------------------------------------------------- the backend table
  * Every pointer below that names a buffer is memory of the backend (host
  * memory for cpu, device memory for cuda); `host` pointers are named so.
@@ -239,11 +272,15 @@ struct cnn_backend {
 
     /* inverted dropout over x (n, c, h, w) (h = w = 1 for (n, c)): element
      * (i, ch, r, s) is kept when cnn_uniform(key, ((i*h + r)*w + s)*c + ch)
-     * >= rate (the Keras NHWC index), and kept values scale by 1/(1 - rate). */
+     * >= rate (the Keras NHWC index), and kept values scale by 1/(1 - rate).
+     * key = cnn_rng_key(seed, *forward): forward is backend memory (the
+     * Net's CNN_COUNT_MASK counter), read when the op runs. */
     cnn_status (*dropout_forward)(cnn_ctx *ctx, int n, int c, int h, int w, float rate,
-                                  uint64_t key, const float *x, float *y);
+                                  uint64_t seed, const int64_t *forward, const float *x,
+                                  float *y);
     cnn_status (*dropout_backward)(cnn_ctx *ctx, int n, int c, int h, int w, float rate,
-                                   uint64_t key, const float *dy, float *dx);
+                                   uint64_t seed, const int64_t *forward, const float *dy,
+                                   float *dx);
 
     /* batch normalization. Training uses the batch's mean and biased
      * variance and updates moving = moving * momentum + batch * (1 - momentum);
@@ -276,16 +313,38 @@ struct cnn_backend {
                                         float *dy,             /* (n, k) or NULL */
                                         float *sums);          /* (2), accumulated */
 
-    /* dst row i = src row idx[i] for i < count; rows of row_bytes bytes;
-     * idx is backend memory */
-    cnn_status (*gather_rows)(cnn_ctx *ctx, const int32_t *idx, int count, size_t row_bytes,
-                              const void *src, void *dst);
+    /* dst row i = src row order[*position + i] for i < count; rows of
+     * row_bytes bytes; order and position are backend memory, position read
+     * when the op runs (the Net checks that the rows exist) */
+    cnn_status (*gather_rows)(cnn_ctx *ctx, const int32_t *order, const int64_t *position,
+                              int count, size_t row_bytes, const void *src, void *dst);
 
-    /* optimizers over a flat block of count parameters; step counts from 1 */
-    cnn_status (*adam_step)(cnn_ctx *ctx, const cnn_optimizer_desc *o, long step,
+    /* the Net's counters (backend memory, CNN_COUNTERS of them): when
+     * `forward`, counters[MASK] = counters[FORWARDS]++; then counters[STEPS]
+     * += steps and counters[POSITION] += rows */
+    cnn_status (*advance_counters)(cnn_ctx *ctx, int64_t *counters, int forward, int steps,
+                                   long rows);
+
+    /* optimizers over a flat block of count parameters. Adam's step t =
+     * *step (backend memory, counting from 1; the Net checks it), read when
+     * the op runs; its step size is cnn_adam_lr_t. */
+    cnn_status (*adam_step)(cnn_ctx *ctx, const cnn_optimizer_desc *o, const int64_t *step,
                             size_t count, float *p, const float *g, float *m, float *v);
     cnn_status (*sgd_step)(cnn_ctx *ctx, const cnn_optimizer_desc *o, size_t count,
                            float *p, const float *g, float *velocity);
+
+    /* Optional (NULL in the host engines). Recording: the work the Net
+     * queues between capture_begin and capture_end is not run but recorded
+     * (a CUDA graph), then run `times` times over by replay; nothing may
+     * read back to the host in between. */
+    cnn_status (*capture_begin)(cnn_ctx *ctx);
+    cnn_status (*capture_end)(cnn_ctx *ctx, void **recording); /* ends it even on error */
+    cnn_status (*replay)(cnn_ctx *ctx, void *recording, long times);
+    void (*recording_free)(cnn_ctx *ctx, void *recording);
+    /* Timing on the engine's clock: mark(0) and mark(1) around queued work;
+     * elapsed waits for mark 1 and gives the seconds between the two. */
+    cnn_status (*timer_mark)(cnn_ctx *ctx, int which);
+    cnn_status (*timer_elapsed)(cnn_ctx *ctx, double *seconds);
 };
 
 /* ------------------------------------------------------------- registry */
@@ -302,6 +361,10 @@ const char *cnn_build_summary(void);
 int cnn_cuda_device_count(void);
 /* The name of CUDA device `index` into buf; 0 on success, -1 otherwise. */
 int cnn_cuda_device_name(int index, char *buf, int len);
+/* The GPU libraries' versions, 0 where absent: v[0] the CUDA driver and
+ * v[1] the runtime (1000*major + 10*minor), v[2] cuDNN (e.g. 91400), v[3]
+ * cuBLAS (10000*major + 100*minor + patch). */
+void cnn_gpu_library_versions(long v[4]);
 
 /* ------------------------------------------------------------------ Net */
 
@@ -378,6 +441,13 @@ cnn_status cnn_net_set_order(cnn_net *net, const int32_t *order_host);
 cnn_status cnn_net_train_range(cnn_net *net, long start, long count, int batch);
 /* reads the running sums (a synchronisation point); resets them when reset. */
 cnn_status cnn_net_read_sums(cnn_net *net, int reset, double *loss_sum, double *correct);
+/* Seconds the engine spent on the last train_range, measured on its own
+ * clock (CUDA events on the GPU engines; waits for it to finish); -1 where
+ * the engine has no clock. */
+cnn_status cnn_net_range_seconds(cnn_net *net, double *seconds);
+/* Bytes of engine memory the network holds (buffers, workspaces, resident
+ * training data): device memory on the GPU engines. */
+size_t cnn_net_memory_bytes(const cnn_net *net);
 
 /* Pieces of a step, for tests and custom loops: */
 /* forward of n <= max_batch samples; training uses batch statistics, dropout

@@ -76,6 +76,15 @@ struct cnn_net {
     long steps;          /* optimizer steps taken */
     long train_forwards; /* training forwards run: keys dropout */
     int last_n;          /* batch of the last training forward, 0 if none */
+    /* (CNN_COUNTERS) the engine's copy of the counters, which a step reads
+     * (cnn.h): steps and train_forwards above are the host's, kept equal */
+    int64_t *counters;
+
+    /* GPU engines: one training step of train_range recorded (a CUDA
+     * graph) for batch `recorded_batch`, replayed for every full batch */
+    void *recording;
+    int recorded_batch;
+    int timed; /* a train_range was timed: timer_elapsed has a value */
 
     int n_weights;
     cnn_weight_info *weights;
@@ -424,8 +433,14 @@ cnn_status cnn_net_set_counters(cnn_net *net, long steps, long train_forwards)
     if (steps < 0 || train_forwards < 0)
         return cnn_set_error(CNN_ERR_VALUE, "counters must be >= 0, got steps %ld, training "
                              "forwards %ld", steps, train_forwards);
+    int64_t c[CNN_COUNTERS] = {0};
+    c[CNN_COUNT_FORWARDS] = train_forwards;
+    c[CNN_COUNT_MASK] = train_forwards > 0 ? train_forwards - 1 : 0;
+    c[CNN_COUNT_STEPS] = steps;
+    CNN_TRY(net->be->upload(net->ctx, net->counters, c, sizeof c));
     net->steps = steps;
     net->train_forwards = train_forwards;
+    net->last_n = 0; /* the mask of a pending backward is no longer known */
     return CNN_OK;
 }
 
@@ -485,6 +500,7 @@ void cnn_net_destroy(cnn_net *net)
     if (net->ctx) {
         const cnn_backend *be = net->be;
         cnn_ctx *ctx = net->ctx;
+        if (net->recording) be->recording_free(ctx, net->recording);
         for (int i = 0; net->layers && i < net->n_layers; i++) {
             layer *L = &net->layers[i];
             if (L->y) be->free(ctx, L->y);
@@ -496,7 +512,7 @@ void cnn_net_destroy(cnn_net *net)
         void *blocks[] = {net->params, net->grads,  net->opt_m,  net->opt_v,   net->state,
                           net->x_stage, net->y_stage, net->grad_a, net->grad_b,
                           net->labels, net->targets, net->sums, net->run_sums,
-                          net->data_x, net->data_labels, net->data_targets, net->order};
+                          net->counters, net->data_x, net->data_labels, net->data_targets, net->order};
         for (size_t k = 0; k < sizeof blocks / sizeof blocks[0]; k++)
             if (blocks[k]) be->free(ctx, blocks[k]);
         if (net->x && net->x != net->x_stage) be->free(ctx, net->x);
@@ -572,6 +588,7 @@ static cnn_status alloc_buffers(cnn_net *net, size_t largest)
     ALLOC(net->targets, mb * (size_t)net->loss.k * F);
     ALLOC(net->sums, 2 * F);
     ALLOC(net->run_sums, 2 * F);
+    ALLOC(net->counters, CNN_COUNTERS * sizeof(int64_t));
     for (int i = 0; i < net->n_layers; i++) {
         layer *L = &net->layers[i];
         ALLOC(L->y, mb * L->out_count * F);
@@ -719,6 +736,7 @@ static cnn_status forward_device(cnn_net *net, int n, int training)
     cnn_ctx *ctx = net->ctx;
     const float *in = net->x;
     net->last_n = 0; /* the activations a backward needs are being replaced */
+    if (training) CNN_TRY(be->advance_counters(ctx, net->counters, 1, 0, 0));
     for (int i = 0; i < net->n_layers; i++) {
         layer *L = &net->layers[i];
         const cnn_layer_spec *s = &L->spec;
@@ -750,9 +768,8 @@ static cnn_status forward_device(cnn_net *net, int n, int training)
             break;
         case CNN_LAYER_DROPOUT:
             CNN_TRY(be->dropout_forward(ctx, n, L->in_c, L->in_h, L->in_w,
-                                        training ? s->rate : 0.0f,
-                                        cnn_rng_key(L->dropout_key, (uint64_t)net->train_forwards),
-                                        in, L->y));
+                                        training ? s->rate : 0.0f, L->dropout_key,
+                                        net->counters + CNN_COUNT_MASK, in, L->y));
             break;
         case CNN_LAYER_BATCHNORM: {
             cnn_bn_desc d = L->bn;
@@ -830,9 +847,9 @@ static cnn_status backward_device(cnn_net *net, int want_dx, float **dx_out)
             break;
         case CNN_LAYER_DROPOUT:
             if (need_dx)
-                CNN_TRY(be->dropout_backward(
-                    ctx, n, L->in_c, L->in_h, L->in_w, s->rate,
-                    cnn_rng_key(L->dropout_key, (uint64_t)net->train_forwards - 1), dy, dx));
+                CNN_TRY(be->dropout_backward(ctx, n, L->in_c, L->in_h, L->in_w, s->rate,
+                                             L->dropout_key, net->counters + CNN_COUNT_MASK,
+                                             dy, dx));
             break;
         case CNN_LAYER_BATCHNORM: {
             cnn_bn_desc d = L->bn;
@@ -977,15 +994,20 @@ cnn_status cnn_net_compute_gradients(cnn_net *net, int n, const float *x_host,
     return CNN_OK;
 }
 
-cnn_status cnn_net_apply_gradients(cnn_net *net)
+/* One optimizer step; also moves the resident-data position on by `rows`. */
+static cnn_status optimizer_step(cnn_net *net, long rows)
 {
+    CNN_TRY(net->be->advance_counters(net->ctx, net->counters, 0, 1, rows));
     net->steps++;
     if (net->opt.kind == CNN_OPT_ADAM)
-        return net->be->adam_step(net->ctx, &net->opt, net->steps, net->n_params, net->params,
-                                  net->grads, net->opt_m, net->opt_v);
+        return net->be->adam_step(net->ctx, &net->opt, net->counters + CNN_COUNT_STEPS,
+                                  net->n_params, net->params, net->grads, net->opt_m,
+                                  net->opt_v);
     return net->be->sgd_step(net->ctx, &net->opt, net->n_params, net->params, net->grads,
                              net->opt_m);
 }
+
+cnn_status cnn_net_apply_gradients(cnn_net *net) { return optimizer_step(net, 0); }
 
 cnn_status cnn_net_train_batch(cnn_net *net, int n, const float *x_host,
                                const int32_t *labels_host, const float *targets_host,
@@ -1036,8 +1058,16 @@ cnn_status cnn_net_predict(cnn_net *net, long n, const float *x_host, float *y_h
 
 /* ------------------------------------------------- resident training data */
 
+static void free_recording(cnn_net *net)
+{
+    if (net->recording) net->be->recording_free(net->ctx, net->recording);
+    net->recording = NULL;
+    net->recorded_batch = 0;
+}
+
 static void free_data(cnn_net *net)
 {
+    free_recording(net); /* it reads the data blocks */
     void **blocks[] = {(void **)&net->data_x, (void **)&net->data_labels,
                        (void **)&net->data_targets, (void **)&net->order};
     for (size_t k = 0; k < sizeof blocks / sizeof blocks[0]; k++) {
@@ -1095,6 +1125,68 @@ cnn_status cnn_net_set_order(cnn_net *net, const int32_t *order_host)
     return CNN_OK;
 }
 
+/* One training step of train_range on m rows from the order's current
+ * position (the engine's CNN_COUNT_POSITION counter), which it moves on. */
+static cnn_status range_step(cnn_net *net, int m)
+{
+    const cnn_backend *be = net->be;
+    const int64_t *at = net->counters + CNN_COUNT_POSITION;
+    int sparse = net->loss.kind == CNN_LOSS_SPARSE_CE;
+    CNN_TRY(be->gather_rows(net->ctx, net->order, at, m, net->in_count * sizeof(float),
+                            net->data_x, net->x_stage));
+    if (net->in_rank == 4)
+        CNN_TRY(be->nchw_from_nhwc(net->ctx, m, net->in_h, net->in_w, net->in_c, net->x_stage,
+                                   net->x));
+    if (sparse)
+        CNN_TRY(be->gather_rows(net->ctx, net->order, at, m, sizeof(int32_t), net->data_labels,
+                                net->labels));
+    else
+        CNN_TRY(be->gather_rows(net->ctx, net->order, at, m,
+                                (size_t)net->loss.k * sizeof(float), net->data_targets,
+                                net->targets));
+    CNN_TRY(forward_device(net, m, 1));
+    cnn_loss_desc d = net->loss;
+    d.n = m;
+    CNN_TRY(be->loss_forward_backward(net->ctx, &d, net->layers[net->n_layers - 1].y,
+                                      sparse ? net->labels : NULL, sparse ? NULL : net->targets,
+                                      m, net->grad_a, net->run_sums));
+    CNN_TRY(backward_device(net, 0, NULL));
+    return optimizer_step(net, m);
+}
+
+/* CNNCUDA_GRAPHS=0 in the environment turns recording off (every step is
+ * then queued one kernel at a time, as before it existed). */
+static int recording_wanted(const cnn_net *net)
+{
+    if (!net->be->capture_begin) return 0;
+    const char *env = getenv("CNNCUDA_GRAPHS");
+    return !(env && strcmp(env, "0") == 0);
+}
+
+/* Records one step of `batch` rows: the step is queued on the engine's
+ * stream in capture mode, so nothing runs; the host's counters are put back
+ * as they were. */
+static cnn_status record_step(cnn_net *net, int batch)
+{
+    free_recording(net);
+    long steps = net->steps, forwards = net->train_forwards;
+    CNN_TRY(net->be->capture_begin(net->ctx));
+    cnn_status st = range_step(net, batch);
+    void *rec = NULL;
+    cnn_status end = net->be->capture_end(net->ctx, &rec);
+    net->steps = steps;
+    net->train_forwards = forwards;
+    net->last_n = 0;
+    if (st != CNN_OK) {
+        if (rec) net->be->recording_free(net->ctx, rec);
+        return st;
+    }
+    CNN_TRY(end);
+    net->recording = rec;
+    net->recorded_batch = batch;
+    return CNN_OK;
+}
+
 cnn_status cnn_net_train_range(cnn_net *net, long start, long count, int batch)
 {
     if (!net->order_n) return cnn_set_error(CNN_ERR_VALUE, "train_range needs set_data and set_order first");
@@ -1106,30 +1198,55 @@ cnn_status cnn_net_train_range(cnn_net *net, long start, long count, int batch)
                              "<= %ld, got start %ld count %ld",
                              net->order_n, start, count);
     const cnn_backend *be = net->be;
-    int sparse = net->loss.kind == CNN_LOSS_SPARSE_CE;
-    size_t x_row = net->in_count * sizeof(float);
-    for (long at = start; at < start + count; at += batch) {
-        int m = (int)((start + count - at) < batch ? (start + count - at) : batch);
-        const int32_t *idx = net->order + at;
-        CNN_TRY(be->gather_rows(net->ctx, idx, m, x_row, net->data_x, net->x_stage));
-        if (net->in_rank == 4)
-            CNN_TRY(be->nchw_from_nhwc(net->ctx, m, net->in_h, net->in_w, net->in_c, net->x_stage,
-                                       net->x));
-        if (sparse)
-            CNN_TRY(be->gather_rows(net->ctx, idx, m, sizeof(int32_t), net->data_labels, net->labels));
-        else
-            CNN_TRY(be->gather_rows(net->ctx, idx, m, (size_t)net->loss.k * sizeof(float),
-                                    net->data_targets, net->targets));
-        CNN_TRY(forward_device(net, m, 1));
-        cnn_loss_desc d = net->loss;
-        d.n = m;
-        CNN_TRY(be->loss_forward_backward(net->ctx, &d, net->layers[net->n_layers - 1].y,
-                                          sparse ? net->labels : NULL, sparse ? NULL : net->targets,
-                                          m, net->grad_a, net->run_sums));
-        CNN_TRY(backward_device(net, 0, NULL));
-        CNN_TRY(cnn_net_apply_gradients(net));
+    int64_t position = start;
+    CNN_TRY(be->upload(net->ctx, net->counters + CNN_COUNT_POSITION, &position, sizeof position));
+    int timed = be->timer_mark != NULL;
+    net->timed = 0;
+    if (timed) CNN_TRY(be->timer_mark(net->ctx, 0));
+    long full = count / batch;
+    if (full >= 2 && recording_wanted(net)) {
+        /* the first step runs as usual (an engine may choose algorithms or
+         * set things up on first use, which a recording must not contain),
+         * the rest are replays of one recorded step */
+        if (net->recorded_batch != batch) {
+            CNN_TRY(range_step(net, batch));
+            full--;
+            CNN_TRY(record_step(net, batch));
+        }
+        CNN_TRY(be->replay(net->ctx, net->recording, full));
+        net->steps += full;
+        net->train_forwards += full;
+        full = 0;
+    }
+    for (long i = 0; i < full; i++) CNN_TRY(range_step(net, batch));
+    if (count % batch) CNN_TRY(range_step(net, (int)(count % batch)));
+    if (timed) {
+        CNN_TRY(be->timer_mark(net->ctx, 1));
+        net->timed = 1;
     }
     return CNN_OK;
+}
+
+/* Seconds the engine spent on the last train_range, on its own clock; -1
+ * where the engine has no clock or no range was timed. */
+cnn_status cnn_net_range_seconds(cnn_net *net, double *seconds)
+{
+    *seconds = -1.0;
+    if (!net->timed || !net->be->timer_elapsed) return CNN_OK;
+    return net->be->timer_elapsed(net->ctx, seconds);
+}
+
+/* Bytes of engine memory this network holds: its buffers (workspaces
+ * included) and the resident training data. */
+size_t cnn_net_memory_bytes(const cnn_net *net)
+{
+    size_t data = 0;
+    if (net->data_n) {
+        size_t row = net->in_count * sizeof(float) +
+                     (net->data_labels ? sizeof(int32_t) : (size_t)net->loss.k * sizeof(float));
+        data = (size_t)net->data_n * (row + sizeof(int32_t));
+    }
+    return net->planned + data;
 }
 
 cnn_status cnn_net_read_sums(cnn_net *net, int reset, double *loss_sum, double *correct)

@@ -8,11 +8,13 @@
 #if defined(CNNCUDA_HAVE_CUDNN) && defined(CNNCUDA_HAVE_CUBLAS)
 #define CNNCUDA_HAVE_CUDNN_ENGINE 1
 extern const cnn_backend cnn_backend_cudnn; /* cuda/backend_cudnn.cu */
+void cnn_cudnn_library_versions(long *cudnn, long *cublas);
 #endif
 #ifdef CNNCUDA_HAVE_CUDA
 extern const cnn_backend cnn_backend_cuda; /* cuda/backend_cuda.cu */
 int cnn_cuda_runtime_device_count(void); /* cuda/device.cu */
 int cnn_cuda_runtime_device_name(int index, char *buf, int len);
+void cnn_cuda_runtime_versions(int *driver, int *runtime);
 #endif
 
 /* Every engine name the project knows, with whether this build has it. */
@@ -121,5 +123,19 @@ const char *cnn_build_summary(void)
     return CNNCUDA_BUILD_SUMMARY;
 #else
     return "";
+#endif
+}
+
+void cnn_gpu_library_versions(long v[4])
+{
+    v[0] = v[1] = v[2] = v[3] = 0;
+#ifdef CNNCUDA_HAVE_CUDA
+    int driver = 0, runtime = 0;
+    cnn_cuda_runtime_versions(&driver, &runtime);
+    v[0] = driver;
+    v[1] = runtime;
+#endif
+#ifdef CNNCUDA_HAVE_CUDNN_ENGINE
+    cnn_cudnn_library_versions(&v[2], &v[3]);
 #endif
 }

@@ -27,6 +27,8 @@ cnn_status cnn_cuda_impl_init(cnn_cuda_impl *impl)
 void cnn_cuda_impl_fini(cnn_cuda_impl *impl)
 {
     cudaStreamSynchronize(impl->stream);
+    for (int i = 0; i < 2; i++)
+        if (impl->marks[i]) cudaEventDestroy(impl->marks[i]);
     cudaFree(impl->scratch);
     cudaStreamDestroy(impl->stream);
 }
@@ -151,6 +153,13 @@ extern "C" const cnn_backend cnn_backend_cuda = {
     .batchnorm_backward = cuda_batchnorm_backward,
     .loss_forward_backward = cuda_loss_forward_backward,
     .gather_rows = cuda_gather_rows,
+    .advance_counters = cuda_advance_counters,
     .adam_step = cuda_adam_step,
     .sgd_step = cuda_sgd_step,
+    .capture_begin = cuda_capture_begin,
+    .capture_end = cuda_capture_end,
+    .replay = cuda_replay,
+    .recording_free = cuda_recording_free,
+    .timer_mark = cuda_timer_mark,
+    .timer_elapsed = cuda_timer_elapsed,
 };

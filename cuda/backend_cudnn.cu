@@ -126,6 +126,27 @@ extern "C" const cnn_backend cnn_backend_cudnn = {
     .batchnorm_backward = cuda_batchnorm_backward,
     .loss_forward_backward = cuda_loss_forward_backward,
     .gather_rows = cuda_gather_rows,
+    .advance_counters = cuda_advance_counters,
     .adam_step = cuda_adam_step,
     .sgd_step = cuda_sgd_step,
+    .capture_begin = cuda_capture_begin,
+    .capture_end = cuda_capture_end,
+    .replay = cuda_replay,
+    .recording_free = cuda_recording_free,
+    .timer_mark = cuda_timer_mark,
+    .timer_elapsed = cuda_timer_elapsed,
 };
+
+// The versions of the cuDNN and cuBLAS libraries loaded (cudnnGetVersion's
+// number, e.g. 91400; cuBLAS as 10000*major + 100*minor + patch).
+extern "C" void cnn_cudnn_library_versions(long *cudnn, long *cublas)
+{
+    *cudnn = (long)cudnnGetVersion();
+    int major = 0, minor = 0, patch = 0;
+    if (cublasGetProperty(MAJOR_VERSION, &major) != CUBLAS_STATUS_SUCCESS ||
+        cublasGetProperty(MINOR_VERSION, &minor) != CUBLAS_STATUS_SUCCESS ||
+        cublasGetProperty(PATCH_LEVEL, &patch) != CUBLAS_STATUS_SUCCESS)
+        *cublas = 0;
+    else
+        *cublas = 10000L * major + 100L * minor + patch;
+}

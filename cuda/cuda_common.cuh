@@ -16,6 +16,7 @@ struct cnn_cuda_impl {
     int sm_count;
     float *scratch;
     size_t scratch_floats;
+    cudaEvent_t marks[2]; // record.cu's timer, made on first use
 };
 
 #define CNN_CUDA_SCRATCH_FLOATS ((size_t)4 << 20) // 16 MiB

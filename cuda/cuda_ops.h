@@ -57,9 +57,10 @@ cnn_status cuda_activation_backward(cnn_ctx *ctx, int act, int rows, int cols, c
 
 /* dropout.cu */
 cnn_status cuda_dropout_forward(cnn_ctx *ctx, int n, int c, int h, int w, float rate,
-                               uint64_t key, const float *x, float *y);
+                               uint64_t seed, const int64_t *forward, const float *x, float *y);
 cnn_status cuda_dropout_backward(cnn_ctx *ctx, int n, int c, int h, int w, float rate,
-                                uint64_t key, const float *dy, float *dx);
+                                uint64_t seed, const int64_t *forward, const float *dy,
+                                float *dx);
 
 /* batchnorm.cu */
 cnn_status cuda_batchnorm_forward_train(cnn_ctx *ctx, const cnn_bn_desc *d, const float *x,
@@ -81,12 +82,22 @@ cnn_status cuda_loss_forward_backward(cnn_ctx *ctx, const cnn_loss_desc *d, cons
                                      float *dy, float *sums);
 
 /* gather.cu */
-cnn_status cuda_gather_rows(cnn_ctx *ctx, const int32_t *idx, int count, size_t row_bytes,
-                           const void *src, void *dst);
+cnn_status cuda_gather_rows(cnn_ctx *ctx, const int32_t *order, const int64_t *position,
+                           int count, size_t row_bytes, const void *src, void *dst);
+cnn_status cuda_advance_counters(cnn_ctx *ctx, int64_t *counters, int forward, int steps,
+                                 long rows);
+
+/* record.cu: recording a step (CUDA graph capture), replays, event timing */
+cnn_status cuda_capture_begin(cnn_ctx *ctx);
+cnn_status cuda_capture_end(cnn_ctx *ctx, void **recording);
+cnn_status cuda_replay(cnn_ctx *ctx, void *recording, long times);
+void cuda_recording_free(cnn_ctx *ctx, void *recording);
+cnn_status cuda_timer_mark(cnn_ctx *ctx, int which);
+cnn_status cuda_timer_elapsed(cnn_ctx *ctx, double *seconds);
 
 /* adam.cu, sgd.cu */
-cnn_status cuda_adam_step(cnn_ctx *ctx, const cnn_optimizer_desc *o, long step, size_t count,
-                         float *p, const float *g, float *m, float *v);
+cnn_status cuda_adam_step(cnn_ctx *ctx, const cnn_optimizer_desc *o, const int64_t *step,
+                         size_t count, float *p, const float *g, float *m, float *v);
 cnn_status cuda_sgd_step(cnn_ctx *ctx, const cnn_optimizer_desc *o, size_t count, float *p,
                         const float *g, float *velocity);
 

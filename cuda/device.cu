@@ -26,3 +26,12 @@ extern "C" int cnn_cuda_runtime_device_name(int index, char *buf, int len)
     buf[i] = '\0';
     return 0;
 }
+
+// The CUDA driver's and runtime's versions (1000*major + 10*minor); 0 where
+// unknown (no driver).
+extern "C" void cnn_cuda_runtime_versions(int *driver, int *runtime)
+{
+    if (cudaDriverGetVersion(driver) != cudaSuccess) *driver = 0;
+    if (cudaRuntimeGetVersion(runtime) != cudaSuccess) *runtime = 0;
+    cudaGetLastError();
+}

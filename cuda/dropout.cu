@@ -1,7 +1,9 @@
 // dropout.cu: inverted dropout for the cuda engine, with the cpu engine's
 // mask: element (i, ch, r, s) of an NCHW tensor is kept when
 // cnn_uniform(key, ((i*h + r)*w + s)*c + ch) >= rate (its index in Keras's
-// NHWC order), and kept values are multiplied by the float 1 / (1 - rate),
+// NHWC order), key = cnn_rng_key(seed, *forward) read on the device (so a
+// recorded step draws a new mask each replay), and kept values are
+// multiplied by the float 1 / (1 - rate),
 // computed on the host as the cpu engine does. The backward draws the same
 // mask again from the key. x and y (and dy and dx) may be the same buffer:
 // one thread per element reads and writes it.
@@ -21,9 +23,10 @@ static cnn_status check_args(const char *what, int n, int c, int h, int w, float
 // in (n, c, plane) -> out (n, c, plane), plane = h*w; I is the index type
 // (32-bit when the tensor allows: cheaper divisions).
 template <typename I>
-__global__ void dropout_kernel(I count, I c, I plane, float rate, float scale, uint64_t key,
-                               const float *in, float *out)
+__global__ void dropout_kernel(I count, I c, I plane, float rate, float scale, uint64_t seed,
+                               const int64_t *__restrict__ forward, const float *in, float *out)
 {
+    const uint64_t key = cnn_rng_key(seed, (uint64_t)*forward);
     for (I e = (I)blockIdx.x * blockDim.x + threadIdx.x; e < count;
          e += (I)blockDim.x * gridDim.x) {
         const I t = e / plane;
@@ -40,7 +43,8 @@ __global__ void dropout_kernel(I count, I c, I plane, float rate, float scale, u
 
 // in (n, c, h, w) -> out (n, c, h, w) = in * mask * scale
 static cnn_status apply_mask(cnn_ctx *ctx, const char *what, int n, int c, int h, int w,
-                             float rate, uint64_t key, const float *in, float *out)
+                             float rate, uint64_t seed, const int64_t *forward, const float *in,
+                             float *out)
 {
     CNN_TRY(check_args(what, n, c, h, w, rate));
     const size_t plane = (size_t)h * (size_t)w;
@@ -59,24 +63,25 @@ static cnn_status apply_mask(cnn_ctx *ctx, const char *what, int n, int c, int h
     // the grid-stride index must not wrap: keep a margin of one full grid
     if (count + (size_t)blocks * CNN_THREADS < 0xffffffffull)
         dropout_kernel<uint32_t><<<blocks, CNN_THREADS, 0, st>>>(
-            (uint32_t)count, (uint32_t)c, (uint32_t)plane, rate, scale, key, in, out);
+            (uint32_t)count, (uint32_t)c, (uint32_t)plane, rate, scale, seed, forward, in, out);
     else
         dropout_kernel<uint64_t><<<blocks, CNN_THREADS, 0, st>>>(
-            (uint64_t)count, (uint64_t)c, (uint64_t)plane, rate, scale, key, in, out);
+            (uint64_t)count, (uint64_t)c, (uint64_t)plane, rate, scale, seed, forward, in, out);
     CNN_CUDA_LAUNCHED(what);
     return CNN_OK;
 }
 
 // x (n, c, h, w) -> y (n, c, h, w)
 cnn_status cuda_dropout_forward(cnn_ctx *ctx, int n, int c, int h, int w, float rate,
-                                uint64_t key, const float *x, float *y)
+                                uint64_t seed, const int64_t *forward, const float *x, float *y)
 {
-    return apply_mask(ctx, "dropout_forward", n, c, h, w, rate, key, x, y);
+    return apply_mask(ctx, "dropout_forward", n, c, h, w, rate, seed, forward, x, y);
 }
 
 // dy (n, c, h, w) -> dx (n, c, h, w), with the forward's mask and scale
 cnn_status cuda_dropout_backward(cnn_ctx *ctx, int n, int c, int h, int w, float rate,
-                                 uint64_t key, const float *dy, float *dx)
+                                 uint64_t seed, const int64_t *forward, const float *dy,
+                                 float *dx)
 {
-    return apply_mask(ctx, "dropout_backward", n, c, h, w, rate, key, dy, dx);
+    return apply_mask(ctx, "dropout_backward", n, c, h, w, rate, seed, forward, dy, dx);
 }

@@ -1,5 +1,7 @@
 // gather.cu: batch gathering from resident training data for the cuda
-// engine: dst row i = src row idx[i], rows of row_bytes bytes. The copy
+// engine: dst row i = src row idx[i], idx = order + *position (read on the
+// device, so that a recorded step gathers the next batch at each replay),
+// rows of row_bytes bytes. The copy
 // moves 16-byte, 4-byte or single-byte units, the widest that row_bytes and
 // the alignment of src and dst allow; one thread per unit (grid-stride).
 // idx is device memory and is not checked against the number of rows of src
@@ -10,9 +12,11 @@
 
 // idx (count), src (rows, units) -> dst (count, units), U the unit type
 template <typename U>
-__global__ void gather_kernel(size_t total, size_t units, const int32_t *__restrict__ idx,
-                              const U *__restrict__ src, U *__restrict__ dst)
+__global__ void gather_kernel(size_t total, size_t units, const int32_t *__restrict__ order,
+                              const int64_t *__restrict__ position, const U *__restrict__ src,
+                              U *__restrict__ dst)
 {
+    const int32_t *idx = order + *position;
     CNN_GRID_LOOP(e, total) {
         const size_t i = e / units;
         const size_t u = e - i * units;
@@ -24,27 +28,43 @@ __global__ void gather_kernel(size_t total, size_t units, const int32_t *__restr
 }
 
 template <typename U>
-static cnn_status launch(cnn_ctx *ctx, const int32_t *idx, int count, size_t row_bytes,
-                         const void *src, void *dst)
+static cnn_status launch(cnn_ctx *ctx, const int32_t *order, const int64_t *position, int count,
+                         size_t row_bytes, const void *src, void *dst)
 {
     const size_t units = row_bytes / sizeof(U);
     const size_t total = (size_t)count * units;
     gather_kernel<U><<<cnn_blocks(total, CNN_THREADS), CNN_THREADS, 0, cnn_stream(ctx)>>>(
-        total, units, idx, (const U *)src, (U *)dst);
+        total, units, order, position, (const U *)src, (U *)dst);
     CNN_CUDA_LAUNCHED("gather_rows");
     return CNN_OK;
 }
 
-// idx (count) rows of src, each row_bytes long -> dst (count rows)
-cnn_status cuda_gather_rows(cnn_ctx *ctx, const int32_t *idx, int count, size_t row_bytes,
-                            const void *src, void *dst)
+// rows order[*position + i] of src, each row_bytes long -> dst (count rows)
+cnn_status cuda_gather_rows(cnn_ctx *ctx, const int32_t *order, const int64_t *position,
+                            int count, size_t row_bytes, const void *src, void *dst)
 {
     if (count < 0) return cnn_set_error(CNN_ERR_VALUE, "gather_rows: negative count %d", count);
     if (count == 0 || row_bytes == 0) return CNN_OK;
     const uintptr_t align = (uintptr_t)src | (uintptr_t)dst;
     if (row_bytes % 16 == 0 && align % 16 == 0)
-        return launch<uint4>(ctx, idx, count, row_bytes, src, dst);
+        return launch<uint4>(ctx, order, position, count, row_bytes, src, dst);
     if (row_bytes % 4 == 0 && align % 4 == 0)
-        return launch<uint32_t>(ctx, idx, count, row_bytes, src, dst);
-    return launch<uint8_t>(ctx, idx, count, row_bytes, src, dst);
+        return launch<uint32_t>(ctx, order, position, count, row_bytes, src, dst);
+    return launch<uint8_t>(ctx, order, position, count, row_bytes, src, dst);
+}
+
+// The Net's counters (cnn.h), in device memory: one thread.
+__global__ void advance_kernel(int64_t *counters, int forward, int steps, long rows)
+{
+    if (forward) counters[CNN_COUNT_MASK] = counters[CNN_COUNT_FORWARDS]++;
+    counters[CNN_COUNT_STEPS] += steps;
+    counters[CNN_COUNT_POSITION] += rows;
+}
+
+cnn_status cuda_advance_counters(cnn_ctx *ctx, int64_t *counters, int forward, int steps,
+                                 long rows)
+{
+    advance_kernel<<<1, 1, 0, cnn_stream(ctx)>>>(counters, forward, steps, rows);
+    CNN_CUDA_LAUNCHED("advance_counters");
+    return CNN_OK;
 }

@@ -1,5 +1,5 @@
 /* adam.c: one Adam step for the cpu engine, in Keras's form:
- *   lr_t = lr sqrt(1 - beta_2^t) / (1 - beta_1^t)   (double, then float)
+ *   lr_t = lr sqrt(1 - beta_2^t) / (1 - beta_1^t)   (cnn_adam_lr_t, cnn.h)
  *   m += (g - m)(1 - beta_1); v += (g^2 - v)(1 - beta_2);
  *   p -= lr_t m / (sqrt(v) + epsilon).
  * Elementwise: the omp engine cuts the block into ranges, one per thread. */
@@ -31,13 +31,13 @@ static void adam_range(void *arg, long lo, long hi, int slot)
 }
 
 /* p, g, m, v: (count) */
-cnn_status cpu_adam_step(cnn_ctx *ctx, const cnn_optimizer_desc *o, long step, size_t count,
-                         float *p, const float *g, float *m, float *v)
+cnn_status cpu_adam_step(cnn_ctx *ctx, const cnn_optimizer_desc *o, const int64_t *step,
+                         size_t count, float *p, const float *g, float *m, float *v)
 {
-    if (step < 1) return cnn_set_error(CNN_ERR_VALUE, "adam: step %ld must count from 1", step);
-    const double t = (double)step;
-    const float lr_t = (float)((double)o->lr * sqrt(1.0 - pow((double)o->beta_2, t)) /
-                               (1.0 - pow((double)o->beta_1, t)));
+    if (*step < 1)
+        return cnn_set_error(CNN_ERR_VALUE, "adam: step %lld must count from 1",
+                             (long long)*step);
+    const float lr_t = cnn_adam_lr_t(o->lr, o->beta_1, o->beta_2, *step);
     adam_job j = {lr_t, 1.0f - o->beta_1, 1.0f - o->beta_2, o->epsilon, p, m, v, g};
     cnn_cpu_parallel(cnn_cpu_parts(ctx, (long)count, 4.0, CNN_GRAIN_ELEMENTS), (long)count,
                      adam_range, &j);

@@ -88,6 +88,7 @@ const cnn_backend cnn_backend_cpu = {
     .batchnorm_backward = cpu_batchnorm_backward,
     .loss_forward_backward = cpu_loss_forward_backward,
     .gather_rows = cpu_gather_rows,
+    .advance_counters = cpu_advance_counters,
     .adam_step = cpu_adam_step,
     .sgd_step = cpu_sgd_step,
 };

@@ -124,9 +124,10 @@ cnn_status cpu_activation_backward(cnn_ctx *ctx, int act, int rows, int cols, co
 
 /* dropout.c */
 cnn_status cpu_dropout_forward(cnn_ctx *ctx, int n, int c, int h, int w, float rate,
-                               uint64_t key, const float *x, float *y);
+                               uint64_t seed, const int64_t *forward, const float *x, float *y);
 cnn_status cpu_dropout_backward(cnn_ctx *ctx, int n, int c, int h, int w, float rate,
-                                uint64_t key, const float *dy, float *dx);
+                                uint64_t seed, const int64_t *forward, const float *dy,
+                                float *dx);
 
 /* batchnorm.c */
 cnn_status cpu_batchnorm_forward_train(cnn_ctx *ctx, const cnn_bn_desc *d, const float *x,
@@ -148,12 +149,14 @@ cnn_status cpu_loss_forward_backward(cnn_ctx *ctx, const cnn_loss_desc *d, const
                                      float *dy, float *sums);
 
 /* gather.c */
-cnn_status cpu_gather_rows(cnn_ctx *ctx, const int32_t *idx, int count, size_t row_bytes,
-                           const void *src, void *dst);
+cnn_status cpu_gather_rows(cnn_ctx *ctx, const int32_t *order, const int64_t *position,
+                           int count, size_t row_bytes, const void *src, void *dst);
+cnn_status cpu_advance_counters(cnn_ctx *ctx, int64_t *counters, int forward, int steps,
+                                long rows);
 
 /* adam.c, sgd.c */
-cnn_status cpu_adam_step(cnn_ctx *ctx, const cnn_optimizer_desc *o, long step, size_t count,
-                         float *p, const float *g, float *m, float *v);
+cnn_status cpu_adam_step(cnn_ctx *ctx, const cnn_optimizer_desc *o, const int64_t *step,
+                         size_t count, float *p, const float *g, float *m, float *v);
 cnn_status cpu_sgd_step(cnn_ctx *ctx, const cnn_optimizer_desc *o, size_t count, float *p,
                         const float *g, float *velocity);
 

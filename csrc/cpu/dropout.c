@@ -65,18 +65,19 @@ static void apply_mask(cnn_ctx *ctx, int n, int c, int h, int w, float rate, uin
 
 /* x (n, c, h, w) -> y (n, c, h, w) */
 cnn_status cpu_dropout_forward(cnn_ctx *ctx, int n, int c, int h, int w, float rate,
-                               uint64_t key, const float *x, float *y)
+                               uint64_t seed, const int64_t *forward, const float *x, float *y)
 {
     CNN_TRY(check_args("dropout_forward", n, c, h, w, rate));
-    apply_mask(ctx, n, c, h, w, rate, key, x, y);
+    apply_mask(ctx, n, c, h, w, rate, cnn_rng_key(seed, (uint64_t)*forward), x, y);
     return CNN_OK;
 }
 
 /* dy (n, c, h, w) -> dx (n, c, h, w), with the forward's mask and scale */
 cnn_status cpu_dropout_backward(cnn_ctx *ctx, int n, int c, int h, int w, float rate,
-                                uint64_t key, const float *dy, float *dx)
+                                uint64_t seed, const int64_t *forward, const float *dy,
+                                float *dx)
 {
     CNN_TRY(check_args("dropout_backward", n, c, h, w, rate));
-    apply_mask(ctx, n, c, h, w, rate, key, dy, dx);
+    apply_mask(ctx, n, c, h, w, rate, cnn_rng_key(seed, (uint64_t)*forward), dy, dx);
     return CNN_OK;
 }

@@ -67,6 +67,31 @@ static PyObject *py_cuda_devices(PyObject *self, PyObject *noargs)
     return list;
 }
 
+/* {"driver": "13.0", "runtime": "13.0", "cudnn": "9.14.0", "cublas": "13.1.0"}:
+ * what this build links and this machine has; empty in a CPU-only build. */
+static PyObject *py_cuda_versions(PyObject *self, PyObject *noargs)
+{
+    (void)self;
+    (void)noargs;
+    long v[4];
+    cnn_gpu_library_versions(v);
+    PyObject *d = PyDict_New();
+    char buf[64];
+    const char *keys[4] = {"driver", "runtime", "cudnn", "cublas"};
+    for (int i = 0; d && i < 4; i++) {
+        if (!v[i]) continue;
+        if (i < 2)
+            snprintf(buf, sizeof buf, "%ld.%ld", v[i] / 1000, (v[i] % 1000) / 10);
+        else
+            snprintf(buf, sizeof buf, "%ld.%ld.%ld", v[i] / 10000, (v[i] % 10000) / 100,
+                     v[i] % 100);
+        PyObject *s = PyUnicode_FromString(buf);
+        if (!s || PyDict_SetItemString(d, keys[i], s) < 0) Py_CLEAR(d);
+        Py_XDECREF(s);
+    }
+    return d;
+}
+
 static PyObject *py_gemm_path(PyObject *self, PyObject *noargs)
 {
     (void)self;
@@ -114,6 +139,8 @@ static PyMethodDef module_methods[] = {
     {"engine_status", py_engine_status, METH_O,
      "engine_status(name) -> None when the engine can run here, else the reason."},
     {"cuda_devices", py_cuda_devices, METH_NOARGS, "Names of the CUDA devices visible now."},
+    {"cuda_versions", py_cuda_versions, METH_NOARGS,
+     "Versions of the CUDA driver, runtime, cuDNN and cuBLAS ({} without CUDA)."},
     {"gemm_path", py_gemm_path, METH_NOARGS, "The CPU GEMM micro-kernel in use."},
     {"gemm_avx2_supported", py_gemm_avx2_supported, METH_NOARGS,
      "Whether this CPU can run the AVX2/FMA GEMM micro-kernel."},

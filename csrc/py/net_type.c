@@ -1077,6 +1077,29 @@ static PyObject *Net_get_steps(NetObject *self, void *closure)
     return PyLong_FromLong(self->net ? cnn_net_step_count(self->net) : 0);
 }
 
+static PyObject *Net_get_memory_bytes(NetObject *self, void *closure)
+{
+    (void)closure;
+    return PyLong_FromSize_t(self->net ? cnn_net_memory_bytes(self->net) : 0);
+}
+
+/* The engine's own measure of the last train_range (CUDA events on the GPU
+ * engines; waits for the range to finish), or None. */
+static PyObject *Net_get_last_range_seconds(NetObject *self, void *closure)
+{
+    (void)closure;
+    if (!claim(self)) return NULL;
+    double seconds = -1.0;
+    cnn_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = cnn_net_range_seconds(self->net, &seconds);
+    Py_END_ALLOW_THREADS
+    self->busy = 0;
+    if (st != CNN_OK) return cnn_raise_status(st);
+    if (seconds < 0.0) Py_RETURN_NONE;
+    return PyFloat_FromDouble(seconds);
+}
+
 static PyObject *Net_get_device(NetObject *self, void *closure)
 {
     (void)closure;
@@ -1128,6 +1151,10 @@ static PyGetSetDef Net_getset[] = {
     {"max_batch", (getter)Net_get_max_batch, NULL, "largest batch the buffers hold", NULL},
     {"steps", (getter)Net_get_steps, NULL, "optimizer steps taken", NULL},
     {"device", (getter)Net_get_device, NULL, "engine name", NULL},
+    {"memory_bytes", (getter)Net_get_memory_bytes, NULL,
+     "bytes of engine memory held: buffers, workspaces, resident data", NULL},
+    {"last_range_seconds", (getter)Net_get_last_range_seconds, NULL,
+     "seconds of the last train_range on the engine's clock (GPU engines), else None", NULL},
     {"training_forwards", (getter)Net_get_training_forwards, NULL,
      "training forwards run (they key dropout masks)", NULL},
     {NULL, NULL, NULL, NULL, NULL},

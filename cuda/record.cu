@@ -1,0 +1,95 @@
+// record.cu: a training step recorded once and replayed (a CUDA graph), and
+// the engine's clock (CUDA events), for the cuda and cudnn engines.
+//
+// The Net queues one step on the context's stream in capture mode: nothing
+// runs, every kernel, copy and library call is recorded with its arguments.
+// What changes from step to step (the batch's position in the epoch's
+// order, dropout's key, Adam's step) is read by the kernels from the Net's
+// counters in device memory, so the same recording serves every step.
+// Capture is thread-local: a call on this thread that is not allowed while
+// capturing (a synchronisation, an allocation) fails instead of running.
+#include <stdlib.h>
+
+#include "cuda_common.cuh"
+#include "cuda_ops.h"
+
+struct cnn_cuda_recording {
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+};
+
+cnn_status cuda_capture_begin(cnn_ctx *ctx)
+{
+    CNN_CUDA_TRY(cudaStreamBeginCapture(cnn_stream(ctx), cudaStreamCaptureModeThreadLocal),
+                 "starting to record a training step");
+    return CNN_OK;
+}
+
+// Ends the capture whatever happened while it ran (a failed capture leaves
+// the stream usable), then makes the recording runnable.
+cnn_status cuda_capture_end(cnn_ctx *ctx, void **recording)
+{
+    *recording = NULL;
+    cudaGraph_t graph = NULL;
+    cudaError_t err = cudaStreamEndCapture(cnn_stream(ctx), &graph);
+    if (err != cudaSuccess) {
+        if (graph) cudaGraphDestroy(graph);
+        return cnn_cuda_status(err, "recording a training step");
+    }
+    cnn_cuda_recording *rec = (cnn_cuda_recording *)calloc(1, sizeof *rec);
+    if (!rec) {
+        cudaGraphDestroy(graph);
+        return cnn_set_error(CNN_ERR_MEMORY, "out of host memory recording a training step");
+    }
+    rec->graph = graph;
+    err = cudaGraphInstantiate(&rec->exec, graph, 0);
+    if (err != cudaSuccess) {
+        cudaGraphDestroy(graph);
+        free(rec);
+        return cnn_cuda_status(err, "preparing a recorded training step");
+    }
+    *recording = rec;
+    return CNN_OK;
+}
+
+cnn_status cuda_replay(cnn_ctx *ctx, void *recording, long times)
+{
+    cnn_cuda_recording *rec = (cnn_cuda_recording *)recording;
+    for (long i = 0; i < times; i++)
+        CNN_CUDA_TRY(cudaGraphLaunch(rec->exec, cnn_stream(ctx)), "replaying a training step");
+    return CNN_OK;
+}
+
+void cuda_recording_free(cnn_ctx *ctx, void *recording)
+{
+    cnn_cuda_recording *rec = (cnn_cuda_recording *)recording;
+    if (!rec) return;
+    cudaStreamSynchronize(cnn_stream(ctx)); // a replay may still be running
+    cudaGraphExecDestroy(rec->exec);
+    cudaGraphDestroy(rec->graph);
+    free(rec);
+}
+
+cnn_status cuda_timer_mark(cnn_ctx *ctx, int which)
+{
+    cnn_cuda_impl *impl = (cnn_cuda_impl *)ctx->impl;
+    if (which < 0 || which > 1)
+        return cnn_set_error(CNN_ERR_INTERNAL, "timer_mark: mark %d is not 0 or 1", which);
+    if (!impl->marks[which])
+        CNN_CUDA_TRY(cudaEventCreate(&impl->marks[which]), "creating a CUDA event");
+    CNN_CUDA_TRY(cudaEventRecord(impl->marks[which], impl->stream), "recording a CUDA event");
+    return CNN_OK;
+}
+
+cnn_status cuda_timer_elapsed(cnn_ctx *ctx, double *seconds)
+{
+    cnn_cuda_impl *impl = (cnn_cuda_impl *)ctx->impl;
+    if (!impl->marks[0] || !impl->marks[1])
+        return cnn_set_error(CNN_ERR_INTERNAL, "timer_elapsed: the timer was never marked");
+    CNN_CUDA_TRY(cudaEventSynchronize(impl->marks[1]), "waiting for a CUDA event");
+    float ms = 0.0f;
+    CNN_CUDA_TRY(cudaEventElapsedTime(&ms, impl->marks[0], impl->marks[1]),
+                 "reading CUDA events");
+    *seconds = ms / 1000.0;
+    return CNN_OK;
+}
