@@ -365,6 +365,9 @@ int cnn_cuda_device_name(int index, char *buf, int len);
  * v[1] the runtime (1000*major + 10*minor), v[2] cuDNN (e.g. 91400), v[3]
  * cuBLAS (10000*major + 100*minor + patch). */
 void cnn_gpu_library_versions(long v[4]);
+/* Free and total bytes of the current GPU's memory; 0 on success, -1 where
+ * there is no GPU. */
+int cnn_cuda_memory(size_t *free_bytes, size_t *total_bytes);
 
 /* ------------------------------------------------------------------ Net */
 

@@ -15,6 +15,7 @@ extern const cnn_backend cnn_backend_cuda; /* cuda/backend_cuda.cu */
 int cnn_cuda_runtime_device_count(void); /* cuda/device.cu */
 int cnn_cuda_runtime_device_name(int index, char *buf, int len);
 void cnn_cuda_runtime_versions(int *driver, int *runtime);
+int cnn_cuda_runtime_memory(size_t *free_bytes, size_t *total_bytes);
 #endif
 
 /* Every engine name the project knows, with whether this build has it. */
@@ -123,6 +124,17 @@ const char *cnn_build_summary(void)
     return CNNCUDA_BUILD_SUMMARY;
 #else
     return "";
+#endif
+}
+
+int cnn_cuda_memory(size_t *free_bytes, size_t *total_bytes)
+{
+#ifdef CNNCUDA_HAVE_CUDA
+    if (cnn_cuda_device_count() < 1) return -1;
+    return cnn_cuda_runtime_memory(free_bytes, total_bytes);
+#else
+    *free_bytes = *total_bytes = 0;
+    return -1;
 #endif
 }
 

@@ -35,3 +35,13 @@ extern "C" void cnn_cuda_runtime_versions(int *driver, int *runtime)
     if (cudaRuntimeGetVersion(runtime) != cudaSuccess) *runtime = 0;
     cudaGetLastError();
 }
+
+// Free and total bytes of the current device's memory; 0 on success.
+extern "C" int cnn_cuda_runtime_memory(size_t *free_bytes, size_t *total_bytes)
+{
+    if (cudaMemGetInfo(free_bytes, total_bytes) != cudaSuccess) {
+        cudaGetLastError();
+        return -1;
+    }
+    return 0;
+}

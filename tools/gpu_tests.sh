@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The GPU checks, on a machine with a CUDA GPU (run from anywhere):
 #   build for this GPU, run the gpu-marked tests, then the same tests under
-#   compute-sanitizer: memcheck over the whole gpu suite, racecheck over the
-#   op tests (every kernel that uses shared memory runs there).
+#   compute-sanitizer: memcheck over the whole gpu suite (leak check on),
+#   racecheck over the op tests (every kernel that uses shared memory runs
+#   there), initcheck over the op tests and the recorded-step tests (no read
+#   of memory never written), synccheck over the op tests (barriers).
 # Usage: tools/gpu_tests.sh [quick]   ("quick" skips the sanitizer runs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,4 +20,10 @@ compute-sanitizer --tool memcheck --error-exitcode 99 --leak-check full \
     python3 -m pytest -q -m gpu -p no:cacheprovider -k "not out_of_memory"  # that test makes a failing cudaMalloc on purpose
 echo "== compute-sanitizer racecheck"
 compute-sanitizer --tool racecheck --error-exitcode 99 \
+    python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_ops.py
+echo "== compute-sanitizer initcheck"
+compute-sanitizer --tool initcheck --error-exitcode 99 \
+    python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_ops.py tests/test_recorded_steps.py
+echo "== compute-sanitizer synccheck"
+compute-sanitizer --tool synccheck --error-exitcode 99 \
     python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_ops.py

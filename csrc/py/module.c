@@ -92,6 +92,16 @@ static PyObject *py_cuda_versions(PyObject *self, PyObject *noargs)
     return d;
 }
 
+/* (free, total) bytes of the current GPU's memory, or None without one. */
+static PyObject *py_cuda_memory(PyObject *self, PyObject *noargs)
+{
+    (void)self;
+    (void)noargs;
+    size_t free_bytes = 0, total_bytes = 0;
+    if (cnn_cuda_memory(&free_bytes, &total_bytes) != 0) Py_RETURN_NONE;
+    return Py_BuildValue("(nn)", (Py_ssize_t)free_bytes, (Py_ssize_t)total_bytes);
+}
+
 static PyObject *py_gemm_path(PyObject *self, PyObject *noargs)
 {
     (void)self;
@@ -141,6 +151,8 @@ static PyMethodDef module_methods[] = {
     {"cuda_devices", py_cuda_devices, METH_NOARGS, "Names of the CUDA devices visible now."},
     {"cuda_versions", py_cuda_versions, METH_NOARGS,
      "Versions of the CUDA driver, runtime, cuDNN and cuBLAS ({} without CUDA)."},
+    {"cuda_memory", py_cuda_memory, METH_NOARGS,
+     "(free, total) bytes of the current GPU's memory, or None without a GPU."},
     {"gemm_path", py_gemm_path, METH_NOARGS, "The CPU GEMM micro-kernel in use."},
     {"gemm_avx2_supported", py_gemm_avx2_supported, METH_NOARGS,
      "Whether this CPU can run the AVX2/FMA GEMM micro-kernel."},
