@@ -1,6 +1,7 @@
 // backend_cudnn.cu: the cudnn engine: the cuda engine's table with
 // convolution, activations and softmax replaced by cuDNN calls and dense
-// layers by cuBLAS. Pooling, dropout, batchnorm, the losses, the optimizers,
+// layers by cuBLAS. The convolutions' bias (add and gradient), pooling,
+// dropout, batchnorm, the losses, the optimizers,
 // the layouts and the gathers stay the cuda engine's kernels: the table's
 // pooling backward gets the forward's argmax, not the input and output that
 // cuDNN's pooling backward needs.

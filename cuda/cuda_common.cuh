@@ -80,4 +80,11 @@ cnn_status cnn_cuda_row_sums(cnn_ctx *ctx, int rows, int cols, const float *x, f
 // out[j] = sum_r x[r * cols + j] for x (rows, cols): one thread per column.
 cnn_status cnn_cuda_column_sums(cnn_ctx *ctx, int rows, int cols, const float *x, float *out);
 
+// channel_bias.cu: a convolution's bias over NCHW tensors (n, c, hw).
+// y[i, ch, :] += b[ch]
+cnn_status cnn_cuda_add_channel_bias(cnn_ctx *ctx, int n, int c, int hw, const float *b,
+                                     float *y);
+// out[ch] = sum of x[i, ch, :] over i (deterministic)
+cnn_status cnn_cuda_channel_sums(cnn_ctx *ctx, int n, int c, int hw, const float *x, float *out);
+
 #endif

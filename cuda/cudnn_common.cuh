@@ -14,7 +14,7 @@
 struct cnn_cudnn_conv {
     cnn_conv_desc key;
     int tf32;
-    cudnnTensorDescriptor_t x, y, bias;
+    cudnnTensorDescriptor_t x, y;
     cudnnFilterDescriptor_t w;
     cudnnConvolutionDescriptor_t conv;
     cudnnConvolutionFwdAlgo_t fwd;

@@ -31,15 +31,12 @@ cnn_status make_conv(cnn_ctx *ctx, const cnn_conv_desc *d, size_t ws_bytes, cnn_
     c->tf32 = ctx->allow_tf32;
     CNN_CUDNN_TRY(cudnnCreateTensorDescriptor(&c->x), "conv descriptors");
     CNN_CUDNN_TRY(cudnnCreateTensorDescriptor(&c->y), "conv descriptors");
-    CNN_CUDNN_TRY(cudnnCreateTensorDescriptor(&c->bias), "conv descriptors");
     CNN_CUDNN_TRY(cudnnCreateFilterDescriptor(&c->w), "conv descriptors");
     CNN_CUDNN_TRY(cudnnCreateConvolutionDescriptor(&c->conv), "conv descriptors");
     CNN_CUDNN_TRY(cudnnSetTensor4dDescriptor(c->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, d->n,
                                              d->c, d->h, d->w), "conv input descriptor");
     CNN_CUDNN_TRY(cudnnSetTensor4dDescriptor(c->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, d->n,
                                              d->f, d->oh, d->ow), "conv output descriptor");
-    CNN_CUDNN_TRY(cudnnSetTensor4dDescriptor(c->bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1,
-                                             d->f, 1, 1), "conv bias descriptor");
     CNN_CUDNN_TRY(cudnnSetFilter4dDescriptor(c->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, d->f,
                                              d->c, d->kh, d->kw), "conv filter descriptor");
     CNN_CUDNN_TRY(cudnnSetConvolution2dDescriptor(c->conv, d->pad_top, d->pad_left, d->sh, d->sw,
@@ -94,7 +91,6 @@ void release_conv(cnn_cudnn_conv *c)
 {
     if (c->x) cudnnDestroyTensorDescriptor(c->x);
     if (c->y) cudnnDestroyTensorDescriptor(c->y);
-    if (c->bias) cudnnDestroyTensorDescriptor(c->bias);
     if (c->w) cudnnDestroyFilterDescriptor(c->w);
     if (c->conv) cudnnDestroyConvolutionDescriptor(c->conv);
 }
@@ -146,7 +142,7 @@ cnn_status cudnn_conv2d_forward(cnn_ctx *ctx, const cnn_conv_desc *d, const floa
     CNN_CUDNN_TRY(cudnnConvolutionForward(h, &one, c->x, x, c->w, w, c->conv, c->fwd, ws,
                                           c->ws_fwd, &zero, c->y, y),
                   "cudnnConvolutionForward");
-    if (b) CNN_CUDNN_TRY(cudnnAddTensor(h, &one, c->bias, b, &one, c->y, y), "conv bias");
+    if (b) CNN_TRY(cnn_cuda_add_channel_bias(ctx, d->n, d->f, d->oh * d->ow, b, y));
     return CNN_OK;
 }
 
@@ -162,8 +158,7 @@ cnn_status cudnn_conv2d_backward_filter(cnn_ctx *ctx, const cnn_conv_desc *d, co
     CNN_CUDNN_TRY(cudnnConvolutionBackwardFilter(h, &one, c->x, x, c->y, dy, c->conv, c->bwd_filter,
                                                  ws, c->ws_bwd_filter, &zero, c->w, dw),
                   "cudnnConvolutionBackwardFilter");
-    if (db) CNN_CUDNN_TRY(cudnnConvolutionBackwardBias(h, &one, c->y, dy, &zero, c->bias, db),
-                          "cudnnConvolutionBackwardBias");
+    if (db) CNN_TRY(cnn_cuda_channel_sums(ctx, d->n, d->f, d->oh * d->ow, dy, db));
     return CNN_OK;
 }
 
