@@ -18,6 +18,7 @@
 typedef struct cnn_cpu_impl {
     int threads;
     int chunked_filter;
+    double grain_scale; /* the grains below times this (CNNCUDA_OMP_GRAIN, default 1) */
     cnn_gemm_pack *packs; /* threads of them */
 } cnn_cpu_impl;
 
@@ -43,7 +44,9 @@ void cnn_cpu_parallel(int parts, long count, cnn_range_fn *fn, void *arg);
  * (a part below that costs more to hand out than it saves). */
 int cnn_cpu_parts(cnn_ctx *ctx, long count, double cost, double grain);
 
-/* Work grains, in floats touched (elementwise ops) and multiply-adds (GEMM). */
+/* Work grains, in floats touched (elementwise ops) and multiply-adds (GEMM).
+ * CNNCUDA_OMP_GRAIN=s in the environment multiplies both by s (> 0) for the
+ * contexts made after it is set: a tuning knob for the scaling benchmark. */
 #define CNN_GRAIN_ELEMENTS 16384.0
 #define CNN_GRAIN_MACS 65536.0
 

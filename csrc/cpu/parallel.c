@@ -29,7 +29,7 @@ int cnn_cpu_parts(cnn_ctx *ctx, long count, double cost, double grain)
 {
     const int threads = cnn_cpu_get(ctx)->threads;
     if (threads <= 1 || count <= 1) return 1;
-    const double by_work = (double)count * cost / grain;
+    const double by_work = (double)count * cost / (grain * cnn_cpu_get(ctx)->grain_scale);
     long parts = by_work < 1.0 ? 1 : (long)by_work;
     if (parts > count) parts = count;
     if (parts > threads) parts = threads;
@@ -138,6 +138,9 @@ cnn_status cnn_cpu_ctx_create(const cnn_backend *table, int threads, int chunked
     ctx->backend = table;
     ctx->num_threads = threads;
     impl->chunked_filter = chunked_filter;
+    impl->grain_scale = 1.0;
+    const char *scale = getenv("CNNCUDA_OMP_GRAIN");
+    if (scale && atof(scale) > 0.0) impl->grain_scale = atof(scale);
     impl->packs = calloc((size_t)threads, sizeof *impl->packs);
     if (!impl->packs) goto oom;
     impl->threads = threads;
