@@ -37,7 +37,7 @@ guard=()
 command -v timeout >/dev/null && guard=(timeout 300) # each program takes seconds; this only guards a hang
 status=0
 for prog in "${programs[@]}"; do
-    "${guard[@]}" "$build/$prog" --jsonl "$rows" >"$one" 2>&1
+    ${guard[@]+"${guard[@]}"} "$build/$prog" --jsonl "$rows" >"$one" 2>&1
     rc=$?
     { echo "== $prog (exit status $rc)"; cat "$one"; } >>"$log"
     sed -n '/^== summary/,$p' "$one"
