@@ -133,14 +133,14 @@ struct Case {
     Fill fill;
     std::vector<float> x, dy;
     std::vector<double> ref, scale;
-    Buffers dev;
+    Buffers gpu; // the inputs and outputs on the device
 
     Case(const ConvCase &c, Fill f, uint64_t seed)
         : cc(c), fill(f), x(random_vector(x_count(c.d), f, seed)),
-          dy(random_vector(y_count(c.d), f, seed + 1)), dev(c.d)
+          dy(random_vector(y_count(c.d), f, seed + 1)), gpu(c.d)
     {
-        dev.x.upload(x);
-        dev.dy.upload(dy);
+        gpu.x.upload(x);
+        gpu.dy.upload(dy);
         const cnn_conv_desc &d = cc.d;
         ref.assign(w_count(d) + (cc.bias ? d.f : 0), 0.0);
         scale.assign(ref.size(), 0.0);
@@ -175,26 +175,26 @@ struct Case {
     {
         const cnn_conv_desc &d = cc.d;
         const size_t count = (size_t)k_of(d) * np_of(d);
-        cnn_conv2d::im2col_kernel<<<cnn_blocks(count, CNN_THREADS), CNN_THREADS, 0, st>>>(d, dev.x.p, dev.ws.p);
+        cnn_conv2d::im2col_kernel<<<cnn_blocks(count, CNN_THREADS), CNN_THREADS, 0, st>>>(d, gpu.x.p, gpu.ws.p);
         CUDA_CHECK(cudaGetLastError());
     }
 };
 
 Errors check(const Version &v, Case &c, Engine &eng)
 {
-    c.dev.dw.fill_nan();
-    c.dev.db.fill_nan();
-    CUDA_CHECK(cudaMemset(c.dev.ws.p, 0xff, c.dev.ws.n * sizeof(float))); // forget the last version's
+    c.gpu.dw.fill_nan();
+    c.gpu.db.fill_nan();
+    CUDA_CHECK(cudaMemset(c.gpu.ws.p, 0xff, c.gpu.ws.n * sizeof(float))); // forget the last version's
     c.make_col(eng.stream());
     Errors e;
-    if (!v.run(c.cc.d, c.dev, c.cc.bias, eng)) {
+    if (!v.run(c.cc.d, c.gpu, c.cc.bias, eng)) {
         e.bad_at = 0;
         return e;
     }
     CUDA_CHECK(cudaStreamSynchronize(eng.stream()));
-    std::vector<float> out = c.dev.dw.download();
+    std::vector<float> out = c.gpu.dw.download();
     if (c.cc.bias) {
-        const std::vector<float> db = c.dev.db.download();
+        const std::vector<float> db = c.gpu.db.download();
         out.insert(out.end(), db.begin(), db.end());
     }
     return compare(out, c.ref, c.scale);
@@ -219,7 +219,7 @@ int main(int argc, char **argv)
         rep, opt, names, cases, [&](size_t vi, Case &c) { return check(VERSIONS[vi], c, eng); },
         [&](size_t vi, Case &c) {
             c.make_col(eng.stream());
-            return time_median_ms(eng.stream(), [&] { return VERSIONS[vi].run(c.cc.d, c.dev, c.cc.bias, eng); });
+            return time_median_ms(eng.stream(), [&] { return VERSIONS[vi].run(c.cc.d, c.gpu, c.cc.bias, eng); });
         },
         [](const Case &c) { return describe(c.cc); });
 }

@@ -180,15 +180,15 @@ struct Case {
     Fill fill;
     std::vector<float> x, w, b;
     std::vector<double> ref, scale;
-    Buffers dev;
+    Buffers gpu; // the inputs and outputs on the device
 
     Case(const ConvCase &c, Fill f, uint64_t seed)
         : cc(c), fill(f), x(random_vector(x_count(c.d), f, seed)),
-          w(random_vector(w_count(c.d), f, seed + 1)), b(random_vector(c.d.f, f, seed + 2)), dev(c.d)
+          w(random_vector(w_count(c.d), f, seed + 1)), b(random_vector(c.d.f, f, seed + 2)), gpu(c.d)
     {
-        dev.x.upload(x);
-        dev.w.upload(w);
-        dev.b.upload(b);
+        gpu.x.upload(x);
+        gpu.w.upload(w);
+        gpu.b.upload(b);
         reference();
     }
 
@@ -221,14 +221,14 @@ struct Case {
 
 Errors check(const Version &v, Case &c, Engine &eng)
 {
-    c.dev.y.fill_nan(); // every output must be written
+    c.gpu.y.fill_nan(); // every output must be written
     Errors e;
-    if (!v.run(c.cc.d, c.dev, c.cc.bias, eng)) {
+    if (!v.run(c.cc.d, c.gpu, c.cc.bias, eng)) {
         e.bad_at = 0;
         return e;
     }
     CUDA_CHECK(cudaStreamSynchronize(eng.stream()));
-    return compare(c.dev.y.download(), c.ref, c.scale);
+    return compare(c.gpu.y.download(), c.ref, c.scale);
 }
 
 } // namespace
@@ -249,7 +249,7 @@ int main(int argc, char **argv)
     return run_versions(
         rep, opt, names, cases, [&](size_t vi, Case &c) { return check(VERSIONS[vi], c, eng); },
         [&](size_t vi, Case &c) {
-            return time_median_ms(eng.stream(), [&] { return VERSIONS[vi].run(c.cc.d, c.dev, c.cc.bias, eng); });
+            return time_median_ms(eng.stream(), [&] { return VERSIONS[vi].run(c.cc.d, c.gpu, c.cc.bias, eng); });
         },
         [](const Case &c) { return describe(c.cc); });
 }

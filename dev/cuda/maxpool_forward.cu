@@ -114,12 +114,12 @@ struct Case {
     std::vector<float> x;
     std::vector<double> ref, scale;
     std::vector<int32_t> ref_argmax;
-    Buffers dev;
+    Buffers gpu; // the inputs and outputs on the device
 
     Case(const PoolCase &p, Fill f, uint64_t seed)
-        : pc(p), fill(f), x(random_vector(in_count(p.d), f, seed)), dev(p.d)
+        : pc(p), fill(f), x(random_vector(in_count(p.d), f, seed)), gpu(p.d)
     {
-        dev.x.upload(x);
+        gpu.x.upload(x);
         const cnn_pool_desc &d = pc.d;
         size_t o = 0;
         for (size_t q = 0; q < (size_t)d.n * d.c; ++q)
@@ -146,16 +146,16 @@ struct Case {
 
 Errors check(const Version &v, Case &c, Engine &eng)
 {
-    c.dev.y.fill_nan();
-    CUDA_CHECK(cudaMemset(c.dev.argmax.p, 0x7f, c.dev.argmax.n * sizeof(int32_t)));
+    c.gpu.y.fill_nan();
+    CUDA_CHECK(cudaMemset(c.gpu.argmax.p, 0x7f, c.gpu.argmax.n * sizeof(int32_t)));
     Errors e;
-    if (!v.run(c.pc.d, c.dev, eng)) {
+    if (!v.run(c.pc.d, c.gpu, eng)) {
         e.bad_at = 0;
         return e;
     }
     CUDA_CHECK(cudaStreamSynchronize(eng.stream()));
-    e = compare(c.dev.y.download(), c.ref, c.scale);
-    const std::vector<int32_t> am = c.dev.argmax.download();
+    e = compare(c.gpu.y.download(), c.ref, c.scale);
+    const std::vector<int32_t> am = c.gpu.argmax.download();
     for (size_t i = 0; i < am.size(); ++i) e.mismatches += am[i] != c.ref_argmax[i];
     return e;
 }
@@ -178,7 +178,7 @@ int main(int argc, char **argv)
     return run_versions(
         rep, opt, names, cases, [&](size_t vi, Case &c) { return check(VERSIONS[vi], c, eng); },
         [&](size_t vi, Case &c) {
-            return time_median_ms(eng.stream(), [&] { return VERSIONS[vi].run(c.pc.d, c.dev, eng); });
+            return time_median_ms(eng.stream(), [&] { return VERSIONS[vi].run(c.pc.d, c.gpu, eng); });
         },
         [](const Case &c) { return describe(c.pc); });
 }

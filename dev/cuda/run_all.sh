@@ -56,8 +56,8 @@ done
 } >"$out"
 echo "== $(grep -c '"op"' "$out") rows written to $out; full output in $log"
 if [ $status -ne 0 ]; then
-    echo "run_all.sh: FAILED" >&2
+    echo "run_all.sh: FAILED (${SECONDS} s)" >&2
 else
-    echo "run_all.sh: all checks passed"
+    echo "run_all.sh: all checks passed (${SECONDS} s)"
 fi
 exit $status
