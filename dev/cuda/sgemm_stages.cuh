@@ -1,0 +1,228 @@
+// sgemm_stages.cuh: the earlier stages of the SGEMM, written for dev/cuda
+// (versions 1-3 of sgemm.cu, and the GEMM inside the conv programs' im2col
+// versions). Version 4 is the engine's own tile kernel
+// (cuda/gemm_kernels.cuh) without split-K, version 5 the engine's
+// cnn_cuda_sgemm.
+//
+// Every stage computes, like the engine, C (m, n) = alpha op(A) op(B) + beta C,
+// row-major; op(A) is (m, k), op(B) is (k, n); ta means A is stored (k, m), tb
+// that B is stored (n, k); beta == 0 never reads C. Any m, n, k >= 1 and any
+// leading dimensions.
+#ifndef DEV_CUDA_SGEMM_STAGES_CUH
+#define DEV_CUDA_SGEMM_STAGES_CUH
+
+#include <cuda_runtime.h>
+
+#include "common.cuh"
+#include "gemm_kernels.cuh" // the engine's tile kernel (version 4)
+
+namespace stages {
+
+struct Gemm {
+    bool ta, tb;
+    int m, n, k;
+    float alpha;
+    const float *a;
+    int lda;
+    const float *b;
+    int ldb;
+    float beta;
+    float *c;
+    int ldc;
+};
+
+__device__ __forceinline__ void store(float *c, float alpha, float acc, float beta)
+{
+    *c = beta == 0.0f ? alpha * acc : alpha * acc + beta * *c;
+}
+
+// grid.y is limited to 65535 blocks (the rows of C)
+inline bool grid_fits(const dim3 &grid, const char *what)
+{
+    if (grid.y <= 65535) return true;
+    fprintf(stderr, "%s: m too large for one grid\n", what);
+    return false;
+}
+
+// ---- version 1: naive. One thread per output of C, operands read from global
+// memory for every multiply-add (each A and B element is read n and m times).
+// threadIdx.x runs along a row of C, so the reads of B (not transposed) and
+// the writes of C are coalesced; A's element is the same for the whole warp.
+__global__ void sgemm_naive(bool ta, bool tb, int m, int n, int k, float alpha,
+                            const float *__restrict__ a, int lda, const float *__restrict__ b,
+                            int ldb, float beta, float *__restrict__ c, int ldc)
+{
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    const int i = blockIdx.y * blockDim.y + threadIdx.y;
+    if (i >= m || j >= n) return;
+    float acc = 0.0f;
+    for (int kk = 0; kk < k; ++kk) {
+        const float av = ta ? a[(size_t)kk * lda + i] : a[(size_t)i * lda + kk];
+        const float bv = tb ? b[(size_t)j * ldb + kk] : b[(size_t)kk * ldb + j];
+        acc = fmaf(av, bv, acc);
+    }
+    store(c + (size_t)i * ldc + j, alpha, acc, beta);
+}
+
+inline bool sgemm_v1(const Gemm &g, cudaStream_t st)
+{
+    const dim3 block(32, 8), grid((g.n + 31) / 32, (g.m + 7) / 8);
+    if (!grid_fits(grid, "sgemm v1")) return false;
+    sgemm_naive<<<grid, block, 0, st>>>(g.ta, g.tb, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb,
+                                        g.beta, g.c, g.ldc);
+    return dev::launched("sgemm v1");
+}
+
+// ---- version 2: shared-memory tiles. A 32x32 block of threads computes a
+// 32x32 tile of C, one output per thread; the K dimension goes through
+// shared memory 32 at a time, so each element of A and B is read from
+// global memory once per tile instead of once per output (32x fewer reads).
+// Loads follow the stored layout (a warp reads 32 consecutive floats); the
+// tile is stored transposed when the operand is, with one float of padding
+// per row so that the transposed stores hit 32 different banks.
+constexpr int T2 = 32;
+
+template <bool TA, bool TB>
+__global__ void __launch_bounds__(T2 *T2)
+sgemm_smem(int m, int n, int k, float alpha, const float *__restrict__ a, int lda,
+           const float *__restrict__ b, int ldb, float beta, float *__restrict__ c, int ldc)
+{
+    __shared__ float as[T2][T2 + 1]; // as[i][kk] = op(A)(row0 + i, k0 + kk)
+    __shared__ float bs[T2][T2 + 1]; // bs[kk][j] = op(B)(k0 + kk, col0 + j)
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int row0 = blockIdx.y * T2, col0 = blockIdx.x * T2;
+    float acc = 0.0f;
+    for (int k0 = 0; k0 < k; k0 += T2) {
+        {
+            const int i = TA ? tx : ty, kk = TA ? ty : tx; // consecutive tx: consecutive addresses
+            const int gi = row0 + i, gk = k0 + kk;
+            float v = 0.0f;
+            if (gi < m && gk < k) v = TA ? a[(size_t)gk * lda + gi] : a[(size_t)gi * lda + gk];
+            as[i][kk] = v;
+        }
+        {
+            const int j = TB ? ty : tx, kk = TB ? tx : ty;
+            const int gj = col0 + j, gk = k0 + kk;
+            float v = 0.0f;
+            if (gj < n && gk < k) v = TB ? b[(size_t)gj * ldb + gk] : b[(size_t)gk * ldb + gj];
+            bs[kk][j] = v;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < T2; ++kk) acc = fmaf(as[ty][kk], bs[kk][tx], acc);
+        __syncthreads();
+    }
+    const int i = row0 + ty, j = col0 + tx;
+    if (i < m && j < n) store(c + (size_t)i * ldc + j, alpha, acc, beta);
+}
+
+// ---- version 3: 1-D register blocking. A block of 512 threads computes a
+// 64x64 tile of C; each thread keeps a column of 8 outputs in registers, so
+// one value of B read from shared memory feeds 8 multiply-adds (version 2:
+// two shared-memory reads per multiply-add; here 9 per 8). K goes through
+// shared memory 8 at a time.
+constexpr int BM3 = 64, BN3 = 64, BK3 = 8, TM3 = 8, TPB3 = BM3 * BN3 / TM3;
+
+template <bool TA, bool TB>
+__global__ void __launch_bounds__(TPB3)
+sgemm_reg1d(int m, int n, int k, float alpha, const float *__restrict__ a, int lda,
+            const float *__restrict__ b, int ldb, float beta, float *__restrict__ c, int ldc)
+{
+    // padded by 4 so that the stores of a tile read across K (8 rows of
+    // shared memory at once) fall in different banks
+    __shared__ float as[BK3][BM3 + 4]; // as[kk][i] = op(A)(row0 + i, k0 + kk)
+    __shared__ float bs[BK3][BN3 + 4]; // bs[kk][j] = op(B)(k0 + kk, col0 + j)
+    const int tid = threadIdx.x;
+    const int tx = tid % BN3, ty = tid / BN3; // column tx, rows ty * TM3 + [0, TM3)
+    const int row0 = blockIdx.y * BM3, col0 = blockIdx.x * BN3;
+    float acc[TM3] = {};
+    for (int k0 = 0; k0 < k; k0 += BK3) {
+        { // one element of each tile per thread, in the stored layout's order
+            const int i = TA ? tid % BM3 : tid / BK3, kk = TA ? tid / BM3 : tid % BK3;
+            const int gi = row0 + i, gk = k0 + kk;
+            float v = 0.0f;
+            if (gi < m && gk < k) v = TA ? a[(size_t)gk * lda + gi] : a[(size_t)gi * lda + gk];
+            as[kk][i] = v;
+        }
+        {
+            const int j = TB ? tid / BK3 : tid % BN3, kk = TB ? tid % BK3 : tid / BN3;
+            const int gj = col0 + j, gk = k0 + kk;
+            float v = 0.0f;
+            if (gj < n && gk < k) v = TB ? b[(size_t)gj * ldb + gk] : b[(size_t)gk * ldb + gj];
+            bs[kk][j] = v;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < BK3; ++kk) {
+            const float bv = bs[kk][tx];
+#pragma unroll
+            for (int r = 0; r < TM3; ++r) acc[r] = fmaf(as[kk][ty * TM3 + r], bv, acc[r]);
+        }
+        __syncthreads();
+    }
+    const int j = col0 + tx;
+    if (j >= n) return;
+#pragma unroll
+    for (int r = 0; r < TM3; ++r) {
+        const int i = row0 + ty * TM3 + r;
+        if (i < m) store(c + (size_t)i * ldc + j, alpha, acc[r], beta);
+    }
+}
+
+// Launches KERNEL<ta, tb>(...) for the Gemm's transposes.
+#define STAGES_DISPATCH(KERNEL, grid, block, st, g, ...)                                       \
+    do {                                                                                      \
+        if (!(g).ta && !(g).tb)                                                               \
+            KERNEL<false, false><<<grid, block, 0, st>>>(__VA_ARGS__);                        \
+        else if ((g).ta && !(g).tb)                                                           \
+            KERNEL<true, false><<<grid, block, 0, st>>>(__VA_ARGS__);                         \
+        else if (!(g).ta && (g).tb)                                                           \
+            KERNEL<false, true><<<grid, block, 0, st>>>(__VA_ARGS__);                         \
+        else                                                                                  \
+            KERNEL<true, true><<<grid, block, 0, st>>>(__VA_ARGS__);                          \
+    } while (0)
+#define STAGES_GEMM_ARGS(g) (g).m, (g).n, (g).k, (g).alpha, (g).a, (g).lda, (g).b, (g).ldb, (g).beta, (g).c, (g).ldc
+
+inline bool sgemm_v2(const Gemm &g, cudaStream_t st)
+{
+    const dim3 grid((g.n + T2 - 1) / T2, (g.m + T2 - 1) / T2), block(T2, T2);
+    if (!grid_fits(grid, "sgemm v2")) return false;
+    STAGES_DISPATCH(sgemm_smem, grid, block, st, g, STAGES_GEMM_ARGS(g));
+    return dev::launched("sgemm v2");
+}
+
+inline bool sgemm_v3(const Gemm &g, cudaStream_t st)
+{
+    const dim3 grid((g.n + BN3 - 1) / BN3, (g.m + BM3 - 1) / BM3);
+    if (!grid_fits(grid, "sgemm v3")) return false;
+    STAGES_DISPATCH(sgemm_reg1d, grid, TPB3, st, g, STAGES_GEMM_ARGS(g));
+    return dev::launched("sgemm v3");
+}
+
+// ---- version 4: the engine's 64x64-tile kernel (cuda/gemm_kernels.cuh: 256
+// threads, 4x4 outputs per thread, K through shared memory 16 at a time),
+// launched over the whole of K in one slice: the engine before split-K.
+inline bool sgemm_v4(const Gemm &g, cudaStream_t st)
+{
+    using namespace cnn_gemm;
+    const dim3 grid((g.n + BN - 1) / BN, (g.m + BM - 1) / BM, 1);
+    if (!grid_fits(grid, "sgemm v4")) return false;
+    const int k_slice = (g.k + BK - 1) / BK * BK; // one slice: all of K
+    STAGES_DISPATCH(sgemm_tile, grid, TPB, st, g, g.m, g.n, g.k, k_slice, g.alpha, g.a, g.lda, g.b,
+                    g.ldb, g.beta, g.c, g.ldc, nullptr);
+    return dev::launched("sgemm v4");
+}
+
+// ---- version 5: the engine, cnn_cuda_sgemm (cuda/gemm.cu): version 4's
+// kernel, with K cut into slices when C has too few tiles to fill the GPU
+// and K is long; the slices' partial tiles are summed in a fixed order.
+inline bool sgemm_v5(const Gemm &g, cnn_ctx *ctx)
+{
+    return dev::engine_ok(cnn_cuda_sgemm(ctx, g.ta, g.tb, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b,
+                                         g.ldb, g.beta, g.c, g.ldc),
+                          "sgemm v5 (cnn_cuda_sgemm)");
+}
+
+} // namespace stages
+
+#endif
