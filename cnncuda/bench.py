@@ -65,7 +65,15 @@ def _check_engine(device, arg="engines"):
     if not isinstance(device, str):
         raise TypeError("%s: expected engine names such as 'cpu' or 'omp:4', got %r"
                         % (arg, device))
-    name, _ = parse_device(device)
+    try:
+        name, _ = parse_device(device)
+    except ValueError:
+        name = None
+    if name is not None and name != "omp" and ":" in device:
+        name = None
+    if name is None:
+        raise ValueError("%s: expected engine names such as 'cpu' or 'omp:4' (threads >= 1, for "
+                         "omp only), got %r" % (arg, device))
     if name not in ENGINE_NAMES:
         raise ValueError("%s: expected one of %s (or 'omp:N', or 'all'), got %r"
                          % (arg, ", ".join(ENGINE_NAMES), device))
@@ -259,8 +267,9 @@ def run(models=("cifar10_cnn",), engines=None, batch_size=None, images=None, epo
     (default: every engine here but numpy); batch_size: an int or a list
     (default: each seed's); images or steps: per epoch (default: the whole
     training set); epochs: timed epochs (the best is reported); data: 'auto',
-    'real' or 'synthetic'; val_images: validation images (default: the test
-    split, or a fifth of the synthetic images up to 10,000; 0: none);
+    'real' or 'synthetic'; val_images: validation images after each epoch,
+    not timed (default: the whole test split for whole epochs, else a fifth
+    of the training images; 0: none);
     frameworks: 'auto', 'none', 'torch', 'jax' or 'torch,jax'; verbose: 0,
     1 (Keras's bar line per epoch) or 2 (Keras's verbose=2 line)."""
     p = _plan(models, engines, batch_size, images, epochs, seed, torch_threads, torch_gpu,
@@ -341,8 +350,8 @@ def _parser():
     p.add_argument("--download", action="store_true",
                    help="download a real data set that is not here (never done otherwise)")
     p.add_argument("--val-images", type=int, default=None,
-                   help="validation images after each epoch (default: the test split, or a "
-                        "fifth of the synthetic images up to 10,000; 0: none)")
+                   help="validation images after each epoch, not timed (default: the whole test "
+                        "split for whole epochs, else a fifth of --images; 0: none)")
     p.add_argument("--threads", type=_counts, action="append", default=[],
                    help="also time the omp engine at these thread counts, e.g. 1,2,4,8,16 "
                         "(repeatable); without --device the other engines are numpy and cpu")

@@ -51,6 +51,10 @@ class BenchData:
             self.label, len(self.x), len(self.x_val))
 
 
+def _fifth(images):
+    return max(1, images // 5)
+
+
 def _find(name):
     module = _MODULES[name]
     return module.find(160) if name == "imagenette" else module.find()
@@ -117,8 +121,9 @@ def bench_data(model, images=None, val_images=None, data="auto", seed=0, downloa
     images: training images (default: the whole real training set, or the
     experiment's training-set size for synthetic data); a subset of the real
     data is its first `images` images. val_images: validation images (default:
-    the real test split, or a held-out synthetic set of a fifth of `images`,
-    at most 10,000; 0: none). data: 'auto' (real when on this machine, else
+    the whole real test split for whole epochs; otherwise a fifth of the
+    training images, at most the test split's size or, for synthetic data,
+    10,000; 0: none). data: 'auto' (real when on this machine, else
     synthetic), 'real' (an error when absent, unless `download`) or
     'synthetic'. cache: a dict keeping loaded data sets between calls."""
     if model not in SEEDS:
@@ -150,6 +155,8 @@ def bench_data(model, images=None, val_images=None, data="auto", seed=0, downloa
                 note = "%s is here but cannot be read (%s)" % (found, err)
             else:
                 x, y = prepare(model, *_subset(train, images, "images", "training", found))
+                if val_images is None and images is not None:
+                    val_images = min(len(test[0]), _fifth(images))
                 x_val, y_val = prepare(model, *_subset(test, val_images, "val_images", "test",
                                                        found))
                 return BenchData(x, y, x_val, y_val, "real", found)
@@ -158,6 +165,6 @@ def bench_data(model, images=None, val_images=None, data="auto", seed=0, downloa
         else:
             note = "%s has no public data set" % model
     n = images or SEEDS[model]["train_images"]
-    n_val = val_images if val_images is not None else min(SYNTHETIC_VALIDATION, max(1, n // 5))
+    n_val = val_images if val_images is not None else min(SYNTHETIC_VALIDATION, _fifth(n))
     x, y = synthetic_data(model, n + n_val, seed=seed)
     return BenchData(x[:n], y[:n], x[n:], y[n:], "synthetic", "synthetic", note)
