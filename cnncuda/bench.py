@@ -212,19 +212,18 @@ def _jax_wanted(p, log):
         return False
     from . import bench_jax
     if not bench_jax.available():
-        if not p.auto:
-            log("jax is not installed: no JAX row")
+        log("jax is not installed: no JAX rows")
         return False
     return True
 
 
 def _framework_rows(p, model, batch, data, log):
     rows = []
-    for variant, threads in _torch_variants(p, log):
+    for variant, threads in p.torch_variants:
         from .bench_torch import TorchRunner
         rows.append(_row(lambda: TorchRunner(model, data, batch, variant, threads, p.seed),
                          "torch-%s" % variant, p, model, batch, data, log))
-    if _jax_wanted(p, log):
+    if p.jax:
         from .bench_jax import JaxRunner
         rows.append(_row(lambda: JaxRunner(model, data, batch, p.seed), "jax", p, model, batch,
                          data, log))
@@ -281,6 +280,8 @@ def _execute(p, log, json_path, plot_path, command):
     env = environment()
     for line in format_environment(env):
         log(line)
+    p.torch_variants = _torch_variants(p, log)
+    p.jax = _jax_wanted(p, log)
     rows = []
     cache = {}
     for model in p.models:
