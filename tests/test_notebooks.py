@@ -10,7 +10,7 @@ from cnncuda import bench_stages
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NOTEBOOKS = sorted(glob.glob(os.path.join(HERE, "..", "notebooks", "*.ipynb")))
-EXPERIMENTS = [p for p in NOTEBOOKS if os.path.basename(p)[:2] in ("01", "02", "03", "04", "05")]
+EXPERIMENT_NOTEBOOKS = [p for p in NOTEBOOKS if os.path.basename(p)[:2] in ("01", "02", "03", "04", "05")]
 SMALL = {"STEPS": 2, "EPOCHS": 1, "IMAGES": 48, "VAL_IMAGES": 16, "CHECK_STEPS": 3}
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -55,13 +55,13 @@ def test_notebook_runs_and_writes_its_plot(path, tmp_path):
 
 
 def test_the_five_experiments_are_here():
-    assert [os.path.basename(p) for p in EXPERIMENTS] == [
+    assert [os.path.basename(p) for p in EXPERIMENT_NOTEBOOKS] == [
         "01_cifar10_sequential_vs_gpu.ipynb", "02_imagenette_sequential_gpu_cudnn.ipynb",
         "03_lenet5_threads_gpu.ipynb", "04_tiny_cnn_numpy_cpu_gpu.ipynb",
         "05_kernel_stages.ipynb"]
 
 
-@pytest.mark.parametrize("path", EXPERIMENTS, ids=os.path.basename)
+@pytest.mark.parametrize("path", EXPERIMENT_NOTEBOOKS, ids=os.path.basename)
 def test_experiments_install_in_colab_then_take_parameters(path):
     cells = code_cells(path)
     install = cells[0]
@@ -81,7 +81,7 @@ def test_stages_notebook_reads_the_harness_json(tmp_path):
         {"op": "sgemm", "version": 1, "name": "naive", "ms": 4.0},
         {"op": "im2col", "version": 1, "name": "naive", "ms": 1.0},
         {"op": "im2col", "version": 2, "name": "coalesced", "ms": 0.25}]))
-    path = next(p for p in EXPERIMENTS if "05_" in p)
+    path = next(p for p in EXPERIMENT_NOTEBOOKS if "05_" in p)
     scope = run_notebook(path, tmp_path, STAGES_JSON=str(stages))
     assert scope["WHAT"] == "kernel versions" and scope["source"] == str(stages)
     assert [b["label"] for b in scope["bars"]][:2] == ["v1 naive", "v2 shared-memory tiles"]
@@ -90,7 +90,7 @@ def test_stages_notebook_reads_the_harness_json(tmp_path):
 
 def test_stages_notebook_without_the_json_shows_the_recorded_stages(tmp_path, monkeypatch):
     monkeypatch.setattr(bench_stages, "STAGES_JSON", os.path.join("dev", "cuda", "absent.json"))
-    path = next(p for p in EXPERIMENTS if "05_" in p)
+    path = next(p for p in EXPERIMENT_NOTEBOOKS if "05_" in p)
     scope = run_notebook(path, tmp_path)
     assert scope["WHAT"] == "engine stages" and scope["source"].endswith("BENCHMARKS.md")
     assert_png(scope["PLOT_PATH"], tmp_path)
