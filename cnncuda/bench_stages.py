@@ -3,8 +3,10 @@
 Two sources, in this order:
 
 - ``dev/cuda/stages.json``: per-kernel versions timed by the kernel-stage
-  harness, a list of ``{"op", "version", "name", "ms"}`` (milliseconds per
-  call of kernel version `version` of op `op`);
+  harness (dev/cuda/run_all.sh), a list of ``{"op", "version", "name",
+  "ms"}`` (the median milliseconds of version `version` of op `op`), per
+  seed shape (``"shape"``) and summed over them (``"shape": "total"``, the
+  rows shown where there are any);
 - the staged history of the ``cuda`` engine recorded in BENCHMARKS.md (the
   table under "How the `cuda` engine got there": seconds per CIFAR-10 epoch
   after each stage, on the GPU named there).
@@ -44,9 +46,23 @@ def find_repository_file(relpath, start=None):
     return None
 
 
+_FIELDS = (  # (key, required, types, what is expected)
+    ("op", True, str, "a string"),
+    ("version", True, (int, str), "an int or a string"),
+    ("name", True, str, "a string"),
+    ("ms", True, (numbers.Real, type(None)), "a number or null"),
+    ("shape", False, str, "a string"),
+    ("ok", False, bool, "true or false"),
+    ("max_err", False, (numbers.Real, type(None)), "a number or null"),
+    ("device", False, str, "a string"),
+)
+
+
 def read_stages_json(path):
     """The harness's entries, checked: a list of {"op": str, "version": int or
-    str, "name": str, "ms": number > 0}."""
+    str, "name": str, "ms": number > 0, or null where the version's checks
+    failed}, each optionally with "shape" (a seed shape, or "total" for the
+    sum over them), "ok", "max_err" and "device"."""
     with open(path) as f:
         try:
             entries = json.load(f)
@@ -58,18 +74,52 @@ def read_stages_json(path):
     for i, e in enumerate(entries):
         if not isinstance(e, dict):
             raise ValueError("%s[%d]: expected an object, got %r" % (path, i, e))
-        for key, kinds in (("op", str), ("version", (int, str)), ("name", str),
-                           ("ms", numbers.Real)):
+        for key, required, types, expected in _FIELDS:
             if key not in e:
-                raise ValueError("%s[%d]: missing key %r" % (path, i, key))
-            if not isinstance(e[key], kinds) or isinstance(e[key], bool):
+                if required:
+                    raise ValueError("%s[%d]: missing key %r" % (path, i, key))
+                continue
+            if not isinstance(e[key], types) or (isinstance(e[key], bool) and types is not bool):
                 raise ValueError("%s[%d].%s: expected %s, got %r"
-                                 % (path, i, key, "a number" if key == "ms" else
-                                    "a string" if kinds is str else "an int or a string",
-                                    e[key]))
-        if not e["ms"] > 0:
-            raise ValueError("%s[%d].ms: expected a number > 0, got %r" % (path, i, e["ms"]))
+                                 % (path, i, key, expected, e[key]))
+        if e["ms"] is not None and not e["ms"] > 0:
+            raise ValueError("%s[%d].ms: expected a number > 0 or null, got %r"
+                             % (path, i, e["ms"]))
     return entries
+
+
+def _kernel_bars(entries):
+    """(bars, notes) of the harness's entries: per op, its "total" rows where
+    there are any (one time per version), else one group per seed shape;
+    versions in order; versions without a time, or whose checks failed, left
+    out and named in the notes."""
+    bars, notes = [], []
+    for op in dict.fromkeys(e["op"] for e in entries):
+        mine = [e for e in entries if e["op"] == op]
+        totals = [e for e in mine if e.get("shape") == "total"]
+        if totals:
+            groups = {"%s (total over the seed shapes)" % op: totals}
+        else:
+            groups = {}
+            for e in mine:
+                groups.setdefault("%s: %s" % (op, e["shape"]) if e.get("shape") else op,
+                                  []).append(e)
+        for group, rows in groups.items():
+            if all(isinstance(e["version"], int) for e in rows):
+                rows = sorted(rows, key=lambda e: e["version"])
+            for e in rows:
+                label = "v%s %s" % (e["version"], _short(e["name"]))
+                if e["ms"] is None or e.get("ok") is False:
+                    notes.append("%s %s: left out (%s)" % (group, label, "no time"
+                                                            if e["ms"] is None else
+                                                            "its checks failed"))
+                    continue
+                bars.append({"group": group, "label": label, "value": float(e["ms"]),
+                             "unit": "ms"})
+    devices = sorted({e["device"] for e in entries if e.get("device")})
+    if devices:
+        notes.insert(0, "measured on %s" % ", ".join(devices))
+    return bars, notes
 
 
 def recorded_engine_stages(path):
@@ -110,25 +160,20 @@ def _short(text, width=30):
 
 
 def load_stages(stages_json=None, benchmarks=None):
-    """(what, bars, source): `what` says which data are shown ('kernel
+    """(what, bars, source, notes): `what` says which data are shown ('kernel
     versions' or 'engine stages'), `bars` a list of {"group", "label",
     "value", "unit"} (each group's first bar is its baseline), `source` the
-    file read. The harness's JSON is used when
-    given or found at dev/cuda/stages.json, else BENCHMARKS.md's history."""
+    file read, `notes` what was left out and where it was measured. The
+    harness's JSON is used when given or found at dev/cuda/stages.json, else
+    BENCHMARKS.md's history."""
     path = stages_json or find_repository_file(STAGES_JSON)
     if path is not None:
         if not os.path.isfile(path):
             raise ValueError("stages_json: expected a file, got %r" % (path,))
-        entries = read_stages_json(path)
-        ops = list(dict.fromkeys(e["op"] for e in entries))
-        bars = []
-        for op in ops:  # each op's versions in order (file order where not numbered)
-            mine = [e for e in entries if e["op"] == op]
-            if all(isinstance(e["version"], int) for e in mine):
-                mine.sort(key=lambda e: e["version"])
-            bars += [{"group": op, "label": "v%s %s" % (e["version"], _short(e["name"])),
-                      "value": float(e["ms"]), "unit": "ms per call"} for e in mine]
-        return "kernel versions", bars, path
+        bars, notes = _kernel_bars(read_stages_json(path))
+        if not bars:
+            raise ValueError("%s: no version has a time (%s)" % (path, "; ".join(notes)))
+        return "kernel versions", bars, path, notes
     path = benchmarks or find_repository_file(BENCHMARKS)
     if path is None:
         raise ValueError("benchmarks: neither %s nor %s was found (run from the repository)"
@@ -137,4 +182,4 @@ def load_stages(stages_json=None, benchmarks=None):
              "label": "%d. %s" % (s["stage"], _short(s["name"])),
              "value": s["seconds"], "unit": "s per epoch"}
             for s in recorded_engine_stages(path)]
-    return "engine stages", bars, path
+    return "engine stages", bars, path, ["measured on an H200 (BENCHMARKS.md)"]

@@ -80,8 +80,9 @@ def test_recorded_engine_stages_are_read_from_benchmarks_md():
 def test_without_the_json_the_recorded_stages_are_loaded(monkeypatch):
     from cnncuda import bench_stages
     monkeypatch.setattr(bench_stages, "STAGES_JSON", os.path.join("dev", "cuda", "absent.json"))
-    what, bars, source = load_stages()
+    what, bars, source, notes = load_stages()
     assert what == "engine stages" and source == find_repository_file("BENCHMARKS.md")
+    assert notes == ["measured on an H200 (BENCHMARKS.md)"]
     assert [b["value"] for b in bars if b["group"].endswith("batch 32")] == \
         [5.902, 0.830, 0.756, 0.548]
     assert bars[0]["label"] == "1. first correct version" and bars[0]["unit"] == "s per epoch"
@@ -100,11 +101,15 @@ def test_stages_json_is_checked(tmp_path):
             ([], "expected a non-empty list"),
             ([{"op": "sgemm", "version": 1, "name": "naive"}], r"\[0\]: missing key 'ms'"),
             ([{"op": "sgemm", "version": 1, "name": "naive", "ms": "4"}],
-             r"\[0\]\.ms: expected a number"),
+             r"\[0\]\.ms: expected a number or null, got '4'"),
             ([{"op": "sgemm", "version": 1.5, "name": "naive", "ms": 4}],
              r"\[0\]\.version: expected an int or a string"),
+            ([{"op": "sgemm", "version": True, "name": "naive", "ms": 4}],
+             r"\[0\]\.version: expected an int or a string, got True"),
+            ([{"op": "sgemm", "version": 1, "name": "naive", "ms": 4, "ok": "yes"}],
+             r"\[0\]\.ok: expected true or false"),
             ([{"op": "sgemm", "version": 1, "name": "naive", "ms": 0}],
-             r"\[0\]\.ms: expected a number > 0, got 0")):
+             r"\[0\]\.ms: expected a number > 0 or null, got 0")):
         path.write_text(json.dumps(entries))
         with pytest.raises(ValueError, match=message):
             read_stages_json(str(path))
@@ -113,14 +118,38 @@ def test_stages_json_is_checked(tmp_path):
         read_stages_json(str(path))
 
 
-def test_load_stages_prefers_the_harness_json(tmp_path):
+def harness_rows(op, version, name, per_shape, total, ok=True):
+    """Rows as dev/cuda/run_all.sh writes them: one per seed shape, one total."""
+    device = "GPU X (sm_90, 132 SMs)"
+    rows = [{"op": op, "version": version, "name": name, "shape": shape, "ms": ms,
+             "max_err": 1e-7, "ok": ok, "device": device} for shape, ms in per_shape.items()]
+    rows.append({"op": op, "version": version, "name": name, "shape": "total", "ms": total,
+                 "max_err": 1e-7, "ok": ok, "device": device})
+    return rows
+
+
+def test_load_stages_prefers_the_harness_json_and_its_totals(tmp_path):
     path = tmp_path / "stages.json"
-    path.write_text(json.dumps([{"op": "conv", "version": 3, "name": "fused", "ms": 0.1},
-                                {"op": "conv", "version": 0, "name": "naive", "ms": 2.0}]))
-    what, bars, source = load_stages(str(path))
+    entries = (harness_rows("sgemm", 2, "shared-memory tiles: 32x32", {"a": 0.2, "b": 0.3}, 0.5)
+               + harness_rows("sgemm", 1, "naive: one thread per output", {"a": 1.0, "b": 3.0},
+                              4.0)
+               + harness_rows("sgemm", 3, "register blocking", {"a": 0.1, "b": 0.1}, None,
+                              ok=False)
+               + [{"op": "pool", "version": 1, "name": "naive", "shape": "s1", "ms": 0.2},
+                  {"op": "pool", "version": 2, "name": "engine", "shape": "s1", "ms": 0.1}])
+    path.write_text(json.dumps(entries))
+    what, bars, source, notes = load_stages(str(path))
     assert what == "kernel versions" and source == str(path)
-    assert [(b["label"], b["value"]) for b in bars] == [("v0 naive", 2.0), ("v3 fused", 0.1)]
+    assert [(b["group"], b["label"], b["value"]) for b in bars] == [
+        ("sgemm (total over the seed shapes)", "v1 naive", 4.0),
+        ("sgemm (total over the seed shapes)", "v2 shared-memory tiles", 0.5),
+        ("pool: s1", "v1 naive", 0.2), ("pool: s1", "v2 engine", 0.1)]
+    assert notes == ["measured on GPU X (sm_90, 132 SMs)",
+                     "sgemm (total over the seed shapes) v3 register blocking: left out (no time)"]
     fig = bench_plot.stages_plot(bars, str(tmp_path / "k.png"))
-    assert "20.00x\n0.1" in texts(fig) and (tmp_path / "k.png").read_bytes()[:8] == PNG
+    assert "8.00x\n0.5" in texts(fig) and (tmp_path / "k.png").read_bytes()[:8] == PNG
     with pytest.raises(ValueError, match="stages_json: expected a file"):
         load_stages(str(tmp_path / "absent.json"))
+    path.write_text(json.dumps(harness_rows("sgemm", 1, "naive", {"a": 1.0}, None, ok=False)))
+    with pytest.raises(ValueError, match="no version has a time"):
+        load_stages(str(path))

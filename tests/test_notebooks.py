@@ -76,11 +76,18 @@ def test_experiments_install_in_colab_then_take_parameters(path):
 
 def test_stages_notebook_reads_the_harness_json(tmp_path):
     stages = tmp_path / "stages.json"
+    device = "GPU X (sm_90, 132 SMs)"   # rows as dev/cuda/run_all.sh writes them
     stages.write_text(json.dumps([
-        {"op": "sgemm", "version": 2, "name": "shared-memory tiles", "ms": 0.5},
-        {"op": "sgemm", "version": 1, "name": "naive", "ms": 4.0},
-        {"op": "im2col", "version": 1, "name": "naive", "ms": 1.0},
-        {"op": "im2col", "version": 2, "name": "coalesced", "ms": 0.25}]))
+        {"op": "sgemm", "version": 2, "name": "shared-memory tiles", "shape": "total",
+         "ms": 0.5, "max_err": 1e-7, "ok": True, "device": device},
+        {"op": "sgemm", "version": 1, "name": "naive", "shape": "total", "ms": 4.0,
+         "max_err": 1e-7, "ok": True, "device": device},
+        {"op": "sgemm", "version": 1, "name": "naive", "shape": "conv1 dW", "ms": 1.0,
+         "max_err": 1e-7, "ok": True, "device": device},
+        {"op": "conv2d_forward", "version": 1, "name": "naive direct", "shape": "total",
+         "ms": 1.0, "max_err": 1e-7, "ok": True, "device": device},
+        {"op": "conv2d_forward", "version": 2, "name": "register-blocked", "shape": "total",
+         "ms": 0.25, "max_err": 1e-7, "ok": True, "device": device}]))
     path = next(p for p in EXPERIMENT_NOTEBOOKS if "05_" in p)
     scope = run_notebook(path, tmp_path, STAGES_JSON=str(stages))
     assert scope["WHAT"] == "kernel versions" and scope["source"] == str(stages)
