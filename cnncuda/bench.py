@@ -1,207 +1,389 @@
-"""Seconds per epoch of the seed networks on the engines of this machine.
+"""Seconds per epoch of the seed networks on every engine of this machine,
+with PyTorch and JAX beside them where they are installed.
 
-    python -m cnncuda.bench --model cifar10_cnn --device cpu
+    python -m cnncuda.bench --model cifar10_cnn --plot bench.png --json bench.json
 
-trains one epoch (the experiment's training-set size, or --images) of
-synthetic data of the seed's shape on each engine, after one warm-up step,
-the way fit does (the data uploaded to the engine once, each epoch's shuffled
-order gathered there, the sums read back at the end of the epoch),
-and prints seconds per epoch, images per second, milliseconds per step and
-the speedup over the sequential ``cpu`` engine. The data are synthetic
-(class templates plus noise), and every row says so.
+prints an environment header (CPU, GPU, driver, CUDA, cuDNN, library
+versions), Keras-style progress, and a table of seconds per epoch, images per
+second, the speedup over the sequential ``cpu`` engine, the final training
+and validation accuracy, peak memory (host resident memory for the CPU rows,
+device memory for the GPU rows) and, where the GPU's driver reports it, joules
+per epoch. Each row trains the way fit does: the data on the engine once, a
+shuffled order per epoch, the whole epoch in one engine call, timed after a
+warm-up and between two synchronisations; GPU rows are timed with CUDA events
+(PyTorch's, and the engine's where the binding reports them; otherwise the
+wall clock, and the row says so). With several epochs, the best is reported.
 
-CPU scaling: ``--threads 1,2,4,8,16`` adds an ``omp:N`` row per count, and
-``--torch-threads 1,2,4,8,16`` PyTorch CPU rows at those counts (skipped,
-with a note, where torch is not installed); each of our rows then also gives
-its ratio to PyTorch at the same thread count (``cpu`` against 1 thread)::
+Data: the seed's real data set when it is on this machine (CIFAR-10, MNIST or
+Fashion-MNIST, Imagenette; never downloaded unless ``--download``), otherwise
+synthetic data of the same shape; every row, the table and the plot say
+which. ``--images N`` takes the first N training images.
 
-    python -m cnncuda.bench --model cifar10_cnn --model lenet5 --device numpy \
+Frameworks (``--frameworks auto``, the default: those importable): PyTorch
+eager and with the whole step in a CUDA graph where torch sees a GPU, else
+PyTorch on one CPU thread; JAX with a jitted step on its default device.
+``--torch-threads 1,2,4`` and ``--torch-gpu`` ask for PyTorch rows
+explicitly.
+
+CPU scaling: ``--threads 1,2,4,8,16`` adds an ``omp:N`` row per count (and,
+without ``--device``, times only numpy and cpu besides); ``--torch-threads``
+at the same counts gives each of our rows its ratio to PyTorch (``vs
+torch``, ``cpu`` against 1 thread)::
+
+    python -m cnncuda.bench --model cifar10_cnn --model lenet5 --device numpy \\
         --device cpu --threads 1,2,4,8,16 --torch-threads 1,2,4,8,16 --images 10000
 """
 import argparse
+import gc
 import json
-import platform
+import os
 import sys
-import time
 
-import numpy as np
+from . import EngineUnavailableError, _C, devices, get_num_threads
+from .bench_cnncuda import EngineRunner
+from .bench_data import DATA_MODES, bench_data, check_real
+from .bench_env import environment, format_environment
+from .bench_table import add_speedups, format_table
+from .bench_timing import time_row
+from .checks import choice, nonnegative_int, positive_int
+from .datasets import DatasetNotFoundError
+from .engine import parse_device
+from .seeds import SEEDS
 
-from . import build_info, devices
-from .engine import make_net
-from .seeds import SEEDS, parameter_count, seed_network, synthetic_data
+__all__ = ["run", "main", "split_engines", "write_json", "ENGINE_NAMES", "FRAMEWORKS"]
 
-__all__ = ["run", "main"]
+ENGINE_NAMES = ("numpy", "cpu", "omp", "cuda", "cudnn")
+FRAMEWORKS = ("torch", "jax")
 
 
-def _cpu_model():
+def _why_not(name):
+    """None when engine `name` can run here, else the reason."""
+    return None if name == "numpy" else _C.engine_status(name)
+
+
+def _check_engine(device, arg="engines"):
+    if not isinstance(device, str):
+        raise TypeError("%s: expected engine names such as 'cpu' or 'omp:4', got %r"
+                        % (arg, device))
     try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
+        name, _ = parse_device(device)
+    except ValueError:
+        name = None
+    if name is not None and name != "omp" and ":" in device:
+        name = None
+    if name is None:
+        raise ValueError("%s: expected engine names such as 'cpu' or 'omp:4' (threads >= 1, for "
+                         "omp only), got %r" % (arg, device))
+    if name not in ENGINE_NAMES:
+        raise ValueError("%s: expected one of %s (or 'omp:N', or 'all'), got %r"
+                         % (arg, ", ".join(ENGINE_NAMES), device))
+    return name
 
 
-def time_epoch(model, device, batch_size=None, images=None, seed=0, epochs=1, log=print):
-    """Trains `epochs` epochs of `images` synthetic samples on `device`; returns a row dict."""
-    spec = seed_network(model)
-    batch = batch_size or spec["batch_size"]
-    n = images or spec["train_images"]
-    x, y = synthetic_data(model, n, seed=seed)
-    net = make_net(device, spec["layers"], spec["input_shape"], batch, spec["loss"],
-                   spec["optimizer"], seed=seed)
-    net.train_batch(x[:batch], y[:batch])  # warm-up: first touch of every buffer
-    net.set_data(x, y)                      # the training set goes to the engine once, as fit does
-    steps = (n + batch - 1) // batch
-    rng = np.random.default_rng(seed)
-    seconds = []
-    loss = correct = 0.0
-    for epoch in range(epochs):
-        net.set_order(rng.permutation(n))
-        net.read_sums(reset=True)
-        start = time.perf_counter()
-        net.train_range(0, n, batch)
-        loss, correct = net.read_sums()  # waits for the engine
-        seconds.append(time.perf_counter() - start)
-        log("  %s on %s: epoch %d/%d  %.3f s  loss %.4f  accuracy %.4f"
-            % (model, device, epoch + 1, epochs, seconds[-1], loss / n, correct / n))
-    best = min(seconds)
-    return {
-        "model": model, "device": device, "batch_size": batch, "images": n,
-        "data": "synthetic", "parameters": parameter_count(net),
-        "seconds_per_epoch": best, "images_per_second": n / best,
-        "ms_per_step": 1000.0 * best / steps, "final_loss": loss / n,
-        "final_accuracy": correct / n,
-    }
+def split_engines(engines):
+    """(runnable, skipped): the engines of `engines` that can run here, in
+    order, and {engine: why not} for the others (for notebooks that list
+    engines a machine may not have)."""
+    runnable, skipped = [], {}
+    for device in engines:
+        reason = _why_not(_check_engine(device))
+        if reason:
+            skipped[device] = reason
+        else:
+            runnable.append(device)
+    return runnable, skipped
 
 
-def torch_row(model, batch_size=None, images=None, seed=0, threads=1, variant="cpu", log=print):
-    """The same epoch in PyTorch as a row: variant 'cpu' (with `threads`
-    threads), 'cuda' (eager) or 'cuda-graph' (the whole step in a CUDA graph)."""
-    from . import bench_torch
-    spec = seed_network(model)
-    batch = batch_size or spec["batch_size"]
-    n = images or spec["train_images"]
-    x, y = synthetic_data(model, n, seed=seed)
-    if variant == "cuda-graph":
-        seconds, n = bench_torch.time_epoch_cuda_graph(spec, x, y, batch)
-        name = "torch-cuda-graph"
+def _engine_list(engines, threads):
+    if engines is None:
+        chosen = ["numpy", "cpu"] if threads else [d for d in devices() if d != "numpy"]
     else:
-        seconds = bench_torch.time_epoch(spec, x, y, batch, threads=threads,
-                                         device="cuda" if variant == "cuda" else "cpu")
-        name = "torch-cuda" if variant == "cuda" else "torch-cpu:%d" % threads
+        if isinstance(engines, str):
+            engines = [engines]
+        chosen = []
+        for device in engines:
+            chosen += devices() if device == "all" else [device]
+        if not chosen:
+            raise ValueError("engines: expected at least one engine, got %r" % (engines,))
+    out = []
+    for device in chosen + ["omp:%d" % t for t in threads]:
+        name = _check_engine(device)
+        reason = _why_not(name)
+        if reason:
+            raise EngineUnavailableError("engines: %r cannot run here (%s); engines here: %s"
+                                         % (device, reason, ", ".join(devices())))
+        if device == "omp":
+            device = "omp:%d" % get_num_threads()
+        if device not in out:
+            out.append(device)
+    return out
+
+
+def _int_list(values, arg):
+    if values is None:
+        return []
+    if not isinstance(values, (list, tuple)):
+        values = [values]
+    return [positive_int(v, arg) for v in values]
+
+
+def _framework_choice(frameworks):
+    """(names, auto): which frameworks add their automatic rows."""
+    if frameworks in (None, "none"):
+        return [], False
+    if frameworks == "auto":
+        return list(FRAMEWORKS), True
+    names = frameworks.split(",") if isinstance(frameworks, str) else list(frameworks)
+    for name in names:
+        if name not in FRAMEWORKS:
+            raise ValueError("frameworks: expected 'auto', 'none' or names among %s, got %r"
+                             % (", ".join(FRAMEWORKS), frameworks))
+    return names, False
+
+
+class _Plan:
+    """The checked arguments of one run."""
+
+
+def _plan(models, engines, batch_size, images, epochs, seed, torch_threads, torch_gpu, threads,
+          steps, data, val_images, frameworks, download, verbose, plot_path):
+    p = _Plan()
+    if isinstance(models, str):
+        models = [models]
+    if not models:
+        raise ValueError("models: expected at least one of %s, got %r" % (", ".join(SEEDS), models))
+    for model in models:
+        if model not in SEEDS:
+            raise ValueError("models: expected names among %s, got %r" % (", ".join(SEEDS), model))
+    p.models = list(dict.fromkeys(models))
+    p.batches = _int_list(batch_size, "batch_size")
+    p.images = positive_int(images, "images") if images is not None else None
+    p.steps = positive_int(steps, "steps") if steps is not None else None
+    if p.images is not None and p.steps is not None:
+        raise ValueError("steps: expected images or steps, not both; got images=%d, steps=%d"
+                         % (p.images, p.steps))
+    p.epochs = positive_int(epochs, "epochs")
+    p.seed = nonnegative_int(seed, "seed")
+    p.torch_threads = _int_list(torch_threads, "torch_threads")
+    p.torch_gpu = bool(torch_gpu)
+    p.engines = _engine_list(engines, _int_list(threads, "threads"))
+    p.data = choice(data, "data", DATA_MODES)
+    p.val_images = nonnegative_int(val_images, "val_images") if val_images is not None else None
+    p.frameworks, p.auto = _framework_choice(frameworks)
+    p.download = bool(download)
+    if verbose not in (0, 1, 2) or isinstance(verbose, bool):
+        raise ValueError("verbose: expected 0, 1 or 2, got %r" % (verbose,))
+    p.verbose = verbose
+    if plot_path:  # before the run, not after it
+        import importlib.util
+        if importlib.util.find_spec("matplotlib") is None:
+            raise ImportError("plot: the plot needs matplotlib: pip install matplotlib (or "
+                              "pip install \"cnncuda[bench]\")")
+    if p.data == "real":
+        for model in p.models:
+            check_real(model, p.download)
+    return p
+
+
+def _torch_variants(p, log):
+    """[(variant, threads)] of the PyTorch rows asked for and possible."""
+    from . import bench_torch
+    asked = p.torch_threads or p.torch_gpu or "torch" in p.frameworks
+    if not asked:
+        return []
+    if not bench_torch.available():
+        log("torch is not installed: no PyTorch rows")
+        return []
     import torch
-    log("  %s on %s (torch %s): %.3f s" % (model, name, torch.__version__, seconds))
-    steps = (n + batch - 1) // batch
-    return {"model": model, "device": name, "batch_size": batch,
-            "images": n, "data": "synthetic", "seconds_per_epoch": seconds,
-            "images_per_second": n / seconds, "ms_per_step": 1000.0 * seconds / steps}
+    gpu = torch.cuda.is_available()
+    variants = [("cpu", t) for t in p.torch_threads]
+    if p.torch_gpu or ("torch" in p.frameworks and not p.torch_threads and gpu):
+        if gpu:
+            variants += [("cuda", 1), ("cuda-graph", 1)]
+        else:
+            log("PyTorch sees no CUDA GPU: no PyTorch GPU rows")
+    elif "torch" in p.frameworks and not p.torch_threads:
+        variants.append(("cpu", 1))
+    return variants
 
 
-def _torch_threads_of(device):
-    """The PyTorch CPU row an engine's row is compared with: 'cpu' -> 1,
-    'omp:N' -> N, others None."""
-    if device == "cpu":
-        return 1
-    if device.startswith("omp:"):
-        return int(device[4:])
-    return None
+def _jax_wanted(p, log):
+    if "jax" not in p.frameworks:
+        return False
+    from . import bench_jax
+    if not bench_jax.available():
+        log("jax is not installed: no JAX rows")
+        return False
+    return True
+
+
+def _framework_rows(p, model, batch, data, log):
+    rows = []
+    for variant, threads in p.torch_variants:
+        from .bench_torch import TorchRunner
+        rows.append(_row(lambda: TorchRunner(model, data, batch, variant, threads, p.seed),
+                         "torch-%s" % variant, p, model, batch, data, log))
+    if p.jax:
+        from .bench_jax import JaxRunner
+        rows.append(_row(lambda: JaxRunner(model, data, batch, p.seed), "jax", p, model, batch,
+                         data, log))
+    return [r for r in rows if r is not None]
+
+
+def _row(make_runner, label, p, model, batch, data, log):
+    """A framework's row, or None (with a note) where it cannot build the model."""
+    if p.verbose:
+        log("-- %s on %s" % (model, label))
+    try:
+        return time_row(make_runner, model, batch, data, p.epochs, log, p.verbose)
+    except ValueError as err:
+        if "not supported" not in str(err):
+            raise
+        log("%s: no %s row (%s)" % (model, label, err))
+        return None
+    finally:
+        gc.collect()
+
+
+def write_json(path, rows, env, command=None):
+    """Writes {"environment", "command", "rows"} to `path` (folders made)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    with open(path, "w") as f:
+        json.dump({"environment": env, "command": command, "rows": rows}, f, indent=2)
 
 
 def run(models=("cifar10_cnn",), engines=None, batch_size=None, images=None, epochs=1, seed=0,
-        torch_threads=(), torch_gpu=False, log=print, threads=()):
-    """Times every model on every engine, then on ``omp:N`` for each N of
-    `threads` (and PyTorch on the CPU at each of `torch_threads`, when
-    importable); returns the rows, also printed as a table."""
-    if engines:
-        engines = list(engines)
-    elif threads:
-        engines = [d for d in devices() if d in ("numpy", "cpu")]
-    else:
-        engines = [d for d in devices() if d != "numpy"]
-    engines += ["omp:%d" % t for t in threads if "omp:%d" % t not in engines]
-    if torch_threads:
-        from . import bench_torch
-        if not bench_torch.available():
-            log("torch is not installed: no PyTorch rows")
-            torch_threads = ()
-    info = build_info()
-    log("cnncuda %s | %s | %s | Python %s | NumPy %s"
-        % (info["version"], _cpu_model(), platform.machine(), platform.python_version(),
-           np.__version__))
-    log("build: %s | cpu gemm: %s" % (info["summary"], info["gemm"]))
+        torch_threads=(), torch_gpu=False, log=print, threads=(), steps=None, data="auto",
+        val_images=None, frameworks="auto", download=False, verbose=1, json_path=None,
+        plot_path=None, command=None):
+    """Times every model on every engine (and on ``omp:N`` for each N of
+    `threads`), then PyTorch and JAX where asked and installed; returns the
+    rows, printed as a table through `log`, and written to `json_path` and
+    plotted to `plot_path` when given.
+
+    models: seed names; engines: engine names, 'all' for every engine here
+    (default: every engine here but numpy); batch_size: an int or a list
+    (default: each seed's); images or steps: per epoch (default: the whole
+    training set); epochs: timed epochs (the best is reported); data: 'auto',
+    'real' or 'synthetic'; val_images: validation images after each epoch,
+    not timed (default: the whole test split for whole epochs, else a fifth
+    of the training images; 0: none);
+    frameworks: 'auto', 'none', 'torch', 'jax' or 'torch,jax'; verbose: 0,
+    1 (Keras's bar line per epoch) or 2 (Keras's verbose=2 line)."""
+    p = _plan(models, engines, batch_size, images, epochs, seed, torch_threads, torch_gpu,
+              threads, steps, data, val_images, frameworks, download, verbose, plot_path)
+    return _execute(p, log, json_path, plot_path, command)
+
+
+def _execute(p, log, json_path, plot_path, command):
+    env = environment()
+    for line in format_environment(env):
+        log(line)
+    p.torch_variants = _torch_variants(p, log)
+    p.jax = _jax_wanted(p, log)
     rows = []
-    for model in models:
-        for device in engines:
-            rows.append(time_epoch(model, device, batch_size, images, seed, epochs, log))
-        for threads in torch_threads:
-            rows.append(torch_row(model, batch_size, images, seed, threads, "cpu", log))
-        if torch_gpu:
-            for variant in ("cuda", "cuda-graph"):
-                rows.append(torch_row(model, batch_size, images, seed, 1, variant, log))
+    cache = {}
+    for model in p.models:
+        for batch in p.batches or [SEEDS[model]["batch_size"]]:
+            data = bench_data(model, p.steps * batch if p.steps else p.images, p.val_images,
+                              p.data, p.seed, p.download, cache=cache)
+            log("")
+            log("== %s, batch %d: %s training images, %s validation (%s%s)"
+                % (model, batch, format(len(data.x), ","), format(len(data.x_val), ","),
+                   data.label, "; " + data.note if data.note else ""))
+            for device in p.engines:
+                if p.verbose:
+                    log("-- %s on %s" % (model, device))
+                rows.append(time_row(lambda: EngineRunner(model, device, data, batch, p.seed),
+                                     model, batch, data, p.epochs, log, p.verbose))
+                gc.collect()
+            rows += _framework_rows(p, model, batch, data, log)
+            data = None  # the arrays go before the next batch size's
+            gc.collect()
+    add_speedups(rows)
     log("")
-    log("%-12s %-13s %6s %7s %10s %10s %9s %8s %8s  %s" % ("model", "engine", "batch",
-        "images", "s/epoch", "images/s", "ms/step", "speedup", "vs torch", "data"))
-    for r in rows:
-        base = next((b for b in rows if b["model"] == r["model"] and b["device"] == "cpu"), None)
-        speedup = base["seconds_per_epoch"] / r["seconds_per_epoch"] if base else float("nan")
-        r["speedup_vs_cpu"] = speedup
-        # > 1: faster than PyTorch on the CPU with the same number of threads
-        t = _torch_threads_of(r["device"])
-        torch = next((b for b in rows if b["model"] == r["model"]
-                      and b["device"] == "torch-cpu:%s" % t), None)
-        vs_torch = torch["seconds_per_epoch"] / r["seconds_per_epoch"] if torch else None
-        if vs_torch is not None:
-            r["speedup_vs_torch"] = vs_torch
-        log("%-12s %-13s %6d %7d %10.3f %10.1f %9.2f %8.2f %8s  %s" % (r["model"], r["device"],
-            r["batch_size"], r["images"], r["seconds_per_epoch"], r["images_per_second"],
-            r["ms_per_step"], speedup, "%.2f" % vs_torch if vs_torch is not None else "",
-            r["data"]))
+    for line in format_table(rows):
+        log(line)
+    if json_path:
+        write_json(json_path, rows, env, command)
+        log("rows written to %s" % json_path)
+    if plot_path:
+        from .bench_plot import speedup_plot
+        folder = os.path.dirname(os.path.abspath(plot_path))
+        os.makedirs(folder, exist_ok=True)
+        speedup_plot(rows, plot_path, environment=env)
+        log("plot written to %s" % plot_path)
     return rows
 
 
 def _counts(text):
-    """'1,2,4' -> [1, 2, 4]: thread counts, each >= 1."""
+    """'1,2,4' -> [1, 2, 4]: counts, each >= 1."""
     try:
         counts = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
         counts = []
     if not counts or min(counts) < 1:
-        raise argparse.ArgumentTypeError("expected thread counts >= 1 such as 1,2,4, got %r"
-                                         % text)
+        raise argparse.ArgumentTypeError("expected counts >= 1 such as 1,2,4, got %r" % text)
     return counts
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(prog="python -m cnncuda.bench", description=__doc__.split("\n\n")[0])
+def _parser():
+    p = argparse.ArgumentParser(prog="python -m cnncuda.bench",
+                                description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", action="append", choices=sorted(SEEDS),
                    help="seed network (repeatable; default cifar10_cnn)")
     p.add_argument("--device", action="append",
-                   help="engine (repeatable; default every engine of this machine but numpy)")
-    p.add_argument("--batch-size", type=int, default=None, help="default: the seed's batch")
+                   help="engine: numpy, cpu, omp, omp:N, cuda, cudnn, or all (repeatable; "
+                        "default every engine of this machine but numpy)")
+    p.add_argument("--batch-size", type=_counts, action="append", default=[],
+                   help="batch size, or a list such as 32,512 (repeatable; default the seed's)")
     p.add_argument("--images", type=int, default=None,
-                   help="images per epoch (default: the experiment's training-set size)")
+                   help="training images per epoch (default: the whole training set; with "
+                        "real data, its first N images)")
+    p.add_argument("--steps", type=int, default=None,
+                   help="steps per epoch instead of --images (images = steps x batch)")
     p.add_argument("--epochs", type=int, default=1, help="epochs timed; the best is reported")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--data", choices=DATA_MODES, default="auto",
+                   help="auto: the real data set when it is on this machine, else synthetic")
+    p.add_argument("--download", action="store_true",
+                   help="download a real data set that is not here (never done otherwise)")
+    p.add_argument("--val-images", type=int, default=None,
+                   help="validation images after each epoch, not timed (default: the whole test "
+                        "split for whole epochs, else a fifth of --images; 0: none)")
     p.add_argument("--threads", type=_counts, action="append", default=[],
                    help="also time the omp engine at these thread counts, e.g. 1,2,4,8,16 "
                         "(repeatable); without --device the other engines are numpy and cpu")
+    p.add_argument("--frameworks", default="auto",
+                   help="auto (torch and jax where installed), none, torch, jax or torch,jax")
     p.add_argument("--torch-threads", type=_counts, action="append", default=[],
                    help="also time PyTorch on the CPU with this many threads, or with each of "
                         "a list such as 1,2,4,8,16 (repeatable; skipped without torch)")
     p.add_argument("--torch-gpu", action="store_true",
                    help="also time PyTorch on the GPU, eager and with the step in a CUDA graph")
-    p.add_argument("--json", help="write the rows to this file")
-    args = p.parse_args(argv)
+    p.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2),
+                   help="progress: 0 none, 1 Keras's bar line per epoch, 2 Keras's verbose=2 line")
+    p.add_argument("--json", help="write the environment and the rows to this file")
+    p.add_argument("--plot", help="write the speedup plot to this PNG file (needs matplotlib)")
+    return p
+
+
+def main(argv=None):
+    parser = _parser()
+    args = parser.parse_args(argv)
     flat = lambda lists: [t for counts in lists for t in counts]  # noqa: E731
-    rows = run(args.model or ["cifar10_cnn"], args.device, args.batch_size, args.images,
-               args.epochs, args.seed, flat(args.torch_threads), args.torch_gpu,
-               threads=flat(args.threads))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=2)
+    command = "python -m cnncuda.bench " + " ".join(sys.argv[1:] if argv is None else argv)
+    try:
+        plan = _plan(args.model or ["cifar10_cnn"], args.device, flat(args.batch_size) or None,
+                     args.images, args.epochs, args.seed, flat(args.torch_threads),
+                     args.torch_gpu, flat(args.threads), args.steps, args.data, args.val_images,
+                     args.frameworks, args.download, args.verbose, args.plot)
+    except (TypeError, ValueError, ImportError, EngineUnavailableError,
+            DatasetNotFoundError) as err:
+        parser.error(str(err))
+    _execute(plan, print, args.json, args.plot, command.strip())
     return 0
 
 

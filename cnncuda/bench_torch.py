@@ -1,14 +1,27 @@
 """The same seed network in PyTorch, for rows measured side by side with ours.
 
 Only used when torch is importable; nothing in cnncuda needs it. The model is
-built from the seed's layer list (NCHW inside, as PyTorch wants), trained with
-Adam at Keras's settings (eps 1e-7) on the same synthetic data.
+built from the seed's layer list (NCHW inside, as PyTorch wants; batch
+normalization with Keras's momentum 0.99 and epsilon 1e-3), trained with Adam
+at Keras's settings (eps 1e-7) on the same data, the whole training set on the
+device and each batch gathered there by index, as our engines do. The loss
+and accuracy are summed on the device every step (as our engines sum them)
+and read at the end of the epoch.
+
+Variants: 'cpu' (``threads`` threads), 'cuda' (eager) and 'cuda-graph' (the
+whole step -- forward, loss, backward, Adam, the sums -- captured once in a
+CUDA graph and replayed over the epoch's full batches, each copied into the
+graph's static input on the GPU). GPU epochs are timed with CUDA events.
 """
 import time
 
 import numpy as np
 
-__all__ = ["available", "time_epoch", "time_epoch_cuda_graph"]
+from .seeds import seed_network
+
+__all__ = ["available", "TorchRunner", "VARIANTS"]
+
+VARIANTS = ("cpu", "cuda", "cuda-graph")
 
 
 def available():
@@ -43,6 +56,12 @@ def _module(spec, torch):
         elif kind == "dense":
             mods.append(nn.Linear(shape[0], layer["units"]))
             shape = [layer["units"]]
+        elif kind == "batchnorm":  # Keras's momentum m is PyTorch's 1 - m
+            norm = nn.BatchNorm2d if len(shape) == 3 else nn.BatchNorm1d
+            mods.append(norm(shape[0], eps=layer.get("epsilon", 1e-3),
+                             momentum=1.0 - layer.get("momentum", 0.99)))
+        elif kind == "dropout":
+            mods.append(nn.Dropout(layer["rate"]))
         elif kind == "activation":
             act = layer["activation"]
             if act != "linear":
@@ -53,85 +72,178 @@ def _module(spec, torch):
     return nn.Sequential(*mods)
 
 
-def _setup(spec, x, y, device, torch, capturable=False):
-    torch.manual_seed(0)
-    model = _module(spec, torch).to(device)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-7,
-                           capturable=capturable)
+def _targets_and_loss(spec, y, device, torch):
+    """(targets on `device`, loss function, correct-count function)."""
     kind = spec["loss"]["kind"]
-    xs = torch.from_numpy(np.ascontiguousarray(x.transpose(0, 3, 1, 2))).to(device)
-    if kind == "sparse_categorical_crossentropy":
-        ys = torch.from_numpy(np.asarray(y).reshape(-1).astype(np.int64)).to(device)
-        loss_fn = torch.nn.CrossEntropyLoss()
-    elif kind == "categorical_crossentropy":
-        ys = torch.from_numpy(np.argmax(y, axis=1)).to(device)
-        nll = torch.nn.NLLLoss()
-        loss_fn = lambda out, t: nll(torch.log(out.clamp_min(1e-7)), t)  # noqa: E731
+    logits = spec["loss"].get("from_logits", False)
+    if kind in ("sparse_categorical_crossentropy", "categorical_crossentropy"):
+        labels = np.asarray(y).reshape(-1) if kind.startswith("sparse") else np.argmax(y, axis=1)
+        targets = torch.from_numpy(labels.astype(np.int64)).to(device)
+        if logits:
+            loss_fn = torch.nn.CrossEntropyLoss()
+        else:
+            nll = torch.nn.NLLLoss()
+            loss_fn = lambda out, t: nll(torch.log(out.clamp(1e-7, 1 - 1e-7)), t)  # noqa: E731
+        correct_fn = lambda out, t: (out.argmax(1) == t).sum()  # noqa: E731
     else:
-        ys = torch.from_numpy(np.asarray(y, np.float32).reshape(len(y), -1)).to(device)
-        loss_fn = torch.nn.BCELoss()
-    return model, opt, xs, ys, loss_fn
+        targets = torch.from_numpy(np.asarray(y, np.float32).reshape(len(y), -1)).to(device)
+        loss_fn = torch.nn.BCEWithLogitsLoss() if logits else torch.nn.BCELoss()
+        threshold = 0.0 if logits else 0.5
+        correct_fn = lambda out, t: ((out > threshold) == (t > 0.5)).float().mean(1).sum()  # noqa: E731
+    return targets, loss_fn, correct_fn
 
 
-def time_epoch(spec, x, y, batch, threads=1, device="cpu"):
-    """Seconds for one pass over (x, y) at `batch`, after one warm-up step,
-    in a new random order (the data already on `device`)."""
-    import torch
-    torch.set_num_threads(threads)
-    model, opt, xs, ys, loss_fn = _setup(spec, x, y, device, torch)
-    order = torch.randperm(len(x), device=device)
+class TorchRunner:
+    """Seed `model` in PyTorch (variant 'cpu', 'cuda' or 'cuda-graph') on
+    `data` (a BenchData) at batch size `batch`."""
 
-    def step(lo, hi):
-        idx = order[lo:hi]
-        opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(xs[idx]), ys[idx])
+    framework = "torch"
+
+    def __init__(self, model, data, batch, variant="cpu", threads=1, seed=0):
+        import torch
+        if variant not in VARIANTS:
+            raise ValueError("variant: expected one of %s, got %r" % (", ".join(VARIANTS), variant))
+        self.torch = torch
+        self.variant = variant
+        self.gpu = variant != "cpu"
+        self.name = "torch-cpu:%d" % threads if variant == "cpu" else "torch-" + variant
+        self.version = torch.__version__
+        self.batch = batch
+        device = "cuda" if self.gpu else "cpu"
+        if self.gpu:
+            torch.cuda.reset_peak_memory_stats()
+        else:
+            torch.set_num_threads(threads)
+        spec = seed_network(model)
+        torch.manual_seed(seed)
+        self.model = _module(spec, torch).to(device)
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=1e-3, betas=(0.9, 0.999),
+                                    eps=1e-7, capturable=variant == "cuda-graph")
+        self.xs = torch.from_numpy(np.ascontiguousarray(data.x.transpose(0, 3, 1, 2))).to(device)
+        self.ys, self.loss_fn, self.correct_fn = _targets_and_loss(spec, data.y, device, torch)
+        self.sums_t = torch.zeros(2, device=device)
+        self.device = device
+        n = len(data.x)
+        # the graph replays full batches only
+        self.images = (n // batch) * batch if variant == "cuda-graph" and n >= batch else n
+        self._generator = torch.Generator(device="cpu").manual_seed(seed)
+        self._graph = None
+
+    def _step(self, xb, yb):
+        self.opt.zero_grad(set_to_none=self.variant != "cuda-graph")  # a graph keeps its grads
+        out = self.model(xb)
+        loss = self.loss_fn(out, yb)
         loss.backward()
-        opt.step()
-        return loss
+        self.opt.step()
+        with self.torch.no_grad():
+            self.sums_t += self.torch.stack([loss.detach() * len(xb),
+                                             self.correct_fn(out, yb).to(self.sums_t.dtype)])
 
-    float(step(0, batch))
-    n = len(x)
-    start = time.perf_counter()
-    for lo in range(0, n, batch):
-        last = step(lo, min(n, lo + batch))
-    float(last)  # waits for the device
-    return time.perf_counter() - start
+    def warm_up(self):
+        torch, batch, n = self.torch, self.batch, len(self.xs)
+        if self.variant == "cuda-graph":
+            self.static_x = self.xs[:batch].clone()
+            self.static_y = self.ys[:batch].clone()
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(3):
+                    self._step(self.static_x, self.static_y)
+            torch.cuda.current_stream().wait_stream(side)
+            self._graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self._graph):
+                self._step(self.static_x, self.static_y)
+            self._graph.replay()
+        else:
+            self._step(self.xs[:batch], self.ys[:batch])
+            if n > batch and n % batch:  # the last, smaller batch's shapes
+                self._step(self.xs[:n % batch], self.ys[:n % batch])
+        self._sync()
 
+    def _sync(self):
+        if self.gpu:
+            self.torch.cuda.synchronize()
 
-def time_epoch_cuda_graph(spec, x, y, batch):
-    """(seconds, images) for one pass over the full batches of (x, y) with the
-    whole training step (forward, loss, backward, Adam) captured once in a
-    CUDA graph and replayed; each step copies its batch into the graph's
-    static input on the GPU."""
-    import torch
-    model, opt, xs, ys, loss_fn = _setup(spec, x, y, "cuda", torch, capturable=True)
-    static_x = xs[:batch].clone()
-    static_y = ys[:batch].clone()
+    def epoch(self, order=None, meter=None):
+        torch, batch = self.torch, self.batch
+        n = len(self.xs)
+        if order is None:
+            order = torch.randperm(n, generator=self._generator)
+        else:
+            order = torch.as_tensor(np.asarray(order), dtype=torch.int64)
+        order = order[:self.images].to(self.device)
+        self.sums_t.zero_()
+        self._sync()
+        if meter:
+            meter.start()
+        if self.gpu:
+            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            begin.record()
+        start = time.perf_counter()
+        if self._graph is not None:
+            for lo in range(0, self.images, batch):
+                idx = order[lo:lo + batch]
+                self.static_x.copy_(self.xs[idx])
+                self.static_y.copy_(self.ys[idx])
+                self._graph.replay()
+        else:
+            for lo in range(0, self.images, batch):
+                idx = order[lo:lo + batch]
+                self._step(self.xs[idx], self.ys[idx])
+        if self.gpu:
+            end.record()
+            end.synchronize()
+        self._sums = tuple(float(v) for v in self.sums_t.tolist())  # waits for the device
+        wall = time.perf_counter() - start
+        if meter:
+            meter.stop()
+        if self.gpu:
+            return begin.elapsed_time(end) / 1000.0, "cuda-events", wall
+        return wall, "wall", wall
 
-    def step():
-        opt.zero_grad(set_to_none=False)
-        loss = loss_fn(model(static_x), static_y)
-        loss.backward()
-        opt.step()
-        return loss
+    def sums(self):
+        return self._sums
 
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            step()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        static_loss = step()
-    steps = len(x) // batch
-    order = torch.randperm(steps * batch, device="cuda")
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for s in range(steps):
-        idx = order[s * batch:(s + 1) * batch]
-        static_x.copy_(xs[idx])
-        static_y.copy_(ys[idx])
-        graph.replay()
-    float(static_loss)
-    return time.perf_counter() - start, steps * batch
+    def evaluate(self, x, y):
+        torch, loss_fn, correct_fn = self.torch, self.loss_fn, self.correct_fn
+        xs = torch.from_numpy(np.ascontiguousarray(x.transpose(0, 3, 1, 2))).to(self.device)
+        ys = self._targets_like(y)
+        self.model.eval()
+        loss_sum = correct = 0.0
+        with torch.no_grad():
+            for lo in range(0, len(xs), self.batch):
+                out = self.model(xs[lo:lo + self.batch])
+                t = ys[lo:lo + self.batch]
+                loss_sum += float(loss_fn(out, t)) * len(t)
+                correct += float(correct_fn(out, t))
+        self.model.train()
+        return loss_sum, correct
+
+    def _targets_like(self, y):
+        if self.ys.dtype == self.torch.int64:  # class indices: sparse labels, or one-hot's argmax
+            labels = np.asarray(y)
+            labels = labels if labels.ndim == 1 else np.argmax(labels, axis=1)
+            return self.torch.from_numpy(labels.astype(np.int64)).to(self.device)
+        return self.torch.from_numpy(np.asarray(y, np.float32).reshape(len(y), -1)).to(self.device)
+
+    def parameters(self):
+        return sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+
+    def device_memory(self):
+        if not self.gpu:
+            return None
+        return int(self.torch.cuda.max_memory_allocated()), "device (torch allocator peak)"
+
+    def engine_memory(self):
+        return None
+
+    def notes(self):
+        if self.variant == "cuda-graph" and self.images < len(self.xs):
+            return ["the CUDA graph replays full batches: %d of %d images per epoch"
+                    % (self.images, len(self.xs))]
+        return []
+
+    def close(self):
+        self.model = self.opt = self.xs = self.ys = self._graph = None
+        if self.gpu:
+            self.torch.cuda.empty_cache()

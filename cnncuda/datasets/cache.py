@@ -16,7 +16,7 @@ import tempfile
 import urllib.error
 import urllib.request
 
-__all__ = ["DatasetNotFoundError", "data_dir", "keras_dir", "file_digest", "fetch",
+__all__ = ["DatasetNotFoundError", "data_dir", "keras_dir", "file_digest", "fetch", "find_local",
            "extract_tar"]
 
 
@@ -53,19 +53,28 @@ def _matches(path, sha256, md5):
     return True
 
 
-def fetch(fname, origin, what, sha256=None, md5=None, subdir="", keras_names=None):
-    """The path of data file `fname`: in cnncuda's folder (``subdir`` of it),
-    else in Keras's folder (under `keras_names`, default [fname], in the same
-    subdir), else downloaded from `origin` into cnncuda's folder. Local copies
-    whose checksum does not match are not used."""
-    folder = os.path.join(data_dir(), subdir)
-    target = os.path.join(folder, fname)
+def find_local(fname, sha256=None, md5=None, subdir="", keras_names=None):
+    """The path of data file `fname` where it is on this machine, or None
+    (never downloads): in cnncuda's folder (``subdir`` of it), else in Keras's
+    folder (under `keras_names`, default [fname], in the same subdir). Local
+    copies whose checksum does not match are not used."""
+    target = os.path.join(data_dir(), subdir, fname)
     if os.path.isfile(target) and _matches(target, sha256, md5):
         return target
     for name in keras_names or [fname]:
         candidate = os.path.join(keras_dir(), subdir, name)
         if os.path.isfile(candidate) and _matches(candidate, sha256, md5):
             return candidate
+    return None
+
+
+def fetch(fname, origin, what, sha256=None, md5=None, subdir="", keras_names=None):
+    """The path of data file `fname`: the local copy ``find_local`` finds,
+    else downloaded from `origin` into cnncuda's folder (``subdir`` of it)."""
+    local = find_local(fname, sha256, md5, subdir, keras_names)
+    if local is not None:
+        return local
+    target = os.path.join(data_dir(), subdir, fname)
     _download(origin, target, what, sha256, md5)
     return target
 

@@ -14,9 +14,9 @@ import pickle
 
 import numpy as np
 
-from .cache import data_dir, extract_tar, fetch, keras_dir
+from .cache import data_dir, extract_tar, fetch, find_local, keras_dir
 
-__all__ = ["load_data", "load_batch", "ORIGIN", "SHA256"]
+__all__ = ["load_data", "load_batch", "find", "ORIGIN", "SHA256"]
 
 ORIGIN = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
 SHA256 = "6d958be074577803d12ecdefd02955f39262c83c16fe9348329d7fe0b5c001ce"
@@ -56,13 +56,29 @@ def load_batch(path):
     return data, labels
 
 
-def _folder():
+_ARCHIVE = "cifar-10-python.tar.gz"
+_ARCHIVE_NAMES = [_ARCHIVE, FOLDER + ".tar.gz"]
+
+
+def _local_folder():
     for base in (data_dir(), keras_dir(), os.path.join(keras_dir(), FOLDER + "_extracted")):
         folder = os.path.join(base, FOLDER)
         if all(os.path.isfile(os.path.join(folder, b)) for b in BATCHES):
             return folder
-    archive = fetch("cifar-10-python.tar.gz", ORIGIN, "cifar10", sha256=SHA256,
-                    keras_names=["cifar-10-python.tar.gz", FOLDER + ".tar.gz"])
+    return None
+
+
+def find():
+    """Where CIFAR-10 is on this machine -- the folder of batches, else the
+    archive (checked by hash) -- or None. Never downloads."""
+    return _local_folder() or find_local(_ARCHIVE, sha256=SHA256, keras_names=_ARCHIVE_NAMES)
+
+
+def _folder():
+    folder = _local_folder()
+    if folder is not None:
+        return folder
+    archive = fetch(_ARCHIVE, ORIGIN, "cifar10", sha256=SHA256, keras_names=_ARCHIVE_NAMES)
     return extract_tar(archive, data_dir(), FOLDER, "cifar10")
 
 

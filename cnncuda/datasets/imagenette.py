@@ -20,9 +20,9 @@ import tempfile
 import numpy as np
 
 from ..checks import positive_int
-from .cache import data_dir, extract_tar, fetch, keras_dir
+from .cache import data_dir, extract_tar, fetch, find_local, keras_dir
 
-__all__ = ["load_data", "read_folder", "CLASSES", "LABELS", "VARIANTS"]
+__all__ = ["load_data", "read_folder", "find", "CLASSES", "LABELS", "VARIANTS"]
 
 _BASE = "https://s3.amazonaws.com/fast-ai-imageclas/"
 VARIANTS = (  # (native shorter side, folder, MD5 of the .tgz)
@@ -86,12 +86,35 @@ def read_folder(root, size):
     return tuple(splits)
 
 
-def _tree(folder, md5):
+def _local_tree(folder):
     for base in (data_dir(), keras_dir()):
         if os.path.isdir(os.path.join(base, folder, "train")):
             return os.path.join(base, folder)
+    return None
+
+
+def _tree(folder, md5):
+    tree = _local_tree(folder)
+    if tree is not None:
+        return tree
     archive = fetch(folder + ".tgz", _BASE + folder + ".tgz", "imagenette", md5=md5)
     return extract_tar(archive, data_dir(), folder, "imagenette")
+
+
+def _cache_path(folder, size):
+    return os.path.join(data_dir(), "%s-%dpx.npz" % (folder, size))
+
+
+def find(size=160):
+    """Where Imagenette at `size` is on this machine -- the cached arrays,
+    else the folder tree, else the archive (checked by MD5) -- or None.
+    Never downloads."""
+    size = positive_int(size, "size")
+    folder, md5 = _variant(size)
+    cache = _cache_path(folder, size)
+    if os.path.isfile(cache):
+        return cache
+    return _local_tree(folder) or find_local(folder + ".tgz", md5=md5)
 
 
 def load_data(size=160, path=None):
@@ -102,7 +125,7 @@ def load_data(size=160, path=None):
         if not os.path.isdir(path):
             raise ValueError("path: expected a folder holding train/ and val/, got %r" % (path,))
         return read_folder(path, size)
-    cache = os.path.join(data_dir(), "%s-%dpx.npz" % (folder, size))
+    cache = _cache_path(folder, size)
     if os.path.isfile(cache):
         with np.load(cache, allow_pickle=False) as f:
             return (f["x_train"], f["y_train"]), (f["x_val"], f["y_val"])

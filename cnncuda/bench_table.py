@@ -1,0 +1,97 @@
+"""The bench's table: speedups over the sequential ``cpu`` engine (and over
+PyTorch on the CPU at the same thread count), and the printed columns."""
+
+__all__ = ["add_speedups", "format_table", "group_key", "data_label"]
+
+
+def group_key(row):
+    """Rows compared with each other: same model, batch size, images and data."""
+    return (row["model"], row["batch_size"], row["images"], row.get("dataset", row["data"]))
+
+
+def data_label(row):
+    """'real: cifar10' or 'synthetic'."""
+    if row["data"] == "real":
+        return "real: %s" % row.get("dataset", "?")
+    return "synthetic"
+
+
+def _torch_threads_of(device):
+    """The PyTorch CPU row an engine's row is compared with: 'cpu' -> 1,
+    'omp:N' -> N, others None."""
+    if device == "cpu":
+        return 1
+    if device.startswith("omp:"):
+        return int(device[4:])
+    return None
+
+
+def add_speedups(rows):
+    """Sets ``speedup_vs_cpu`` (the cpu row's seconds over this row's; None
+    without a cpu row to compare with) and, where PyTorch ran on the CPU with
+    the same thread count, ``speedup_vs_torch`` (> 1: faster than PyTorch)."""
+    for r in rows:
+        same = [b for b in rows if group_key(b) == group_key(r)]
+        base = next((b for b in same if b["device"] == "cpu"), None)
+        r["speedup_vs_cpu"] = base["seconds_per_epoch"] / r["seconds_per_epoch"] if base else None
+        threads = _torch_threads_of(r["device"])
+        torch = next((b for b in same if b["device"] == "torch-cpu:%s" % threads), None)
+        if torch is not None:
+            r["speedup_vs_torch"] = torch["seconds_per_epoch"] / r["seconds_per_epoch"]
+    return rows
+
+
+def _mib(value):
+    return "%.0f" % (value / 2**20) if value is not None else ""
+
+
+def _memory_kind(row):
+    kind = row.get("peak_memory_kind") or ""
+    return "device" if kind.startswith("device") else ("host" if kind else "")
+
+
+def _fmt(value, pattern):
+    return pattern % value if value is not None else ""
+
+
+COLUMNS = (
+    # (header, alignment, cell)
+    ("model", "<", lambda r: r["model"]),
+    ("engine", "<", lambda r: r["device"]),
+    ("batch", ">", lambda r: str(r["batch_size"])),
+    ("images", ">", lambda r: str(r["images"])),
+    ("data", "<", data_label),
+    ("s/epoch", ">", lambda r: "%.3f" % r["seconds_per_epoch"]),
+    ("images/s", ">", lambda r: "%.1f" % r["images_per_second"]),
+    ("ms/step", ">", lambda r: "%.2f" % r["ms_per_step"]),
+    ("speedup", ">", lambda r: _fmt(r.get("speedup_vs_cpu"), "%.2fx")),
+    ("vs torch", ">", lambda r: _fmt(r.get("speedup_vs_torch"), "%.2fx")),
+    ("accuracy", ">", lambda r: _fmt(r.get("final_accuracy"), "%.4f")),
+    ("val acc", ">", lambda r: _fmt(r.get("val_accuracy"), "%.4f")),
+    ("peak MiB", ">", lambda r: _mib(r.get("peak_memory_bytes"))),
+    ("memory", "<", _memory_kind),
+    ("J/epoch", ">", lambda r: _fmt(r.get("joules_per_epoch"), "%.1f")),
+    ("timer", "<", lambda r: r.get("timer", "")),
+)
+
+
+def format_table(rows):
+    """The table's lines (call add_speedups first), then a legend."""
+    cells = [[cell(r) for _, _, cell in COLUMNS] for r in rows]
+    widths = [max([len(h)] + [len(c[i]) for c in cells]) for i, (h, _, _) in enumerate(COLUMNS)]
+
+    def line(values):
+        return "  ".join(("%-*s" if align == "<" else "%*s") % (w, v)
+                         for (_, align, _), w, v in zip(COLUMNS, widths, values)).rstrip()
+
+    lines = [line([h for h, _, _ in COLUMNS])]
+    lines += [line(c) for c in cells]
+    lines.append("speedup: over the sequential cpu engine on the same data; vs torch: PyTorch "
+                 "on the CPU with as many threads over this row (> 1: faster); peak memory: host "
+                 "resident (the process) or device; J/epoch: the GPU's energy counter (NVML)")
+    notes = sorted({"%s on %s: %s" % (r["model"], r["device"], n)
+                    for r in rows for n in r.get("notes", ())})
+    notes += sorted({"%s: synthetic data (%s)" % (r["model"], r["data_note"])
+                     for r in rows if r["data"] == "synthetic" and r.get("data_note")})
+    lines += ["note: " + n for n in notes]
+    return lines
