@@ -15,7 +15,9 @@ of a jitted function that gathers its batch by index from the epoch's order
 on the device, runs forward, loss, backward and Adam, and adds the loss and
 the correct count to sums kept on the device. An epoch is timed by the wall
 clock between two waits for the device (``block_until_ready``): JAX has no
-CUDA events to read.
+CUDA events to read. Strict float32: matrix products and convolutions run at
+``precision=HIGHEST`` (XLA may otherwise use TF32 on the GPU, where our
+engines do not).
 """
 import functools
 import math
@@ -214,6 +216,7 @@ class JaxRunner:
         # should be what this row used
         os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
         import jax
+        jax.config.update("jax_default_matmul_precision", "highest")
         self.jax = jax
         jnp = jax.numpy
         spec = seed_network(model)

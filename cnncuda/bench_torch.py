@@ -12,6 +12,11 @@ Variants: 'cpu' (``threads`` threads), 'cuda' (eager) and 'cuda-graph' (the
 whole step -- forward, loss, backward, Adam, the sums -- captured once in a
 CUDA graph and replayed over the epoch's full batches, each copied into the
 graph's static input on the GPU). GPU epochs are timed with CUDA events.
+
+Strict float32, as our engines by default: PyTorch lets cuDNN use TF32 in
+convolutions unless told not to (``torch.backends.cudnn.allow_tf32`` is True
+by default), so the runner turns TF32 off in cuDNN and in matrix products
+for its rows (and puts the settings back afterwards).
 """
 import time
 
@@ -109,6 +114,10 @@ class TorchRunner:
         self.name = "torch-cpu:%d" % threads if variant == "cpu" else "torch-" + variant
         self.version = torch.__version__
         self.batch = batch
+        # strict fp32 (TF32 off) while this runner lives: see the docstring
+        self._tf32 = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
         device = "cuda" if self.gpu else "cpu"
         if self.gpu:
             torch.cuda.reset_peak_memory_stats()
@@ -245,5 +254,7 @@ class TorchRunner:
 
     def close(self):
         self.model = self.opt = self.xs = self.ys = self._graph = None
+        self.torch.backends.cudnn.allow_tf32, self.torch.backends.cuda.matmul.allow_tf32 = \
+            self._tf32
         if self.gpu:
             self.torch.cuda.empty_cache()
