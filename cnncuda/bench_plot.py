@@ -17,7 +17,7 @@ import json
 import math
 import sys
 
-from .bench_table import data_label, group_key
+from .bench_table import _rate, data_label, group_key
 
 __all__ = ["speedup_plot", "curves_plot", "stages_plot", "main"]
 
@@ -116,7 +116,7 @@ def speedup_plot(rows, path=None, environment=None, references=(), title=None):
         _log_axis(ax, values)
         for i, (bar, value) in enumerate(zip(bars, values)):
             if i < len(mine) and base is not None:
-                text = "%.2fx\n%.3g s" % (base["seconds_per_epoch"] / value, value)
+                text = "%.2fx\n%.3g s" % (_rate(mine[i]) / _rate(base), value)
             else:
                 text = "%.3g s" % value
             ax.text(bar.get_x() + bar.get_width() / 2, value * 1.12, text, ha="center",
@@ -125,7 +125,8 @@ def speedup_plot(rows, path=None, environment=None, references=(), title=None):
         ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=8)
         ax.set_ylabel("seconds per epoch (log scale)")
         r0 = mine[0]
-        ax.set_title("%s, batch %d, %s images (%s)" % (key[0], key[1], format(key[2], ","),
+        ax.set_title("%s, batch %d, %s images (%s)" % (key[0], key[1],
+                                                      format(max(r["images"] for r in mine), ","),
                                                       data_label(r0)), fontsize=9)
         if base is None:
             ax.text(0.5, 0.96, "no cpu row: no speedups", transform=ax.transAxes, ha="center",

@@ -196,3 +196,20 @@ def test_torch_row():
                      frameworks="none", data="synthetic")
     assert rows[1]["device"] == "torch-cpu:1" and rows[1]["seconds_per_epoch"] > 0
     assert rows[1]["framework"] == "torch" and 0 <= rows[1]["final_accuracy"] <= 1
+
+
+def test_rows_of_one_experiment_compare_by_throughput():
+    """A CUDA-graph row trains only full batches (49,984 of 50,000 images):
+    it is still compared with the cpu row of its model and batch, by images
+    per second."""
+    from cnncuda.bench_table import add_speedups, group_key
+    rows = [{"model": "m", "batch_size": 32, "data": "synthetic", "device": "cpu",
+             "images": 50000, "seconds_per_epoch": 10.0, "images_per_second": 5000.0},
+            {"model": "m", "batch_size": 32, "data": "synthetic", "device": "torch-cuda-graph",
+             "images": 49984, "seconds_per_epoch": 0.5, "images_per_second": 99968.0},
+            {"model": "m", "batch_size": 512, "data": "synthetic", "device": "cuda",
+             "images": 50000, "seconds_per_epoch": 0.2, "images_per_second": 250000.0}]
+    add_speedups(rows)
+    assert group_key(rows[0]) == group_key(rows[1]) != group_key(rows[2])
+    assert rows[1]["speedup_vs_cpu"] == pytest.approx(99968.0 / 5000.0)
+    assert rows[2]["speedup_vs_cpu"] is None  # no cpu row at batch 512
