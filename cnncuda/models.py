@@ -559,7 +559,8 @@ class Sequential:
             rng = np.random.default_rng(self.seed)
             try:
                 rng.bit_generator.state = saved["shuffle_rng"]
-            except (TypeError, ValueError, KeyError) as err:
+            except (TypeError, ValueError, KeyError, OverflowError) as err:
+                # OverflowError: a negative or huge integer in a forged state
                 raise bad("shuffle_rng: %s" % (err,)) from None
             self._shuffle_rng = rng
         self._carried_state = {"steps": counters["steps"],

@@ -174,6 +174,9 @@ ARCHITECTURE_LIES = {
     "bad metrics": lambda h: h["compile"].__setitem__("metrics", ["mae"]),
     "bad steps": lambda h: h["optimizer_state"].__setitem__("steps", -4),
     "bad shuffle state": lambda h: h["optimizer_state"].__setitem__("shuffle_rng", {"x": 1}),
+    # NumPy raises OverflowError for an integer outside uint64 (found by hypothesis)
+    "negative shuffle state": lambda h: h["optimizer_state"]["shuffle_rng"]["state"].__setitem__(
+        "state", -1),
 }
 
 
