@@ -15,6 +15,8 @@ from cnncuda.bench_timing import EnergyMeter, keras_epoch_line, time_row
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="Linux's clear_refs")
+@pytest.mark.skipif("libasan" in os.environ.get("LD_PRELOAD", ""),
+                    reason="AddressSanitizer keeps freed memory in quarantine")
 def test_host_peak_sees_an_allocation_freed_before_the_read():
     peak = HostPeak().start()
     assert peak.kind == "host peak RSS"
