@@ -1,4 +1,4 @@
-"""The CPU SGEMM, on both micro-kernels (portable C and AVX2/FMA), against NumPy.
+"""The CPU SGEMM, on every micro-kernel (portable C, AVX2/FMA, AVX-512), against NumPy.
 
 Tolerance: relative to the size of the products, 2e-6 * sqrt(k) + 1e-6.
 """
@@ -10,7 +10,10 @@ from cnncuda import _C
 PATHS = [pytest.param("portable", id="portable"),
          pytest.param("avx2", id="avx2",
                       marks=pytest.mark.skipif(not _C.gemm_avx2_supported(),
-                                               reason="this CPU has no AVX2/FMA"))]
+                                               reason="this CPU has no AVX2/FMA")),
+         pytest.param("avx512", id="avx512",
+                      marks=pytest.mark.skipif(not _C.gemm_avx512_supported(),
+                                               reason="this CPU has no AVX-512F"))]
 
 SIZES = [(1, 1, 1), (2, 3, 5), (7, 13, 17), (31, 33, 65), (6, 16, 1), (5, 100, 27),
          (32, 900, 27), (64, 169, 288), (33, 257, 300), (1, 64, 1024), (100, 7, 3),
@@ -67,3 +70,36 @@ def test_sgemm_rejects_bad_arguments():
         _C.sgemm(a, a, np.ones((2, 2), np.float32))
     with pytest.raises(TypeError, match="a:"):
         _C.sgemm(np.ones((2, 3), complex), a.T, np.ones((2, 2), np.float32))
+
+
+@pytest.mark.skipif(not _C.gemm_avx512_supported(), reason="this CPU has no AVX-512F")
+@pytest.mark.parametrize("m,n,k", SIZES)
+def test_avx512_gives_the_avx2_bits(m, n, k):
+    """The AVX-512 kernel runs each C element's chain of fused multiply-adds
+    in the AVX2 kernel's order: the same bits, every shape and transpose."""
+    rng = np.random.default_rng(k)
+    for trans_a, trans_b in [(0, 0), (1, 0), (0, 1), (1, 1)]:
+        a = rng.standard_normal((k, m) if trans_a else (m, k)).astype(np.float32)
+        b = rng.standard_normal((n, k) if trans_b else (k, n)).astype(np.float32)
+        c = rng.standard_normal((m, n)).astype(np.float32)
+        for alpha, beta in [(1.0, 0.0), (-2.0, 0.25)]:
+            args = dict(trans_a=trans_a, trans_b=trans_b, alpha=alpha, beta=beta)
+            np.testing.assert_array_equal(_C.sgemm(a, b, c, path="avx512", **args),
+                                          _C.sgemm(a, b, c, path="avx2", **args))
+
+
+@pytest.mark.parametrize("name", ["portable", "avx2", "avx512", "unknown"])
+def test_the_environment_picks_the_path(name):
+    """CNNCUDA_GEMM=portable|avx2|avx512 picks the engines' micro-kernel where
+    the CPU has it; anything else (and an unsupported choice) gives the
+    default, AVX2 where the CPU has it."""
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, CNNCUDA_GEMM=name)
+    out = subprocess.run([sys.executable, "-c", "import cnncuda._C as C; print(C.gemm_path())"],
+                         capture_output=True, text=True, env=env, check=True).stdout.strip()
+    default = "avx2" if _C.gemm_avx2_supported() else "portable"
+    supported = {"portable": True, "avx2": _C.gemm_avx2_supported(),
+                 "avx512": _C.gemm_avx512_supported()}
+    assert out == (name if supported.get(name) else default)

@@ -341,6 +341,63 @@ kernel_avx2(int rows, int kc, const float *restrict a_strip, const float *restri
     default: kernel_avx2_rows(1, kc, a_strip, b_strip, c, ldc, alpha, beta); break;
     }
 }
+
+/* The AVX-512 kernel: the same tile, packing and order of operations as the
+ * AVX2 kernel (each C element is the same chain of fused multiply-adds over
+ * p), so the two give the same bits; a row of the tile is one zmm instead of
+ * two ymm, so each p costs half the instructions. */
+__attribute__((target("avx512f"), always_inline)) static inline void
+kernel_avx512_rows(const int rows, int kc, const float *restrict a, const float *restrict b,
+                   float *restrict c, ptrdiff_t ldc, float alpha, float beta)
+{
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps(), acc2 = _mm512_setzero_ps();
+    __m512 acc3 = _mm512_setzero_ps(), acc4 = _mm512_setzero_ps(), acc5 = _mm512_setzero_ps();
+    for (int i = 0; i < rows; ++i) _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
+
+#define GEMM_AVX512_FMA_ROW(i) \
+    if (rows > (i)) acc##i = _mm512_fmadd_ps(_mm512_set1_ps(a[(i)]), b_row, acc##i);
+    for (int p = 0; p < kc; ++p, a += MR, b += NR) {
+        __m512 b_row = _mm512_load_ps(b);
+        GEMM_AVX512_FMA_ROW(0)
+        GEMM_AVX512_FMA_ROW(1)
+        GEMM_AVX512_FMA_ROW(2)
+        GEMM_AVX512_FMA_ROW(3)
+        GEMM_AVX512_FMA_ROW(4)
+        GEMM_AVX512_FMA_ROW(5)
+    }
+#undef GEMM_AVX512_FMA_ROW
+
+    __m512 alpha_v = _mm512_set1_ps(alpha), beta_v = _mm512_set1_ps(beta);
+    int read_c = beta != 0.0f;
+#define GEMM_AVX512_STORE_ROW(i)                                              \
+    if (rows > (i)) {                                                         \
+        float *row = c + (i) * ldc;                                           \
+        __m512 v = _mm512_mul_ps(alpha_v, acc##i);                            \
+        if (read_c) v = _mm512_fmadd_ps(beta_v, _mm512_loadu_ps(row), v);     \
+        _mm512_storeu_ps(row, v);                                             \
+    }
+    GEMM_AVX512_STORE_ROW(0)
+    GEMM_AVX512_STORE_ROW(1)
+    GEMM_AVX512_STORE_ROW(2)
+    GEMM_AVX512_STORE_ROW(3)
+    GEMM_AVX512_STORE_ROW(4)
+    GEMM_AVX512_STORE_ROW(5)
+#undef GEMM_AVX512_STORE_ROW
+}
+
+__attribute__((target("avx512f"))) static void
+kernel_avx512(int rows, int kc, const float *restrict a_strip, const float *restrict b_strip,
+              float *restrict c, ptrdiff_t ldc, float alpha, float beta)
+{
+    switch (rows) {
+    case 6: kernel_avx512_rows(6, kc, a_strip, b_strip, c, ldc, alpha, beta); break;
+    case 5: kernel_avx512_rows(5, kc, a_strip, b_strip, c, ldc, alpha, beta); break;
+    case 4: kernel_avx512_rows(4, kc, a_strip, b_strip, c, ldc, alpha, beta); break;
+    case 3: kernel_avx512_rows(3, kc, a_strip, b_strip, c, ldc, alpha, beta); break;
+    case 2: kernel_avx512_rows(2, kc, a_strip, b_strip, c, ldc, alpha, beta); break;
+    default: kernel_avx512_rows(1, kc, a_strip, b_strip, c, ldc, alpha, beta); break;
+    }
+}
 #endif
 
 /* --------------------------------------------------------------- dispatch */
@@ -350,6 +407,16 @@ int cnn_gemm_avx2_supported(void)
 #if GEMM_X86 && (defined(__GNUC__) || defined(__clang__))
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    return 0;
+#endif
+}
+
+int cnn_gemm_avx512_supported(void)
+{
+#if GEMM_X86 && (defined(__GNUC__) || defined(__clang__))
+    __builtin_cpu_init();
+    return cnn_gemm_avx2_supported() && __builtin_cpu_supports("avx512f");
 #else
     return 0;
 #endif
@@ -365,7 +432,9 @@ int cnn_gemm_path(void)
     if (path < 0) {
         const char *env = getenv("CNNCUDA_GEMM");
         int want_portable = env != NULL && strcmp(env, "portable") == 0;
+        int want_avx512 = env != NULL && strcmp(env, "avx512") == 0;
         path = (!want_portable && cnn_gemm_avx2_supported()) ? CNN_GEMM_AVX2 : CNN_GEMM_PORTABLE;
+        if (want_avx512 && cnn_gemm_avx512_supported()) path = CNN_GEMM_AVX512;
         selected_path = path;
     }
     return path;
@@ -381,6 +450,10 @@ int cnn_gemm_set_path(int path)
         selected_path = CNN_GEMM_AVX2;
         return 0;
     }
+    if (path == CNN_GEMM_AVX512 && cnn_gemm_avx512_supported()) {
+        selected_path = CNN_GEMM_AVX512;
+        return 0;
+    }
     return -1;
 }
 
@@ -394,12 +467,15 @@ typedef struct gemm_path_impl {
 static const gemm_path_impl portable_impl = {kernel_portable, pack_a_portable, pack_b_portable};
 #if GEMM_X86
 static const gemm_path_impl avx2_impl = {kernel_avx2, pack_a_avx2, pack_b_avx2};
+static const gemm_path_impl avx512_impl = {kernel_avx512, pack_a_avx2, pack_b_avx2};
 #endif
 
 static const gemm_path_impl *selected_impl(void)
 {
 #if GEMM_X86
-    if (cnn_gemm_path() == CNN_GEMM_AVX2) return &avx2_impl;
+    int path = cnn_gemm_path();
+    if (path == CNN_GEMM_AVX2) return &avx2_impl;
+    if (path == CNN_GEMM_AVX512) return &avx512_impl;
 #endif
     return &portable_impl;
 }

@@ -23,15 +23,19 @@ void cnn_sgemm(const cnn_gemm_pack *pack, int trans_a, int trans_b, int m, int n
                float alpha, const float *a, int lda, const float *b, int ldb, float beta,
                float *c, int ldc);
 
-/* The micro-kernel in use: CNN_GEMM_PORTABLE or CNN_GEMM_AVX2. The first
- * call picks AVX2 when the CPU has AVX2 and FMA and the environment variable
- * CNNCUDA_GEMM is not "portable". */
-enum { CNN_GEMM_PORTABLE = 0, CNN_GEMM_AVX2 = 1 };
+/* The micro-kernel in use: CNN_GEMM_PORTABLE, CNN_GEMM_AVX2 or
+ * CNN_GEMM_AVX512. The first call picks AVX2 when the CPU has AVX2 and FMA
+ * and the environment variable CNNCUDA_GEMM is not "portable"; AVX-512 (the
+ * same results bit for bit, half the instructions) only when CNNCUDA_GEMM is
+ * "avx512" and the CPU has AVX-512F, until it is measured where it should
+ * pay (BENCHMARKS.md). */
+enum { CNN_GEMM_PORTABLE = 0, CNN_GEMM_AVX2 = 1, CNN_GEMM_AVX512 = 2 };
 int cnn_gemm_path(void);
 /* Forces a path (for tests and benchmarks); returns 0 on success, -1 when the
  * CPU cannot run it. */
 int cnn_gemm_set_path(int path);
-/* Whether this CPU can run the AVX2 path. */
+/* Whether this CPU can run the AVX2 path, the AVX-512 path. */
 int cnn_gemm_avx2_supported(void);
+int cnn_gemm_avx512_supported(void);
 
 #endif

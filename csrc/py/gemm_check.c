@@ -21,12 +21,15 @@ PyObject *cnn_py_sgemm(PyObject *self, PyObject *args, PyObject *kwds)
     if (path) {
         if (strcmp(path, "portable") == 0) want = CNN_GEMM_PORTABLE;
         else if (strcmp(path, "avx2") == 0) want = CNN_GEMM_AVX2;
+        else if (strcmp(path, "avx512") == 0) want = CNN_GEMM_AVX512;
         else {
-            PyErr_Format(PyExc_ValueError, "path: expected 'portable' or 'avx2', got '%s'", path);
+            PyErr_Format(PyExc_ValueError,
+                         "path: expected 'portable', 'avx2' or 'avx512', got '%s'", path);
             return NULL;
         }
-        if (want == CNN_GEMM_AVX2 && !cnn_gemm_avx2_supported()) {
-            PyErr_SetString(PyExc_ValueError, "path: 'avx2' is not supported by this CPU");
+        if ((want == CNN_GEMM_AVX2 && !cnn_gemm_avx2_supported()) ||
+            (want == CNN_GEMM_AVX512 && !cnn_gemm_avx512_supported())) {
+            PyErr_Format(PyExc_ValueError, "path: '%s' is not supported by this CPU", path);
             return NULL;
         }
     }

@@ -106,7 +106,9 @@ static PyObject *py_gemm_path(PyObject *self, PyObject *noargs)
 {
     (void)self;
     (void)noargs;
-    return PyUnicode_FromString(cnn_gemm_path() == CNN_GEMM_AVX2 ? "avx2" : "portable");
+    int path = cnn_gemm_path();
+    return PyUnicode_FromString(path == CNN_GEMM_AVX512 ? "avx512"
+                                : path == CNN_GEMM_AVX2 ? "avx2" : "portable");
 }
 
 static PyObject *py_gemm_avx2_supported(PyObject *self, PyObject *noargs)
@@ -114,6 +116,13 @@ static PyObject *py_gemm_avx2_supported(PyObject *self, PyObject *noargs)
     (void)self;
     (void)noargs;
     return PyBool_FromLong(cnn_gemm_avx2_supported());
+}
+
+static PyObject *py_gemm_avx512_supported(PyObject *self, PyObject *noargs)
+{
+    (void)self;
+    (void)noargs;
+    return PyBool_FromLong(cnn_gemm_avx512_supported());
 }
 
 static PyObject *py_rng_key(PyObject *self, PyObject *args)
@@ -156,6 +165,8 @@ static PyMethodDef module_methods[] = {
     {"gemm_path", py_gemm_path, METH_NOARGS, "The CPU GEMM micro-kernel in use."},
     {"gemm_avx2_supported", py_gemm_avx2_supported, METH_NOARGS,
      "Whether this CPU can run the AVX2/FMA GEMM micro-kernel."},
+    {"gemm_avx512_supported", py_gemm_avx512_supported, METH_NOARGS,
+     "Whether this CPU can run the AVX-512 GEMM micro-kernel."},
     {"sgemm", (PyCFunction)(void (*)(void))cnn_py_sgemm, METH_VARARGS | METH_KEYWORDS,
      "sgemm(a, b, c, trans_a=False, trans_b=False, alpha=1, beta=0, path=None) -> new c."},
     {"rng_key", py_rng_key, METH_VARARGS, "rng_key(seed, stream) -> key (the core's RNG)."},
