@@ -1,12 +1,14 @@
 """The CUDA kernels' optimisation stages, for notebook 05.
 
-Two sources, in this order:
+Three sources, in this order:
 
 - ``dev/cuda/stages.json``: per-kernel versions timed by the kernel-stage
   harness (dev/cuda/run_all.sh), a list of ``{"op", "version", "name",
   "ms"}`` (the median milliseconds of version `version` of op `op`), per
   seed shape (``"shape"``) and summed over them (``"shape": "total"``, the
   rows shown where there are any);
+- ``docs/figures/stages_h200.json``: the same, as measured on an H200 and
+  committed (so that a machine without a GPU shows a real measurement);
 - the staged history of the ``cuda`` engine recorded in BENCHMARKS.md (the
   table under "How the `cuda` engine got there": seconds per CIFAR-10 epoch
   after each stage, on the GPU named there).
@@ -22,6 +24,7 @@ __all__ = ["find_repository_file", "read_stages_json", "recorded_engine_stages",
            "load_stages", "STAGES_JSON", "BENCHMARKS"]
 
 STAGES_JSON = os.path.join("dev", "cuda", "stages.json")
+MEASURED_STAGES_JSON = os.path.join("docs", "figures", "stages_h200.json")
 BENCHMARKS = "BENCHMARKS.md"
 _TABLE_TITLE = "How the `cuda` engine got there"
 
@@ -165,8 +168,9 @@ def load_stages(stages_json=None, benchmarks=None):
     "value", "unit"} (each group's first bar is its baseline), `source` the
     file read, `notes` what was left out and where it was measured. The
     harness's JSON is used when given or found at dev/cuda/stages.json, else
-    BENCHMARKS.md's history."""
-    path = stages_json or find_repository_file(STAGES_JSON)
+    the committed H200 measurement, else BENCHMARKS.md's history."""
+    path = (stages_json or find_repository_file(STAGES_JSON)
+            or find_repository_file(MEASURED_STAGES_JSON))
     if path is not None:
         if not os.path.isfile(path):
             raise ValueError("stages_json: expected a file, got %r" % (path,))

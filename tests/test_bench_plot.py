@@ -80,6 +80,7 @@ def test_recorded_engine_stages_are_read_from_benchmarks_md():
 def test_without_the_json_the_recorded_stages_are_loaded(monkeypatch):
     from cnncuda import bench_stages
     monkeypatch.setattr(bench_stages, "STAGES_JSON", os.path.join("dev", "cuda", "absent.json"))
+    monkeypatch.setattr(bench_stages, "MEASURED_STAGES_JSON", os.path.join("docs", "absent.json"))
     what, bars, source, notes = load_stages()
     assert what == "engine stages" and source == find_repository_file("BENCHMARKS.md")
     assert notes == ["measured on an H200 (BENCHMARKS.md)"]
@@ -153,3 +154,13 @@ def test_load_stages_prefers_the_harness_json_and_its_totals(tmp_path):
     path.write_text(json.dumps(harness_rows("sgemm", 1, "naive", {"a": 1.0}, None, ok=False)))
     with pytest.raises(ValueError, match="no version has a time"):
         load_stages(str(path))
+
+
+def test_without_a_local_run_the_committed_h200_measurement_is_loaded(monkeypatch):
+    from cnncuda import bench_stages
+    monkeypatch.setattr(bench_stages, "STAGES_JSON", os.path.join("dev", "cuda", "absent.json"))
+    what, bars, source, notes = load_stages()
+    assert what == "kernel versions" and source.endswith(os.path.join("figures", "stages_h200.json"))
+    assert any("H200" in n for n in notes)
+    sgemm = [b for b in bars if b["group"].startswith("sgemm")]
+    assert len(sgemm) == 5 and sgemm[-1]["value"] < sgemm[0]["value"]

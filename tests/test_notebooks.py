@@ -97,6 +97,7 @@ def test_stages_notebook_reads_the_harness_json(tmp_path):
 
 def test_stages_notebook_without_the_json_shows_the_recorded_stages(tmp_path, monkeypatch):
     monkeypatch.setattr(bench_stages, "STAGES_JSON", os.path.join("dev", "cuda", "absent.json"))
+    monkeypatch.setattr(bench_stages, "MEASURED_STAGES_JSON", os.path.join("docs", "absent.json"))
     path = next(p for p in EXPERIMENT_NOTEBOOKS if "05_" in p)
     scope = run_notebook(path, tmp_path)
     assert scope["WHAT"] == "engine stages" and scope["source"].endswith("BENCHMARKS.md")
