@@ -79,6 +79,10 @@ struct cnn_net {
     /* (CNN_COUNTERS) the engine's copy of the counters, which a step reads
      * (cnn.h): steps and train_forwards above are the host's, kept equal */
     int64_t *counters;
+    /* the engine's CNN_COUNT_POSITION as the host knows it, so that a range
+     * moves it with advance_counters (a launch) rather than an upload (a
+     * copy from host memory, which may wait for the engine); -1: unknown */
+    long position;
 
     /* GPU engines: one training step of train_range recorded (a CUDA
      * graph) for batch `recorded_batch`, replayed for every full batch */
@@ -438,6 +442,7 @@ cnn_status cnn_net_set_counters(cnn_net *net, long steps, long train_forwards)
     c[CNN_COUNT_MASK] = train_forwards > 0 ? train_forwards - 1 : 0;
     c[CNN_COUNT_STEPS] = steps;
     CNN_TRY(net->be->upload(net->ctx, net->counters, c, sizeof c));
+    net->position = 0;
     net->steps = steps;
     net->train_forwards = train_forwards;
     net->last_n = 0; /* the mask of a pending backward is no longer known */
@@ -1198,8 +1203,13 @@ cnn_status cnn_net_train_range(cnn_net *net, long start, long count, int batch)
                              "<= %ld, got start %ld count %ld",
                              net->order_n, start, count);
     const cnn_backend *be = net->be;
-    int64_t position = start;
-    CNN_TRY(be->upload(net->ctx, net->counters + CNN_COUNT_POSITION, &position, sizeof position));
+    if (net->position < 0) {
+        int64_t zero = 0;
+        CNN_TRY(be->upload(net->ctx, net->counters + CNN_COUNT_POSITION, &zero, sizeof zero));
+        net->position = 0;
+    }
+    CNN_TRY(be->advance_counters(net->ctx, net->counters, 0, 0, start - net->position));
+    net->position = -1; /* until the range is queued whole */
     int timed = be->timer_mark != NULL;
     net->timed = 0;
     if (timed) CNN_TRY(be->timer_mark(net->ctx, 0));
@@ -1220,6 +1230,7 @@ cnn_status cnn_net_train_range(cnn_net *net, long start, long count, int batch)
     }
     for (long i = 0; i < full; i++) CNN_TRY(range_step(net, batch));
     if (count % batch) CNN_TRY(range_step(net, (int)(count % batch)));
+    net->position = start + count;
     if (timed) {
         CNN_TRY(be->timer_mark(net->ctx, 1));
         net->timed = 1;

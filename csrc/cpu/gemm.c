@@ -268,6 +268,18 @@ static void kernel_portable(int rows, int kc, const float *restrict a_strip,
 }
 
 #if GEMM_X86
+/* Calls kernel_rows with `rows` as a constant (1..MR), so that each case is
+ * the kernel compiled for that many rows. */
+#define GEMM_ROWS_DISPATCH(kernel_rows)                                         \
+    switch (rows) {                                                             \
+    case 6: kernel_rows(6, kc, a_strip, b_strip, c, ldc, alpha, beta); break;    \
+    case 5: kernel_rows(5, kc, a_strip, b_strip, c, ldc, alpha, beta); break;    \
+    case 4: kernel_rows(4, kc, a_strip, b_strip, c, ldc, alpha, beta); break;    \
+    case 3: kernel_rows(3, kc, a_strip, b_strip, c, ldc, alpha, beta); break;    \
+    case 2: kernel_rows(2, kc, a_strip, b_strip, c, ldc, alpha, beta); break;    \
+    default: kernel_rows(1, kc, a_strip, b_strip, c, ldc, alpha, beta); break;   \
+    }
+
 /* The AVX2 kernel for `rows` (1..MR) known at compile time, as every call in
  * kernel_avx2 is inlined with a constant: rows x 2 ymm accumulators,
  * acc<i>_lo / acc<i>_hi holding columns 0..7 / 8..15 of tile row i; the code
@@ -332,14 +344,7 @@ __attribute__((target("avx2,fma"))) static void
 kernel_avx2(int rows, int kc, const float *restrict a_strip, const float *restrict b_strip,
             float *restrict c, ptrdiff_t ldc, float alpha, float beta)
 {
-    switch (rows) {
-    case 6: kernel_avx2_rows(6, kc, a_strip, b_strip, c, ldc, alpha, beta); break;
-    case 5: kernel_avx2_rows(5, kc, a_strip, b_strip, c, ldc, alpha, beta); break;
-    case 4: kernel_avx2_rows(4, kc, a_strip, b_strip, c, ldc, alpha, beta); break;
-    case 3: kernel_avx2_rows(3, kc, a_strip, b_strip, c, ldc, alpha, beta); break;
-    case 2: kernel_avx2_rows(2, kc, a_strip, b_strip, c, ldc, alpha, beta); break;
-    default: kernel_avx2_rows(1, kc, a_strip, b_strip, c, ldc, alpha, beta); break;
-    }
+    GEMM_ROWS_DISPATCH(kernel_avx2_rows);
 }
 
 /* The AVX-512 kernel: the same tile, packing and order of operations as the
@@ -389,14 +394,7 @@ __attribute__((target("avx512f"))) static void
 kernel_avx512(int rows, int kc, const float *restrict a_strip, const float *restrict b_strip,
               float *restrict c, ptrdiff_t ldc, float alpha, float beta)
 {
-    switch (rows) {
-    case 6: kernel_avx512_rows(6, kc, a_strip, b_strip, c, ldc, alpha, beta); break;
-    case 5: kernel_avx512_rows(5, kc, a_strip, b_strip, c, ldc, alpha, beta); break;
-    case 4: kernel_avx512_rows(4, kc, a_strip, b_strip, c, ldc, alpha, beta); break;
-    case 3: kernel_avx512_rows(3, kc, a_strip, b_strip, c, ldc, alpha, beta); break;
-    case 2: kernel_avx512_rows(2, kc, a_strip, b_strip, c, ldc, alpha, beta); break;
-    default: kernel_avx512_rows(1, kc, a_strip, b_strip, c, ldc, alpha, beta); break;
-    }
+    GEMM_ROWS_DISPATCH(kernel_avx512_rows);
 }
 #endif
 
