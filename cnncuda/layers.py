@@ -46,6 +46,21 @@ def _only(value, arg, allowed, why):
                          % (arg, " or ".join(repr(a) for a in allowed), why, value))
 
 
+def _weight_arguments(kernel_initializer, bias_initializer, kernel_regularizer,
+                      bias_regularizer, activity_regularizer, kernel_constraint,
+                      bias_constraint):
+    """Conv2D's and Dense's weight arguments: Keras's defaults only."""
+    _only(kernel_initializer, "kernel_initializer", ("glorot_uniform",),
+          "the engines draw Keras's default initializer")
+    _only(bias_initializer, "bias_initializer", ("zeros",), "biases start at zero")
+    for arg, value in (("kernel_regularizer", kernel_regularizer),
+                       ("bias_regularizer", bias_regularizer),
+                       ("activity_regularizer", activity_regularizer),
+                       ("kernel_constraint", kernel_constraint),
+                       ("bias_constraint", bias_constraint)):
+        _only(value, arg, (None,), "not supported")
+
+
 class Layer:
     """Base class. Subclasses set ``prefix`` (the automatic name) and define
     ``_arguments`` (their Keras config), ``compute_output_shape``,
@@ -206,15 +221,9 @@ class Conv2D(Layer):
         _only(groups, "groups", (1,), "grouped convolution is not supported")
         self.activation = activation_name(activation)
         self.use_bias = boolean(use_bias, "use_bias")
-        _only(kernel_initializer, "kernel_initializer", ("glorot_uniform",),
-              "the engines draw Keras's default initializer")
-        _only(bias_initializer, "bias_initializer", ("zeros",), "biases start at zero")
-        for arg, value in (("kernel_regularizer", kernel_regularizer),
-                           ("bias_regularizer", bias_regularizer),
-                           ("activity_regularizer", activity_regularizer),
-                           ("kernel_constraint", kernel_constraint),
-                           ("bias_constraint", bias_constraint)):
-            _only(value, arg, (None,), "not supported")
+        _weight_arguments(kernel_initializer, bias_initializer, kernel_regularizer,
+                          bias_regularizer, activity_regularizer, kernel_constraint,
+                          bias_constraint)
         super().__init__(**kwargs)
 
     def _arguments(self):
@@ -313,15 +322,9 @@ class Dense(Layer):
         self.units = positive_int(units, "units")
         self.activation = activation_name(activation)
         self.use_bias = boolean(use_bias, "use_bias")
-        _only(kernel_initializer, "kernel_initializer", ("glorot_uniform",),
-              "the engines draw Keras's default initializer")
-        _only(bias_initializer, "bias_initializer", ("zeros",), "biases start at zero")
-        for arg, value in (("kernel_regularizer", kernel_regularizer),
-                           ("bias_regularizer", bias_regularizer),
-                           ("activity_regularizer", activity_regularizer),
-                           ("kernel_constraint", kernel_constraint),
-                           ("bias_constraint", bias_constraint)):
-            _only(value, arg, (None,), "not supported")
+        _weight_arguments(kernel_initializer, bias_initializer, kernel_regularizer,
+                          bias_regularizer, activity_regularizer, kernel_constraint,
+                          bias_constraint)
         super().__init__(**kwargs)
 
     def _arguments(self):
