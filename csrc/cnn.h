@@ -186,6 +186,7 @@ typedef struct cnn_backend cnn_backend;
 typedef struct cnn_ctx {
     const cnn_backend *backend;
     int num_threads;
+    int device;     /* GPU engines: the CUDA device the context lives on */
     int allow_tf32; /* set by the Net from its spec; only cudnn reads it */
     void *impl;
 } cnn_ctx;
@@ -193,9 +194,14 @@ typedef struct cnn_ctx {
 struct cnn_backend {
     const char *name;
 
-    /* lifetime of a context: num_threads is the thread count (1 for cpu) */
-    cnn_status (*ctx_create)(cnn_ctx **out, int num_threads);
+    /* lifetime of a context: num_threads is the thread count (1 for cpu);
+     * device the GPU engines' CUDA device index (0 for the host engines) */
+    cnn_status (*ctx_create)(cnn_ctx **out, int num_threads, int device);
     void (*ctx_destroy)(cnn_ctx *ctx);
+    /* Optional (NULL in the host engines): makes the context's device the
+     * calling thread's current one. The binding calls it before every call
+     * on a Net, so a Net may be used from any thread. */
+    cnn_status (*activate)(cnn_ctx *ctx);
 
     /* memory */
     cnn_status (*alloc)(cnn_ctx *ctx, void **p, size_t bytes);
@@ -271,16 +277,18 @@ struct cnn_backend {
                                       const float *y, const float *dy, float *dx);
 
     /* inverted dropout over x (n, c, h, w) (h = w = 1 for (n, c)): element
-     * (i, ch, r, s) is kept when cnn_uniform(key, ((i*h + r)*w + s)*c + ch)
-     * >= rate (the Keras NHWC index), and kept values scale by 1/(1 - rate).
+     * (i, ch, r, s) is kept when cnn_uniform(key, (((row0 + i)*h + r)*w + s)*c
+     * + ch) >= rate (the Keras NHWC index of row row0 + i of the whole batch,
+     * of which x holds rows row0 ...: a data-parallel replica's share), and
+     * kept values scale by 1/(1 - rate).
      * key = cnn_rng_key(seed, *forward): forward is backend memory (the
      * Net's CNN_COUNT_MASK counter), read when the op runs. */
     cnn_status (*dropout_forward)(cnn_ctx *ctx, int n, int c, int h, int w, float rate,
-                                  uint64_t seed, const int64_t *forward, const float *x,
-                                  float *y);
+                                  uint64_t seed, const int64_t *forward, int64_t row0,
+                                  const float *x, float *y);
     cnn_status (*dropout_backward)(cnn_ctx *ctx, int n, int c, int h, int w, float rate,
-                                   uint64_t seed, const int64_t *forward, const float *dy,
-                                   float *dx);
+                                   uint64_t seed, const int64_t *forward, int64_t row0,
+                                   const float *dy, float *dx);
 
     /* batch normalization. Training uses the batch's mean and biased
      * variance and updates moving = moving * momentum + batch * (1 - momentum);
@@ -404,6 +412,7 @@ typedef struct cnn_net_spec {
     cnn_optimizer_desc optimizer;
     uint64_t seed;
     int allow_tf32;       /* precision "tf32": engines may use TF32 tensor cores */
+    int device;           /* GPU engines: the CUDA device index (0 the first) */
 } cnn_net_spec;
 
 typedef struct cnn_net cnn_net;

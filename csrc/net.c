@@ -93,6 +93,12 @@ struct cnn_net {
     int n_weights;
     cnn_weight_info *weights;
 
+    /* data parallel (cnn_net_set_comm): this net is replica comm->rank of
+     * comm->world; NULL when alone. row0 is the number, in the whole batch,
+     * of the first row this net holds (dropout numbers its masks by it). */
+    struct cnn_comm *comm;
+    int64_t row0;
+
     int counting;   /* net_alloc only adds up bytes in planned (cnn_net_create) */
     size_t planned;
 };
@@ -679,7 +685,7 @@ cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn
     net->n_params = n_params;
     net->n_state = n_state;
 
-    if ((st = backend->ctx_create(&net->ctx, num_threads)) != CNN_OK) goto fail;
+    if ((st = backend->ctx_create(&net->ctx, num_threads, spec->device)) != CNN_OK) goto fail;
     net->ctx->allow_tf32 = spec->allow_tf32;
 
     /* every buffer, once. A first pass adds up the bytes: on a host engine
@@ -774,7 +780,7 @@ static cnn_status forward_device(cnn_net *net, int n, int training)
         case CNN_LAYER_DROPOUT:
             CNN_TRY(be->dropout_forward(ctx, n, L->in_c, L->in_h, L->in_w,
                                         training ? s->rate : 0.0f, L->dropout_key,
-                                        net->counters + CNN_COUNT_MASK, in, L->y));
+                                        net->counters + CNN_COUNT_MASK, net->row0, in, L->y));
             break;
         case CNN_LAYER_BATCHNORM: {
             cnn_bn_desc d = L->bn;
@@ -854,7 +860,7 @@ static cnn_status backward_device(cnn_net *net, int want_dx, float **dx_out)
             if (need_dx)
                 CNN_TRY(be->dropout_backward(ctx, n, L->in_c, L->in_h, L->in_w, s->rate,
                                              L->dropout_key, net->counters + CNN_COUNT_MASK,
-                                             dy, dx));
+                                             net->row0, dy, dx));
             break;
         case CNN_LAYER_BATCHNORM: {
             cnn_bn_desc d = L->bn;

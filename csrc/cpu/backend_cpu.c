@@ -16,9 +16,10 @@ static void *aligned_alloc64(size_t bytes)
 
 /* One thread whatever is asked: the cpu engine never enters a parallel
  * region (every kernel's loop runs as one part on the calling thread). */
-static cnn_status cpu_ctx_create(cnn_ctx **out, int num_threads)
+static cnn_status cpu_ctx_create(cnn_ctx **out, int num_threads, int device)
 {
     (void)num_threads;
+    (void)device;
     return cnn_cpu_ctx_create(&cnn_backend_cpu, 1, 0, out);
 }
 

@@ -13,11 +13,12 @@
 /* More threads than this is a mistake, not a machine. */
 #define OMP_MAX_THREADS 1024
 
-static cnn_status omp_ctx_create(cnn_ctx **out, int num_threads)
+static cnn_status omp_ctx_create(cnn_ctx **out, int num_threads, int device)
 {
     if (num_threads < 1 || num_threads > OMP_MAX_THREADS)
         return cnn_set_error(CNN_ERR_VALUE, "engine 'omp': threads must be in [1, %d], got %d",
                              OMP_MAX_THREADS, num_threads);
+    (void)device;
     return cnn_cpu_ctx_create(&cnn_backend_omp, num_threads, 1, out);
 }
 

@@ -127,10 +127,11 @@ cnn_status cpu_activation_backward(cnn_ctx *ctx, int act, int rows, int cols, co
 
 /* dropout.c */
 cnn_status cpu_dropout_forward(cnn_ctx *ctx, int n, int c, int h, int w, float rate,
-                               uint64_t seed, const int64_t *forward, const float *x, float *y);
+                               uint64_t seed, const int64_t *forward, int64_t row0,
+                               const float *x, float *y);
 cnn_status cpu_dropout_backward(cnn_ctx *ctx, int n, int c, int h, int w, float rate,
-                                uint64_t seed, const int64_t *forward, const float *dy,
-                                float *dx);
+                                uint64_t seed, const int64_t *forward, int64_t row0,
+                                const float *dy, float *dx);
 
 /* batchnorm.c */
 cnn_status cpu_batchnorm_forward_train(cnn_ctx *ctx, const cnn_bn_desc *d, const float *x,

@@ -2,19 +2,22 @@
  * cut into ranges, one per thread; each element's mask is a function of its
  * index, so the cut changes nothing).
  * Element (i, ch, r, s) of an NCHW tensor is kept when
- * cnn_uniform(key, ((i*h + r)*w + s)*c + ch) >= rate (its index in Keras's
- * NHWC order), and kept values are multiplied by the float 1 / (1 - rate).
+ * cnn_uniform(key, (((row0 + i)*h + r)*w + s)*c + ch) >= rate (its index in
+ * Keras's NHWC order, row0 the first row's number in the whole batch), and kept values are multiplied by the float 1 / (1 - rate).
  * The backward draws the same mask again from the key. x and y (and dy and
  * dx) may be the same buffer. */
 #include <string.h>
 
 #include "cpu.h"
 
-static cnn_status check_args(const char *what, int n, int c, int h, int w, float rate)
+static cnn_status check_args(const char *what, int n, int c, int h, int w, float rate,
+                             int64_t row0)
 {
     if (n < 0 || c < 0 || h < 0 || w < 0)
         return cnn_set_error(CNN_ERR_VALUE, "%s: negative shape (%d, %d, %d, %d)", what, n, c,
                              h, w);
+    if (row0 < 0)
+        return cnn_set_error(CNN_ERR_VALUE, "%s: row0 %lld is negative", what, (long long)row0);
     if (!(rate >= 0.0f && rate < 1.0f))
         return cnn_set_error(CNN_ERR_VALUE, "%s: rate %g is not in [0, 1)", what, (double)rate);
     return CNN_OK;
@@ -24,6 +27,7 @@ typedef struct drop_job {
     int c, h, w;
     float rate, scale;
     uint64_t key;
+    uint64_t row0; /* the first row's number in the whole batch */
     const float *in;
     float *out;
 } drop_job;
@@ -40,7 +44,7 @@ static void mask_range(void *arg, long lo, long hi, int slot)
         const float *src = j->in + at;
         float *dst = j->out + at;
         /* NHWC index of (i, ch, 0, 0); it advances by c per pixel */
-        const uint64_t base = (uint64_t)i * plane * (uint64_t)j->c + (uint64_t)ch;
+        const uint64_t base = (j->row0 + (uint64_t)i) * plane * (uint64_t)j->c + (uint64_t)ch;
         for (size_t p = 0; p < plane; ++p) {
             const int keep = cnn_uniform(j->key, base + (uint64_t)p * (uint64_t)j->c) >= j->rate;
             dst[p] = keep ? src[p] * j->scale : 0.0f;
@@ -50,14 +54,14 @@ static void mask_range(void *arg, long lo, long hi, int slot)
 
 /* out (n, c, h, w) = in * mask * scale; in and out may be the same buffer. */
 static void apply_mask(cnn_ctx *ctx, int n, int c, int h, int w, float rate, uint64_t key,
-                       const float *in, float *out)
+                       int64_t row0, const float *in, float *out)
 {
     const size_t count = (size_t)n * c * h * w;
     if (rate == 0.0f) {
         if (in != out && count) memmove(out, in, count * sizeof(float));
         return;
     }
-    drop_job j = {c, h, w, rate, 1.0f / (1.0f - rate), key, in, out};
+    drop_job j = {c, h, w, rate, 1.0f / (1.0f - rate), key, (uint64_t)row0, in, out};
     const long planes = (long)n * c;
     cnn_cpu_parallel(cnn_cpu_parts(ctx, planes, 8.0 * h * w, CNN_GRAIN_ELEMENTS), planes,
                      mask_range, &j);
@@ -65,19 +69,20 @@ static void apply_mask(cnn_ctx *ctx, int n, int c, int h, int w, float rate, uin
 
 /* x (n, c, h, w) -> y (n, c, h, w) */
 cnn_status cpu_dropout_forward(cnn_ctx *ctx, int n, int c, int h, int w, float rate,
-                               uint64_t seed, const int64_t *forward, const float *x, float *y)
+                               uint64_t seed, const int64_t *forward, int64_t row0,
+                               const float *x, float *y)
 {
-    CNN_TRY(check_args("dropout_forward", n, c, h, w, rate));
-    apply_mask(ctx, n, c, h, w, rate, cnn_rng_key(seed, (uint64_t)*forward), x, y);
+    CNN_TRY(check_args("dropout_forward", n, c, h, w, rate, row0));
+    apply_mask(ctx, n, c, h, w, rate, cnn_rng_key(seed, (uint64_t)*forward), row0, x, y);
     return CNN_OK;
 }
 
 /* dy (n, c, h, w) -> dx (n, c, h, w), with the forward's mask and scale */
 cnn_status cpu_dropout_backward(cnn_ctx *ctx, int n, int c, int h, int w, float rate,
-                                uint64_t seed, const int64_t *forward, const float *dy,
-                                float *dx)
+                                uint64_t seed, const int64_t *forward, int64_t row0,
+                                const float *dy, float *dx)
 {
-    CNN_TRY(check_args("dropout_backward", n, c, h, w, rate));
-    apply_mask(ctx, n, c, h, w, rate, cnn_rng_key(seed, (uint64_t)*forward), dy, dx);
+    CNN_TRY(check_args("dropout_backward", n, c, h, w, rate, row0));
+    apply_mask(ctx, n, c, h, w, rate, cnn_rng_key(seed, (uint64_t)*forward), row0, dy, dx);
     return CNN_OK;
 }
