@@ -5,15 +5,21 @@
 #include "cuda_common.cuh"
 #include "cuda_ops.h"
 
-// The stream, device and split-K scratch of a context (shared with cudnn).
-cnn_status cnn_cuda_impl_init(cnn_cuda_impl *impl)
+// The stream and split-K scratch of a context on CUDA device `device`
+// (shared with cudnn). Leaves `device` current on the calling thread: the
+// Net allocates its buffers right after, on the current device.
+cnn_status cnn_cuda_impl_init(cnn_cuda_impl *impl, int device)
 {
     int count = 0;
     CNN_CUDA_TRY(cudaGetDeviceCount(&count), "looking for a CUDA GPU");
     if (count < 1) return cnn_set_error(CNN_ERR_UNAVAILABLE, "no CUDA GPU found");
-    cudaError_t err = cudaGetDevice(&impl->device);
-    if (err == cudaSuccess)
-        err = cudaDeviceGetAttribute(&impl->sm_count, cudaDevAttrMultiProcessorCount, impl->device);
+    if (device < 0 || device >= count)
+        return cnn_set_error(CNN_ERR_VALUE, "device: expected a CUDA device index in [0, %d), got %d",
+                             count, device);
+    CNN_CUDA_TRY(cudaSetDevice(device), "selecting the context's GPU");
+    impl->device = device;
+    cudaError_t err =
+        cudaDeviceGetAttribute(&impl->sm_count, cudaDevAttrMultiProcessorCount, impl->device);
     if (err == cudaSuccess) err = cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking);
     if (err == cudaSuccess) {
         err = cudaMalloc((void **)&impl->scratch, CNN_CUDA_SCRATCH_FLOATS * sizeof(float));
@@ -24,6 +30,7 @@ cnn_status cnn_cuda_impl_init(cnn_cuda_impl *impl)
     return CNN_OK;
 }
 
+// Called with impl->device current (see cnn_cuda_device_enter).
 void cnn_cuda_impl_fini(cnn_cuda_impl *impl)
 {
     cudaStreamSynchronize(impl->stream);
@@ -33,9 +40,38 @@ void cnn_cuda_impl_fini(cnn_cuda_impl *impl)
     cudaStreamDestroy(impl->stream);
 }
 
+// A context may be destroyed from a thread whose current device is another
+// one (Python frees a Net wherever its last reference goes): the stream,
+// handles and memory must be released on their own device, and the
+// caller's device is given back afterwards. Returns the caller's device.
+int cnn_cuda_device_enter(int device)
+{
+    int previous = device;
+    if (cudaGetDevice(&previous) != cudaSuccess) previous = device;
+    if (previous != device) cudaSetDevice(device);
+    cudaGetLastError(); // nothing to report from a destroy: leave no error behind
+    return previous;
+}
+
+void cnn_cuda_device_leave(int previous, int device)
+{
+    if (previous != device) cudaSetDevice(previous);
+    cudaGetLastError();
+}
+
+// The activate entry of both GPU tables: the context's device becomes the
+// calling thread's current one, so every later runtime call (allocations
+// included) lands on it.
+cnn_status cuda_activate(cnn_ctx *ctx)
+{
+    const cnn_cuda_impl *impl = (const cnn_cuda_impl *)ctx->impl;
+    CNN_CUDA_TRY(cudaSetDevice(impl->device), "making the context's GPU current");
+    return CNN_OK;
+}
+
 namespace {
 
-cnn_status cuda_ctx_create(cnn_ctx **out, int num_threads)
+cnn_status cuda_ctx_create(cnn_ctx **out, int num_threads, int device)
 {
     cnn_ctx *ctx = (cnn_ctx *)calloc(1, sizeof *ctx);
     cnn_cuda_impl *impl = (cnn_cuda_impl *)calloc(1, sizeof *impl);
@@ -44,7 +80,7 @@ cnn_status cuda_ctx_create(cnn_ctx **out, int num_threads)
         free(impl);
         return cnn_set_error(CNN_ERR_MEMORY, "out of host memory creating a cuda context");
     }
-    cnn_status st = cnn_cuda_impl_init(impl);
+    cnn_status st = cnn_cuda_impl_init(impl, device);
     if (st != CNN_OK) {
         free(ctx);
         free(impl);
@@ -52,6 +88,7 @@ cnn_status cuda_ctx_create(cnn_ctx **out, int num_threads)
     }
     ctx->backend = &cnn_backend_cuda;
     ctx->num_threads = num_threads;
+    ctx->device = device;
     ctx->impl = impl;
     *out = ctx;
     return CNN_OK;
@@ -62,7 +99,9 @@ void cuda_ctx_destroy(cnn_ctx *ctx)
     if (!ctx) return;
     cnn_cuda_impl *impl = (cnn_cuda_impl *)ctx->impl;
     if (impl) {
+        const int previous = cnn_cuda_device_enter(impl->device);
         cnn_cuda_impl_fini(impl);
+        cnn_cuda_device_leave(previous, impl->device);
         free(impl);
     }
     free(ctx);
@@ -127,6 +166,7 @@ extern "C" const cnn_backend cnn_backend_cuda = {
     .name = "cuda",
     .ctx_create = cuda_ctx_create,
     .ctx_destroy = cuda_ctx_destroy,
+    .activate = cuda_activate,
     .alloc = cuda_alloc,
     .free = cuda_free,
     .upload = cuda_upload,

@@ -17,8 +17,12 @@ namespace {
 
 constexpr size_t CUBLAS_WORKSPACE_BYTES = (size_t)32 << 20;
 
+// The handles and memory are released on their own device, whichever
+// thread (and current device) the destroy comes from.
 void release(cnn_cudnn_impl *impl, int base_ready)
 {
+    const int device = impl->base.device;
+    const int previous = base_ready ? cnn_cuda_device_enter(device) : device;
     cnn_cudnn_release_convs(impl);
     if (impl->act) cudnnDestroyActivationDescriptor(impl->act);
     if (impl->t0) cudnnDestroyTensorDescriptor(impl->t0);
@@ -29,6 +33,7 @@ void release(cnn_cudnn_impl *impl, int base_ready)
         cudaStreamSynchronize(impl->base.stream);
         if (impl->cublas_workspace) cudaFree(impl->cublas_workspace);
         cnn_cuda_impl_fini(&impl->base);
+        cnn_cuda_device_leave(previous, device);
     }
     free(impl);
 }
@@ -58,7 +63,7 @@ cnn_status setup(cnn_cudnn_impl *impl)
     return CNN_OK;
 }
 
-cnn_status cudnn_ctx_create(cnn_ctx **out, int num_threads)
+cnn_status cudnn_ctx_create(cnn_ctx **out, int num_threads, int device)
 {
     cnn_ctx *ctx = (cnn_ctx *)calloc(1, sizeof *ctx);
     cnn_cudnn_impl *impl = (cnn_cudnn_impl *)calloc(1, sizeof *impl);
@@ -67,7 +72,7 @@ cnn_status cudnn_ctx_create(cnn_ctx **out, int num_threads)
         free(impl);
         return cnn_set_error(CNN_ERR_MEMORY, "out of host memory creating a cudnn context");
     }
-    cnn_status st = cnn_cuda_impl_init(&impl->base);
+    cnn_status st = cnn_cuda_impl_init(&impl->base, device);
     if (st != CNN_OK) {
         free(ctx);
         free(impl);
@@ -81,6 +86,7 @@ cnn_status cudnn_ctx_create(cnn_ctx **out, int num_threads)
     }
     ctx->backend = &cnn_backend_cudnn;
     ctx->num_threads = num_threads;
+    ctx->device = device;
     ctx->impl = impl;
     *out = ctx;
     return CNN_OK;
@@ -101,6 +107,7 @@ extern "C" const cnn_backend cnn_backend_cudnn = {
     .name = "cudnn",
     .ctx_create = cudnn_ctx_create,
     .ctx_destroy = cudnn_ctx_destroy,
+    .activate = cuda_activate,
     .alloc = cuda_alloc,
     .free = cuda_free,
     .upload = cuda_upload,

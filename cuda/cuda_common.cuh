@@ -22,9 +22,13 @@ struct cnn_cuda_impl {
 #define CNN_CUDA_SCRATCH_FLOATS ((size_t)4 << 20) // 16 MiB
 
 // backend_cuda.cu: make and release an impl (the cudnn engine's impl starts
-// with one).
-cnn_status cnn_cuda_impl_init(cnn_cuda_impl *impl);
+// with one). init validates `device` and leaves it current; fini runs with
+// impl->device current, between enter (which makes `device` current and
+// returns the caller's device) and leave (which restores it).
+cnn_status cnn_cuda_impl_init(cnn_cuda_impl *impl, int device);
 void cnn_cuda_impl_fini(cnn_cuda_impl *impl);
+int cnn_cuda_device_enter(int device);
+void cnn_cuda_device_leave(int previous, int device);
 
 static inline cudaStream_t cnn_stream(cnn_ctx *ctx)
 {

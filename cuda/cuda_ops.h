@@ -14,6 +14,9 @@ extern "C" {
 /* backend_cuda.cu: the table */
 extern const cnn_backend cnn_backend_cuda;
 
+/* backend_cuda.cu: the context's device made current (both GPU tables) */
+cnn_status cuda_activate(cnn_ctx *ctx);
+
 /* backend_cuda.cu: memory on the context's stream */
 cnn_status cuda_alloc(cnn_ctx *ctx, void **p, size_t bytes);
 void cuda_free(cnn_ctx *ctx, void *p);
@@ -57,10 +60,11 @@ cnn_status cuda_activation_backward(cnn_ctx *ctx, int act, int rows, int cols, c
 
 /* dropout.cu */
 cnn_status cuda_dropout_forward(cnn_ctx *ctx, int n, int c, int h, int w, float rate,
-                               uint64_t seed, const int64_t *forward, const float *x, float *y);
+                               uint64_t seed, const int64_t *forward, int64_t row0,
+                               const float *x, float *y);
 cnn_status cuda_dropout_backward(cnn_ctx *ctx, int n, int c, int h, int w, float rate,
-                                uint64_t seed, const int64_t *forward, const float *dy,
-                                float *dx);
+                                uint64_t seed, const int64_t *forward, int64_t row0,
+                                const float *dy, float *dx);
 
 /* batchnorm.cu */
 cnn_status cuda_batchnorm_forward_train(cnn_ctx *ctx, const cnn_bn_desc *d, const float *x,

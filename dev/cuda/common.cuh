@@ -97,13 +97,16 @@ struct DeviceBuffer {
 // ---------------------------------------------------------------- the engine
 
 // The cuda engine's own context (its table's ctx_create: a stream of its own,
-// the SM count and the split-K scratch), used by the versions that call the
-// engine, and its stream by every version.
+// the SM count and the split-K scratch) on the current device (the one
+// CUDA_VISIBLE_DEVICES leaves first unless the program chose another),
+// used by the versions that call the engine, and its stream by every version.
 struct Engine {
     cnn_ctx *ctx = nullptr;
     Engine()
     {
-        if (cnn_backend_cuda.ctx_create(&ctx, 1) != CNN_OK) {
+        int device = 0;
+        CUDA_CHECK(cudaGetDevice(&device));
+        if (cnn_backend_cuda.ctx_create(&ctx, 1, device) != CNN_OK) {
             fprintf(stderr, "creating the cuda engine's context: %s\n", cnn_last_error());
             exit(2);
         }
