@@ -137,7 +137,9 @@ class BuildExt(build_ext):
                 libs.append("%s yes%s" % (libname, extra))
             have = {m for m, _ in ext.define_macros}
             with_cudnn = "CNNCUDA_HAVE_CUDNN" in have and "CNNCUDA_HAVE_CUBLAS" in have
-            objects = self.compile_cuda(nvcc, cuda_home, archs, ext.include_dirs, with_cudnn)
+            with_nccl = "CNNCUDA_HAVE_NCCL" in have
+            objects = self.compile_cuda(nvcc, cuda_home, archs, ext.include_dirs, with_cudnn,
+                                        with_nccl)
             ext.extra_objects.extend(objects)
             found.append("nvcc %s (%s), sm_%s + PTX; %s"
                          % (version, nvcc, ",".join(archs), ", ".join(libs)))
@@ -148,13 +150,17 @@ class BuildExt(build_ext):
         print("cnncuda build: " + summary, flush=True)
         super().build_extensions()
 
-    def compile_cuda(self, nvcc, cuda_home, archs, include_dirs, with_cudnn):
+    def compile_cuda(self, nvcc, cuda_home, archs, include_dirs, with_cudnn, with_nccl):
         """Compiles cuda/*.cu; the cudnn engine's files (cudnn_*.cu, cublas_*.cu,
-        backend_cudnn.cu) only when cuDNN and cuBLAS were found."""
+        backend_cudnn.cu) only when cuDNN and cuBLAS were found, the NCCL
+        communicator (comm_nccl.cu) only when NCCL was (registry.c stands in
+        for it otherwise)."""
         sources = sorted(glob.glob(os.path.join(HERE, "cuda", "*.cu")))
         if not with_cudnn:
             sources = [f for f in sources if not os.path.basename(f).startswith(
                 ("cudnn_", "cublas_", "backend_cudnn"))]
+        if not with_nccl:
+            sources = [f for f in sources if not os.path.basename(f).startswith("comm_nccl")]
         out_dir = os.path.join(self.build_temp, "cuda")
         os.makedirs(out_dir, exist_ok=True)
         gencode = []
