@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cnn.h"
+#include "comm.h"
 #include "cpu/cpu.h"
 
 #if defined(CNNCUDA_HAVE_CUDNN) && defined(CNNCUDA_HAVE_CUBLAS)
@@ -76,6 +77,26 @@ const cnn_backend *cnn_backend_find(const char *name, cnn_status *status)
                             name);
     return NULL;
 }
+
+/* Data parallel over GPUs: NCCL (cuda/comm_nccl.cu) where it was found. */
+#ifdef CNNCUDA_HAVE_NCCL
+int cnn_comm_nccl_available(void) { return 1; }
+#else
+int cnn_comm_nccl_available(void) { return 0; }
+
+cnn_status cnn_comm_nccl_create(cnn_comm *control, int device, double timeout_s,
+                                cnn_comm **out)
+{
+    (void)control;
+    (void)device;
+    (void)timeout_s;
+    *out = NULL;
+    return cnn_set_error(CNN_ERR_UNAVAILABLE,
+                         "data parallel over GPUs needs NCCL, which this build of cnncuda "
+                         "lacks (compiled in: %s)",
+                         cnn_build_features());
+}
+#endif
 
 const char *cnn_build_features(void)
 {

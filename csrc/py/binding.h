@@ -35,4 +35,12 @@ void cnn_shape_text(char *buf, size_t len, int rank, const npy_intp *dims);
 /* net_type.c */
 extern PyTypeObject cnn_NetType;
 
+/* comm_type.c */
+struct cnn_comm;
+extern PyTypeObject cnn_CommType;
+extern PyMethodDef cnn_comm_functions[];
+/* The communicator of a Comm object, or NULL with TypeError (or
+ * RuntimeError for one handed over). */
+struct cnn_comm *cnn_comm_of(PyObject *obj);
+
 #endif

@@ -183,9 +183,13 @@ static struct PyModuleDef module_def = {
 PyMODINIT_FUNC PyInit__C(void)
 {
     import_array();
-    if (PyType_Ready(&cnn_NetType) < 0) return NULL;
+    if (PyType_Ready(&cnn_NetType) < 0 || PyType_Ready(&cnn_CommType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module_def);
     if (!m) return NULL;
+    if (PyModule_AddFunctions(m, cnn_comm_functions) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     cnn_CudaError = PyErr_NewExceptionWithDoc(
         "cnncuda.CudaError", "A CUDA, cuDNN, cuBLAS or NCCL call failed.", PyExc_RuntimeError,
         NULL);
@@ -196,7 +200,8 @@ PyMODINIT_FUNC PyInit__C(void)
     if (!cnn_CudaError || !cnn_EngineUnavailableError ||
         PyModule_AddObjectRef(m, "CudaError", cnn_CudaError) < 0 ||
         PyModule_AddObjectRef(m, "EngineUnavailableError", cnn_EngineUnavailableError) < 0 ||
-        PyModule_AddObjectRef(m, "Net", (PyObject *)&cnn_NetType) < 0) {
+        PyModule_AddObjectRef(m, "Net", (PyObject *)&cnn_NetType) < 0 ||
+        PyModule_AddObjectRef(m, "Comm", (PyObject *)&cnn_CommType) < 0) {
         Py_DECREF(m);
         return NULL;
     }
