@@ -30,7 +30,9 @@ typedef enum cnn_status {
     CNN_ERR_MEMORY = 2,      /* allocation failed: MemoryError */
     CNN_ERR_DEVICE = 3,      /* device or library fault: cnncuda.CudaError */
     CNN_ERR_UNAVAILABLE = 4, /* engine not compiled in or not usable here */
-    CNN_ERR_INTERNAL = 5     /* a bug in cnncuda: RuntimeError */
+    CNN_ERR_INTERNAL = 5,    /* a bug in cnncuda: RuntimeError */
+    CNN_ERR_COMM = 6         /* a data-parallel peer failed, left or went silent:
+                                cnncuda.CommError */
 } cnn_status;
 
 /* Records a message for the calling thread and returns `status`. */

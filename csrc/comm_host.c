@@ -90,7 +90,7 @@ static cnn_status aborted_error(cnn_comm *c)
     pthread_mutex_lock(&h->why_lock);
     snprintf(why, sizeof why, "%s", h->why[0] ? h->why : "the communicator was aborted");
     pthread_mutex_unlock(&h->why_lock);
-    return cnn_set_error(CNN_ERR_DEVICE, "data parallel, rank %d of %d: %s", c->rank, c->world,
+    return cnn_set_error(CNN_ERR_COMM, "data parallel, rank %d of %d: %s", c->rank, c->world,
                          why);
 }
 
@@ -103,7 +103,7 @@ static int wait_fd(cnn_comm *c, int fd, short events, double deadline, int peer)
         if (atomic_load(&h->aborted)) return (aborted_error(c), -1);
         double left = deadline - now_s();
         if (left <= 0) {
-            cnn_set_error(CNN_ERR_DEVICE,
+            cnn_set_error(CNN_ERR_COMM,
                           "data parallel, rank %d of %d: no progress with rank %d in %.0f s "
                           "(it may be stuck, or far behind; the timeout is the strategy's "
                           "timeout)",
@@ -117,7 +117,7 @@ static int wait_fd(cnn_comm *c, int fd, short events, double deadline, int peer)
         int r = poll(&p, 1, ms);
         if (r > 0) return 0;
         if (r < 0 && errno != EINTR) {
-            cnn_set_error(CNN_ERR_DEVICE, "data parallel, rank %d: poll: %s", c->rank,
+            cnn_set_error(CNN_ERR_COMM, "data parallel, rank %d: poll: %s", c->rank,
                           strerror(errno));
             return -1;
         }
@@ -134,7 +134,7 @@ static int send_all(cnn_comm *c, int fd, const void *buf, size_t bytes, double d
         if (k < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) continue;
             if (atomic_load(&impl_of(c)->aborted)) return (aborted_error(c), -1);
-            cnn_set_error(CNN_ERR_DEVICE,
+            cnn_set_error(CNN_ERR_COMM,
                           "data parallel, rank %d of %d: rank %d is gone (%s): it failed or "
                           "exited",
                           c->rank, c->world, peer, strerror(errno));
@@ -155,7 +155,7 @@ static int recv_all(cnn_comm *c, int fd, void *buf, size_t bytes, double deadlin
         if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
         if (k <= 0) {
             if (atomic_load(&impl_of(c)->aborted)) return (aborted_error(c), -1);
-            cnn_set_error(CNN_ERR_DEVICE,
+            cnn_set_error(CNN_ERR_COMM,
                           "data parallel, rank %d of %d: rank %d closed the connection "
                           "without a word: it failed or exited",
                           c->rank, c->world, peer);
@@ -193,7 +193,7 @@ static int recv_header(cnn_comm *c, int fd, frame *f, double deadline, int peer)
         return -1;
     }
     if (f->kind == FRAME_BYE) {
-        cnn_set_error(CNN_ERR_DEVICE,
+        cnn_set_error(CNN_ERR_COMM,
                       "data parallel, rank %d of %d: rank %d left the group (its training "
                       "ended) while this rank still expected data",
                       c->rank, c->world, peer);
@@ -207,7 +207,7 @@ static int expect_data(cnn_comm *c, int fd, size_t bytes, double deadline, int p
     frame f;
     if (recv_header(c, fd, &f, deadline, peer) < 0) return -1;
     if (f.kind != FRAME_DATA || f.bytes != bytes) {
-        cnn_set_error(CNN_ERR_DEVICE,
+        cnn_set_error(CNN_ERR_COMM,
                       "data parallel, rank %d of %d: rank %d sent %llu bytes where %zu were "
                       "expected (are all ranks training the same model?)",
                       c->rank, c->world, peer, (unsigned long long)f.bytes, bytes);
@@ -233,7 +233,7 @@ static cnn_status host_allreduce(cnn_comm *c, cnn_ctx *ctx, float *buf, size_t c
         if (send_frame(c, h->fds[0], FRAME_DATA, buf, bytes, deadline, 0) < 0 ||
             expect_data(c, h->fds[0], bytes, deadline, 0) < 0 ||
             recv_all(c, h->fds[0], buf, bytes, deadline, 0) < 0)
-            return CNN_ERR_DEVICE;
+            return CNN_ERR_COMM;
         return CNN_OK;
     }
     if (h->scratch_floats < count) {
@@ -247,7 +247,7 @@ static cnn_status host_allreduce(cnn_comm *c, cnn_ctx *ctx, float *buf, size_t c
     for (int r = 1; r < c->world; r++) {
         if (expect_data(c, h->fds[r], bytes, deadline, r) < 0 ||
             recv_all(c, h->fds[r], h->scratch, bytes, deadline, r) < 0)
-            return CNN_ERR_DEVICE;
+            return CNN_ERR_COMM;
         for (size_t i = 0; i < count; i++) buf[i] += h->scratch[i];
     }
     if (op == CNN_REDUCE_MEAN) {
@@ -256,7 +256,7 @@ static cnn_status host_allreduce(cnn_comm *c, cnn_ctx *ctx, float *buf, size_t c
     }
     for (int r = 1; r < c->world; r++)
         if (send_frame(c, h->fds[r], FRAME_DATA, buf, bytes, deadline, r) < 0)
-            return CNN_ERR_DEVICE;
+            return CNN_ERR_COMM;
     return CNN_OK;
 }
 
@@ -271,12 +271,12 @@ cnn_status cnn_comm_host_broadcast_bytes(cnn_comm *c, void *buf, size_t bytes)
     if (c->rank != 0) {
         if (expect_data(c, h->fds[0], bytes, deadline, 0) < 0 ||
             recv_all(c, h->fds[0], buf, bytes, deadline, 0) < 0)
-            return CNN_ERR_DEVICE;
+            return CNN_ERR_COMM;
         return CNN_OK;
     }
     for (int r = 1; r < c->world; r++)
         if (send_frame(c, h->fds[r], FRAME_DATA, buf, bytes, deadline, r) < 0)
-            return CNN_ERR_DEVICE;
+            return CNN_ERR_COMM;
     return CNN_OK;
 }
 
@@ -439,7 +439,7 @@ cnn_status cnn_comm_host_create(const char *addr, int port, int rank, int world,
         if (fd >= 0) close(fd);
         freeaddrinfo(ai);
         host_destroy(c);
-        return cnn_set_error(CNN_ERR_DEVICE, "data parallel, rank 0: cannot listen on %s:%d: %s",
+        return cnn_set_error(CNN_ERR_COMM, "data parallel, rank 0: cannot listen on %s:%d: %s",
                              addr, port, strerror(e));
     }
     freeaddrinfo(ai);
@@ -466,7 +466,7 @@ static cnn_status accept_peers(cnn_comm *c, double deadline)
     host_impl *h = impl_of(c);
     for (int joined = 1; joined < c->world;) {
         if (wait_fd(c, h->listen_fd, POLLIN, deadline, -1) < 0) {
-            return cnn_set_error(CNN_ERR_DEVICE,
+            return cnn_set_error(CNN_ERR_COMM,
                                  "data parallel, rank 0: %d of %d ranks joined within %.0f s "
                                  "(listening on %s:%d)",
                                  joined, c->world, h->timeout_s, h->addr, h->port);
@@ -475,7 +475,7 @@ static cnn_status accept_peers(cnn_comm *c, double deadline)
         if (fd < 0) {
             if (errno == EINTR || errno == EAGAIN || errno == ECONNABORTED) continue;
             if (atomic_load(&h->aborted)) return aborted_error(c);
-            return cnn_set_error(CNN_ERR_DEVICE, "data parallel, rank 0: accept: %s",
+            return cnn_set_error(CNN_ERR_COMM, "data parallel, rank 0: accept: %s",
                                  strerror(errno));
         }
         tune(fd);
@@ -504,7 +504,7 @@ static cnn_status accept_peers(cnn_comm *c, double deadline)
     int32_t world = c->world;
     for (int r = 1; r < c->world; r++)
         if (send_frame(c, h->fds[r], FRAME_HELLO, &world, sizeof world, deadline, r) < 0)
-            return CNN_ERR_DEVICE;
+            return CNN_ERR_COMM;
     return CNN_OK;
 }
 
@@ -530,7 +530,7 @@ static cnn_status connect_to_root(cnn_comm *c, double deadline)
         fd = -1;
         if (now_s() > deadline) {
             freeaddrinfo(ai);
-            return cnn_set_error(CNN_ERR_DEVICE,
+            return cnn_set_error(CNN_ERR_COMM,
                                  "data parallel, rank %d: cannot reach rank 0 at %s:%d within "
                                  "%.0f s: %s",
                                  c->rank, h->addr, h->port, h->timeout_s, strerror(last));
@@ -545,10 +545,10 @@ static cnn_status connect_to_root(cnn_comm *c, double deadline)
     frame f;
     if (send_frame(c, fd, FRAME_HELLO, &world, sizeof world, deadline, 0) < 0 ||
         recv_header(c, fd, &f, deadline, 0) < 0)
-        return CNN_ERR_DEVICE;
+        return CNN_ERR_COMM;
     if (f.kind != FRAME_HELLO || f.bytes != sizeof world ||
         recv_all(c, fd, &world, sizeof world, deadline, 0) < 0 || world != c->world)
-        return cnn_set_error(CNN_ERR_DEVICE, "data parallel, rank %d: rank 0 at %s:%d answered "
+        return cnn_set_error(CNN_ERR_COMM, "data parallel, rank %d: rank 0 at %s:%d answered "
                              "with something else than cnncuda's greeting",
                              c->rank, h->addr, h->port);
     return CNN_OK;
@@ -645,11 +645,11 @@ cnn_status cnn_comm_host_watch(cnn_comm *c, void (*on_failure)(void *arg, const 
         return cnn_set_error(CNN_ERR_INTERNAL, "data parallel: watch needs a connected "
                              "communicator, once");
     if (pipe(h->wake) < 0)
-        return cnn_set_error(CNN_ERR_DEVICE, "data parallel: pipe: %s", strerror(errno));
+        return cnn_set_error(CNN_ERR_COMM, "data parallel: pipe: %s", strerror(errno));
     h->on_failure = on_failure;
     h->arg = arg;
     if (pthread_create(&h->watcher, NULL, watch_main, c) != 0)
-        return cnn_set_error(CNN_ERR_DEVICE, "data parallel: cannot start the watcher thread");
+        return cnn_set_error(CNN_ERR_COMM, "data parallel: cannot start the watcher thread");
     h->watching = 1;
     return CNN_OK;
 }

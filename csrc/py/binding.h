@@ -17,6 +17,7 @@
 /* module.c: the exception types */
 extern PyObject *cnn_CudaError;
 extern PyObject *cnn_EngineUnavailableError;
+extern PyObject *cnn_CommError;
 
 /* Raises the Python exception for `status` with the core's last message. */
 PyObject *cnn_raise_status(cnn_status status);
