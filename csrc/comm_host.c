@@ -124,6 +124,22 @@ static int wait_fd(cnn_comm *c, int fd, short events, double deadline, int peer)
     }
 }
 
+/* After a failed send: the peer may have said why it left (an ABORT frame
+ * waiting to be read). 1 and the communicator aborted with its message if
+ * so. */
+static int peer_said_abort(cnn_comm *c, int fd)
+{
+    frame f;
+    if (recv(fd, &f, sizeof f, MSG_DONTWAIT | MSG_WAITALL) != (ssize_t)sizeof f ||
+        f.kind != FRAME_ABORT)
+        return 0;
+    char msg[WHY_BYTES] = {0};
+    size_t n = f.bytes < sizeof msg - 1 ? (size_t)f.bytes : sizeof msg - 1;
+    if (recv(fd, msg, n, MSG_DONTWAIT | MSG_WAITALL) < 0) return 0;
+    c->abort(c, msg);
+    return 1;
+}
+
 static int send_all(cnn_comm *c, int fd, const void *buf, size_t bytes, double deadline,
                     int peer)
 {
@@ -133,7 +149,8 @@ static int send_all(cnn_comm *c, int fd, const void *buf, size_t bytes, double d
         ssize_t k = send(fd, p, bytes, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (k < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) continue;
-            if (atomic_load(&impl_of(c)->aborted)) return (aborted_error(c), -1);
+            if (atomic_load(&impl_of(c)->aborted) || peer_said_abort(c, fd))
+                return (aborted_error(c), -1);
             cnn_set_error(CNN_ERR_COMM,
                           "data parallel, rank %d of %d: rank %d is gone (%s): it failed or "
                           "exited",
