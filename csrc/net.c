@@ -1384,6 +1384,25 @@ cnn_status cnn_net_set_comm(cnn_net *net, cnn_comm *comm)
                              "comm: expected a communicator on this network's CUDA device %d, "
                              "got one on device %d",
                              net->ctx->device, comm->device);
+    /* First a barrier that checks every rank built a network of the same
+     * sizes (the broadcasts below, and NCCL's all-reduces, need that): the
+     * sizes mod 65521 summed over at most 256 ranks stay exact in float. */
+    if (comm->world > 256)
+        return cnn_set_error(CNN_ERR_VALUE, "comm: at most 256 replicas, got %d", comm->world);
+    const float check[2] = {(float)(net->n_params % 65521), (float)(net->n_state % 65521)};
+    float sum[2];
+    CNN_TRY(net->be->upload(net->ctx, net->sums, check, sizeof check));
+    CNN_TRY(comm->allreduce(comm, net->ctx, net->sums, 2, CNN_REDUCE_SUM));
+    CNN_TRY(comm->wait(comm, net->ctx));
+    CNN_TRY(net->be->download(net->ctx, sum, net->sums, sizeof sum));
+    if (sum[0] != check[0] * (float)comm->world || sum[1] != check[1] * (float)comm->world) {
+        comm->abort(comm, "the ranks built networks of different sizes");
+        return cnn_set_error(CNN_ERR_VALUE,
+                             "comm: the ranks built networks of different sizes (this one: %zu "
+                             "parameters, %zu state values): are all ranks training the same "
+                             "model?",
+                             net->n_params, net->n_state);
+    }
     /* every replica starts from rank 0's weights, state and optimizer moments */
     float *blocks[] = {net->params, net->state, net->opt_m, net->opt_v};
     size_t counts[] = {net->n_params, net->n_state, net->n_params, net->n_params};

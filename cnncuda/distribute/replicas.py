@@ -11,6 +11,7 @@ A failure on one replica aborts every communicator of this process, which
 the group's other ranks hear of, so every rank raises instead of waiting;
 the exception raised here is the first one, the cause.
 """
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -19,7 +20,7 @@ import numpy as np
 
 from .. import _C
 
-__all__ = ["ReplicaGroup", "connect_local", "GroupFailedError"]
+__all__ = ["ReplicaGroup", "connect_local", "nccl_defaults", "GroupFailedError"]
 
 
 class GroupFailedError(RuntimeError):
@@ -68,9 +69,17 @@ def connect_local(world, timeout, pool, devices=None):
                        for rank in range(1, world)]
     _run_all(pool, [c.connect for c in comms])
     if devices is not None:
+        nccl_defaults()
         comms = _run_all(pool, [lambda c=c, d=d: c.to_nccl(d, timeout)
                                 for c, d in zip(comms, devices)])
     return comms
+
+
+def nccl_defaults():
+    """NVLink multicast (NVLS) off unless the user asked for it: on shared
+    hosts it can take the GPUs out of service, and these small all-reduces
+    gain nothing from it. NCCL reads it when a communicator is made."""
+    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
 
 
 class ReplicaGroup:

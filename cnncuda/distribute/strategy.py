@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from .. import _C, config
 from ..checks import number_in
 from ..engine import make_net
-from .replicas import ReplicaGroup, connect_local
+from .replicas import ReplicaGroup, connect_local, nccl_defaults
 
 __all__ = ["MirroredStrategy", "MultiWorkerMirroredStrategy", "get_strategy", "has_strategy"]
 
@@ -293,5 +293,6 @@ class MultiWorkerMirroredStrategy(MirroredStrategy):
                        self._port if self._world_size > 1 else 0, self._timeout)
         comm.connect()
         if self._gpu:
+            nccl_defaults()
             comm = comm.to_nccl(self._local[0][2], self._timeout)
         return [comm]
