@@ -23,6 +23,7 @@ import pytest
 
 import cnncuda
 from cnncuda import _C, distribute, engine, layers, models, seeds
+from conftest import max_rel_diff, step_losses
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -33,23 +34,10 @@ def _seed_net(name, batch, seed=7):
                               s["optimizer"], seed=seed)
 
 
-def _steps(net, batch, steps):
-    """Per-step mean losses of `steps` steps of train_range."""
-    losses = []
-    for k in range(steps):
-        net.train_range(k * batch, batch, batch)
-        losses.append(net.read_sums()[0] / batch)
-    return np.array(losses)
-
-
 def _identical(group):
     first = group.replicas[0].get_weights()
     return all(np.array_equal(a, b) for net in group.replicas[1:]
                for a, b in zip(first, net.get_weights()))
-
-
-def _rel(a, b):
-    return max(float(np.abs(x - y).max() / (np.abs(x).max() + 1e-30)) for x, y in zip(a, b))
 
 
 def test_two_replicas_track_one_network_over_50_steps():
@@ -63,22 +51,14 @@ def test_two_replicas_track_one_network_over_50_steps():
     for net in (one, group):
         net.set_data(x, y)
         net.set_order(order)
-    first_one, first_group = _steps(one, batch, 1), _steps(group, batch, 1)
+    first_one, first_group = step_losses(one, batch, 0, 1), step_losses(group, batch, 0, 1)
     assert abs(first_one[0] - first_group[0]) <= 1e-6 * abs(first_one[0])
-    assert _rel(one.get_weights(), group.get_weights()) < 1e-5
-    rest_one = _steps_from(one, batch, 1, steps)
-    rest_group = _steps_from(group, batch, 1, steps)
+    assert max_rel_diff(one.get_weights(), group.get_weights()) < 1e-5
+    rest_one = step_losses(one, batch, 1, steps)
+    rest_group = step_losses(group, batch, 1, steps)
     assert np.all(np.abs(rest_one - rest_group) <= 0.02 * np.abs(rest_one))
     assert _identical(group)
     assert group.steps == one.steps == steps
-
-
-def _steps_from(net, batch, first, last):
-    losses = []
-    for k in range(first, last):
-        net.train_range(k * batch, batch, batch)
-        losses.append(net.read_sums()[0] / batch)
-    return np.array(losses)
 
 
 def _small_model(dropout=0.3, batchnorm=False, seed=5):
@@ -112,7 +92,7 @@ def test_fit_on_three_replicas_matches_one_network_with_uneven_shares():
     h3 = three.fit(x, y, batch_size=32, epochs=3, verbose=0)
     for key in ("loss", "accuracy"):
         np.testing.assert_allclose(h3.history[key], h1.history[key], rtol=1e-5)
-    assert _rel(one.get_weights(), three.get_weights()) < 1e-5
+    assert max_rel_diff(one.get_weights(), three.get_weights()) < 1e-5
     assert isinstance(three._net, distribute.ReplicaGroup) and _identical(three._net)
     assert three._net.steps == one._net.steps == 9
     np.testing.assert_allclose(three.predict(x, verbose=0), one.predict(x, verbose=0),
@@ -392,7 +372,7 @@ def test_processes_under_the_launcher_match_one_network(tmp_path):
     w0 = np.load(tmp_path / "weights0.npz")
     w1 = np.load(tmp_path / "weights1.npz")
     assert all(np.array_equal(w0[k], w1[k]) for k in w0.files)
-    assert _rel([w0[k] for k in w0.files], one.get_weights()) < 1e-5
+    assert max_rel_diff([w0[k] for k in w0.files], one.get_weights()) < 1e-5
 
 
 def test_a_failure_on_one_process_raises_on_every_process(tmp_path):

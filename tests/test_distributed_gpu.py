@@ -17,6 +17,7 @@ import pytest
 
 import cnncuda
 from cnncuda import _C, distribute, engine, seeds
+from conftest import max_rel_diff, step_losses
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GPUS = len(_C.cuda_devices())
@@ -30,18 +31,6 @@ pytestmark = [
 two_gpus = pytest.mark.skipif(GPUS < 2, reason="needs 2 GPUs, %d visible" % GPUS)
 
 
-def _rel(a, b):
-    return max(float(np.abs(x - y).max() / (np.abs(x).max() + 1e-30)) for x, y in zip(a, b))
-
-
-def _losses(net, batch, first, last):
-    out = []
-    for k in range(first, last):
-        net.train_range(k * batch, batch, batch)
-        out.append(net.read_sums()[0] / batch)
-    return np.array(out)
-
-
 def _agreement(devices, engine_name, batch=32, steps=50):
     s = seeds.seed_network("cifar10_cnn")
     x, y = seeds.synthetic_data("cifar10_cnn", batch * steps, seed=2)
@@ -53,10 +42,10 @@ def _agreement(devices, engine_name, batch=32, steps=50):
     for net in (one, group):
         net.set_data(x, y)
         net.set_order(order)
-    l1, lg = _losses(one, batch, 0, 1), _losses(group, batch, 0, 1)
+    l1, lg = step_losses(one, batch, 0, 1), step_losses(group, batch, 0, 1)
     assert abs(l1[0] - lg[0]) <= 1e-5 * abs(l1[0])
-    assert _rel(one.get_weights(), group.get_weights()) < 1e-5
-    r1, rg = _losses(one, batch, 1, steps), _losses(group, batch, 1, steps)
+    assert max_rel_diff(one.get_weights(), group.get_weights()) < 1e-5
+    r1, rg = step_losses(one, batch, 1, steps), step_losses(group, batch, 1, steps)
     assert np.all(np.abs(r1 - rg) <= 0.02 * np.abs(r1))
     first = group.replicas[0].get_weights()
     for net in group.replicas[1:]:
@@ -96,7 +85,7 @@ def test_fit_on_two_gpus_matches_one_gpu():
         two = build()
     h2 = two.fit(x, y, batch_size=64, epochs=2, verbose=0)
     np.testing.assert_allclose(h2.history["loss"], h1.history["loss"], rtol=1e-3)
-    assert _rel(one.get_weights(), two.get_weights()) < 1e-3
+    assert max_rel_diff(one.get_weights(), two.get_weights()) < 1e-3
 
 
 @two_gpus

@@ -125,10 +125,14 @@ class MirroredStrategy:
         if self._gpu and len(set(gpus)) != len(gpus):
             raise ValueError("devices: expected each GPU once, got GPUs %s (NCCL runs one "
                              "replica per GPU)" % gpus)
+        self._finish("devices", timeout)
+
+    def _finish(self, arg, timeout):
+        """The checks both strategies end with, once the replicas are known."""
         if self._gpu and not _C.nccl_available():
             raise _C.EngineUnavailableError(
-                "devices: data parallel over GPUs needs NCCL, which this build of cnncuda "
-                "lacks (compiled in: %s)" % _C.compiled_features())
+                "%s: data parallel over GPUs needs NCCL, which this build of cnncuda lacks "
+                "(compiled in: %s)" % (arg, _C.compiled_features()))
         self._timeout = _timeout(timeout)
         self.extended = self
 
@@ -258,12 +262,7 @@ class MultiWorkerMirroredStrategy(MirroredStrategy):
         self._replicas = [replica] * world       # every process's replica is alike
         self._local = [replica]
         self._world_size = world
-        if self._gpu and not _C.nccl_available():
-            raise _C.EngineUnavailableError(
-                "device: data parallel over GPUs needs NCCL, which this build of cnncuda "
-                "lacks (compiled in: %s)" % _C.compiled_features())
-        self._timeout = _timeout(timeout)
-        self.extended = self
+        self._finish("device", timeout)
 
     @property
     def rank(self):
