@@ -383,3 +383,14 @@ def test_a_failure_on_one_process_raises_on_every_process(tmp_path):
     assert time.monotonic() - began < 60, out
     assert "RANK1-ERROR RuntimeError: injected failure on rank 1" in out
     assert "RANK0-ERROR CommError" in out and "rank 1" in out.split("RANK0-ERROR")[1]
+
+
+def test_a_communicator_carries_one_network():
+    comms = _pair()
+    nets = _joined(comms)
+    _, other = _seed_net("tiny_mnist", 8)
+    with pytest.raises(ValueError, match="already carries another network's gradients"):
+        other.set_comm(comms[0])
+    nets[0].set_comm(comms[0])        # already in this group: nothing to do
+    with pytest.raises(ValueError, match="to_nccl: this Comm carries a network's gradients"):
+        comms[1].to_nccl(0)

@@ -43,5 +43,7 @@ extern PyMethodDef cnn_comm_functions[];
 /* The communicator of a Comm object, or NULL with TypeError (or
  * RuntimeError for one handed over). */
 struct cnn_comm *cnn_comm_of(PyObject *obj);
+/* Counts a Net joining (+1) or leaving (-1) a group through Comm obj. */
+void cnn_comm_use(PyObject *obj, int delta);
 
 #endif

@@ -20,7 +20,8 @@
 typedef struct {
     PyObject_HEAD
     cnn_comm *comm;
-    int busy; /* a blocking call runs with the GIL released */
+    int busy;  /* a blocking call runs with the GIL released */
+    int users; /* Nets that joined a group through it (at most one) */
 } CommObject;
 
 static int Comm_init(CommObject *self, PyObject *args, PyObject *kwds)
@@ -99,10 +100,17 @@ static PyObject *Comm_to_nccl(CommObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "to_nccl: expected a host communicator");
         return NULL;
     }
+    if (self->users) {
+        PyErr_SetString(PyExc_ValueError,
+                        "to_nccl: this Comm carries a network's gradients; make the NCCL "
+                        "communicator before the network joins the group");
+        return NULL;
+    }
     CommObject *out = PyObject_New(CommObject, Py_TYPE(self));
     if (!out) return NULL;
     out->comm = NULL;
     out->busy = 0;
+    out->users = 0;
     cnn_comm *control = self->comm, *nccl = NULL;
     cnn_status st;
     self->busy = 1;
@@ -166,7 +174,18 @@ cnn_comm *cnn_comm_of(PyObject *obj)
         return NULL;
     }
     CommObject *c = (CommObject *)obj;
+    if (c->users) {
+        PyErr_SetString(PyExc_ValueError,
+                        "comm: this Comm already carries another network's gradients; each "
+                        "replica needs a communicator of its own");
+        return NULL;
+    }
     return usable(c) ? c->comm : NULL;
+}
+
+void cnn_comm_use(PyObject *obj, int delta)
+{
+    if (obj) ((CommObject *)obj)->users += delta;
 }
 
 static PyObject *py_nccl_available(PyObject *self, PyObject *noargs)

@@ -380,6 +380,7 @@ static void Net_dealloc(NetObject *self)
         if (cnn_net_activate(self->net) != CNN_OK) { /* freeing goes on regardless */ }
         cnn_net_destroy(self->net);
     }
+    cnn_comm_use(self->comm, -1);
     Py_XDECREF(self->comm);
     Py_XDECREF(self->device);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -827,9 +828,13 @@ static PyObject *Net_read_sums(NetObject *self, PyObject *args, PyObject *kwds)
  * collective call, which every rank of the group makes. */
 static PyObject *Net_set_comm(NetObject *self, PyObject *arg)
 {
+    if (arg != Py_None && arg == self->comm) Py_RETURN_NONE; /* already in this group */
     cnn_comm *comm = NULL;
     if (arg != Py_None && !(comm = cnn_comm_of(arg))) return NULL;
     if (!ready(self)) return NULL;
+    /* counted before the GIL is released: no other Net may join through it */
+    PyObject *joining = arg == Py_None ? NULL : arg;
+    cnn_comm_use(joining, +1);
     cnn_status st;
     self->busy = 1;
     Py_BEGIN_ALLOW_THREADS
@@ -837,6 +842,7 @@ static PyObject *Net_set_comm(NetObject *self, PyObject *arg)
     Py_END_ALLOW_THREADS
     self->busy = 0;
     if (st != CNN_OK) {
+        cnn_comm_use(joining, -1);
         /* the group's other ranks are waiting in the same call */
         if (comm) {
             Py_BEGIN_ALLOW_THREADS
@@ -845,8 +851,9 @@ static PyObject *Net_set_comm(NetObject *self, PyObject *arg)
         }
         return cnn_raise_status(st);
     }
+    cnn_comm_use(self->comm, -1);
     Py_XDECREF(self->comm);
-    self->comm = arg == Py_None ? NULL : Py_NewRef(arg);
+    self->comm = Py_XNewRef(joining);
     Py_RETURN_NONE;
 }
 
