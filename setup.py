@@ -194,8 +194,8 @@ setup(
             sources=c_sources(),
             include_dirs=[numpy.get_include(), os.path.join(HERE, "csrc")],
             extra_compile_args=["-O3", "-std=c11", "-fno-math-errno", "-Wall",
-                                "-Wno-unknown-pragmas"],
-            extra_link_args=[],
+                                "-Wno-unknown-pragmas", "-pthread"],
+            extra_link_args=["-pthread"],
             define_macros=[],
         )
     ],

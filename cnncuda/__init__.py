@@ -27,7 +27,7 @@ try:
 finally:
     if _SPIN:
         del os.environ["GOMP_SPINCOUNT"]
-from ._C import CudaError, EngineUnavailableError  # noqa: E402
+from ._C import CommError, CudaError, EngineUnavailableError  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -91,12 +91,13 @@ def cuda_devices():
 
 
 # The Keras-style API (after devices(), which config uses).
-from . import (activations, callbacks, config, datasets, layers, losses,  # noqa: E402
-               models, optimizers, random, utils)
+from . import (activations, callbacks, config, datasets, distribute, layers,  # noqa: E402
+               losses, models, optimizers, random, utils)
 from . import keras  # noqa: E402
 from .config import device  # noqa: E402
 
 __all__ = ["build_info", "devices", "cuda_devices", "set_num_threads", "get_num_threads",
-           "CudaError", "EngineUnavailableError",
-           "ENGINES", "__version__", "keras", "config", "device", "datasets", "layers", "models",
+           "CudaError", "EngineUnavailableError", "CommError",
+           "ENGINES", "__version__", "keras", "config", "device", "datasets", "distribute", "layers",
+           "models",
            "losses", "optimizers", "callbacks", "activations", "utils", "random"]

@@ -48,12 +48,14 @@ def parse_device(device):
 
 
 def make_net(device, layers, input_shape, max_batch, loss, optimizer, seed=0,
-             precision="float32"):
+             precision="float32", device_index=0):
     """A network on `device` ('numpy', 'cpu', ...); see the module docstring.
 
     precision: 'float32' (the default everywhere: strict IEEE float32) or
     'tf32', an opt-in that lets the cudnn engine use TF32 tensor cores in
-    convolutions and matrix products (about 10 bits of mantissa)."""
+    convolutions and matrix products (about 10 bits of mantissa).
+
+    device_index: the CUDA device of a GPU engine (0, the first, by default)."""
     name, threads = parse_device(device)
     if name == "omp" and ":" not in device:  # 'omp': cnncuda.get_num_threads()
         from . import get_num_threads
@@ -70,5 +72,8 @@ def make_net(device, layers, input_shape, max_batch, loss, optimizer, seed=0,
         if threads != 1:
             raise ValueError("device: the numpy engine takes no thread count, got %r" % device)
         return NumpyNet(layers, input_shape, max_batch, loss, optimizer, seed=seed)
+    if device_index and name not in ("cuda", "cudnn"):
+        raise ValueError("device_index: only the GPU engines take a device, got %r for the %s "
+                         "engine" % (device_index, name))
     return _C.Net(name, list(layers), tuple(input_shape), int(max_batch), dict(loss),
-                  dict(optimizer), int(seed), threads, precision)
+                  dict(optimizer), int(seed), threads, precision, int(device_index))

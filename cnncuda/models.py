@@ -25,7 +25,7 @@ import os
 
 import numpy as np
 
-from . import config, losses, optimizers, saving, training
+from . import config, distribute, losses, optimizers, saving, training
 from .checks import nonnegative_int, shape_str
 from .engine import make_net
 from .layers import InputLayer, Layer, deserialize
@@ -60,6 +60,7 @@ class Sequential:
         self._compile_version = 0
         self._iterations_offset = 0       # steps before the engine's count began (version-1 files)
         self._device = None
+        self._strategy = distribute.get_strategy()   # built under strategy.scope()
         self.loss = None
         self.optimizer = None
         self.metric_name = None
@@ -118,6 +119,24 @@ class Sequential:
             if self._net_compile == self._compile_version:
                 self._carried_state = self._net.get_optimizer_state()
             self._net = None
+
+    def _forget_failed_group(self, exc):
+        """fit stopped with `exc`. A group of replicas in other processes too
+        is aborted, since its other ranks would wait for this one (a group of
+        this process's replicas stays: they all finished their calls, so an
+        interrupted fit can go on). A failed group is dropped: the next fit
+        builds a new one from the weights and optimizer state of the last step
+        every replica completed (the first replica's)."""
+        net = self._net
+        if not isinstance(net, distribute.ReplicaGroup):
+            return
+        if net.spans_processes:
+            net.fail("%s: %s" % (type(exc).__name__, exc))
+        if net.failed:
+            try:
+                self._drop_net()
+            except Exception:       # the weights cannot be read: the group stays, failed
+                pass
 
     def add(self, layer):
         """Appends a layer; with a known input shape its output shape is checked
@@ -247,11 +266,23 @@ class Sequential:
         or 'train' (with batches of `batch_size`), built or rebuilt as needed
         with the current weights. The old network stays if building fails, and
         stays the model's network when inference runs on another engine after
-        training began (the new one is then a copy for that call)."""
+        training began (the new one is then a copy for that call).
+
+        Under a distribution strategy, training builds the strategy's group
+        of replicas (batch_size is then the whole batch of all of them), and
+        inference runs on the group's first local replica once it exists:
+        only fit makes a collective call, so a script may evaluate or predict
+        on one rank alone."""
         self._require_built()
         if not self._layers:
             raise ValueError("the model has no layers: add some first")
         net = self._net
+        strategy = self._strategy
+        group = strategy is not None and (
+            purpose == "train" or (purpose in ("evaluate", "predict")
+                                   and isinstance(net, distribute.ReplicaGroup)))
+        if group:
+            device = strategy.key
         fits = net is not None and (purpose == "weights" or self._net_device == device)
         if fits and purpose in ("evaluate", "train"):
             fits = self._net_compile == self._compile_version
@@ -267,10 +298,13 @@ class Sequential:
             device, batch_size = "cpu", 32
         elif purpose != "train" and net is not None:
             batch_size = net.max_batch
-        new = make_net(device, self._engine_layers(), self._input_shape, batch_size,
-                       self.loss.engine_loss() if compiled else _PLACEHOLDER_LOSS,
-                       self.optimizer.engine_optimizer() if compiled else _PLACEHOLDER_OPTIMIZER,
-                       seed=self.seed)
+        args = (self._engine_layers(), self._input_shape, batch_size,
+                self.loss.engine_loss() if compiled else _PLACEHOLDER_LOSS,
+                self.optimizer.engine_optimizer() if compiled else _PLACEHOLDER_OPTIMIZER)
+        if group:
+            new = strategy.make_group(*args, seed=self.seed)
+        else:
+            new = make_net(device, *args, seed=self.seed)
         if net is not None:
             new.set_weights(net.get_weights())
         elif self._carried is not None:
@@ -331,6 +365,10 @@ class Sequential:
         if self.built:
             _check_loss_fits(loss_obj, self.output_shape)
         self.optimizer, self.loss, self._device = opt, loss_obj, device
+        if distribute.has_strategy():       # compiled under strategy.scope()
+            if self._strategy is not distribute.get_strategy():
+                self._drop_net()
+            self._strategy = distribute.get_strategy()
         self.metric_name = metrics[0] if metrics else None
         opt._model = self
         self._compile_version += 1

@@ -13,6 +13,7 @@ Every argument is checked before anything runs, so a bad call leaves the
 model as it was.
 """
 import math
+import sys
 import time
 
 import numpy as np
@@ -127,7 +128,9 @@ def _train_epoch(model, net, n, batch, steps, callbacks, bar, per_batch):
                 bar.update(done, logs)
             if model.stop_training:
                 break
-    part_loss, part_correct = net.read_sums()
+    # a group of replicas over several processes sums its ranks' counts here
+    # (a collective call, made by every rank at the same point)
+    part_loss, part_correct = net.epoch_sums() if hasattr(net, "epoch_sums") else net.read_sums()
     seen = min(done * batch, n)
     return _logs(model, loss_sum + part_loss, correct + part_correct, seen), seen
 
@@ -226,6 +229,7 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
                 net.read_sums()
             except Exception:
                 pass
+            model._forget_failed_group(sys.exc_info()[1])
             raise
         if validation is not None:
             callbacks.on_test_begin()

@@ -30,7 +30,9 @@ typedef enum cnn_status {
     CNN_ERR_MEMORY = 2,      /* allocation failed: MemoryError */
     CNN_ERR_DEVICE = 3,      /* device or library fault: cnncuda.CudaError */
     CNN_ERR_UNAVAILABLE = 4, /* engine not compiled in or not usable here */
-    CNN_ERR_INTERNAL = 5     /* a bug in cnncuda: RuntimeError */
+    CNN_ERR_INTERNAL = 5,    /* a bug in cnncuda: RuntimeError */
+    CNN_ERR_COMM = 6         /* a data-parallel peer failed, left or went silent:
+                                cnncuda.CommError */
 } cnn_status;
 
 /* Records a message for the calling thread and returns `status`. */
@@ -505,6 +507,20 @@ cnn_status cnn_net_get_slot(cnn_net *net, int i, int slot, float *host);
 cnn_status cnn_net_set_slot(cnn_net *net, int i, int slot, const float *host);
 long cnn_net_train_forward_count(const cnn_net *net);
 cnn_status cnn_net_set_counters(cnn_net *net, long steps, long train_forwards);
+
+/* Data parallel (comm.h): makes the net replica comm->rank of comm->world
+ * (NULL: alone again). Every replica's parameters, state and optimizer
+ * moments become rank 0's (a collective call: every rank makes it). From
+ * then on train_range's batch is the whole batch of all replicas: each takes
+ * its share of every batch and the gradients are summed over the group. The
+ * caller keeps comm alive while the net uses it. */
+struct cnn_comm;
+cnn_status cnn_net_set_comm(cnn_net *net, struct cnn_comm *comm);
+/* The running sums of train_range summed over the group, in place (a
+ * collective call); read_sums then reads the group's totals. */
+cnn_status cnn_net_reduce_sums(cnn_net *net);
+/* Makes the net's device current on the calling thread (GPU engines). */
+cnn_status cnn_net_activate(cnn_net *net);
 
 #ifdef __cplusplus
 }

@@ -21,6 +21,8 @@
  * replica's call raises); its peers' pending and later operations then fail
  * with a message naming the rank, instead of waiting for it forever. A rank
  * whose process dies closes its sockets, which its peers see the same way.
+ * A peer's failure, departure or silence is CNN_ERR_COMM (cnncuda.CommError);
+ * a library's own failure keeps its status (NCCL's: CNN_ERR_DEVICE).
  */
 #ifndef CNN_COMM_H
 #define CNN_COMM_H

@@ -16,11 +16,13 @@
  */
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cnn.h"
+#include "comm.h"
 
 #define NO_OFFSET SIZE_MAX
 
@@ -1018,7 +1020,13 @@ static cnn_status optimizer_step(cnn_net *net, long rows)
                              net->opt_m);
 }
 
-cnn_status cnn_net_apply_gradients(cnn_net *net) { return optimizer_step(net, 0); }
+static cnn_status refuse_replica(const cnn_net *net, const char *what);
+
+cnn_status cnn_net_apply_gradients(cnn_net *net)
+{
+    if (net->comm) return refuse_replica(net, "apply_gradients");
+    return optimizer_step(net, 0);
+}
 
 cnn_status cnn_net_train_batch(cnn_net *net, int n, const float *x_host,
                                const int32_t *labels_host, const float *targets_host,
@@ -1136,32 +1144,73 @@ cnn_status cnn_net_set_order(cnn_net *net, const int32_t *order_host)
     return CNN_OK;
 }
 
+/* This net's share of a batch of m rows: `rows` rows from row `row0` of
+ * the batch. Alone, all of it; as replica r of w, the batch cut into w
+ * consecutive parts whose sizes differ by at most one, the larger first. */
+static void batch_share(const cnn_net *net, int m, int *rows, int64_t *row0)
+{
+    const int w = net->comm ? net->comm->world : 1, r = net->comm ? net->comm->rank : 0;
+    const int part = m / w, extra = m % w;
+    *rows = part + (r < extra);
+    *row0 = (int64_t)r * part + (r < extra ? r : extra);
+}
+
+/* The gradient block summed over the replicas (each holds its share's sum
+ * over the whole batch's mean), and the batchnorm moving statistics, which
+ * each replica updated from its own share, averaged. Alone: nothing. */
+static cnn_status reduce_gradients(cnn_net *net)
+{
+    cnn_comm *c = net->comm;
+    if (!c || c->world == 1) return CNN_OK;
+    CNN_TRY(c->allreduce(c, net->ctx, net->grads, net->n_params, CNN_REDUCE_SUM));
+    if (net->n_state) CNN_TRY(c->allreduce(c, net->ctx, net->state, net->n_state, CNN_REDUCE_MEAN));
+    return CNN_OK;
+}
+
 /* One training step of train_range on m rows from the order's current
- * position (the engine's CNN_COUNT_POSITION counter), which it moves on. */
+ * position (the engine's CNN_COUNT_POSITION counter), which it moves on. A
+ * replica of a data-parallel group takes its share of the m rows, scales
+ * its loss's gradient by the whole batch (so the summed gradients are those
+ * of the whole batch's mean) and adds up the gradients with the others. */
 static cnn_status range_step(cnn_net *net, int m)
 {
     const cnn_backend *be = net->be;
     const int64_t *at = net->counters + CNN_COUNT_POSITION;
     int sparse = net->loss.kind == CNN_LOSS_SPARSE_CE;
-    CNN_TRY(be->gather_rows(net->ctx, net->order, at, m, net->in_count * sizeof(float),
-                            net->data_x, net->x_stage));
-    if (net->in_rank == 4)
-        CNN_TRY(be->nchw_from_nhwc(net->ctx, m, net->in_h, net->in_w, net->in_c, net->x_stage,
-                                   net->x));
-    if (sparse)
-        CNN_TRY(be->gather_rows(net->ctx, net->order, at, m, sizeof(int32_t), net->data_labels,
-                                net->labels));
-    else
-        CNN_TRY(be->gather_rows(net->ctx, net->order, at, m,
-                                (size_t)net->loss.k * sizeof(float), net->data_targets,
-                                net->targets));
-    CNN_TRY(forward_device(net, m, 1));
-    cnn_loss_desc d = net->loss;
-    d.n = m;
-    CNN_TRY(be->loss_forward_backward(net->ctx, &d, net->layers[net->n_layers - 1].y,
-                                      sparse ? net->labels : NULL, sparse ? NULL : net->targets,
-                                      m, net->grad_a, net->run_sums));
-    CNN_TRY(backward_device(net, 0, NULL));
+    int mine;
+    batch_share(net, m, &mine, &net->row0);
+    const int32_t *order = net->order + net->row0;
+    if (mine == 0) {
+        /* fewer rows than replicas: this one adds nothing, but takes the
+         * step with the others (its forward count moves on as theirs do) */
+        CNN_TRY(be->zero(net->ctx, net->grads, net->n_params * sizeof(float)));
+        CNN_TRY(be->advance_counters(net->ctx, net->counters, 1, 0, 0));
+        net->train_forwards++;
+        net->last_n = 0;
+    } else {
+        CNN_TRY(be->gather_rows(net->ctx, order, at, mine, net->in_count * sizeof(float),
+                                net->data_x, net->x_stage));
+        if (net->in_rank == 4)
+            CNN_TRY(be->nchw_from_nhwc(net->ctx, mine, net->in_h, net->in_w, net->in_c,
+                                       net->x_stage, net->x));
+        if (sparse)
+            CNN_TRY(be->gather_rows(net->ctx, order, at, mine, sizeof(int32_t),
+                                    net->data_labels, net->labels));
+        else
+            CNN_TRY(be->gather_rows(net->ctx, order, at, mine,
+                                    (size_t)net->loss.k * sizeof(float), net->data_targets,
+                                    net->targets));
+        CNN_TRY(forward_device(net, mine, 1));
+        cnn_loss_desc d = net->loss;
+        d.n = mine;
+        CNN_TRY(be->loss_forward_backward(net->ctx, &d, net->layers[net->n_layers - 1].y,
+                                          sparse ? net->labels : NULL,
+                                          sparse ? NULL : net->targets, m, net->grad_a,
+                                          net->run_sums));
+        CNN_TRY(backward_device(net, 0, NULL));
+    }
+    net->row0 = 0;
+    CNN_TRY(reduce_gradients(net));
     return optimizer_step(net, m);
 }
 
@@ -1198,10 +1247,37 @@ static cnn_status record_step(cnn_net *net, int batch)
     return CNN_OK;
 }
 
+static cnn_status train_range(cnn_net *net, long start, long count, int batch);
+
+/* A replica whose range fails tells the others (they would wait for its
+ * gradients forever), keeping its own error as the one reported. */
 cnn_status cnn_net_train_range(cnn_net *net, long start, long count, int batch)
 {
+    cnn_status st = train_range(net, start, count, batch);
+    if (st != CNN_OK && net->comm) {
+        char why[400];
+        snprintf(why, sizeof why, "rank %d failed: %s", net->comm->rank, cnn_last_error());
+        char mine[1024];
+        snprintf(mine, sizeof mine, "%s", cnn_last_error());
+        net->comm->abort(net->comm, why);
+        cnn_set_error(st, "%s", mine);
+    }
+    return st;
+}
+
+static cnn_status train_range(cnn_net *net, long start, long count, int batch)
+{
     if (!net->order_n) return cnn_set_error(CNN_ERR_VALUE, "train_range needs set_data and set_order first");
-    CNN_TRY(check_batch(net, batch));
+    if (net->comm && batch >= 1) {
+        const int w = net->comm->world;
+        if ((batch + w - 1) / w > net->max_batch)
+            return cnn_set_error(CNN_ERR_VALUE,
+                                 "batch size %d over %d replicas needs %d samples per replica, "
+                                 "more than the max_batch %d this replica was built for",
+                                 batch, w, (batch + w - 1) / w, net->max_batch);
+    } else {
+        CNN_TRY(check_batch(net, batch));
+    }
     /* count > order_n - start, not start + count > order_n: that may overflow */
     if (start < 0 || count < 1 || count > net->order_n - start)
         return cnn_set_error(CNN_ERR_VALUE,
@@ -1269,9 +1345,82 @@ size_t cnn_net_memory_bytes(const cnn_net *net)
 cnn_status cnn_net_read_sums(cnn_net *net, int reset, double *loss_sum, double *correct)
 {
     float sums[2];
+    /* a replica's engine may be waiting for a peer: wait in a way that an
+     * abort or the timeout ends */
+    if (net->comm) CNN_TRY(net->comm->wait(net->comm, net->ctx));
     CNN_TRY(net->be->download(net->ctx, sums, net->run_sums, sizeof sums));
     *loss_sum = sums[0];
     *correct = sums[1];
     if (reset) CNN_TRY(net->be->zero(net->ctx, net->run_sums, 2 * sizeof(float)));
     return CNN_OK;
+}
+
+/* ------------------------------------------------------- data parallel */
+
+static cnn_status refuse_replica(const cnn_net *net, const char *what)
+{
+    return cnn_set_error(CNN_ERR_VALUE,
+                         "%s: this network is replica %d of %d of a data-parallel group; it "
+                         "trains with train_range (fit), on every replica at once",
+                         what, net->comm->rank, net->comm->world);
+}
+
+cnn_status cnn_net_set_comm(cnn_net *net, cnn_comm *comm)
+{
+    free_recording(net); /* a recorded step holds the old group's calls, or none */
+    if (!comm) {
+        net->comm = NULL;
+        return CNN_OK;
+    }
+    const int host_engine = net->be->activate == NULL;
+    const int host_comm = strcmp(comm->kind, "host") == 0;
+    if (host_engine != host_comm)
+        return cnn_set_error(CNN_ERR_VALUE,
+                             "comm: the %s engine's replicas need %s communicator, got a '%s' "
+                             "one",
+                             net->be->name, host_engine ? "a 'host'" : "an 'nccl'", comm->kind);
+    if (!host_comm && comm->device != net->ctx->device)
+        return cnn_set_error(CNN_ERR_VALUE,
+                             "comm: expected a communicator on this network's CUDA device %d, "
+                             "got one on device %d",
+                             net->ctx->device, comm->device);
+    /* First a barrier that checks every rank built a network of the same
+     * sizes (the broadcasts below, and NCCL's all-reduces, need that): the
+     * sizes mod 65521 summed over at most 256 ranks stay exact in float. */
+    if (comm->world > 256)
+        return cnn_set_error(CNN_ERR_VALUE, "comm: at most 256 replicas, got %d", comm->world);
+    const float check[2] = {(float)(net->n_params % 65521), (float)(net->n_state % 65521)};
+    float sum[2];
+    CNN_TRY(net->be->upload(net->ctx, net->sums, check, sizeof check));
+    CNN_TRY(comm->allreduce(comm, net->ctx, net->sums, 2, CNN_REDUCE_SUM));
+    CNN_TRY(comm->wait(comm, net->ctx));
+    CNN_TRY(net->be->download(net->ctx, sum, net->sums, sizeof sum));
+    if (sum[0] != check[0] * (float)comm->world || sum[1] != check[1] * (float)comm->world) {
+        comm->abort(comm, "the ranks built networks of different sizes");
+        return cnn_set_error(CNN_ERR_VALUE,
+                             "comm: the ranks built networks of different sizes (this one: %zu "
+                             "parameters, %zu state values): are all ranks training the same "
+                             "model?",
+                             net->n_params, net->n_state);
+    }
+    /* every replica starts from rank 0's weights, state and optimizer moments */
+    float *blocks[] = {net->params, net->state, net->opt_m, net->opt_v};
+    size_t counts[] = {net->n_params, net->n_state, net->n_params, net->n_params};
+    for (int k = 0; k < 4; k++)
+        if (blocks[k] && counts[k])
+            CNN_TRY(comm->broadcast(comm, net->ctx, blocks[k], counts[k]));
+    CNN_TRY(comm->wait(comm, net->ctx));
+    net->comm = comm;
+    return CNN_OK;
+}
+
+cnn_status cnn_net_reduce_sums(cnn_net *net)
+{
+    if (!net->comm) return CNN_OK;
+    return net->comm->allreduce(net->comm, net->ctx, net->run_sums, 2, CNN_REDUCE_SUM);
+}
+
+cnn_status cnn_net_activate(cnn_net *net)
+{
+    return net->be->activate ? net->be->activate(net->ctx) : CNN_OK;
 }

@@ -1,6 +1,5 @@
 /* registry.c: engine name -> backend table. The only file that knows what
  * the build compiled in (the CNNCUDA_HAVE_* macros come from setup.py). */
-#include <stdio.h>
 #include <string.h>
 
 #include "cnn.h"
@@ -79,6 +78,26 @@ const cnn_backend *cnn_backend_find(const char *name, cnn_status *status)
     return NULL;
 }
 
+/* Data parallel over GPUs: NCCL (cuda/comm_nccl.cu) where it was found. */
+#ifdef CNNCUDA_HAVE_NCCL
+int cnn_comm_nccl_available(void) { return 1; }
+#else
+int cnn_comm_nccl_available(void) { return 0; }
+
+cnn_status cnn_comm_nccl_create(cnn_comm *control, int device, double timeout_s,
+                                cnn_comm **out)
+{
+    (void)control;
+    (void)device;
+    (void)timeout_s;
+    *out = NULL;
+    return cnn_set_error(CNN_ERR_UNAVAILABLE,
+                         "data parallel over GPUs needs NCCL, which this build of cnncuda "
+                         "lacks (compiled in: %s)",
+                         cnn_build_features());
+}
+#endif
+
 const char *cnn_build_features(void)
 {
     return "cpu"
@@ -153,31 +172,3 @@ void cnn_gpu_library_versions(long v[4])
     cnn_cudnn_library_versions(&v[2], &v[3]);
 #endif
 }
-
-/* The NCCL communicator is cuda/comm_nccl.cu, compiled only where the build
- * found NCCL; elsewhere asking for one says what this build has. Like the
- * real one, create takes control in every case: aborted (the peers hear
- * that this rank cannot join) and destroyed. */
-#ifndef CNNCUDA_HAVE_NCCL
-int cnn_comm_nccl_available(void)
-{
-    return 0;
-}
-
-cnn_status cnn_comm_nccl_create(cnn_comm *control, int device, double timeout_s, cnn_comm **out)
-{
-    (void)device;
-    (void)timeout_s;
-    if (out) *out = NULL;
-    char msg[256];
-    snprintf(msg, sizeof msg,
-             "data parallel over GPUs needs NCCL, which this build of cnncuda lacks (compiled "
-             "in: %s)",
-             cnn_build_features());
-    if (control) {
-        control->abort(control, msg);
-        control->destroy(control);
-    }
-    return cnn_set_error(CNN_ERR_UNAVAILABLE, "%s", msg);
-}
-#endif

@@ -411,8 +411,6 @@ cnn_status init_rank(cnn_comm *c, const ncclUniqueId &id)
 
 } // namespace
 
-extern "C" int cnn_comm_nccl_available(void) { return 1; }
-
 extern "C" cnn_status cnn_comm_nccl_create(cnn_comm *control, int device, double timeout_s,
                                            cnn_comm **out)
 {

@@ -38,3 +38,17 @@ def assert_close(actual, expected, rtol, atol, what=""):
     expected = np.asarray(expected, dtype=np.float64)
     assert actual.shape == expected.shape, "%s: shape %s != %s" % (what, actual.shape, expected.shape)
     np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, err_msg=what)
+
+
+def step_losses(net, batch, first, last):
+    """Mean loss of each train_range step first..last-1 (net has its data and order)."""
+    losses = []
+    for k in range(first, last):
+        net.train_range(k * batch, batch, batch)
+        losses.append(net.read_sums()[0] / batch)
+    return np.array(losses)
+
+
+def max_rel_diff(a, b):
+    """The largest |x - y| over max |x| of corresponding arrays of two weight lists."""
+    return max(float(np.abs(x - y).max() / (np.abs(x).max() + 1e-30)) for x, y in zip(a, b))

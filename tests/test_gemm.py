@@ -17,7 +17,9 @@ PATHS = [pytest.param("portable", id="portable"),
 
 SIZES = [(1, 1, 1), (2, 3, 5), (7, 13, 17), (31, 33, 65), (6, 16, 1), (5, 100, 27),
          (32, 900, 27), (64, 169, 288), (33, 257, 300), (1, 64, 1024), (100, 7, 3),
-         (17, 1, 40)]
+         (17, 1, 40),
+         # m > 144 (more than one packed A block): op(B) is packed, not read in place
+         (150, 37, 300), (290, 16, 64)]
 
 
 def expected(a, b, c, trans_a, trans_b, alpha, beta):

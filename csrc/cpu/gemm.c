@@ -238,13 +238,15 @@ pack_b_avx2(int trans_b, int kc, int nc, const float *b, ptrdiff_t ldb, float *p
 
 /* The first `rows` rows of the C tile (rows, NR), row stride ldc, become
  * alpha * a_strip (kc, MR) x b_strip (kc, NR) + beta * C tile, reading only
- * rows < `rows` of the A strip; beta == 0 does not read C. */
+ * rows < `rows` of the A strip; beta == 0 does not read C. Row p of the B
+ * strip is at b_strip + p*ldb: NR for a packed strip, B's own row stride when
+ * the kernel reads op(B) where it lies (cnn_sgemm: unpacked B). */
 typedef void micro_kernel(int rows, int kc, const float *a_strip, const float *b_strip,
-                          float *c, ptrdiff_t ldc, float alpha, float beta);
+                          ptrdiff_t ldb, float *c, ptrdiff_t ldc, float alpha, float beta);
 
 static void kernel_portable(int rows, int kc, const float *restrict a_strip,
-                            const float *restrict b_strip, float *restrict c, ptrdiff_t ldc,
-                            float alpha, float beta)
+                            const float *restrict b_strip, ptrdiff_t ldb, float *restrict c,
+                            ptrdiff_t ldc, float alpha, float beta)
 {
     /* Two passes of MR x NR/2 keep the accumulators within 16 SSE registers;
      * all MR rows are computed (padded ones are zero), `rows` are stored. */
@@ -254,7 +256,7 @@ static void kernel_portable(int rows, int kc, const float *restrict a_strip,
         for (int i = 0; i < MR; ++i)
             for (int j = 0; j < NH; ++j) acc[i][j] = 0.0f;
         const float *a = a_strip, *b = b_strip + half;
-        for (int p = 0; p < kc; ++p, a += MR, b += NR)
+        for (int p = 0; p < kc; ++p, a += MR, b += ldb)
             for (int i = 0; i < MR; ++i)
                 for (int j = 0; j < NH; ++j) acc[i][j] += a[i] * b[j];
         for (int i = 0; i < rows; ++i) {
@@ -272,12 +274,12 @@ static void kernel_portable(int rows, int kc, const float *restrict a_strip,
  * the kernel compiled for that many rows. */
 #define GEMM_ROWS_DISPATCH(kernel_rows)                                         \
     switch (rows) {                                                             \
-    case 6: kernel_rows(6, kc, a_strip, b_strip, c, ldc, alpha, beta); break;    \
-    case 5: kernel_rows(5, kc, a_strip, b_strip, c, ldc, alpha, beta); break;    \
-    case 4: kernel_rows(4, kc, a_strip, b_strip, c, ldc, alpha, beta); break;    \
-    case 3: kernel_rows(3, kc, a_strip, b_strip, c, ldc, alpha, beta); break;    \
-    case 2: kernel_rows(2, kc, a_strip, b_strip, c, ldc, alpha, beta); break;    \
-    default: kernel_rows(1, kc, a_strip, b_strip, c, ldc, alpha, beta); break;   \
+    case 6: kernel_rows(6, kc, a_strip, b_strip, ldb, c, ldc, alpha, beta); break;    \
+    case 5: kernel_rows(5, kc, a_strip, b_strip, ldb, c, ldc, alpha, beta); break;    \
+    case 4: kernel_rows(4, kc, a_strip, b_strip, ldb, c, ldc, alpha, beta); break;    \
+    case 3: kernel_rows(3, kc, a_strip, b_strip, ldb, c, ldc, alpha, beta); break;    \
+    case 2: kernel_rows(2, kc, a_strip, b_strip, ldb, c, ldc, alpha, beta); break;    \
+    default: kernel_rows(1, kc, a_strip, b_strip, ldb, c, ldc, alpha, beta); break;   \
     }
 
 /* The AVX2 kernel for `rows` (1..MR) known at compile time, as every call in
@@ -286,7 +288,7 @@ static void kernel_portable(int rows, int kc, const float *restrict a_strip,
  * for rows at or past `rows` folds away. */
 __attribute__((target("avx2,fma"), always_inline)) static inline void
 kernel_avx2_rows(const int rows, int kc, const float *restrict a, const float *restrict b,
-                 float *restrict c, ptrdiff_t ldc, float alpha, float beta)
+                 ptrdiff_t ldb, float *restrict c, ptrdiff_t ldc, float alpha, float beta)
 {
     __m256 acc0_lo = _mm256_setzero_ps(), acc0_hi = _mm256_setzero_ps();
     __m256 acc1_lo = _mm256_setzero_ps(), acc1_hi = _mm256_setzero_ps();
@@ -306,8 +308,8 @@ kernel_avx2_rows(const int rows, int kc, const float *restrict a, const float *r
         acc##i##_lo = _mm256_fmadd_ps(a_i, b_lo, acc##i##_lo);     \
         acc##i##_hi = _mm256_fmadd_ps(a_i, b_hi, acc##i##_hi);     \
     }
-    for (int p = 0; p < kc; ++p, a += MR, b += NR) {
-        __m256 b_lo = _mm256_load_ps(b), b_hi = _mm256_load_ps(b + 8);
+    for (int p = 0; p < kc; ++p, a += MR, b += ldb) {
+        __m256 b_lo = _mm256_loadu_ps(b), b_hi = _mm256_loadu_ps(b + 8);
         GEMM_AVX2_FMA_ROW(0)
         GEMM_AVX2_FMA_ROW(1)
         GEMM_AVX2_FMA_ROW(2)
@@ -342,7 +344,7 @@ kernel_avx2_rows(const int rows, int kc, const float *restrict a, const float *r
 
 __attribute__((target("avx2,fma"))) static void
 kernel_avx2(int rows, int kc, const float *restrict a_strip, const float *restrict b_strip,
-            float *restrict c, ptrdiff_t ldc, float alpha, float beta)
+            ptrdiff_t ldb, float *restrict c, ptrdiff_t ldc, float alpha, float beta)
 {
     GEMM_ROWS_DISPATCH(kernel_avx2_rows);
 }
@@ -353,7 +355,7 @@ kernel_avx2(int rows, int kc, const float *restrict a_strip, const float *restri
  * two ymm, so each p costs half the instructions. */
 __attribute__((target("avx512f"), always_inline)) static inline void
 kernel_avx512_rows(const int rows, int kc, const float *restrict a, const float *restrict b,
-                   float *restrict c, ptrdiff_t ldc, float alpha, float beta)
+                   ptrdiff_t ldb, float *restrict c, ptrdiff_t ldc, float alpha, float beta)
 {
     __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps(), acc2 = _mm512_setzero_ps();
     __m512 acc3 = _mm512_setzero_ps(), acc4 = _mm512_setzero_ps(), acc5 = _mm512_setzero_ps();
@@ -361,8 +363,8 @@ kernel_avx512_rows(const int rows, int kc, const float *restrict a, const float 
 
 #define GEMM_AVX512_FMA_ROW(i) \
     if (rows > (i)) acc##i = _mm512_fmadd_ps(_mm512_set1_ps(a[(i)]), b_row, acc##i);
-    for (int p = 0; p < kc; ++p, a += MR, b += NR) {
-        __m512 b_row = _mm512_load_ps(b);
+    for (int p = 0; p < kc; ++p, a += MR, b += ldb) {
+        __m512 b_row = _mm512_loadu_ps(b);
         GEMM_AVX512_FMA_ROW(0)
         GEMM_AVX512_FMA_ROW(1)
         GEMM_AVX512_FMA_ROW(2)
@@ -392,7 +394,7 @@ kernel_avx512_rows(const int rows, int kc, const float *restrict a, const float 
 
 __attribute__((target("avx512f"))) static void
 kernel_avx512(int rows, int kc, const float *restrict a_strip, const float *restrict b_strip,
-              float *restrict c, ptrdiff_t ldc, float alpha, float beta)
+              ptrdiff_t ldb, float *restrict c, ptrdiff_t ldc, float alpha, float beta)
 {
     GEMM_ROWS_DISPATCH(kernel_avx512_rows);
 }
@@ -508,24 +510,35 @@ static void merge_edge_tile(int rows, int cols, const float *tile, float alpha, 
     }
 }
 
-/* C block (mc, nc) = alpha * packed A block x packed B block + beta * C block.
- * A strips follow strip_rows(), as packed; the last B strip may be partial. */
-static void macro_kernel(micro_kernel *kernel, int mc, int nc, int kc, const float *packed_a,
-                         const float *packed_b, float alpha, float beta, float *c,
-                         ptrdiff_t ldc)
+/* C block (mc, nc) = alpha * packed A block x op(B) block + beta * C block.
+ * A strips follow strip_rows(), as packed. op(B)'s block is packed into
+ * NR-column strips (ldb == 0), or read where it lies, row-major with row
+ * stride ldb: then only a partial last strip is packed (into edge_b), as a
+ * full-width read there would run past B's rows. */
+static void macro_kernel(const gemm_path_impl *impl, int mc, int nc, int kc,
+                         const float *packed_a, const float *b, ptrdiff_t ldb, float *edge_b,
+                         float alpha, float beta, float *c, ptrdiff_t ldc)
 {
     _Alignas(64) float edge_tile[MR * NR];
     for (int jr = 0; jr < nc; jr += NR) {
         int cols = min_int(NR, nc - jr);
-        const float *b_strip = packed_b + jr * kc; /* (kc, NR) */
-        const float *a_strip = packed_a;           /* (kc, MR) */
+        const float *b_strip = b + jr * kc; /* packed: (kc, NR) */
+        ptrdiff_t b_step = NR;
+        if (ldb != 0 && cols == NR) {
+            b_strip = b + jr; /* in place: rows ldb apart */
+            b_step = ldb;
+        } else if (ldb != 0) {
+            impl->pack_b(0, kc, cols, b + jr, ldb, edge_b);
+            b_strip = edge_b;
+        }
+        const float *a_strip = packed_a; /* (kc, MR) */
         for (int ir = 0, rows; ir < mc; ir += rows, a_strip += MR * kc) {
             rows = strip_rows(mc - ir);
             float *c_tile = c + ir * ldc + jr;
             if (cols == NR) {
-                kernel(rows, kc, a_strip, b_strip, c_tile, ldc, alpha, beta);
+                impl->kernel(rows, kc, a_strip, b_strip, b_step, c_tile, ldc, alpha, beta);
             } else {
-                kernel(rows, kc, a_strip, b_strip, edge_tile, NR, 1.0f, 0.0f);
+                impl->kernel(rows, kc, a_strip, b_strip, b_step, edge_tile, NR, 1.0f, 0.0f);
                 merge_edge_tile(rows, cols, edge_tile, alpha, beta, c_tile, ldc);
             }
         }
@@ -546,20 +559,27 @@ void cnn_sgemm(const cnn_gemm_pack *pack, int trans_a, int trans_b, int m, int n
 
     const int nc_step = block_step(n, NC, NR), kc_step = block_step(k, KC, 1);
     const int mc_step = block_step(m, MC, MR);
+    /* A non-transposed op(B) that one A block meets (m <= MC) is read in
+     * place: packing would copy every element once to read it ceil(m / MR)
+     * times, and the copy cost as much as the multiply-adds when m is a few
+     * strips (a convolution's column matrix against 6..64 filters). The
+     * products are the same, in the same order: the same bits. */
+    const int in_place_b = !trans_b && m <= MC;
     for (int jc = 0; jc < n; jc += nc_step) {
         int nc = min_int(nc_step, n - jc);
         for (int pc = 0; pc < k; pc += kc_step) {
             int kc = min_int(kc_step, k - pc);
             /* op(B)(pc, jc) is b[pc*ldb + jc], or b[jc*ldb + pc] when trans_b */
             const float *b_block = trans_b ? b + jc * ldb_ + pc : b + pc * ldb_ + jc;
-            impl->pack_b(trans_b, kc, nc, b_block, ldb_, pack->b);
+            if (!in_place_b) impl->pack_b(trans_b, kc, nc, b_block, ldb_, pack->b);
             float beta_block = pc == 0 ? beta : 1.0f;
             for (int ic = 0; ic < m; ic += mc_step) {
                 int mc = min_int(mc_step, m - ic);
                 /* op(A)(ic, pc) is a[ic*lda + pc], or a[pc*lda + ic] when trans_a */
                 const float *a_block = trans_a ? a + pc * lda_ + ic : a + ic * lda_ + pc;
                 impl->pack_a(trans_a, mc, kc, a_block, lda_, pack->a);
-                macro_kernel(impl->kernel, mc, nc, kc, pack->a, pack->b, alpha, beta_block,
+                macro_kernel(impl, mc, nc, kc, pack->a, in_place_b ? b_block : pack->b,
+                             in_place_b ? ldb_ : 0, pack->b, alpha, beta_block,
                              c + ic * ldc_ + jc, ldc_);
             }
         }

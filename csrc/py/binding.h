@@ -17,6 +17,7 @@
 /* module.c: the exception types */
 extern PyObject *cnn_CudaError;
 extern PyObject *cnn_EngineUnavailableError;
+extern PyObject *cnn_CommError;
 
 /* Raises the Python exception for `status` with the core's last message. */
 PyObject *cnn_raise_status(cnn_status status);
@@ -34,5 +35,15 @@ void cnn_shape_text(char *buf, size_t len, int rank, const npy_intp *dims);
 
 /* net_type.c */
 extern PyTypeObject cnn_NetType;
+
+/* comm_type.c */
+struct cnn_comm;
+extern PyTypeObject cnn_CommType;
+extern PyMethodDef cnn_comm_functions[];
+/* The communicator of a Comm object, or NULL with TypeError (or
+ * RuntimeError for one handed over). */
+struct cnn_comm *cnn_comm_of(PyObject *obj);
+/* Counts a Net joining (+1) or leaving (-1) a group through Comm obj. */
+void cnn_comm_use(PyObject *obj, int delta);
 
 #endif

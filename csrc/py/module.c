@@ -7,6 +7,7 @@
 
 PyObject *cnn_CudaError;
 PyObject *cnn_EngineUnavailableError;
+PyObject *cnn_CommError;
 
 PyObject *cnn_py_sgemm(PyObject *self, PyObject *args, PyObject *kwds); /* gemm_check.c */
 
@@ -18,6 +19,7 @@ PyObject *cnn_raise_status(cnn_status status)
     case CNN_ERR_MEMORY: PyErr_SetString(PyExc_MemoryError, msg); break;
     case CNN_ERR_DEVICE: PyErr_SetString(cnn_CudaError, msg); break;
     case CNN_ERR_UNAVAILABLE: PyErr_SetString(cnn_EngineUnavailableError, msg); break;
+    case CNN_ERR_COMM: PyErr_SetString(cnn_CommError, msg); break;
     default: PyErr_SetString(PyExc_RuntimeError, msg); break;
     }
     return NULL;
@@ -183,9 +185,13 @@ static struct PyModuleDef module_def = {
 PyMODINIT_FUNC PyInit__C(void)
 {
     import_array();
-    if (PyType_Ready(&cnn_NetType) < 0) return NULL;
+    if (PyType_Ready(&cnn_NetType) < 0 || PyType_Ready(&cnn_CommType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module_def);
     if (!m) return NULL;
+    if (PyModule_AddFunctions(m, cnn_comm_functions) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     cnn_CudaError = PyErr_NewExceptionWithDoc(
         "cnncuda.CudaError", "A CUDA, cuDNN, cuBLAS or NCCL call failed.", PyExc_RuntimeError,
         NULL);
@@ -193,10 +199,16 @@ PyMODINIT_FUNC PyInit__C(void)
         "cnncuda.EngineUnavailableError",
         "The engine asked for was not compiled in or cannot run on this machine.",
         PyExc_RuntimeError, NULL);
-    if (!cnn_CudaError || !cnn_EngineUnavailableError ||
+    cnn_CommError = PyErr_NewExceptionWithDoc(
+        "cnncuda.CommError",
+        "A data-parallel group failed: a peer failed, left or did not answer in time.",
+        PyExc_RuntimeError, NULL);
+    if (!cnn_CudaError || !cnn_EngineUnavailableError || !cnn_CommError ||
         PyModule_AddObjectRef(m, "CudaError", cnn_CudaError) < 0 ||
         PyModule_AddObjectRef(m, "EngineUnavailableError", cnn_EngineUnavailableError) < 0 ||
-        PyModule_AddObjectRef(m, "Net", (PyObject *)&cnn_NetType) < 0) {
+        PyModule_AddObjectRef(m, "CommError", cnn_CommError) < 0 ||
+        PyModule_AddObjectRef(m, "Net", (PyObject *)&cnn_NetType) < 0 ||
+        PyModule_AddObjectRef(m, "Comm", (PyObject *)&cnn_CommType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

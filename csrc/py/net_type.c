@@ -1,12 +1,15 @@
 /* net_type.c: cnncuda._C.Net, a thin Python type over cnn_net.
  *
- * Net(device, layers, input_shape, max_batch, loss, optimizer, seed=0, threads=1)
+ * Net(device, layers, input_shape, max_batch, loss, optimizer, seed=0, threads=1,
+ *     precision="float32", device_index=0)
  *   layers: list of dicts (see cnncuda/engine.py for the keys);
  *   loss: {"kind": ..., "from_logits": bool}; optimizer: {"kind": "adam"|"sgd", ...}.
  * Every array argument is checked here once (dtype, shape, finite values,
  * label range) before the core sees it; the GIL is released around core calls.
  */
 #include "binding.h"
+
+#include "../comm.h"
 
 #include <limits.h>
 #include <string.h>
@@ -23,6 +26,7 @@ typedef struct {
     int n_classes;        /* the output width k */
     int busy;             /* a core call is running with the GIL released */
     long data_n;          /* samples uploaded by set_data */
+    PyObject *comm;       /* the Comm of its data-parallel group, or NULL */
 } NetObject;
 
 /* --------------------------------------------------------- spec parsing */
@@ -264,15 +268,20 @@ static int parse_optimizer(PyObject *d, cnn_optimizer_desc *o)
 static int Net_init(NetObject *self, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"device", "layers", "input_shape", "max_batch", "loss",
-                             "optimizer", "seed", "threads", "precision", NULL};
+                             "optimizer", "seed", "threads", "precision", "device_index", NULL};
     const char *device, *precision = "float32";
     PyObject *layers, *input_shape, *loss, *optimizer;
-    int max_batch, threads = 1;
+    int max_batch, threads = 1, device_index = 0;
     unsigned long long seed = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sOOiOO|Kis", kwlist, &device, &layers,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "sOOiOO|Kisi", kwlist, &device, &layers,
                                      &input_shape, &max_batch, &loss, &optimizer, &seed,
-                                     &threads, &precision))
+                                     &threads, &precision, &device_index))
         return -1;
+    if (device_index < 0) {
+        PyErr_Format(PyExc_ValueError, "device_index: expected a device number >= 0, got %d",
+                     device_index);
+        return -1;
+    }
     if (strcmp(precision, "float32") != 0 && strcmp(precision, "tf32") != 0) {
         PyErr_Format(PyExc_ValueError, "precision: expected 'float32' or 'tf32', got '%s'",
                      precision);
@@ -341,6 +350,7 @@ static int Net_init(NetObject *self, PyObject *args, PyObject *kwds)
     spec.max_batch = max_batch;
     spec.seed = seed;
     spec.allow_tf32 = strcmp(precision, "tf32") == 0;
+    spec.device = device_index;
     if (threads < 1) threads = 1;
     cnn_net *net = NULL;
     Py_BEGIN_ALLOW_THREADS
@@ -366,7 +376,12 @@ static int Net_init(NetObject *self, PyObject *args, PyObject *kwds)
 
 static void Net_dealloc(NetObject *self)
 {
-    if (self->net) cnn_net_destroy(self->net);
+    if (self->net) {
+        if (cnn_net_activate(self->net) != CNN_OK) { /* freeing goes on regardless */ }
+        cnn_net_destroy(self->net);
+    }
+    cnn_comm_use(self->comm, -1);
+    Py_XDECREF(self->comm);
     Py_XDECREF(self->device);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -382,6 +397,13 @@ static int ready(NetObject *self)
     if (self->busy) {
         PyErr_SetString(PyExc_RuntimeError,
                         "this Net is already running a call on another thread");
+        return 0;
+    }
+    /* a GPU engine's device becomes this thread's: the calls that follow,
+     * on this thread, reach the right GPU */
+    cnn_status st = cnn_net_activate(self->net);
+    if (st != CNN_OK) {
+        cnn_raise_status(st);
         return 0;
     }
     return 1;
@@ -802,6 +824,54 @@ static PyObject *Net_read_sums(NetObject *self, PyObject *args, PyObject *kwds)
     return Py_BuildValue("(dd)", loss, correct);
 }
 
+/* set_comm(comm or None): joins (or leaves) a data-parallel group: a
+ * collective call, which every rank of the group makes. */
+static PyObject *Net_set_comm(NetObject *self, PyObject *arg)
+{
+    if (arg != Py_None && arg == self->comm) Py_RETURN_NONE; /* already in this group */
+    cnn_comm *comm = NULL;
+    if (arg != Py_None && !(comm = cnn_comm_of(arg))) return NULL;
+    if (!ready(self)) return NULL;
+    /* counted before the GIL is released: no other Net may join through it */
+    PyObject *joining = arg == Py_None ? NULL : arg;
+    cnn_comm_use(joining, +1);
+    cnn_status st;
+    self->busy = 1;
+    Py_BEGIN_ALLOW_THREADS
+    st = cnn_net_set_comm(self->net, comm);
+    Py_END_ALLOW_THREADS
+    self->busy = 0;
+    if (st != CNN_OK) {
+        cnn_comm_use(joining, -1);
+        /* the group's other ranks are waiting in the same call */
+        if (comm) {
+            Py_BEGIN_ALLOW_THREADS
+            comm->abort(comm, "a rank could not join the group");
+            Py_END_ALLOW_THREADS
+        }
+        return cnn_raise_status(st);
+    }
+    cnn_comm_use(self->comm, -1);
+    Py_XDECREF(self->comm);
+    self->comm = Py_XNewRef(joining);
+    Py_RETURN_NONE;
+}
+
+/* reduce_sums(): train_range's running sums summed over the group (collective). */
+static PyObject *Net_reduce_sums(NetObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    if (!ready(self)) return NULL;
+    cnn_status st;
+    self->busy = 1;
+    Py_BEGIN_ALLOW_THREADS
+    st = cnn_net_reduce_sums(self->net);
+    Py_END_ALLOW_THREADS
+    self->busy = 0;
+    if (st != CNN_OK) return cnn_raise_status(st);
+    Py_RETURN_NONE;
+}
+
 static PyObject *weight_array(NetObject *self, int i, int gradient)
 {
     const cnn_weight_info *w = cnn_net_weight(self->net, i);
@@ -1131,6 +1201,12 @@ static PyMethodDef Net_methods[] = {
      "train_range(start, count, batch): train on order[start:start+count] in batches."},
     {"read_sums", (PyCFunction)(void (*)(void))Net_read_sums, METH_VARARGS | METH_KEYWORDS,
      "read_sums(reset=True) -> (loss_sum, correct) accumulated by train_range."},
+    {"set_comm", (PyCFunction)Net_set_comm, METH_O,
+     "set_comm(comm): join a data-parallel group (every rank calls it; rank 0's weights "
+     "and optimizer state win), or leave it (None)."},
+    {"reduce_sums", (PyCFunction)Net_reduce_sums, METH_NOARGS,
+     "reduce_sums(): train_range's running sums summed over the group (every rank calls "
+     "it)."},
     {"get_weights", (PyCFunction)Net_get_weights, METH_NOARGS,
      "get_weights() -> list of float32 arrays in Keras order and layouts."},
     {"set_weights", (PyCFunction)Net_set_weights, METH_O,
