@@ -11,18 +11,23 @@
 // error within timeout_s, never a hang.
 //
 // Threads: the Net's thread makes the calls; abort may come from any thread,
-// the control communicator's watcher included when a peer fails.
-// ncclCommAbort frees the NCCL communicator, so every NCCL call on it is
-// made holding `lock`, and the abort sets the handle to NULL: later
-// operations return the recorded reason without touching NCCL. A
-// non-blocking call returns quickly, so holding the lock across one never
-// delays an abort for long.
+// the control communicator's watcher included when a peer fails. Every NCCL
+// call on the communicator is made holding `lock`, and the abort takes the
+// handle away (NULL) under it: later operations return the recorded reason
+// without touching NCCL. A non-blocking call returns quickly, so holding the
+// lock across one never delays an abort for long.
 //
-// Ownership: cnn_comm_nccl_create takes `control` in every case. On success
-// the new communicator owns it (destroy destroys it); on failure it is
-// aborted (the peers hear of it) and destroyed before create returns: the
-// watcher thread it runs calls back into memory create frees, so it must end
-// first.
+// The abort hands ncclCommAbort to a thread of its own and does not wait for
+// it: ncclCommAbort first raises NCCL's abort flag (the kernels of this
+// communicator still on a stream, or replayed later, quit at once), then
+// waits until every CUDA graph that recorded one of its calls is destroyed
+// before it frees anything. The Net frees its recorded step only after the
+// abort has been reported to it, so waiting here (on the watcher's thread,
+// or holding the lock) would deadlock.
+//
+// Ownership of `control`: on success the new communicator owns it (its
+// destroy destroys it); on failure it stays the caller's, aborted (so the
+// peers hear that this rank will not join).
 #include <nccl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -45,10 +50,23 @@ constexpr long WAIT_NAP_US = 100;      // wait: the GPU's work is milliseconds
 constexpr long FINALIZE_NAP_US = 1000; // destroy
 constexpr size_t WHY_BYTES = 1024;
 
+// What the control watcher's callback reaches. Watching starts before the
+// initialization (see create); if the initialization then fails, control
+// stays the caller's, its watcher may still call back, and the communicator
+// is freed: the cell outlives it, emptied (target NULL), and is left
+// allocated on purpose (a few bytes, once per failed create).
+struct watch_cell {
+    pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    cnn_comm *target = nullptr; // NULL once the communicator is gone
+    ~watch_cell() { pthread_mutex_destroy(&lock); }
+};
+
 struct nccl_impl {
     pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; // held around every NCCL call on `nccl`
     ncclComm_t nccl = nullptr; // NULL before init and after abort or destroy
     cnn_comm *control = nullptr;
+    watch_cell *cell = nullptr; // the watcher's way in
+    bool watched = false;       // control's watcher was started with the cell
     double timeout_s = 0.0;
     std::atomic<bool> aborted{false};    // set once, after `why` is written
     std::atomic<bool> told_peers{false}; // control->abort called once
@@ -85,9 +103,10 @@ void nap(long us)
 #define WHERE_FMT "NCCL %s on rank %d of %d (GPU %d)"
 #define WHERE_ARGS(c, what) (what), (c)->rank, (c)->world, (c)->device
 
+// A peer's failure, departure or silence is CNN_ERR_COMM (comm.h).
 cnn_status aborted_error(cnn_comm *c, const char *what)
 {
-    return cnn_set_error(CNN_ERR_DEVICE, WHERE_FMT ": the data-parallel group was aborted: %s",
+    return cnn_set_error(CNN_ERR_COMM, WHERE_FMT ": the data-parallel group was aborted: %s",
                          WHERE_ARGS(c, what), impl_of(c)->why);
 }
 
@@ -101,42 +120,77 @@ bool out_of_memory(const char *last)
 
 // handle: the NCCL communicator the failing call used (NULL when none);
 // called holding the lock, so that an abort cannot free it meanwhile.
+// ncclRemoteError is a peer's failure (its process exited, or the network
+// failed): CNN_ERR_COMM, as comm.h asks; NCCL's own failures keep
+// CNN_ERR_DEVICE (CNN_ERR_MEMORY when it ran out of memory).
 cnn_status nccl_error(cnn_comm *c, const char *what, ncclResult_t r, ncclComm_t handle)
 {
     const char *last = ncclGetLastError(handle);
     if (!last || !*last) last = "no detail from NCCL";
-    return cnn_set_error(out_of_memory(last) ? CNN_ERR_MEMORY : CNN_ERR_DEVICE,
-                         WHERE_FMT ": %s (%s)", WHERE_ARGS(c, what), ncclGetErrorString(r), last);
+    const cnn_status st = r == ncclRemoteError    ? CNN_ERR_COMM
+                          : out_of_memory(last) ? CNN_ERR_MEMORY
+                                                : CNN_ERR_DEVICE;
+    return cnn_set_error(st, WHERE_FMT ": %s (%s)", WHERE_ARGS(c, what), ncclGetErrorString(r),
+                         last);
 }
 
-// The abort: records the first reason, frees the NCCL communicator once
-// (which makes its kernels still on a stream quit), and, when tell_peers,
-// sends `why` to the peers over control, once. Idempotent, any thread.
+// The reaper: ncclCommAbort on a detached thread (see the top of the file).
+// It touches nothing of ours, only NCCL's handle, which no one else holds.
+void *reap(void *handle)
+{
+    ncclCommAbort((ncclComm_t)handle);
+    return nullptr;
+}
+
+void abort_handle(ncclComm_t handle, int device)
+{
+    pthread_attr_t attr;
+    pthread_t thread;
+    bool started = false;
+    if (pthread_attr_init(&attr) == 0) {
+        started = pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED) == 0 &&
+                  pthread_create(&thread, &attr, reap, (void *)handle) == 0;
+        pthread_attr_destroy(&attr);
+    }
+    if (!started) {
+        // no thread to be had: abort here (this may wait for the recordings)
+        const int previous = cnn_cuda_device_enter(device);
+        ncclCommAbort(handle);
+        cnn_cuda_device_leave(previous, device);
+    }
+}
+
+// The abort: records the first reason, takes the NCCL communicator away
+// (its abort raised at once, its memory freed when no recording holds it
+// any more), and, when tell_peers, sends `why` to the peers over control,
+// once. Idempotent, any thread, never waits for the GPU.
 void stop(cnn_comm *c, const char *why, bool tell_peers)
 {
     nccl_impl *im = impl_of(c);
     if (!why || !*why) why = "aborted";
+    ncclComm_t handle;
     {
         held guard(im->lock);
         if (!im->aborted.load(std::memory_order_relaxed)) {
             snprintf(im->why, sizeof im->why, "%s", why);
             im->aborted.store(true, std::memory_order_release);
         }
-        if (im->nccl) {
-            // NCCL makes its device current to free and does not give the
-            // caller's back
-            const int previous = cnn_cuda_device_enter(c->device);
-            ncclCommAbort(im->nccl);
-            im->nccl = nullptr;
-            cnn_cuda_device_leave(previous, c->device);
-        }
+        handle = im->nccl;
+        im->nccl = nullptr;
     }
+    if (handle) abort_handle(handle, c->device);
     if (tell_peers && !im->told_peers.exchange(true)) im->control->abort(im->control, why);
 }
 
 // The watcher's callback (its thread): a peer failed, aborted or left. The
-// peers know already (rank 0 relays), so only this rank stops.
-void on_peer_failure(void *arg, const char *message) { stop((cnn_comm *)arg, message, false); }
+// peers know already (the watcher has aborted control, and rank 0 relays),
+// so only this rank stops.
+void on_peer_failure(void *arg, const char *message)
+{
+    watch_cell *cell = (watch_cell *)arg;
+    held guard(cell->lock);
+    if (cell->target) stop(cell->target, message, false);
+}
 
 // The error just recorded on this thread becomes the group's abort reason:
 // this rank stops and tells its peers. Returns `st` with the message kept
@@ -179,11 +233,11 @@ cnn_status settle(cnn_comm *c, const char *what, ncclResult_t r, double deadline
         if (st != CNN_OK)
             return im->aborted.load(std::memory_order_acquire) ? st : fail_group(c, st);
         if (r == ncclInProgress && now_s() > deadline) {
-            cnn_set_error(CNN_ERR_DEVICE,
+            cnn_set_error(CNN_ERR_COMM,
                           WHERE_FMT ": not done after %g s (the communicator's timeout): a peer "
                                     "may be missing, stuck or unreachable",
                           WHERE_ARGS(c, what), im->timeout_s);
-            return fail_group(c, CNN_ERR_DEVICE);
+            return fail_group(c, CNN_ERR_COMM);
         }
     }
     if (im->aborted.load(std::memory_order_acquire)) return aborted_error(c, what);
@@ -297,11 +351,11 @@ cnn_status nccl_wait(cnn_comm *c, cnn_ctx *ctx)
             return im->aborted.load(std::memory_order_acquire) ? st : fail_group(c, st);
         if (done == cudaSuccess) return CNN_OK;
         if (now_s() > deadline) {
-            cnn_set_error(CNN_ERR_DEVICE,
+            cnn_set_error(CNN_ERR_COMM,
                           WHERE_FMT ": the GPU's work was not done after %g s (the "
                                     "communicator's timeout): a peer may be missing or stuck",
                           WHERE_ARGS(c, what), im->timeout_s);
-            return fail_group(c, CNN_ERR_DEVICE);
+            return fail_group(c, CNN_ERR_COMM);
         }
         nap(WAIT_NAP_US);
     }
@@ -309,12 +363,13 @@ cnn_status nccl_wait(cnn_comm *c, cnn_ctx *ctx)
 
 void nccl_abort(cnn_comm *c, const char *why) { stop(c, why, true); }
 
-// Frees the NCCL communicator (a finalize, polled, then a destroy; an abort
-// if it was aborted, or the finalize fails or passes the timeout), then the
-// control communicator, which ends its watcher, so that no callback can
-// reach this memory once it is freed. NCCL's finalize waits for the CUDA
-// graphs that recorded this communicator's calls to be destroyed: free
-// recordings before the communicator.
+// Frees the NCCL communicator (a finalize, polled, then a destroy; if it
+// was aborted, or the finalize fails or passes the timeout, the abort's
+// reaper instead), then the control communicator, which ends its watcher,
+// so that no callback can reach this memory once it is freed. NCCL's
+// finalize waits for the CUDA graphs that recorded this communicator's
+// calls to be destroyed: the Net frees its recordings first (it holds the
+// communicator until it is destroyed).
 void nccl_destroy(cnn_comm *c)
 {
     if (!c) return;
@@ -333,44 +388,51 @@ void nccl_destroy(cnn_comm *c)
         const ncclResult_t q = ncclCommGetAsyncError(im->nccl, &r);
         if (q != ncclSuccess) r = q;
     }
+    ncclComm_t left = nullptr; // what the finalize could not end
     {
         held guard(im->lock);
-        if (im->nccl) {
-            if (r == ncclSuccess)
-                ncclCommDestroy(im->nccl);
-            else
-                ncclCommAbort(im->nccl);
-            im->nccl = nullptr;
-        }
+        if (im->nccl && r == ncclSuccess)
+            ncclCommDestroy(im->nccl); // after a finalize: frees without waiting
+        else
+            left = im->nccl;
+        im->nccl = nullptr;
     }
+    if (left) abort_handle(left, c->device);
     cnn_cuda_device_leave(previous, c->device);
     if (im->control) im->control->destroy(im->control);
+    delete im->cell;
     delete im;
     free(c);
 }
 
 // A create that failed after the communicator was made: the NCCL
-// communicator aborted, the peers told, control destroyed (ending its
-// watcher), everything freed. Returns st with the message kept.
+// communicator aborted, the peers told (control aborted, left to the
+// caller), the watcher's cell emptied (and left allocated: see watch_cell),
+// the rest freed. Returns st with the message kept.
 cnn_status give_up(cnn_comm *c, cnn_status st)
 {
     char msg[WHY_BYTES];
     snprintf(msg, sizeof msg, "%s", cnn_last_error());
     stop(c, msg, true);
     nccl_impl *im = impl_of(c);
-    im->control->destroy(im->control);
+    if (im->watched) {
+        held guard(im->cell->lock);
+        im->cell->target = nullptr;
+    } else {
+        delete im->cell;
+    }
     delete im;
     free(c);
     return cnn_set_error(st, "%s", msg);
 }
 
-// A create that failed before there was a communicator to take control.
+// A create that failed before there was a communicator: control aborted
+// (the peers hear of it) and left to the caller.
 cnn_status give_up_control(cnn_comm *control, cnn_status st)
 {
     char msg[WHY_BYTES];
     snprintf(msg, sizeof msg, "%s", cnn_last_error());
     control->abort(control, msg);
-    control->destroy(control);
     return cnn_set_error(st, "%s", msg);
 }
 
@@ -417,11 +479,10 @@ extern "C" cnn_status cnn_comm_nccl_create(cnn_comm *control, int device, double
     if (!control || !out)
         return cnn_set_error(CNN_ERR_INTERNAL, "cnn_comm_nccl_create: control and out are required");
     *out = nullptr;
-    if (!control->kind || strcmp(control->kind, "host") != 0) {
-        cnn_set_error(CNN_ERR_INTERNAL, "NCCL setup: the control communicator must be 'host', got '%s'",
-                      control->kind ? control->kind : "(none)");
-        return give_up_control(control, CNN_ERR_INTERNAL);
-    }
+    if (!control->kind || strcmp(control->kind, "host") != 0) // a caller's bug: not touched
+        return cnn_set_error(CNN_ERR_INTERNAL,
+                             "NCCL setup: the control communicator must be 'host', got '%s'",
+                             control->kind ? control->kind : "(none)");
     if (!(timeout_s > 0.0)) {
         cnn_set_error(CNN_ERR_VALUE, "NCCL setup on rank %d: timeout must be positive, got %g",
                       control->rank, timeout_s);
@@ -445,9 +506,11 @@ extern "C" cnn_status cnn_comm_nccl_create(cnn_comm *control, int device, double
 
     cnn_comm *c = (cnn_comm *)calloc(1, sizeof *c);
     nccl_impl *im = new (std::nothrow) nccl_impl();
-    if (!c || !im) {
+    watch_cell *cell = new (std::nothrow) watch_cell();
+    if (!c || !im || !cell) {
         free(c);
         delete im;
+        delete cell;
         cnn_set_error(CNN_ERR_MEMORY, "NCCL setup on rank %d: out of host memory", control->rank);
         return give_up_control(control, CNN_ERR_MEMORY);
     }
@@ -461,6 +524,7 @@ extern "C" cnn_status cnn_comm_nccl_create(cnn_comm *control, int device, double
     c->abort = nccl_abort;
     c->destroy = nccl_destroy;
     c->impl = im;
+    im->cell = cell;
     im->control = control;
     im->timeout_s = timeout_s;
 
@@ -477,8 +541,10 @@ extern "C" cnn_status cnn_comm_nccl_create(cnn_comm *control, int device, double
     // fails while the others initialize (a bad device, say) then aborts
     // them at once instead of at the timeout. From here the callback may
     // run at any time; stop() makes that safe.
-    st = cnn_comm_host_watch(control, on_peer_failure, c);
+    cell->target = c;
+    st = cnn_comm_host_watch(control, on_peer_failure, cell);
     if (st != CNN_OK) return give_up(c, st);
+    im->watched = true;
     st = init_rank(c, id);
     if (st != CNN_OK) return give_up(c, st);
     *out = c;
