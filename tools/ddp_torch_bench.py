@@ -14,9 +14,11 @@ images of all ranks together) in steps of `--batch-size` images per GPU,
 each batch gathered on the device by index, as bench_torch does; every rank
 takes the same number of steps, which DDP needs.
 
-An epoch is timed on the host between two torch.cuda.synchronize() calls,
-after a barrier so that the ranks start together; its time is the slowest
-rank's. Rank 0 prints one JSON line:
+One untimed warm-up epoch first (cuDNN's and NCCL's set-up, as
+cnncuda.bench_distributed warms cnncuda up), then --epochs timed ones: each
+on the host between two torch.cuda.synchronize() calls, after a barrier so
+that the ranks start together; an epoch's time is the slowest rank's. Rank 0
+prints one JSON line (cnncuda.bench_distributed reads it):
 
     {"framework": "torch-ddp", "gpus": N, "per_gpu_batch": B,
      "seconds_per_epoch": <best epoch>, "images_per_second": <images / best>, ...}
@@ -45,7 +47,8 @@ MODEL = "cifar10_cnn"
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--batch-size", type=int, default=512, help="images per GPU per step")
-    p.add_argument("--epochs", type=int, default=3, help="timed epochs (the best is reported)")
+    p.add_argument("--epochs", type=int, default=3,
+                   help="timed epochs after one warm-up epoch (the best is reported)")
     p.add_argument("--images", type=int, default=50000,
                    help="images per epoch, all ranks together (CIFAR-10's training set)")
     p.add_argument("--seed", type=int, default=0)
@@ -120,16 +123,10 @@ def main():
         opt.step()
         return loss.detach()
 
-    # warm-up, not timed: the full batch's shapes, and the last batch's when shorter
     batch = args.batch_size
-    step(xs[:min(batch, per_rank)], ys[:min(batch, per_rank)])
-    if per_rank > batch and per_rank % batch:
-        step(xs[:per_rank % batch], ys[:per_rank % batch])
-    synchronize(device)
-
     order_gen = torch.Generator(device="cpu").manual_seed(args.seed * 7919 + rank)
     seconds = []
-    for epoch in range(args.epochs):
+    for epoch in range(args.epochs + 1):  # epoch 0 is the warm-up
         order = torch.randperm(per_rank, generator=order_gen).to(device)
         synchronize(device)
         barrier(device)
@@ -142,10 +139,12 @@ def main():
         elapsed = time.perf_counter() - start
         slowest = torch.tensor([elapsed], dtype=torch.float64, device=device)
         dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-        seconds.append(float(slowest.item()))
+        if epoch:
+            seconds.append(float(slowest.item()))
         if rank == 0:
-            print("epoch %d: %.3f s (last loss %.4f)" % (epoch + 1, seconds[-1], float(loss)),
-                  file=sys.stderr, flush=True)
+            print("epoch %d%s: %.3f s (last loss %.4f)"
+                  % (epoch, " (warm-up)" if epoch == 0 else "", float(slowest.item()),
+                     float(loss)), file=sys.stderr, flush=True)
 
     if rank == 0:
         best = min(seconds)
