@@ -23,7 +23,8 @@ prints one JSON line (cnncuda.bench_distributed reads it):
     {"framework": "torch-ddp", "gpus": N, "per_gpu_batch": B,
      "seconds_per_epoch": <best epoch>, "images_per_second": <images / best>, ...}
 
-("gpus" is 0 on the CPU smoke test; "ranks" says how many processes ran.)
+("gpus" is the number of ranks, N; on the CPU smoke test "device" says
+"cpu" and "backend" "gloo".)
 """
 import argparse
 import json
@@ -151,11 +152,10 @@ def main():
         images = per_rank * world
         print(json.dumps({
             "framework": "torch-ddp",
-            "gpus": world if device.type == "cuda" else 0,
+            "gpus": world,
             "per_gpu_batch": batch,
             "seconds_per_epoch": best,
             "images_per_second": images / best,
-            "ranks": world,
             "backend": dist.get_backend(),
             "images_per_epoch": images,
             "epoch_seconds": seconds,
