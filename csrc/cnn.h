@@ -278,6 +278,26 @@ struct cnn_backend {
     cnn_status (*activation_backward)(cnn_ctx *ctx, int act, int rows, int cols,
                                       const float *y, const float *dy, float *dx);
 
+    /* Optional (NULL in the GPU engines, where the Net then runs the ReLU
+     * activation layer on its own): a ReLU fused into its neighbour, so the
+     * host engines skip a pass over the activation. Each gives the bits of
+     * the two entries run one after the other.
+     * conv2d_forward_relu: conv2d_forward, then activation_forward(RELU)
+     * into y: y = relu(conv + b), written in the pass that adds the bias.
+     * pool_backward_relu: pool_backward of a pool whose input y is a ReLU's
+     * output, then that ReLU's activation_backward: dx = (the pool's dx)
+     * where y > 0, else 0. */
+    cnn_status (*conv2d_forward_relu)(cnn_ctx *ctx, const cnn_conv_desc *d,
+                                      const float *x, const float *w,
+                                      const float *b, /* (f) or NULL */
+                                      float *y,       /* (n, f, oh, ow) */
+                                      void *ws);
+    cnn_status (*pool_backward_relu)(cnn_ctx *ctx, const cnn_pool_desc *d,
+                                     const float *dy,       /* (n, c, oh, ow) */
+                                     const int32_t *argmax, /* (n, c, oh, ow) */
+                                     const float *y,        /* (n, c, h, w): the pool's input */
+                                     float *dx);            /* (n, c, h, w), overwritten */
+
     /* inverted dropout over x (n, c, h, w) (h = w = 1 for (n, c)): element
      * (i, ch, r, s) is kept when cnn_uniform(key, (((row0 + i)*h + r)*w + s)*c
      * + ch) >= rate (the Keras NHWC index of row row0 + i of the whole batch,

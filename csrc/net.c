@@ -101,6 +101,10 @@ struct cnn_net {
     struct cnn_comm *comm;
     int64_t row0;
 
+    /* ReLU fusion where the engine has the entry (fusable_relu): on unless
+     * CNNCUDA_FUSE is "0" in the environment (read once, at creation) */
+    int fuse_relu;
+
     int counting;   /* net_alloc only adds up bytes in planned (cnn_net_create) */
     size_t planned;
 };
@@ -638,6 +642,10 @@ cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn
     if (!net) return cnn_set_error(CNN_ERR_MEMORY, "out of host memory creating a network");
     cnn_status st = CNN_OK;
     net->be = backend;
+    {
+        const char *fuse = getenv("CNNCUDA_FUSE");
+        net->fuse_relu = !(fuse && strcmp(fuse, "0") == 0);
+    }
     net->n_layers = spec->n_layers;
     net->max_batch = spec->max_batch;
     net->loss = spec->loss;
@@ -741,6 +749,19 @@ static cnn_status check_batch(const cnn_net *net, long n)
     return CNN_OK;
 }
 
+/* Whether layer i exists and is a ReLU activation layer that the engine
+ * may fuse into its neighbour (cnn.h: conv2d_forward_relu,
+ * pool_backward_relu). A fused ReLU's output is written as usual; only the
+ * convolution's own output before it is left unwritten, which no backward
+ * reads (the ReLU's backward reads its output). CNNCUDA_FUSE=0 turns fusion
+ * off, to compare the two. */
+static int fusable_relu(const cnn_net *net, int i)
+{
+    if (!net->fuse_relu || i < 0 || i >= net->n_layers) return 0;
+    const cnn_layer_spec *s = &net->layers[i].spec;
+    return s->kind == CNN_LAYER_ACTIVATION && s->activation == CNN_ACT_RELU;
+}
+
 /* Forward of the n samples already in net->x; leaves the output in the last
  * layer's y. */
 static cnn_status forward_device(cnn_net *net, int n, int training)
@@ -757,9 +778,14 @@ static cnn_status forward_device(cnn_net *net, int n, int training)
         case CNN_LAYER_CONV2D: {
             cnn_conv_desc d = L->conv;
             d.n = n;
-            CNN_TRY(be->conv2d_forward(ctx, &d, in, net->params + L->w_off,
-                                       s->use_bias ? net->params + L->b_off : NULL, L->y,
-                                       L->ws));
+            const float *b = s->use_bias ? net->params + L->b_off : NULL;
+            if (be->conv2d_forward_relu && fusable_relu(net, i + 1)) { /* conv and the ReLU after it, into its output */
+                L = &net->layers[++i];
+                CNN_TRY(be->conv2d_forward_relu(ctx, &d, in, net->params + net->layers[i - 1].w_off,
+                                                b, L->y, net->layers[i - 1].ws));
+            } else {
+                CNN_TRY(be->conv2d_forward(ctx, &d, in, net->params + L->w_off, b, L->y, L->ws));
+            }
             break;
         }
         case CNN_LAYER_MAXPOOL:
@@ -839,7 +865,13 @@ static cnn_status backward_device(cnn_net *net, int want_dx, float **dx_out)
         case CNN_LAYER_AVGPOOL: {
             cnn_pool_desc d = L->pool;
             d.n = n;
-            if (need_dx) CNN_TRY(be->pool_backward(ctx, &d, dy, L->argmax, dx));
+            if (be->pool_backward_relu && fusable_relu(net, i - 1)) {
+                /* the pool's and the ReLU's before it: dx is the ReLU's input gradient */
+                CNN_TRY(be->pool_backward_relu(ctx, &d, dy, L->argmax, in, dx));
+                i--;
+            } else if (need_dx) {
+                CNN_TRY(be->pool_backward(ctx, &d, dy, L->argmax, dx));
+            }
             break;
         }
         case CNN_LAYER_FLATTEN:

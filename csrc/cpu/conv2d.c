@@ -226,6 +226,7 @@ typedef struct conv_job {
     const float *x, *w, *b, *dy;
     float *y, *dx, *ws, *dw, *db;
     int chunks;               /* filter gradient: chunks of the batch */
+    int relu;                 /* forward: y = relu(conv + b) (conv2d_forward_relu) */
 } conv_job;
 
 static conv_job make_job(cnn_ctx *ctx, const cnn_conv_desc *d, void *ws)
@@ -274,6 +275,30 @@ static const cnn_gemm_pack *slot_pack(const conv_job *j, int slot)
     return slot < 0 ? NULL : &cnn_cpu_get(j->ctx)->packs[slot];
 }
 
+/* One image's output yi (f, p), just written by the GEMM and still in
+ * cache: adds the bias and, for conv2d_forward_relu, applies the ReLU in the
+ * same pass, with activation.c's expression (v < 0 ? 0 : v, so -0 and NaN
+ * pass as they would there). Without a bias nothing is added (adding 0 would
+ * turn -0 into +0). */
+static void add_bias_relu(const conv_job *j, float *restrict yi)
+{
+    for (int f = 0; f < j->d->f; ++f) {
+        float *restrict yf = yi + (size_t)f * j->p;
+        if (j->b && j->relu) {
+            const float bf = j->b[f];
+            for (int q = 0; q < j->p; ++q) {
+                const float v = yf[q] + bf;
+                yf[q] = v < 0.0f ? 0.0f : v;
+            }
+        } else if (j->b) {
+            const float bf = j->b[f];
+            for (int q = 0; q < j->p; ++q) yf[q] += bf;
+        } else if (j->relu) {
+            for (int q = 0; q < j->p; ++q) yf[q] = yf[q] < 0.0f ? 0.0f : yf[q];
+        }
+    }
+}
+
 static void forward_range(void *arg, long lo, long hi, int slot)
 {
     const conv_job *j = arg;
@@ -290,14 +315,24 @@ static void forward_range(void *arg, long lo, long hi, int slot)
         }
         /* y_i (f, p) = W (f, k) col (k, p) */
         gemm(j, pack, 0, 0, d->f, j->p, j->k, j->w, j->k, ci, j->p, 0.0f, yi, j->p);
-        if (j->b) {
-            for (int f = 0; f < d->f; ++f) {
-                const float bf = j->b[f];
-                float *restrict yf = yi + (size_t)f * j->p;
-                for (int q = 0; q < j->p; ++q) yf[q] += bf;
-            }
-        }
+        add_bias_relu(j, yi);
     }
+}
+
+static cnn_status forward(cnn_ctx *ctx, const char *what, const cnn_conv_desc *d,
+                          const float *x, const float *w, const float *b, int relu, float *y,
+                          void *ws)
+{
+    CNN_TRY(check_desc(what, d));
+    conv_job j = make_job(ctx, d, ws);
+    if (j.col && !ws) return cnn_set_error(CNN_ERR_VALUE, "%s: no workspace", what);
+    j.x = x;
+    j.w = w;
+    j.b = b;
+    j.relu = relu;
+    j.y = y;
+    over_images(&j, d->n, (double)d->f * j.k * j.p, forward_range);
+    return CNN_OK;
 }
 
 /* x (n, c, h, w), w (f, c, kh, kw), b (f) or NULL -> y (n, f, oh, ow);
@@ -305,15 +340,15 @@ static void forward_range(void *arg, long lo, long hi, int slot)
 cnn_status cpu_conv2d_forward(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x,
                               const float *w, const float *b, float *y, void *ws)
 {
-    CNN_TRY(check_desc("conv2d_forward", d));
-    conv_job j = make_job(ctx, d, ws);
-    if (j.col && !ws) return cnn_set_error(CNN_ERR_VALUE, "conv2d_forward: no workspace");
-    j.x = x;
-    j.w = w;
-    j.b = b;
-    j.y = y;
-    over_images(&j, d->n, (double)d->f * j.k * j.p, forward_range);
-    return CNN_OK;
+    return forward(ctx, "conv2d_forward", d, x, w, b, 0, y, ws);
+}
+
+/* The same with y = relu(conv + b): the ReLU activation layer that follows
+ * the convolution, done in the bias pass (cnn.h). */
+cnn_status cpu_conv2d_forward_relu(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x,
+                                   const float *w, const float *b, float *y, void *ws)
+{
+    return forward(ctx, "conv2d_forward_relu", d, x, w, b, 1, y, ws);
 }
 
 static void backward_data_range(void *arg, long lo, long hi, int slot)

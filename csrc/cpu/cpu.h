@@ -100,6 +100,8 @@ size_t cpu_conv2d_workspace(const cnn_conv_desc *d);
 size_t omp_conv2d_workspace(const cnn_conv_desc *d);
 cnn_status cpu_conv2d_forward(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x,
                               const float *w, const float *b, float *y, void *ws);
+cnn_status cpu_conv2d_forward_relu(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x,
+                                   const float *w, const float *b, float *y, void *ws);
 cnn_status cpu_conv2d_backward_data(cnn_ctx *ctx, const cnn_conv_desc *d, const float *dy,
                                     const float *w, float *dx, void *ws);
 cnn_status cpu_conv2d_backward_filter(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x,
@@ -110,6 +112,8 @@ cnn_status cpu_pool_forward(cnn_ctx *ctx, const cnn_pool_desc *d, const float *x
                             int32_t *argmax);
 cnn_status cpu_pool_backward(cnn_ctx *ctx, const cnn_pool_desc *d, const float *dy,
                              const int32_t *argmax, float *dx);
+cnn_status cpu_pool_backward_relu(cnn_ctx *ctx, const cnn_pool_desc *d, const float *dy,
+                                  const int32_t *argmax, const float *y, float *dx);
 
 /* dense.c */
 cnn_status cpu_dense_forward(cnn_ctx *ctx, int n, int in, int out, const float *x,

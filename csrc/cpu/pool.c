@@ -199,20 +199,35 @@ static void avg_plane_2x2(const cnn_pool_desc *d, const float *restrict x, float
 }
 
 /* The average backward for full 2x2 windows: each input of a window gets
- * a quarter of its gradient; rows and columns past the windows get zero. */
-static void avg_backward_2x2(const cnn_pool_desc *d, const float *restrict g, float *restrict dx)
+ * a quarter of its gradient; rows and columns past the windows get zero.
+ * With relu_y (the plane of the pool's input, a ReLU's output), an input
+ * whose relu_y is not > 0 gets zero instead (pool_backward_relu). */
+static void avg_backward_2x2(const cnn_pool_desc *d, const float *restrict g,
+                             const float *restrict relu_y, float *restrict dx)
 {
     const int w = d->w, ow = d->ow;
     for (int r = 0; r < d->oh; ++r) {
         float *restrict d0 = dx + (size_t)(2 * r) * w;
         float *restrict d1 = d0 + w;
         const float *restrict gr = g + (size_t)r * ow;
-        for (int s = 0; s < ow; ++s) {
-            const float share = gr[s] / 4.0f + 0.0f; /* as 0 + share: -0 becomes +0 */
-            d0[2 * s] = share;
-            d0[2 * s + 1] = share;
-            d1[2 * s] = share;
-            d1[2 * s + 1] = share;
+        if (relu_y) {
+            const float *restrict y0 = relu_y + (size_t)(2 * r) * w;
+            const float *restrict y1 = y0 + w;
+            for (int s = 0; s < ow; ++s) {
+                const float share = gr[s] / 4.0f + 0.0f;
+                d0[2 * s] = y0[2 * s] > 0.0f ? share : 0.0f;
+                d0[2 * s + 1] = y0[2 * s + 1] > 0.0f ? share : 0.0f;
+                d1[2 * s] = y1[2 * s] > 0.0f ? share : 0.0f;
+                d1[2 * s + 1] = y1[2 * s + 1] > 0.0f ? share : 0.0f;
+            }
+        } else {
+            for (int s = 0; s < ow; ++s) {
+                const float share = gr[s] / 4.0f + 0.0f; /* as 0 + share: -0 becomes +0 */
+                d0[2 * s] = share;
+                d0[2 * s + 1] = share;
+                d1[2 * s] = share;
+                d1[2 * s + 1] = share;
+            }
         }
         for (int j = 2 * ow; j < w; ++j) d0[j] = d1[j] = 0.0f;
     }
@@ -245,6 +260,7 @@ typedef struct pool_job {
     size_t in_plane, out_plane;
     int full_2x2, avx2;
     const float *x, *dy;
+    const float *relu_y; /* pool_backward_relu: the pool's input, a ReLU's output */
     float *y, *dx;
     int32_t *argmax;
     const int32_t *argmax_in;
@@ -304,8 +320,9 @@ static void backward_range(void *arg, long lo, long hi, int slot)
     for (long q = lo; q < hi; ++q) {
         const float *restrict g = j->dy + q * out_plane;
         float *restrict dxq = j->dx + q * in_plane;
+        const float *restrict yq = j->relu_y ? j->relu_y + q * in_plane : NULL;
         if (d->mode == CNN_POOL_AVG && j->full_2x2) {
-            avg_backward_2x2(d, g, dxq);
+            avg_backward_2x2(d, g, yq, dxq);
             continue;
         }
         memset(dxq, 0, in_plane * sizeof(float));
@@ -318,7 +335,9 @@ static void backward_range(void *arg, long lo, long hi, int slot)
                     atomic_store(&j->bad, 1L + a);
                     return;
                 }
-                dxq[a] += g[o];
+                /* masked where each gradient lands: every one that reaches
+                 * input a is masked alike, so the sum is the masked sum */
+                dxq[a] += yq && !(yq[a] > 0.0f) ? 0.0f : g[o];
             }
         } else {
             for (int r = 0; r < d->oh; ++r) {
@@ -335,18 +354,20 @@ static void backward_range(void *arg, long lo, long hi, int slot)
                     }
                 }
             }
+            /* the ReLU's backward over the plane while it is in cache */
+            if (yq)
+                for (size_t e = 0; e < in_plane; ++e) dxq[e] = yq[e] > 0.0f ? dxq[e] : 0.0f;
         }
     }
 }
 
-/* dy (n, c, oh, ow), argmax (n, c, oh, ow) (max only) -> dx (n, c, h, w),
- * overwritten. */
-cnn_status cpu_pool_backward(cnn_ctx *ctx, const cnn_pool_desc *d, const float *dy,
-                             const int32_t *argmax, float *dx)
+static cnn_status backward(cnn_ctx *ctx, const char *what, const cnn_pool_desc *d,
+                           const float *dy, const int32_t *argmax, const float *relu_y,
+                           float *dx)
 {
-    CNN_TRY(check_desc("pool_backward", d));
+    CNN_TRY(check_desc(what, d));
     if (d->mode == CNN_POOL_MAX && !argmax)
-        return cnn_set_error(CNN_ERR_VALUE, "pool_backward: max pooling needs an argmax buffer");
+        return cnn_set_error(CNN_ERR_VALUE, "%s: max pooling needs an argmax buffer", what);
     pool_job j;
     memset(&j, 0, sizeof j);
     j.d = d;
@@ -356,6 +377,7 @@ cnn_status cpu_pool_backward(cnn_ctx *ctx, const cnn_pool_desc *d, const float *
     j.dy = dy;
     j.dx = dx;
     j.argmax_in = argmax;
+    j.relu_y = relu_y;
     atomic_init(&j.bad, 0L);
     const long planes = (long)d->n * d->c;
     cnn_cpu_parallel(cnn_cpu_parts(ctx, planes, (double)(j.in_plane + j.out_plane),
@@ -363,7 +385,26 @@ cnn_status cpu_pool_backward(cnn_ctx *ctx, const cnn_pool_desc *d, const float *
                      planes, backward_range, &j);
     const long bad = atomic_load(&j.bad);
     if (bad)
-        return cnn_set_error(CNN_ERR_VALUE, "pool_backward: argmax %ld outside a %dx%d plane",
+        return cnn_set_error(CNN_ERR_VALUE, "%s: argmax %ld outside a %dx%d plane", what,
                              bad - 1, d->h, d->w);
     return CNN_OK;
+}
+
+/* dy (n, c, oh, ow), argmax (n, c, oh, ow) (max only) -> dx (n, c, h, w),
+ * overwritten. */
+cnn_status cpu_pool_backward(cnn_ctx *ctx, const cnn_pool_desc *d, const float *dy,
+                             const int32_t *argmax, float *dx)
+{
+    return backward(ctx, "pool_backward", d, dy, argmax, NULL, dx);
+}
+
+/* The same, then the backward of the ReLU whose output y (n, c, h, w) the
+ * pool read: the mask is applied where dx is written, instead of in a pass
+ * of its own over y, dy and dx (cnn.h). */
+cnn_status cpu_pool_backward_relu(cnn_ctx *ctx, const cnn_pool_desc *d, const float *dy,
+                                  const int32_t *argmax, const float *y, float *dx)
+{
+    if (!y)
+        return cnn_set_error(CNN_ERR_VALUE, "pool_backward_relu: the ReLU's output y is NULL");
+    return backward(ctx, "pool_backward_relu", d, dy, argmax, y, dx);
 }
