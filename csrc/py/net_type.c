@@ -169,8 +169,15 @@ static int parse_layer(PyObject *d, int i, cnn_layer_spec *s)
         dict_float(d, "momentum", 0.99, &momentum, where) < 0 ||
         dict_float(d, "epsilon", 1e-3, &epsilon, where) < 0)
         return -1;
-    if (dict_pair(d, "kernel", 1, 1, &s->kh, &s->kw, i) < 0) return -1;
     int pool = s->kind == CNN_LAYER_MAXPOOL || s->kind == CNN_LAYER_AVGPOOL;
+    /* a window has no default size here (Keras's layers give theirs): as the
+     * reference, a conv or pool layer without one is refused */
+    if ((pool || s->kind == CNN_LAYER_CONV2D) && !PyDict_GetItemString(d, "kernel")) {
+        PyErr_Format(PyExc_ValueError, "layers[%d] (%s): missing 'kernel'", i,
+                     layer_kinds[s->kind]);
+        return -1;
+    }
+    if (dict_pair(d, "kernel", 1, 1, &s->kh, &s->kw, i) < 0) return -1;
     if (dict_pair(d, "strides", pool ? s->kh : 1, pool ? s->kw : 1, &s->sh, &s->sw, i) < 0)
         return -1;
     PyObject *padding = PyDict_GetItemString(d, "padding");
