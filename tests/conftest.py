@@ -52,3 +52,20 @@ def step_losses(net, batch, first, last):
 def max_rel_diff(a, b):
     """The largest |x - y| over max |x| of corresponding arrays of two weight lists."""
     return max(float(np.abs(x - y).max() / (np.abs(x).max() + 1e-30)) for x, y in zip(a, b))
+
+
+def check_agreement(one, group, x, y, order, batch, steps, first_rtol):
+    """A group of replicas against one network from the same weights: the
+    first step's loss and weights within first_rtol, the later steps' losses
+    within 2%, and the replicas' weights identical at the end."""
+    for net in (one, group):
+        net.set_data(x, y)
+        net.set_order(order)
+    first_one, first_group = step_losses(one, batch, 0, 1), step_losses(group, batch, 0, 1)
+    assert abs(first_one[0] - first_group[0]) <= first_rtol * abs(first_one[0])
+    assert max_rel_diff(one.get_weights(), group.get_weights()) < 1e-5
+    rest_one, rest_group = step_losses(one, batch, 1, steps), step_losses(group, batch, 1, steps)
+    assert np.all(np.abs(rest_one - rest_group) <= 0.02 * np.abs(rest_one))
+    first = group.replicas[0].get_weights()
+    for net in group.replicas[1:]:
+        assert all(np.array_equal(a, b) for a, b in zip(first, net.get_weights()))

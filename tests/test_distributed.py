@@ -23,7 +23,7 @@ import pytest
 
 import cnncuda
 from cnncuda import _C, distribute, engine, layers, models, seeds
-from conftest import max_rel_diff, step_losses
+from conftest import check_agreement, max_rel_diff
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -48,16 +48,7 @@ def test_two_replicas_track_one_network_over_50_steps():
     group = distribute.MirroredStrategy(devices=["cpu", "cpu"]).make_group(
         s["layers"], s["input_shape"], batch, s["loss"], s["optimizer"], seed=7)
     assert [net.max_batch for net in group.replicas] == [16, 16]
-    for net in (one, group):
-        net.set_data(x, y)
-        net.set_order(order)
-    first_one, first_group = step_losses(one, batch, 0, 1), step_losses(group, batch, 0, 1)
-    assert abs(first_one[0] - first_group[0]) <= 1e-6 * abs(first_one[0])
-    assert max_rel_diff(one.get_weights(), group.get_weights()) < 1e-5
-    rest_one = step_losses(one, batch, 1, steps)
-    rest_group = step_losses(group, batch, 1, steps)
-    assert np.all(np.abs(rest_one - rest_group) <= 0.02 * np.abs(rest_one))
-    assert _identical(group)
+    check_agreement(one, group, x, y, order, batch, steps, first_rtol=1e-6)
     assert group.steps == one.steps == steps
 
 

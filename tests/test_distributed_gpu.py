@@ -17,7 +17,7 @@ import pytest
 
 import cnncuda
 from cnncuda import _C, distribute, engine, seeds
-from conftest import max_rel_diff, step_losses
+from conftest import check_agreement, max_rel_diff
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GPUS = len(_C.cuda_devices())
@@ -39,17 +39,7 @@ def _agreement(devices, engine_name, batch=32, steps=50):
                           s["optimizer"], seed=7)
     group = distribute.MirroredStrategy(devices=devices).make_group(
         s["layers"], s["input_shape"], batch, s["loss"], s["optimizer"], seed=7)
-    for net in (one, group):
-        net.set_data(x, y)
-        net.set_order(order)
-    l1, lg = step_losses(one, batch, 0, 1), step_losses(group, batch, 0, 1)
-    assert abs(l1[0] - lg[0]) <= 1e-5 * abs(l1[0])
-    assert max_rel_diff(one.get_weights(), group.get_weights()) < 1e-5
-    r1, rg = step_losses(one, batch, 1, steps), step_losses(group, batch, 1, steps)
-    assert np.all(np.abs(r1 - rg) <= 0.02 * np.abs(r1))
-    first = group.replicas[0].get_weights()
-    for net in group.replicas[1:]:
-        assert all(np.array_equal(a, b) for a, b in zip(first, net.get_weights()))
+    check_agreement(one, group, x, y, order, batch, steps, first_rtol=1e-5)
     return group
 
 

@@ -14,7 +14,6 @@ the exception raised here is the first one, the cause.
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
