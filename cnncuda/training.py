@@ -216,31 +216,36 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
     model.stop_training = False
     callbacks.on_train_begin()
     logs = {}
-    for epoch in range(initial_epoch, epochs):
-        callbacks.on_epoch_begin(epoch)
-        order = model._shuffle_rng.permutation(n) if shuffle else np.arange(n)
-        net.set_order(order)
-        try:
-            logs, _ = _train_epoch(model, net, n, batch, steps, callbacks, bar, per_batch)
-        except BaseException:
-            # Ctrl-C or an error in a callback: drop the cut epoch's loss and
-            # accuracy sums, or the next fit's first epoch would count them
+    try:
+        for epoch in range(initial_epoch, epochs):
+            callbacks.on_epoch_begin(epoch)
+            order = model._shuffle_rng.permutation(n) if shuffle else np.arange(n)
+            net.set_order(order)
             try:
-                net.read_sums()
-            except Exception:
-                pass
-            model._forget_failed_group(sys.exc_info()[1])
-            raise
-        if validation is not None:
-            callbacks.on_test_begin()
-            loss_sum, correct = _evaluate_loop(model, net, validation[0], validation[1],
-                                               val_batch, callbacks, None)
-            val_logs = _logs(model, loss_sum, correct, len(validation[0]), "val_")
-            callbacks.on_test_end(val_logs)
-            logs.update(val_logs)
-        callbacks.on_epoch_end(epoch, logs)
-        if model.stop_training:
-            break
+                logs, _ = _train_epoch(model, net, n, batch, steps, callbacks, bar, per_batch)
+            except BaseException:
+                # Ctrl-C or an error in a callback: drop the cut epoch's loss and
+                # accuracy sums, or the next fit's first epoch would count them
+                try:
+                    net.read_sums()
+                except Exception:
+                    pass
+                raise
+            if validation is not None:
+                callbacks.on_test_begin()
+                loss_sum, correct = _evaluate_loop(model, net, validation[0], validation[1],
+                                                   val_batch, callbacks, None)
+                val_logs = _logs(model, loss_sum, correct, len(validation[0]), "val_")
+                callbacks.on_test_end(val_logs)
+                logs.update(val_logs)
+            callbacks.on_epoch_end(epoch, logs)
+            if model.stop_training:
+                break
+    except BaseException:
+        # a group of replicas in other processes too is aborted, so that its
+        # other ranks raise instead of waiting for this one (models.py)
+        model._forget_failed_group(sys.exc_info()[1])
+        raise
     callbacks.on_train_end(logs)
     return history
 
