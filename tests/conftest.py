@@ -69,3 +69,27 @@ def check_agreement(one, group, x, y, order, batch, steps, first_rtol):
     first = group.replicas[0].get_weights()
     for net in group.replicas[1:]:
         assert all(np.array_equal(a, b) for a, b in zip(first, net.get_weights()))
+
+
+def _live_net_holders():
+    """Type names of the objects that hold a live _C.Net, with counts."""
+    import gc
+    from collections import Counter
+    held = Counter()
+    for obj in gc.get_objects():
+        for ref in gc.get_referents(obj):
+            if type(ref) is cnncuda._C.Net:
+                held[type(obj).__name__] += 1
+    return held
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Says how many networks are still alive when the session ends (after a
+    collection), and what holds them: a network the tests no longer reach
+    keeps its engine memory until the process exits."""
+    import gc
+    gc.collect()
+    live = cnncuda._C.live_nets()
+    if live:
+        terminalreporter.write_line("cnncuda: %d networks alive at the end of the session, held by %s"
+                                    % (live, dict(_live_net_holders())))

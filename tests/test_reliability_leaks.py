@@ -111,6 +111,28 @@ def test_resident_memory_holds_over_200_lifetimes(device):
     assert grown <= RSS_BOUND, "resident memory grew by %d bytes over %d cycles" % (grown, CYCLES)
 
 
+@pytest.mark.parametrize("device", engine_params())
+def test_no_network_outlives_its_model(device):
+    """Every core network made in a lifetime (fit, predict, refused calls) is
+    freed once its model is gone: the binding's count of live networks comes
+    back to where it was, on every engine, the GPU ones included."""
+    rng = np.random.default_rng(1)
+    x = rng.random((96, 12, 12, 3))
+    y = rng.integers(0, 10, 96)
+    gc.collect()
+    before = cnncuda._C.live_nets()
+    model = models.Sequential([layers.Flatten(input_shape=(12, 12, 3)), layers.Dense(10)])
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", device=device)
+    model.predict(x, verbose=0)
+    assert cnncuda._C.live_nets() == before + 1
+    del model
+    gc.collect()
+    assert cnncuda._C.live_nets() == before
+    for i in range(3):
+        lifetime(device, i, x, y)
+    assert cnncuda._C.live_nets() == before
+
+
 def sanitizer_runtime(name):
     """The path of gcc's lib<name>.so, or None."""
     gcc = shutil.which("gcc")

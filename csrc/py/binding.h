@@ -46,4 +46,7 @@ struct cnn_comm *cnn_comm_of(PyObject *obj);
 /* Counts a Net joining (+1) or leaving (-1) a group through Comm obj. */
 void cnn_comm_use(PyObject *obj, int delta);
 
+/* How many Nets hold a core network now (net_type.c). */
+long cnn_py_live_nets(void);
+
 #endif

@@ -104,6 +104,13 @@ static PyObject *py_cuda_memory(PyObject *self, PyObject *noargs)
     return Py_BuildValue("(nn)", (Py_ssize_t)free_bytes, (Py_ssize_t)total_bytes);
 }
 
+static PyObject *py_live_nets(PyObject *self, PyObject *noargs)
+{
+    (void)self;
+    (void)noargs;
+    return PyLong_FromLong(cnn_py_live_nets());
+}
+
 static PyObject *py_gemm_path(PyObject *self, PyObject *noargs)
 {
     (void)self;
@@ -164,6 +171,8 @@ static PyMethodDef module_methods[] = {
      "Versions of the CUDA driver, runtime, cuDNN and cuBLAS ({} without CUDA)."},
     {"cuda_memory", py_cuda_memory, METH_NOARGS,
      "(free, total) bytes of the current GPU's memory, or None without a GPU."},
+    {"live_nets", py_live_nets, METH_NOARGS,
+     "How many Nets hold a core network now (made, not yet freed)."},
     {"gemm_path", py_gemm_path, METH_NOARGS, "The CPU GEMM micro-kernel in use."},
     {"gemm_avx2_supported", py_gemm_avx2_supported, METH_NOARGS,
      "Whether this CPU can run the AVX2/FMA GEMM micro-kernel."},

@@ -29,6 +29,12 @@ typedef struct {
     PyObject *comm;       /* the Comm of its data-parallel group, or NULL */
 } NetObject;
 
+/* Nets whose core network exists (made and not yet freed): a count for the
+ * leak tests and for finding who keeps networks alive at the end of a run. */
+static long live_nets = 0;
+
+long cnn_py_live_nets(void) { return live_nets; }
+
 /* --------------------------------------------------------- spec parsing */
 
 /* v as a C int: 0, or -1 when v is not an int (no error set), -2 when it is
@@ -369,6 +375,7 @@ static int Net_init(NetObject *self, PyObject *args, PyObject *kwds)
         return -1;
     }
     self->net = net;
+    live_nets++;
     self->device = PyUnicode_FromString(device);
     self->in_rank = rank == 3 ? 4 : 2;
     for (int i = 0; i < 3; i++) self->in_dims[i] = dims[i];
@@ -386,6 +393,7 @@ static void Net_dealloc(NetObject *self)
     if (self->net) {
         if (cnn_net_activate(self->net) != CNN_OK) { /* freeing goes on regardless */ }
         cnn_net_destroy(self->net);
+        live_nets--;
     }
     cnn_comm_use(self->comm, -1);
     Py_XDECREF(self->comm);
