@@ -29,6 +29,16 @@ finally:
         del os.environ["GOMP_SPINCOUNT"]
 from ._C import CommError, CudaError, EngineUnavailableError  # noqa: E402
 
+import atexit  # noqa: E402
+
+# At interpreter exit every network still alive (held by a global, a cycle
+# or a frame that outlives its function) hands its engine memory, cuDNN and
+# cuBLAS handles and CUDA stream back before the CUDA runtime is torn down,
+# instead of leaving them to the driver; using such a Net afterwards (from a
+# later exit handler) raises RuntimeError. Registered at import, so it runs
+# after the exit handlers registered later (the user's).
+atexit.register(_C.release_all_nets)
+
 __version__ = "0.1.0"
 
 ENGINES = ("numpy", "cpu", "omp", "cuda", "cudnn")

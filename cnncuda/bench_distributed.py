@@ -135,7 +135,7 @@ def main(argv=None):
     print(table(rows))
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"gpus": _C.cuda_devices(), "versions": list(_C.cuda_versions()),
+            json.dump({"gpus": _C.cuda_devices(), "versions": _C.cuda_versions(),
                        "rows": rows, "command": " ".join(sys.argv)}, f, indent=1)
     return rows
 

@@ -72,14 +72,20 @@ def check_agreement(one, group, x, y, order, batch, steps, first_rtol):
 
 
 def _live_net_holders():
-    """Type names of the objects that hold a live _C.Net, with counts."""
+    """What holds each live _C.Net: the holder's type, and for a frame its
+    function and line and what holds the frame in turn."""
     import gc
     from collections import Counter
     held = Counter()
     for obj in gc.get_objects():
-        for ref in gc.get_referents(obj):
-            if type(ref) is cnncuda._C.Net:
-                held[type(obj).__name__] += 1
+        if not any(type(ref) is cnncuda._C.Net for ref in gc.get_referents(obj)):
+            continue
+        what = type(obj).__name__
+        if what == "frame":
+            what = "frame %s:%d (%s) held by %s" % (
+                obj.f_code.co_name, obj.f_lineno, obj.f_code.co_filename.rsplit("/", 1)[-1],
+                sorted({type(r).__name__ for r in gc.get_referrers(obj)}))
+        held[what] += 1
     return held
 
 
@@ -91,5 +97,6 @@ def pytest_terminal_summary(terminalreporter):
     gc.collect()
     live = cnncuda._C.live_nets()
     if live:
-        terminalreporter.write_line("cnncuda: %d networks alive at the end of the session, held by %s"
-                                    % (live, dict(_live_net_holders())))
+        terminalreporter.write_line("cnncuda: %d networks alive at the end of the session" % live)
+        for what, count in sorted(_live_net_holders().items()):
+            terminalreporter.write_line("  %d held by %s" % (count, what))

@@ -19,6 +19,7 @@ def test_cpu_replicas_give_rows_scaling_and_json(tmp_path, capsys):
     assert all(r["seconds_per_epoch"] > 0 and r["images_per_second"] > 0 for r in rows)
     saved = json.loads(out.read_text())
     assert saved["rows"] == json.loads(json.dumps(rows))
+    assert saved["versions"] == bench_distributed._C.cuda_versions()   # names and numbers
     assert "| cnncuda-cpu | 2 | 8 |" in capsys.readouterr().out
 
 

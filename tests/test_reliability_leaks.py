@@ -133,6 +133,50 @@ def test_no_network_outlives_its_model(device):
     assert cnncuda._C.live_nets() == before
 
 
+EXIT_SCRIPT = """
+import atexit, sys
+def check():                 # registered before cnncuda: runs after its release
+    import cnncuda
+    try:
+        KEPT.predict(X)
+        print("used after exit release")
+    except RuntimeError as e:
+        print("refused:", e)
+    print("live at exit:", cnncuda._C.live_nets())
+atexit.register(check)
+import numpy as np
+import cnncuda
+from cnncuda.engine import make_net
+X = np.zeros((2, 4, 4, 1), np.float32)
+def held_by_a_cycle():
+    net = make_net(sys.argv[1], [{"kind": "flatten"}, {"kind": "dense", "units": 3}], (4, 4, 1),
+                   4, {"kind": "sparse_categorical_crossentropy"}, {"kind": "adam"})
+    cycle = [net]
+    cycle.append(cycle)
+KEPT = make_net(sys.argv[1], [{"kind": "flatten"}, {"kind": "dense", "units": 3}], (4, 4, 1),
+                4, {"kind": "sparse_categorical_crossentropy"}, {"kind": "adam"})
+held_by_a_cycle()
+import gc; gc.disable()      # the cycle stays until exit
+print("live before exit:", cnncuda._C.live_nets())
+"""
+
+
+@pytest.mark.parametrize("device", engine_params())
+def test_networks_alive_at_exit_hand_their_engine_memory_back(device, tmp_path):
+    """A network still referenced when the interpreter exits (a global, a
+    cycle the collector never reached) is released by cnncuda's exit
+    handler, before the CUDA runtime goes; a later exit handler that uses it
+    gets RuntimeError, not a crash."""
+    script = tmp_path / "exit.py"
+    script.write_text(EXIT_SCRIPT)
+    done = subprocess.run([sys.executable, str(script), device], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT))
+    assert done.returncode == 0, done.stderr
+    assert "live before exit: 2" in done.stdout
+    assert "refused: this Net's engine memory was released" in done.stdout
+    assert "live at exit: 0" in done.stdout, done.stdout
+
+
 def sanitizer_runtime(name):
     """The path of gcc's lib<name>.so, or None."""
     gcc = shutil.which("gcc")

@@ -48,5 +48,10 @@ void cnn_comm_use(PyObject *obj, int delta);
 
 /* How many Nets hold a core network now (net_type.c). */
 long cnn_py_live_nets(void);
+/* Frees the core network of every Net not running a call (at interpreter
+ * exit: the engines' memory and library handles go back before the CUDA
+ * runtime is torn down, whoever still holds the Python objects); returns how
+ * many. A released Net raises RuntimeError when used. */
+long cnn_py_release_all_nets(void);
 
 #endif

@@ -111,6 +111,13 @@ static PyObject *py_live_nets(PyObject *self, PyObject *noargs)
     return PyLong_FromLong(cnn_py_live_nets());
 }
 
+static PyObject *py_release_all_nets(PyObject *self, PyObject *noargs)
+{
+    (void)self;
+    (void)noargs;
+    return PyLong_FromLong(cnn_py_release_all_nets());
+}
+
 static PyObject *py_gemm_path(PyObject *self, PyObject *noargs)
 {
     (void)self;
@@ -173,6 +180,9 @@ static PyMethodDef module_methods[] = {
      "(free, total) bytes of the current GPU's memory, or None without a GPU."},
     {"live_nets", py_live_nets, METH_NOARGS,
      "How many Nets hold a core network now (made, not yet freed)."},
+    {"release_all_nets", py_release_all_nets, METH_NOARGS,
+     "Frees the engine memory of every Net not running a call (cnncuda calls it at "
+     "interpreter exit); a released Net raises RuntimeError. Returns how many."},
     {"gemm_path", py_gemm_path, METH_NOARGS, "The CPU GEMM micro-kernel in use."},
     {"gemm_avx2_supported", py_gemm_avx2_supported, METH_NOARGS,
      "Whether this CPU can run the AVX2/FMA GEMM micro-kernel."},

@@ -14,9 +14,10 @@
 #include <limits.h>
 #include <string.h>
 
-typedef struct {
+typedef struct NetObject {
     PyObject_HEAD
     cnn_net *net;
+    struct NetObject *live_prev, *live_next; /* the list of Nets holding a network */
     PyObject *device;     /* str */
     int in_rank;          /* 4 or 2 */
     npy_intp in_dims[3];  /* H, W, C or F */
@@ -29,11 +30,48 @@ typedef struct {
     PyObject *comm;       /* the Comm of its data-parallel group, or NULL */
 } NetObject;
 
-/* Nets whose core network exists (made and not yet freed): a count for the
- * leak tests and for finding who keeps networks alive at the end of a run. */
+/* Nets whose core network exists (made and not yet freed), in a list: the
+ * count is for the leak tests, the list for release_all_nets at exit. */
 static long live_nets = 0;
+static NetObject *live_head = NULL;
 
 long cnn_py_live_nets(void) { return live_nets; }
+
+static void live_add(NetObject *self)
+{
+    self->live_prev = NULL;
+    self->live_next = live_head;
+    if (live_head) live_head->live_prev = self;
+    live_head = self;
+    live_nets++;
+}
+
+/* Frees self's core network (its engine memory, handles and context) and
+ * takes it off the list. */
+static void live_release(NetObject *self)
+{
+    if (cnn_net_activate(self->net) != CNN_OK) { /* freeing goes on regardless */ }
+    cnn_net_destroy(self->net);
+    self->net = NULL;
+    if (self->live_prev) self->live_prev->live_next = self->live_next;
+    else live_head = self->live_next;
+    if (self->live_next) self->live_next->live_prev = self->live_prev;
+    self->live_prev = self->live_next = NULL;
+    live_nets--;
+}
+
+long cnn_py_release_all_nets(void)
+{
+    long released = 0;
+    NetObject *next;
+    for (NetObject *n = live_head; n; n = next) {
+        next = n->live_next;
+        if (n->busy) continue; /* a core call runs on another thread: left to the exit */
+        live_release(n);
+        released++;
+    }
+    return released;
+}
 
 /* --------------------------------------------------------- spec parsing */
 
@@ -375,7 +413,7 @@ static int Net_init(NetObject *self, PyObject *args, PyObject *kwds)
         return -1;
     }
     self->net = net;
-    live_nets++;
+    live_add(self);
     self->device = PyUnicode_FromString(device);
     self->in_rank = rank == 3 ? 4 : 2;
     for (int i = 0; i < 3; i++) self->in_dims[i] = dims[i];
@@ -390,11 +428,7 @@ static int Net_init(NetObject *self, PyObject *args, PyObject *kwds)
 
 static void Net_dealloc(NetObject *self)
 {
-    if (self->net) {
-        if (cnn_net_activate(self->net) != CNN_OK) { /* freeing goes on regardless */ }
-        cnn_net_destroy(self->net);
-        live_nets--;
-    }
+    if (self->net) live_release(self);
     cnn_comm_use(self->comm, -1);
     Py_XDECREF(self->comm);
     Py_XDECREF(self->device);
@@ -406,7 +440,9 @@ static void Net_dealloc(NetObject *self)
 static int ready(NetObject *self)
 {
     if (!self->net) {
-        PyErr_SetString(PyExc_RuntimeError, "this Net was not initialized");
+        PyErr_SetString(PyExc_RuntimeError,
+                        self->device ? "this Net's engine memory was released (by release_all_nets, at interpreter exit)"
+                                     : "this Net was not initialized");
         return 0;
     }
     if (self->busy) {
