@@ -17,7 +17,11 @@ python3 -m pytest -q -m gpu -p no:cacheprovider
 [ "${1:-}" = quick ] && exit 0
 echo "== compute-sanitizer memcheck"
 compute-sanitizer --tool memcheck --error-exitcode 99 --leak-check full \
-    python3 -m pytest -q -m gpu -p no:cacheprovider -k "not out_of_memory"  # that test makes a failing cudaMalloc on purpose
+    python3 -m pytest -q -m gpu -p no:cacheprovider -k "not out_of_memory and not outlives"
+# (out_of_memory makes a failing cudaMalloc on purpose; under the tool the
+# frames of returned functions stay alive, so a network the outlives test
+# deletes is still held -- docs/reliability.md -- and cnncuda's exit handler
+# frees it at the end instead)
 echo "== compute-sanitizer racecheck"
 compute-sanitizer --tool racecheck --error-exitcode 99 \
     python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_ops.py
