@@ -27,11 +27,12 @@ static void run_parts(int team, int parts, long count, cnn_range_fn *fn, void *a
  * libgomp ends the pooled threads that a region with fewer threads than the
  * one before leaves out, and starts new ones for the next larger region, so
  * a step whose ops are cut into different counts (LeNet-5 at batch 32 on 16
- * threads: 16, 11, 3, 1, 8, 4, 15, ...) started and ended threads all the
- * time. With one team size the same threads serve every region, the idle
- * ones only passing its barrier: omp:16 went from 4.97 to 2.77 ms a step on
- * the CIFAR CNN and from 3.24 to 0.68 on LeNet-5 on the 16-core host
- * (BENCHMARKS.md, "CPU scaling: a fixed team"). */
+ * threads: 16 for a convolution, 11 and 3 for the poolings, 15 for Adam,
+ * ...) started and ended threads all the time. With one team size the
+ * same threads serve every region, the idle ones only passing its barrier:
+ * omp:16 went from 5.55 to 2.65 ms a step on the CIFAR CNN and from 3.96 to
+ * 0.65 on LeNet-5 on the 16-core host (AVX2 both; BENCHMARKS.md, "CPU
+ * scaling on the 16-core host: a fixed OpenMP team"). */
 static int team_for(const cnn_cpu_impl *impl, int parts)
 {
     return impl->full_team && impl->threads > parts ? impl->threads : parts;
