@@ -90,18 +90,82 @@ def test_avx512_gives_the_avx2_bits(m, n, k):
                                           _C.sgemm(a, b, c, path="avx2", **args))
 
 
-@pytest.mark.parametrize("name", ["portable", "avx2", "avx512", "unknown"])
+def _intel():
+    """Whether /proc/cpuinfo names an Intel CPU (False where there is none)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return any(line.split(":")[-1].strip() == "GenuineIntel"
+                       for line in f if line.startswith("vendor_id"))
+    except OSError:
+        return False
+
+
+def default_path():
+    """AVX-512 on Intel CPUs with AVX-512F (measured faster there), else AVX2
+    where the CPU has it (AMD's Zen 4 runs 512-bit operations as two halves:
+    AVX-512 was slower there), else portable C."""
+    if _C.gemm_avx512_supported() and _intel():
+        return "avx512"
+    return "avx2" if _C.gemm_avx2_supported() else "portable"
+
+
+@pytest.mark.parametrize("name", ["portable", "avx2", "avx512", "unknown", None])
 def test_the_environment_picks_the_path(name):
     """CNNCUDA_GEMM=portable|avx2|avx512 picks the engines' micro-kernel where
-    the CPU has it; anything else (and an unsupported choice) gives the
-    default, AVX2 where the CPU has it."""
+    the CPU has it; anything else, no variable, and an unsupported choice
+    give the default (default_path)."""
     import os
     import subprocess
     import sys
-    env = dict(os.environ, CNNCUDA_GEMM=name)
+    env = dict(os.environ)
+    env.pop("CNNCUDA_GEMM", None)
+    if name is not None:
+        env["CNNCUDA_GEMM"] = name
     out = subprocess.run([sys.executable, "-c", "import cnncuda._C as C; print(C.gemm_path())"],
                          capture_output=True, text=True, env=env, check=True).stdout.strip()
-    default = "avx2" if _C.gemm_avx2_supported() else "portable"
     supported = {"portable": True, "avx2": _C.gemm_avx2_supported(),
                  "avx512": _C.gemm_avx512_supported()}
-    assert out == (name if supported.get(name) else default)
+    assert out == (name if supported.get(name) else default_path())
+
+
+NET_CODE = """
+import sys
+import numpy as np
+from cnncuda import _C
+from cnncuda.engine import make_net
+from cnncuda.seeds import seed_network, synthetic_data
+assert _C.gemm_path() == sys.argv[2], _C.gemm_path()
+out = []
+for model in ("cifar10_cnn", "lenet5"):
+    spec = seed_network(model)
+    x, y = synthetic_data(model, 40)
+    for device in ("cpu", "omp:3"):
+        net = make_net(device, spec["layers"], spec["input_shape"], 16, spec["loss"],
+                       spec["optimizer"], seed=2)
+        net.set_data(x, y)
+        net.set_order(np.arange(40, dtype=np.int32))
+        net.train_range(0, 40, 16)
+        out += [w.ravel() for w in net.get_weights()] + [net.predict(x).ravel()]
+np.save(sys.argv[1], np.concatenate(out))
+"""
+
+
+@pytest.mark.skipif(not _C.gemm_avx512_supported(), reason="this CPU has no AVX-512F")
+def test_networks_train_to_the_same_bits_on_avx2_and_avx512(tmp_path):
+    """Whichever of the two is the default here, both paths train the seed
+    networks to the same weights on cpu and omp (GEMMs and pooling)."""
+    import os
+    import subprocess
+    import sys
+    import cnncuda
+    root = os.path.dirname(os.path.dirname(os.path.abspath(cnncuda.__file__)))
+    runs = {}
+    for path in ("avx2", "avx512"):
+        env = dict(os.environ, CNNCUDA_GEMM=path, OPENBLAS_NUM_THREADS="1",
+                   PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+        target = str(tmp_path / (path + ".npy"))
+        out = subprocess.run([sys.executable, "-c", NET_CODE, target, path], env=env,
+                             capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        runs[path] = np.load(target)
+    assert np.array_equal(runs["avx2"], runs["avx512"])

@@ -93,8 +93,8 @@ cnn_status cpu_activation_forward(cnn_ctx *ctx, int act, int rows, int cols, con
     if (act == CNN_ACT_SOFTMAX && cols == 0) return CNN_OK;
     const long count = act == CNN_ACT_SOFTMAX ? rows : (long)rows * cols;
     act_job j = {act, cols, x, NULL, NULL, y};
-    cnn_cpu_parallel(cnn_cpu_parts(ctx, count, unit_cost(act, cols), CNN_GRAIN_ELEMENTS), count,
-                     forward_range, &j);
+    const int parts = cnn_cpu_parts(ctx, count, unit_cost(act, cols), CNN_GRAIN_ELEMENTS);
+    cnn_cpu_parallel(ctx, parts, count, forward_range, &j);
     return CNN_OK;
 }
 
@@ -146,7 +146,7 @@ cnn_status cpu_activation_backward(cnn_ctx *ctx, int act, int rows, int cols, co
     act_job j = {act, cols, NULL, y, dy, dx};
     /* elementwise backward passes are cheap: 1 unit each */
     const double cost = act == CNN_ACT_SOFTMAX ? 4.0 * cols : 1.0;
-    cnn_cpu_parallel(cnn_cpu_parts(ctx, count, cost, CNN_GRAIN_ELEMENTS), count, backward_range,
-                     &j);
+    cnn_cpu_parallel(ctx, cnn_cpu_parts(ctx, count, cost, CNN_GRAIN_ELEMENTS), count,
+                     backward_range, &j);
     return CNN_OK;
 }

@@ -39,7 +39,7 @@ cnn_status cpu_adam_step(cnn_ctx *ctx, const cnn_optimizer_desc *o, const int64_
                              (long long)*step);
     const float lr_t = cnn_adam_lr_t(o->lr, o->beta_1, o->beta_2, *step);
     adam_job j = {lr_t, 1.0f - o->beta_1, 1.0f - o->beta_2, o->epsilon, p, m, v, g};
-    cnn_cpu_parallel(cnn_cpu_parts(ctx, (long)count, 4.0, CNN_GRAIN_ELEMENTS), (long)count,
-                     adam_range, &j);
+    cnn_cpu_parallel(ctx, cnn_cpu_parts(ctx, (long)count, 4.0, CNN_GRAIN_ELEMENTS),
+                     (long)count, adam_range, &j);
     return CNN_OK;
 }

@@ -99,7 +99,7 @@ cnn_status cpu_batchnorm_forward_train(cnn_ctx *ctx, const cnn_bn_desc *d, const
     bn_job j = {.d = d, .x = x, .gamma = gamma, .beta = beta, .y = y,
                 .moving_mean = moving_mean, .moving_var = moving_var, .save_mean = save_mean,
                 .save_invstd = save_invstd};
-    cnn_cpu_parallel(bn_parts(ctx, d, 3.0), d->c, forward_train_range, &j);
+    cnn_cpu_parallel(ctx, bn_parts(ctx, d, 3.0), d->c, forward_train_range, &j);
     return CNN_OK;
 }
 
@@ -130,7 +130,7 @@ cnn_status cpu_batchnorm_forward_infer(cnn_ctx *ctx, const cnn_bn_desc *d, const
     CNN_TRY(check_desc("batchnorm_forward_infer", d, 0));
     bn_job j = {.d = d, .x = x, .gamma = gamma, .beta = beta, .mean_in = moving_mean,
                 .var_in = moving_var, .y = y};
-    cnn_cpu_parallel(bn_parts(ctx, d, 1.0), d->c, forward_infer_range, &j);
+    cnn_cpu_parallel(ctx, bn_parts(ctx, d, 1.0), d->c, forward_infer_range, &j);
     return CNN_OK;
 }
 
@@ -180,6 +180,6 @@ cnn_status cpu_batchnorm_backward(cnn_ctx *ctx, const cnn_bn_desc *d, const floa
     CNN_TRY(check_desc("batchnorm_backward", d, 1));
     bn_job j = {.d = d, .x = x, .dy = dy, .gamma = gamma, .save_mean_in = save_mean,
                 .save_invstd_in = save_invstd, .dx = dx, .dgamma = dgamma, .dbeta = dbeta};
-    cnn_cpu_parallel(bn_parts(ctx, d, 3.0), d->c, backward_range, &j);
+    cnn_cpu_parallel(ctx, bn_parts(ctx, d, 3.0), d->c, backward_range, &j);
     return CNN_OK;
 }

@@ -266,8 +266,8 @@ static void over_images(const conv_job *j, long count, double macs_each, cnn_ran
         fn((void *)j, 0, count, -1);
         return;
     }
-    cnn_cpu_parallel(cnn_cpu_parts(j->ctx, count, macs_each, CNN_GRAIN_MACS), count, fn,
-                     (void *)j);
+    cnn_cpu_parallel(j->ctx, cnn_cpu_parts(j->ctx, count, macs_each, CNN_GRAIN_MACS), count,
+                     fn, (void *)j);
 }
 
 static const cnn_gemm_pack *slot_pack(const conv_job *j, int slot)
@@ -460,11 +460,11 @@ cnn_status cpu_conv2d_backward_filter(cnn_ctx *ctx, const cnn_conv_desc *d, cons
         j.chunks = filter_chunks(d, d->n);
         over_images(&j, j.chunks, macs * d->n / j.chunks, filter_chunk_range);
         if (j.chunks > 1)
-            cnn_cpu_parallel(cnn_cpu_parts(ctx, (long)fk, j.chunks, CNN_GRAIN_ELEMENTS), (long)fk,
-                             filter_sum_range, &j);
+            cnn_cpu_parallel(ctx, cnn_cpu_parts(ctx, (long)fk, j.chunks, CNN_GRAIN_ELEMENTS),
+                             (long)fk, filter_sum_range, &j);
     }
     if (db)
-        cnn_cpu_parallel(cnn_cpu_parts(ctx, d->f, (double)d->n * j.p, CNN_GRAIN_ELEMENTS), d->f,
-                         bias_range, &j);
+        cnn_cpu_parallel(ctx, cnn_cpu_parts(ctx, d->f, (double)d->n * j.p, CNN_GRAIN_ELEMENTS),
+                         d->f, bias_range, &j);
     return CNN_OK;
 }

@@ -19,6 +19,7 @@ typedef struct cnn_cpu_impl {
     int threads;
     int chunked_filter;
     double grain_scale; /* the grains below times this (CNNCUDA_OMP_GRAIN, default 1) */
+    int full_team;      /* every region on all threads (parallel.c; CNNCUDA_OMP_TEAM) */
     cnn_gemm_pack *packs; /* threads of them */
 } cnn_cpu_impl;
 
@@ -31,13 +32,15 @@ static inline cnn_cpu_impl *cnn_cpu_get(cnn_ctx *ctx)
  * One parallel loop for every kernel. fn(arg, lo, hi, slot) runs on the
  * contiguous ranges of [0, count) cut as evenly as possible into `parts`
  * (at most count); range t is [count*t/parts, count*(t+1)/parts) and gets
- * slot t, the index of the per-thread scratch it may use. With one part fn
- * runs on the calling thread and no parallel region is entered: that is
- * all the cpu engine ever does. Ranges never share an output, so a result
- * does not depend on `parts`. fn must not record errors (the message is per
- * thread): it reports failures through arg. */
+ * slot t, the index of the per-thread scratch it may use, on thread t of a
+ * team of all the context's threads (those past `parts` idle through the
+ * region). With one part fn runs on the calling thread and no parallel
+ * region is entered: that is all the cpu engine ever does. Ranges never
+ * share an output, so a result does not depend on `parts`. fn must not
+ * record errors (the message is per thread): it reports failures through
+ * arg. */
 typedef void cnn_range_fn(void *arg, long lo, long hi, int slot);
-void cnn_cpu_parallel(int parts, long count, cnn_range_fn *fn, void *arg);
+void cnn_cpu_parallel(cnn_ctx *ctx, int parts, long count, cnn_range_fn *fn, void *arg);
 
 /* The number of parts for `count` items of `cost` units each on this
  * context: at most its threads, and none smaller than `grain` units of work
@@ -53,9 +56,9 @@ int cnn_cpu_parts(cnn_ctx *ctx, long count, double cost, double grain);
 /* C = alpha op(A) op(B) + beta C (gemm.h) over up to `parts` threads, C cut
  * into blocks of whole micro-tiles, each computed by cnn_sgemm with that
  * thread's packing scratch: bit-identical to cnn_sgemm for any parts. */
-void cnn_sgemm_parallel(const cnn_gemm_pack *packs, int parts, int trans_a, int trans_b, int m,
-                        int n, int k, float alpha, const float *a, int lda, const float *b,
-                        int ldb, float beta, float *c, int ldc);
+void cnn_sgemm_parallel(cnn_ctx *ctx, int parts, int trans_a, int trans_b, int m, int n, int k,
+                        float alpha, const float *a, int lda, const float *b, int ldb, float beta,
+                        float *c, int ldc);
 /* The GEMM on a context: threaded where the product is large enough. */
 void cnn_cpu_sgemm(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n, int k, float alpha,
                    const float *a, int lda, const float *b, int ldb, float beta, float *c,

@@ -63,7 +63,7 @@ static void apply_mask(cnn_ctx *ctx, int n, int c, int h, int w, float rate, uin
     }
     drop_job j = {c, h, w, rate, 1.0f / (1.0f - rate), key, (uint64_t)row0, in, out};
     const long planes = (long)n * c;
-    cnn_cpu_parallel(cnn_cpu_parts(ctx, planes, 8.0 * h * w, CNN_GRAIN_ELEMENTS), planes,
+    cnn_cpu_parallel(ctx, cnn_cpu_parts(ctx, planes, 8.0 * h * w, CNN_GRAIN_ELEMENTS), planes,
                      mask_range, &j);
 }
 

@@ -25,7 +25,7 @@ cnn_status cpu_gather_rows(cnn_ctx *ctx, const int32_t *order, const int64_t *po
                            int count, size_t row_bytes, const void *src, void *dst)
 {
     gather_job j = {order + *position, row_bytes, src, dst};
-    cnn_cpu_parallel(cnn_cpu_parts(ctx, count, (double)row_bytes / sizeof(float),
+    cnn_cpu_parallel(ctx, cnn_cpu_parts(ctx, count, (double)row_bytes / sizeof(float),
                                    4.0 * CNN_GRAIN_ELEMENTS),
                      count, gather_range, &j);
     return CNN_OK;

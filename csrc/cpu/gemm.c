@@ -22,11 +22,12 @@
  * out of the right edge of C is computed into a local buffer and only its
  * valid columns are merged into C.
  *
- * Two paths share that packing format, picked at run time (cnn_gemm_path):
+ * Three paths share that packing format, picked at run time (cnn_gemm_path):
  * AVX2/FMA, whose kernel keeps the 6 x 16 tile in 12 ymm accumulators and
  * whose transposing packs use 8x8 register transposes, all compiled through
- * target attributes so the file needs no -mavx2; and portable C, plain loops
- * for the compiler to vectorize.
+ * target attributes so the file needs no -mavx2; AVX-512, the same tile in
+ * 6 zmm with the AVX2 packs (the default on Intel CPUs with AVX-512F); and
+ * portable C, plain loops for the compiler to vectorize.
  */
 #include "gemm.h"
 
@@ -426,15 +427,33 @@ int cnn_gemm_avx512_supported(void)
  * between two first callers stores the same value. */
 static int selected_path = -1;
 
+/* Whether AVX-512 is the default: an Intel CPU with AVX-512F. On the
+ * 16-core Xeon of the device pool the AVX-512 kernel made the CIFAR CNN's
+ * cpu step 19% faster (BENCHMARKS.md); on AMD Zen 4, whose 512-bit
+ * operations run as two halves, it was 9% slower, so AVX2 stays the default
+ * there and everywhere else. */
+int cnn_gemm_avx512_preferred(void)
+{
+#if GEMM_X86 && (defined(__GNUC__) || defined(__clang__))
+    __builtin_cpu_init();
+    return cnn_gemm_avx512_supported() && __builtin_cpu_is("intel");
+#else
+    return 0;
+#endif
+}
+
 int cnn_gemm_path(void)
 {
     int path = selected_path;
     if (path < 0) {
         const char *env = getenv("CNNCUDA_GEMM");
         int want_portable = env != NULL && strcmp(env, "portable") == 0;
+        int want_avx2 = env != NULL && strcmp(env, "avx2") == 0;
         int want_avx512 = env != NULL && strcmp(env, "avx512") == 0;
         path = (!want_portable && cnn_gemm_avx2_supported()) ? CNN_GEMM_AVX2 : CNN_GEMM_PORTABLE;
-        if (want_avx512 && cnn_gemm_avx512_supported()) path = CNN_GEMM_AVX512;
+        if (cnn_gemm_avx512_supported() &&
+            (want_avx512 || (!want_portable && !want_avx2 && cnn_gemm_avx512_preferred())))
+            path = CNN_GEMM_AVX512;
         selected_path = path;
     }
     return path;

@@ -24,11 +24,11 @@ void cnn_sgemm(const cnn_gemm_pack *pack, int trans_a, int trans_b, int m, int n
                float *c, int ldc);
 
 /* The micro-kernel in use: CNN_GEMM_PORTABLE, CNN_GEMM_AVX2 or
- * CNN_GEMM_AVX512. The first call picks AVX2 when the CPU has AVX2 and FMA
- * and the environment variable CNNCUDA_GEMM is not "portable"; AVX-512 (the
- * same results bit for bit, half the instructions) only when CNNCUDA_GEMM is
- * "avx512" and the CPU has AVX-512F, until it is measured where it should
- * pay (BENCHMARKS.md). */
+ * CNN_GEMM_AVX512 (the same results bit for bit). The first call picks
+ * AVX-512 on an Intel CPU with AVX-512F (cnn_gemm_avx512_preferred), else
+ * AVX2 where the CPU has AVX2 and FMA, else portable C; the environment
+ * variable CNNCUDA_GEMM=portable|avx2|avx512 overrides the choice where the
+ * CPU can run it. */
 enum { CNN_GEMM_PORTABLE = 0, CNN_GEMM_AVX2 = 1, CNN_GEMM_AVX512 = 2 };
 int cnn_gemm_path(void);
 /* Forces a path (for tests and benchmarks); returns 0 on success, -1 when the
@@ -37,5 +37,7 @@ int cnn_gemm_set_path(int path);
 /* Whether this CPU can run the AVX2 path, the AVX-512 path. */
 int cnn_gemm_avx2_supported(void);
 int cnn_gemm_avx512_supported(void);
+/* Whether AVX-512 is this CPU's default path (Intel with AVX-512F). */
+int cnn_gemm_avx512_preferred(void);
 
 #endif

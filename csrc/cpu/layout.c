@@ -46,7 +46,7 @@ static void transpose_range(void *arg, long lo, long hi, int slot)
 static void transpose_images(cnn_ctx *ctx, int n, int rows, int cols, const float *x, float *y)
 {
     layout_job j = {rows, cols, x, y};
-    cnn_cpu_parallel(cnn_cpu_parts(ctx, n, 2.0 * rows * cols, CNN_GRAIN_ELEMENTS), n,
+    cnn_cpu_parallel(ctx, cnn_cpu_parts(ctx, n, 2.0 * rows * cols, CNN_GRAIN_ELEMENTS), n,
                      transpose_range, &j);
 }
 

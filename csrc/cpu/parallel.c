@@ -11,7 +11,34 @@
 
 #include "cpu.h"
 
-void cnn_cpu_parallel(int parts, long count, cnn_range_fn *fn, void *arg)
+/* The ranges of [0, count) cut into `parts`, on a team of `team` >= parts
+ * threads: iteration t is range t on slot t (thread t), and threads past
+ * `parts` only join the region. A team smaller than asked (nested regions,
+ * thread limits) only serializes. */
+static void run_parts(int team, int parts, long count, cnn_range_fn *fn, void *arg)
+{
+#pragma omp parallel for num_threads(team) schedule(static, 1)
+    for (int t = 0; t < team; ++t)
+        if (t < parts) fn(arg, count * t / parts, count * (t + 1) / parts, t);
+}
+
+/* The team a region of `parts` parts is entered with: the context's whole
+ * thread count (full_team, the default), or `parts` (CNNCUDA_OMP_TEAM=parts).
+ * libgomp ends the pooled threads that a region with fewer threads than the
+ * one before leaves out, and starts new ones for the next larger region, so
+ * a step whose ops are cut into different counts (LeNet-5 at batch 32 on 16
+ * threads: 16 for a convolution, 11 and 3 for the poolings, 15 for Adam,
+ * ...) started and ended threads all the time. With one team size the
+ * same threads serve every region, the idle ones only passing its barrier:
+ * omp:16 went from 5.55 to 2.65 ms a step on the CIFAR CNN and from 3.96 to
+ * 0.65 on LeNet-5 on the 16-core host (AVX2 both; BENCHMARKS.md, "CPU
+ * scaling on the 16-core host: a fixed OpenMP team"). */
+static int team_for(const cnn_cpu_impl *impl, int parts)
+{
+    return impl->full_team && impl->threads > parts ? impl->threads : parts;
+}
+
+void cnn_cpu_parallel(cnn_ctx *ctx, int parts, long count, cnn_range_fn *fn, void *arg)
 {
     if (count <= 0) return;
     if (parts > count) parts = (int)count;
@@ -19,10 +46,7 @@ void cnn_cpu_parallel(int parts, long count, cnn_range_fn *fn, void *arg)
         fn(arg, 0, count, 0);
         return;
     }
-    /* One iteration per thread: iteration t is range t on slot t, so a team
-     * smaller than asked (nested regions, thread limits) only serializes. */
-#pragma omp parallel for num_threads(parts) schedule(static, 1)
-    for (int t = 0; t < parts; ++t) fn(arg, count * t / parts, count * (t + 1) / parts, t);
+    run_parts(team_for(cnn_cpu_get(ctx), parts), parts, count, fn, arg);
 }
 
 /* The fewest parts whose largest range is no longer than with `parts`: the
@@ -83,11 +107,12 @@ static void gemm_range(void *arg, long lo, long hi, int slot)
 /* Every element of C is computed by one call of cnn_sgemm over the whole k,
  * with the k blocking of the whole product, so each block's bits are those
  * of the serial product. */
-void cnn_sgemm_parallel(const cnn_gemm_pack *packs, int parts, int trans_a, int trans_b, int m,
-                        int n, int k, float alpha, const float *a, int lda, const float *b,
-                        int ldb, float beta, float *c, int ldc)
+void cnn_sgemm_parallel(cnn_ctx *ctx, int parts, int trans_a, int trans_b, int m, int n, int k,
+                        float alpha, const float *a, int lda, const float *b, int ldb, float beta,
+                        float *c, int ldc)
 {
-    gemm_job g = {packs, 0, trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta, a, b, c};
+    const cnn_cpu_impl *impl = cnn_cpu_get(ctx);
+    gemm_job g = {impl->packs, 0, trans_a, trans_b, m, n, k, lda, ldb, ldc, alpha, beta, a, b, c};
     const long tiles_m = (m + TILE_M - 1) / TILE_M, tiles_n = (n + TILE_N - 1) / TILE_N;
     /* Cutting by columns repacks all of op(A) in every part, by rows all of
      * op(B): cut the way that repacks the smaller operand, unless the other
@@ -96,8 +121,11 @@ void cnn_sgemm_parallel(const cnn_gemm_pack *packs, int parts, int trans_a, int 
     const long first = cols_first ? tiles_n : tiles_m, second = cols_first ? tiles_m : tiles_n;
     g.by_cols = (first >= parts || first >= second) ? cols_first : !cols_first;
     const long tiles = g.by_cols ? tiles_n : tiles_m; /* the dimension that is cut */
-    cnn_cpu_parallel(balanced_parts(tiles, parts < tiles ? parts : (int)tiles), tiles, gemm_range,
-                     &g);
+    parts = balanced_parts(tiles, parts < tiles ? parts : (int)tiles);
+    if (parts <= 1)
+        gemm_range(&g, 0, tiles, 0);
+    else
+        run_parts(team_for(impl, parts), parts, tiles, gemm_range, &g);
 }
 
 void cnn_cpu_sgemm(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n, int k, float alpha,
@@ -111,7 +139,7 @@ void cnn_cpu_sgemm(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n, int k, 
     if (parts <= 1)
         cnn_sgemm(&impl->packs[0], trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     else
-        cnn_sgemm_parallel(impl->packs, parts, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
+        cnn_sgemm_parallel(ctx, parts, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
                            beta, c, ldc);
 }
 
@@ -154,6 +182,10 @@ cnn_status cnn_cpu_ctx_create(const cnn_backend *table, int threads, int chunked
     impl->grain_scale = 1.0;
     const char *scale = getenv("CNNCUDA_OMP_GRAIN");
     if (scale && atof(scale) > 0.0) impl->grain_scale = atof(scale);
+    /* CNNCUDA_OMP_TEAM=parts: each region on as many threads as it has
+     * parts, the way before 2026-11-25 (kept to compare against). */
+    const char *team = getenv("CNNCUDA_OMP_TEAM");
+    impl->full_team = !(team && strcmp(team, "parts") == 0);
     impl->packs = calloc((size_t)threads, sizeof *impl->packs);
     if (!impl->packs) goto oom;
     impl->threads = threads;

@@ -9,7 +9,7 @@
  * 2x2 windows at stride 2 inside the image, the seeds' pooling, have their
  * own paths: plain C written to vectorize, and AVX2 for max pooling's
  * forward (its selects and argmax do not auto-vectorize), taken when the
- * GEMM uses AVX2 (cnn_gemm_path: CPU detection, CNNCUDA_GEMM=portable). Every
+ * GEMM uses AVX2 or AVX-512 (cnn_gemm_path: CPU detection, CNNCUDA_GEMM=portable). Every
  * path gives the same bits as the general code. */
 #include <stdatomic.h>
 #include <string.h>
@@ -300,12 +300,12 @@ cnn_status cpu_pool_forward(cnn_ctx *ctx, const cnn_pool_desc *d, const float *x
     j.in_plane = (size_t)d->h * d->w;
     j.out_plane = (size_t)d->oh * d->ow;
     j.full_2x2 = is_full_2x2(d);
-    j.avx2 = cnn_gemm_path() == CNN_GEMM_AVX2;
+    j.avx2 = cnn_gemm_path() != CNN_GEMM_PORTABLE; /* AVX2 or AVX-512 */
     j.x = x;
     j.y = y;
     j.argmax = argmax;
     const long planes = (long)d->n * d->c;
-    cnn_cpu_parallel(cnn_cpu_parts(ctx, planes, (double)(j.in_plane + j.out_plane),
+    cnn_cpu_parallel(ctx, cnn_cpu_parts(ctx, planes, (double)(j.in_plane + j.out_plane),
                                    CNN_GRAIN_ELEMENTS),
                      planes, forward_range, &j);
     return CNN_OK;
@@ -380,7 +380,7 @@ static cnn_status backward(cnn_ctx *ctx, const char *what, const cnn_pool_desc *
     j.relu_y = relu_y;
     atomic_init(&j.bad, 0L);
     const long planes = (long)d->n * d->c;
-    cnn_cpu_parallel(cnn_cpu_parts(ctx, planes, (double)(j.in_plane + j.out_plane),
+    cnn_cpu_parallel(ctx, cnn_cpu_parts(ctx, planes, (double)(j.in_plane + j.out_plane),
                                    CNN_GRAIN_ELEMENTS),
                      planes, backward_range, &j);
     const long bad = atomic_load(&j.bad);

@@ -43,7 +43,7 @@ cnn_status cpu_sgd_step(cnn_ctx *ctx, const cnn_optimizer_desc *o, size_t count,
     if (o->momentum != 0.0f && !velocity)
         return cnn_set_error(CNN_ERR_VALUE, "sgd: momentum without a velocity buffer");
     sgd_job j = {o->lr, o->momentum, o->nesterov, p, velocity, g};
-    cnn_cpu_parallel(cnn_cpu_parts(ctx, (long)count, 2.0, CNN_GRAIN_ELEMENTS), (long)count,
-                     sgd_range, &j);
+    cnn_cpu_parallel(ctx, cnn_cpu_parts(ctx, (long)count, 2.0, CNN_GRAIN_ELEMENTS),
+                     (long)count, sgd_range, &j);
     return CNN_OK;
 }
