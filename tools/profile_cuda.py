@@ -3,14 +3,17 @@ PyTorch profiler (CUPTI sees every kernel in the process, ours included).
 
     python3 tools/profile_cuda.py [engine] [batch] [images]
 """
+import os
 import sys
 
-import numpy as np
-import torch
-from torch.profiler import ProfilerActivity, profile
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from cnncuda.engine import make_net
-from cnncuda.seeds import seed_network, synthetic_data
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from torch.profiler import ProfilerActivity, profile  # noqa: E402
+
+from cnncuda.engine import make_net  # noqa: E402
+from cnncuda.seeds import seed_network, synthetic_data  # noqa: E402
 
 engine = sys.argv[1] if len(sys.argv) > 1 else "cuda"
 batch = int(sys.argv[2]) if len(sys.argv) > 2 else 32
