@@ -40,6 +40,7 @@ void release(cnn_cudnn_impl *impl, int base_ready)
 
 cnn_status setup(cnn_cudnn_impl *impl)
 {
+    CNN_TRY(cnn_cudnn_algo_mode(&impl->algo_mode));
     cudnnStatus_t s = cudnnCreate(&impl->cudnn);
     if (s != CUDNN_STATUS_SUCCESS) {
         impl->cudnn = NULL;
