@@ -2,12 +2,18 @@
 // backward-filter algorithms, once per shape and direction.
 //
 // Modes (CNNCUDA_CUDNN_ALGO, read when a context is made):
-//   measured (the default)  cudnnFind*AlgorithmEx on the layer's own buffers
-//                           and workspace: every algorithm that fits the
-//                           workspace, is deterministic and runs in the
-//                           context's math (FMA only in strict float32) is
-//                           timed, FIND_ROUNDS times, and the fastest (its
-//                           best time) is taken
+//   measured (the default)  every algorithm the heuristics list that fits
+//                           the layer's workspace and is deterministic is
+//                           run on the layer's own buffers, in the context's
+//                           math (FMA only in strict float32), once untimed
+//                           and FIND_ROUNDS times timed (CUDA events), and
+//                           the fastest (by its best time) is taken.
+//                           (Not cudnnFind*AlgorithmEx: a bench run with it
+//                           and PyTorch, whose own cuDNN 9.19 was loaded
+//                           beside ours, aborted with "free(): invalid
+//                           pointer", H100, cuDNN 9.14; timing the calls
+//                           training makes runs only the code paths they
+//                           run.)
 //   heuristic               the _v7 heuristics' first such algorithm (no
 //                           kernel runs)
 //   nondeterministic        measured, non-deterministic algorithms allowed
@@ -24,6 +30,7 @@
 // within the noise (CNNCUDA_CUDNN_ALGO=heuristic gives the same choice in
 // every process). CNNCUDA_CUDNN_VERBOSE=1 prints each measurement to stderr.
 #include <mutex>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,34 +106,71 @@ cnn_status rank(cnn_cudnn_impl *impl, const cnn_cudnn_conv *c, int dir, candidat
     return CNN_OK;
 }
 
-// One timing of every algorithm of direction dir on the layer's buffers
-// (a, b: the direction's two inputs; out: its output, overwritten).
-cnn_status measure(cnn_cudnn_impl *impl, const cnn_cudnn_conv *c, int dir, const void *a,
-                   const void *b, void *out, void *ws, size_t ws_bytes, candidate *res, int *got)
+// Runs algorithm algo of direction dir once on the layer's buffers (a, b:
+// the direction's two inputs; out: its output, overwritten), queued on the
+// context's stream.
+cudnnStatus_t run_algo(cnn_cudnn_impl *impl, const cnn_cudnn_conv *c, int dir, int algo,
+                       const void *a, const void *b, void *out, void *ws, size_t ws_bytes)
 {
-    *got = 0;
-    if (dir == CNN_CUDNN_FWD) {
-        cudnnConvolutionFwdAlgoPerf_t p[MAX_ALGOS];
-        CNN_CUDNN_TRY(cudnnFindConvolutionForwardAlgorithmEx(impl->cudnn, c->x, a, c->w, b,
-                                                             c->conv, c->y, out, MAX_ALGOS, got,
-                                                             p, ws, ws_bytes),
-                      "measuring the forward algorithms");
-        for (int i = 0; i < *got; ++i) res[i] = candidate_of(p[i]);
-    } else if (dir == CNN_CUDNN_BWD_DATA) {
-        cudnnConvolutionBwdDataAlgoPerf_t p[MAX_ALGOS];
-        CNN_CUDNN_TRY(cudnnFindConvolutionBackwardDataAlgorithmEx(impl->cudnn, c->w, a, c->y, b,
-                                                                  c->conv, c->x, out, MAX_ALGOS,
-                                                                  got, p, ws, ws_bytes),
-                      "measuring the backward-data algorithms");
-        for (int i = 0; i < *got; ++i) res[i] = candidate_of(p[i]);
-    } else {
-        cudnnConvolutionBwdFilterAlgoPerf_t p[MAX_ALGOS];
-        CNN_CUDNN_TRY(cudnnFindConvolutionBackwardFilterAlgorithmEx(impl->cudnn, c->x, a, c->y, b,
-                                                                    c->conv, c->w, out, MAX_ALGOS,
-                                                                    got, p, ws, ws_bytes),
-                      "measuring the backward-filter algorithms");
-        for (int i = 0; i < *got; ++i) res[i] = candidate_of(p[i]);
+    const float one = 1.0f, zero = 0.0f;
+    if (dir == CNN_CUDNN_FWD)
+        return cudnnConvolutionForward(impl->cudnn, &one, c->x, a, c->w, b, c->conv,
+                                       (cudnnConvolutionFwdAlgo_t)algo, ws, ws_bytes, &zero, c->y,
+                                       out);
+    if (dir == CNN_CUDNN_BWD_DATA)
+        return cudnnConvolutionBackwardData(impl->cudnn, &one, c->w, a, c->y, b, c->conv,
+                                            (cudnnConvolutionBwdDataAlgo_t)algo, ws, ws_bytes,
+                                            &zero, c->x, out);
+    return cudnnConvolutionBackwardFilter(impl->cudnn, &one, c->x, a, c->y, b, c->conv,
+                                          (cudnnConvolutionBwdFilterAlgo_t)algo, ws, ws_bytes,
+                                          &zero, c->w, out);
+}
+
+// The workspace algorithm algo of direction dir needs, or SIZE_MAX where
+// cuDNN cannot run it.
+size_t algo_workspace(cnn_cudnn_impl *impl, const cnn_cudnn_conv *c, int dir, int algo)
+{
+    size_t bytes = 0;
+    cudnnStatus_t st;
+    if (dir == CNN_CUDNN_FWD)
+        st = cudnnGetConvolutionForwardWorkspaceSize(impl->cudnn, c->x, c->w, c->conv, c->y,
+                                                     (cudnnConvolutionFwdAlgo_t)algo, &bytes);
+    else if (dir == CNN_CUDNN_BWD_DATA)
+        st = cudnnGetConvolutionBackwardDataWorkspaceSize(impl->cudnn, c->w, c->y, c->conv, c->x,
+                                                          (cudnnConvolutionBwdDataAlgo_t)algo,
+                                                          &bytes);
+    else
+        st = cudnnGetConvolutionBackwardFilterWorkspaceSize(impl->cudnn, c->x, c->y, c->conv,
+                                                            c->w,
+                                                            (cudnnConvolutionBwdFilterAlgo_t)algo,
+                                                            &bytes);
+    return st == CUDNN_STATUS_SUCCESS ? bytes : SIZE_MAX;
+}
+
+// The best of FIND_ROUNDS timings (CUDA events on the context's stream) of
+// algo, after one untimed run; a negative time where cuDNN refused to run it.
+cnn_status time_algo(cnn_ctx *ctx, const cnn_cudnn_conv *c, int dir, int algo, const void *a,
+                     const void *b, void *out, void *ws, size_t ws_bytes, cudaEvent_t start,
+                     cudaEvent_t stop, float *ms)
+{
+    cnn_cudnn_impl *impl = cnn_cudnn(ctx);
+    *ms = -1.0f;
+    if (run_algo(impl, c, dir, algo, a, b, out, ws, ws_bytes) != CUDNN_STATUS_SUCCESS)
+        return CNN_OK;
+    for (int round = 0; round < FIND_ROUNDS; ++round) {
+        CNN_CUDA_TRY(cudaEventRecord(start, cnn_stream(ctx)), "timing a cuDNN algorithm");
+        if (run_algo(impl, c, dir, algo, a, b, out, ws, ws_bytes) != CUDNN_STATUS_SUCCESS) {
+            *ms = -1.0f;
+            break;
+        }
+        CNN_CUDA_TRY(cudaEventRecord(stop, cnn_stream(ctx)), "timing a cuDNN algorithm");
+        CNN_CUDA_TRY(cudaEventSynchronize(stop), "timing a cuDNN algorithm");
+        float t = 0.0f;
+        CNN_CUDA_TRY(cudaEventElapsedTime(&t, start, stop), "timing a cuDNN algorithm");
+        if (*ms < 0.0f || t < *ms) *ms = t;
     }
+    // a kernel fault would be sticky and show here
+    CNN_CUDA_TRY(cudaStreamSynchronize(cnn_stream(ctx)), "timing a cuDNN algorithm");
     return CNN_OK;
 }
 
@@ -161,40 +205,59 @@ cnn_status heuristic_choice(cnn_cudnn_impl *impl, const cnn_cudnn_conv *c, int d
     return CNN_OK;
 }
 
-// The fastest acceptable algorithm over FIND_ROUNDS measurements, or -1.
-cnn_status measured_choice(cnn_cudnn_impl *impl, const cnn_cudnn_conv *c, int dir,
-                           const void *a, const void *b, void *out, void *ws, size_t ws_bytes,
-                           int *algo)
+// The fastest acceptable algorithm, each timed on the layer's buffers, or
+// -1. The candidates are every algorithm the heuristics list for this shape
+// that fits the workspace and is deterministic where asked; each runs in the
+// descriptor's math (strict float32: FMA only), as it will in training.
+cnn_status measured_choice(cnn_ctx *ctx, const cnn_cudnn_conv *c, int dir, const void *a,
+                           const void *b, void *out, void *ws, size_t ws_bytes, int *algo)
 {
+    cnn_cudnn_impl *impl = cnn_cudnn(ctx);
     const int deterministic = impl->algo_mode != CNN_CUDNN_ALGO_NONDETERMINISTIC;
-    float best[MAX_ALGOS];
-    for (int i = 0; i < MAX_ALGOS; ++i) best[i] = -1.0f;
+    candidate r[MAX_ALGOS];
+    int got = 0;
+    CNN_TRY(rank(impl, c, dir, r, &got));
     const bool talk = verbose();
     char what[160];
     if (talk) describe(&c->key, dir, what, sizeof what);
-    for (int round = 0; round < FIND_ROUNDS; ++round) {
-        candidate r[MAX_ALGOS];
-        int got = 0;
-        CNN_TRY(measure(impl, c, dir, a, b, out, ws, ws_bytes, r, &got));
-        for (int i = 0; i < got; ++i) {
-            const candidate &k = r[i];
-            if (talk && round == FIND_ROUNDS - 1)
-                fprintf(stderr,
-                        "cnncuda cudnn: %s: algo %d status %d %.4f ms ws %zu %s math %d\n", what,
-                        k.algo, (int)k.status, k.time, k.memory,
-                        k.determinism == CUDNN_DETERMINISTIC ? "det" : "nondet", (int)k.math);
-            if (!acceptable(k, ws_bytes, deterministic, c->tf32)) continue;
-            if (k.algo < 0 || k.algo >= MAX_ALGOS) continue;
-            if (best[k.algo] < 0.0f || k.time < best[k.algo]) best[k.algo] = k.time;
+    cudaEvent_t start = NULL, stop = NULL;
+    cnn_status st = cnn_cuda_status(cudaEventCreate(&start), "timing cuDNN algorithms");
+    if (st == CNN_OK) st = cnn_cuda_status(cudaEventCreate(&stop), "timing cuDNN algorithms");
+    float best = -1.0f;
+    bool tried[MAX_ALGOS] = {false};
+    *algo = -1;
+    for (int i = 0; i < got && st == CNN_OK; ++i) {
+        candidate k = r[i];
+        if (k.algo < 0 || k.algo >= MAX_ALGOS || tried[k.algo]) continue;
+        if (k.status != CUDNN_STATUS_SUCCESS) continue;
+        tried[k.algo] = true;
+        if (dir == CNN_CUDNN_FWD) k.determinism = CUDNN_DETERMINISTIC;
+        k.math = CUDNN_FMA_MATH; // it runs in the descriptor's math
+        const size_t need = algo_workspace(impl, c, dir, k.algo);
+        if (need != SIZE_MAX) k.memory = need;
+        if (need == SIZE_MAX || !acceptable(k, ws_bytes, deterministic, 1)) {
+            if (talk)
+                fprintf(stderr, "cnncuda cudnn: %s: algo %d skipped (ws %zu of %zu, %s)\n", what,
+                        k.algo, k.memory, ws_bytes,
+                        k.determinism == CUDNN_DETERMINISTIC ? "det" : "nondet");
+            continue;
+        }
+        float ms = -1.0f;
+        st = time_algo(ctx, c, dir, k.algo, a, b, out, ws, need, start, stop, &ms);
+        if (talk && st == CNN_OK)
+            fprintf(stderr, "cnncuda cudnn: %s: algo %d %.4f ms ws %zu %s\n", what, k.algo, ms,
+                    need, k.determinism == CUDNN_DETERMINISTIC ? "det" : "nondet");
+        if (st == CNN_OK && ms >= 0.0f && (best < 0.0f || ms < best)) {
+            best = ms;
+            *algo = k.algo;
         }
     }
-    *algo = -1;
-    for (int i = 0; i < MAX_ALGOS; ++i)
-        if (best[i] >= 0.0f && (*algo < 0 || best[i] < best[*algo])) *algo = i;
-    if (talk)
+    if (start) cudaEventDestroy(start);
+    if (stop) cudaEventDestroy(stop);
+    if (talk && st == CNN_OK)
         fprintf(stderr, "cnncuda cudnn: %s: chose algo %d (%.4f ms, best of %d)\n", what, *algo,
-                *algo >= 0 ? best[*algo] : 0.0f, FIND_ROUNDS);
-    return CNN_OK;
+                best, FIND_ROUNDS);
+    return st;
 }
 
 int find_choice(const cnn_conv_desc *d, int tf32, int mode, int device, int dir)
@@ -275,7 +338,7 @@ cnn_status cnn_cudnn_choose(cnn_ctx *ctx, cnn_cudnn_conv *c, int dir, const void
         cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
         CNN_CUDA_TRY(cudaStreamIsCapturing(cnn_stream(ctx), &capturing), "checking for a recording");
         if (mode != CNN_CUDNN_ALGO_HEURISTIC && capturing == cudaStreamCaptureStatusNone)
-            CNN_TRY(measured_choice(impl, c, dir, a, b, out, ws, ws_bytes, &algo));
+            CNN_TRY(measured_choice(ctx, c, dir, a, b, out, ws, ws_bytes, &algo));
         if (algo < 0) CNN_TRY(heuristic_choice(impl, c, dir, ws_bytes, &algo));
         if (algo < 0)
             return cnn_set_error(CNN_ERR_DEVICE, "cuDNN offers no %s algorithm for this convolution",
