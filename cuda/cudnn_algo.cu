@@ -7,17 +7,17 @@
 //                           run on the layer's own buffers, in the context's
 //                           math (FMA only in strict float32), once untimed
 //                           and FIND_ROUNDS times timed (CUDA events), and
-//                           the fastest (by its best time) is taken.
-//                           (Not cudnnFind*AlgorithmEx: a bench run with it
-//                           and PyTorch, whose own cuDNN 9.19 was loaded
-//                           beside ours, aborted with "free(): invalid
-//                           pointer", H100, cuDNN 9.14; timing the calls
-//                           training makes runs only the code paths they
-//                           run.)
+//                           the fastest (by its best time) is taken; for the
+//                           backward filter, our own deterministic kernels
+//                           (the cuda engine's im2col and split-K SGEMM,
+//                           CNN_CUDNN_ALGO_OURS) are timed alike beside them
 //   heuristic               the _v7 heuristics' first such algorithm (no
-//                           kernel runs)
+//                           kernel runs; never ours)
 //   nondeterministic        measured, non-deterministic algorithms allowed
 //                           (atomics: results may differ run to run)
+// CNNCUDA_CUDNN_OWN_WGRAD=1 makes every backward filter ours, =0 never.
+// The calls are timed themselves rather than through cudnnFind*AlgorithmEx,
+// so what is measured is exactly what training runs, ours included.
 //
 // Measuring runs kernels and synchronises the stream, so it happens on a
 // shape's first use, which the Net makes outside any recording (the first
@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_ops.h"
 #include "cudnn_common.cuh"
 
 namespace {
@@ -44,7 +45,7 @@ constexpr int MAX_ALGOS = 16;
 
 struct choice {
     cnn_conv_desc key;
-    int tf32, mode, device, dir;
+    int tf32, mode, own, device, dir;
     int algo;
 };
 
@@ -108,22 +109,30 @@ cnn_status rank(cnn_cudnn_impl *impl, const cnn_cudnn_conv *c, int dir, candidat
 
 // Runs algorithm algo of direction dir once on the layer's buffers (a, b:
 // the direction's two inputs; out: its output, overwritten), queued on the
-// context's stream.
-cudnnStatus_t run_algo(cnn_cudnn_impl *impl, const cnn_cudnn_conv *c, int dir, int algo,
-                       const void *a, const void *b, void *out, void *ws, size_t ws_bytes)
+// context's stream; false where it was refused.
+bool run_algo(cnn_ctx *ctx, const cnn_cudnn_conv *c, int dir, int algo, const void *a,
+              const void *b, void *out, void *ws, size_t ws_bytes)
 {
+    cnn_cudnn_impl *impl = cnn_cudnn(ctx);
     const float one = 1.0f, zero = 0.0f;
+    cudnnStatus_t st;
+    if (dir == CNN_CUDNN_BWD_FILTER && algo == CNN_CUDNN_ALGO_OURS)
+        return cuda_conv2d_backward_filter_from_x(ctx, &c->key, (const float *)a,
+                                                  (const float *)b, (float *)out, NULL,
+                                                  ws) == CNN_OK;
     if (dir == CNN_CUDNN_FWD)
-        return cudnnConvolutionForward(impl->cudnn, &one, c->x, a, c->w, b, c->conv,
-                                       (cudnnConvolutionFwdAlgo_t)algo, ws, ws_bytes, &zero, c->y,
-                                       out);
-    if (dir == CNN_CUDNN_BWD_DATA)
-        return cudnnConvolutionBackwardData(impl->cudnn, &one, c->w, a, c->y, b, c->conv,
-                                            (cudnnConvolutionBwdDataAlgo_t)algo, ws, ws_bytes,
-                                            &zero, c->x, out);
-    return cudnnConvolutionBackwardFilter(impl->cudnn, &one, c->x, a, c->y, b, c->conv,
-                                          (cudnnConvolutionBwdFilterAlgo_t)algo, ws, ws_bytes,
-                                          &zero, c->w, out);
+        st = cudnnConvolutionForward(impl->cudnn, &one, c->x, a, c->w, b, c->conv,
+                                     (cudnnConvolutionFwdAlgo_t)algo, ws, ws_bytes, &zero, c->y,
+                                     out);
+    else if (dir == CNN_CUDNN_BWD_DATA)
+        st = cudnnConvolutionBackwardData(impl->cudnn, &one, c->w, a, c->y, b, c->conv,
+                                          (cudnnConvolutionBwdDataAlgo_t)algo, ws, ws_bytes,
+                                          &zero, c->x, out);
+    else
+        st = cudnnConvolutionBackwardFilter(impl->cudnn, &one, c->x, a, c->y, b, c->conv,
+                                            (cudnnConvolutionBwdFilterAlgo_t)algo, ws, ws_bytes,
+                                            &zero, c->w, out);
+    return st == CUDNN_STATUS_SUCCESS;
 }
 
 // The workspace algorithm algo of direction dir needs, or SIZE_MAX where
@@ -153,13 +162,11 @@ cnn_status time_algo(cnn_ctx *ctx, const cnn_cudnn_conv *c, int dir, int algo, c
                      const void *b, void *out, void *ws, size_t ws_bytes, cudaEvent_t start,
                      cudaEvent_t stop, float *ms)
 {
-    cnn_cudnn_impl *impl = cnn_cudnn(ctx);
     *ms = -1.0f;
-    if (run_algo(impl, c, dir, algo, a, b, out, ws, ws_bytes) != CUDNN_STATUS_SUCCESS)
-        return CNN_OK;
+    if (!run_algo(ctx, c, dir, algo, a, b, out, ws, ws_bytes)) return CNN_OK;
     for (int round = 0; round < FIND_ROUNDS; ++round) {
         CNN_CUDA_TRY(cudaEventRecord(start, cnn_stream(ctx)), "timing a cuDNN algorithm");
-        if (run_algo(impl, c, dir, algo, a, b, out, ws, ws_bytes) != CUDNN_STATUS_SUCCESS) {
+        if (!run_algo(ctx, c, dir, algo, a, b, out, ws, ws_bytes)) {
             *ms = -1.0f;
             break;
         }
@@ -252,6 +259,18 @@ cnn_status measured_choice(cnn_ctx *ctx, const cnn_cudnn_conv *c, int dir, const
             *algo = k.algo;
         }
     }
+    if (st == CNN_OK && dir == CNN_CUDNN_BWD_FILTER && impl->own_wgrad < 0) {
+        float ms = -1.0f;
+        st = time_algo(ctx, c, dir, CNN_CUDNN_ALGO_OURS, a, b, out, ws, ws_bytes, start, stop,
+                       &ms);
+        if (talk && st == CNN_OK)
+            fprintf(stderr, "cnncuda cudnn: %s: ours (im2col + split-K SGEMM) %.4f ms ws %zu det\n",
+                    what, ms, ws_bytes);
+        if (st == CNN_OK && ms >= 0.0f && (best < 0.0f || ms < best)) {
+            best = ms;
+            *algo = CNN_CUDNN_ALGO_OURS;
+        }
+    }
     if (start) cudaEventDestroy(start);
     if (stop) cudaEventDestroy(stop);
     if (talk && st == CNN_OK)
@@ -260,18 +279,19 @@ cnn_status measured_choice(cnn_ctx *ctx, const cnn_cudnn_conv *c, int dir, const
     return st;
 }
 
-int find_choice(const cnn_conv_desc *d, int tf32, int mode, int device, int dir)
+int find_choice(const cnn_conv_desc *d, int tf32, int mode, int own, int device, int dir)
 {
     for (int i = 0; i < n_choices; ++i) {
         const choice &k = choices[i];
-        if (k.tf32 == tf32 && k.mode == mode && k.device == device && k.dir == dir &&
+        if (k.tf32 == tf32 && k.mode == mode && k.own == own && k.device == device && k.dir == dir &&
             memcmp(&k.key, d, sizeof *d) == 0)
             return k.algo;
     }
     return -1;
 }
 
-cnn_status keep_choice(const cnn_conv_desc *d, int tf32, int mode, int device, int dir, int algo)
+cnn_status keep_choice(const cnn_conv_desc *d, int tf32, int mode, int own, int device, int dir,
+                       int algo)
 {
     if (n_choices == cap_choices) {
         const int cap = cap_choices ? 2 * cap_choices : 32;
@@ -285,6 +305,7 @@ cnn_status keep_choice(const cnn_conv_desc *d, int tf32, int mode, int device, i
     k->key = *d;
     k->tf32 = tf32;
     k->mode = mode;
+    k->own = own;
     k->device = device;
     k->dir = dir;
     k->algo = algo;
@@ -311,19 +332,27 @@ cnn_status workspace_of(cnn_cudnn_impl *impl, cnn_cudnn_conv *c, int dir)
 
 } // namespace
 
-cnn_status cnn_cudnn_algo_mode(int *mode)
+cnn_status cnn_cudnn_algo_settings(cnn_cudnn_impl *impl)
 {
     const char *v = getenv("CNNCUDA_CUDNN_ALGO");
     if (!v || !*v || strcmp(v, "measured") == 0)
-        *mode = CNN_CUDNN_ALGO_MEASURED;
+        impl->algo_mode = CNN_CUDNN_ALGO_MEASURED;
     else if (strcmp(v, "heuristic") == 0)
-        *mode = CNN_CUDNN_ALGO_HEURISTIC;
+        impl->algo_mode = CNN_CUDNN_ALGO_HEURISTIC;
     else if (strcmp(v, "nondeterministic") == 0)
-        *mode = CNN_CUDNN_ALGO_NONDETERMINISTIC;
+        impl->algo_mode = CNN_CUDNN_ALGO_NONDETERMINISTIC;
     else
         return cnn_set_error(CNN_ERR_VALUE,
                              "CNNCUDA_CUDNN_ALGO: expected 'measured', 'heuristic' or "
                              "'nondeterministic', got '%s'", v);
+    v = getenv("CNNCUDA_CUDNN_OWN_WGRAD");
+    if (!v || !*v)
+        impl->own_wgrad = impl->algo_mode == CNN_CUDNN_ALGO_HEURISTIC ? 0 : -1;
+    else if (strcmp(v, "0") == 0 || strcmp(v, "1") == 0)
+        impl->own_wgrad = v[0] - '0';
+    else
+        return cnn_set_error(CNN_ERR_VALUE, "CNNCUDA_CUDNN_OWN_WGRAD: expected '0' or '1', got '%s'",
+                             v);
     return CNN_OK;
 }
 
@@ -331,9 +360,13 @@ cnn_status cnn_cudnn_choose(cnn_ctx *ctx, cnn_cudnn_conv *c, int dir, const void
                             const void *b, void *out, void *ws, size_t ws_bytes)
 {
     cnn_cudnn_impl *impl = cnn_cudnn(ctx);
-    const int mode = impl->algo_mode, device = impl->base.device;
+    const int mode = impl->algo_mode, own = impl->own_wgrad, device = impl->base.device;
     std::lock_guard<std::mutex> hold(choices_lock);
-    int algo = find_choice(&c->key, c->tf32, mode, device, dir);
+    int algo = find_choice(&c->key, c->tf32, mode, own, device, dir);
+    if (algo < 0 && dir == CNN_CUDNN_BWD_FILTER && own == 1) {
+        algo = CNN_CUDNN_ALGO_OURS;
+        CNN_TRY(keep_choice(&c->key, c->tf32, mode, own, device, dir, algo));
+    }
     if (algo < 0) {
         cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
         CNN_CUDA_TRY(cudaStreamIsCapturing(cnn_stream(ctx), &capturing), "checking for a recording");
@@ -343,8 +376,16 @@ cnn_status cnn_cudnn_choose(cnn_ctx *ctx, cnn_cudnn_conv *c, int dir, const void
         if (algo < 0)
             return cnn_set_error(CNN_ERR_DEVICE, "cuDNN offers no %s algorithm for this convolution",
                                  DIR_NAMES[dir]);
-        CNN_TRY(keep_choice(&c->key, c->tf32, mode, device, dir, algo));
+        CNN_TRY(keep_choice(&c->key, c->tf32, mode, own, device, dir, algo));
     }
+    if (dir == CNN_CUDNN_BWD_FILTER && algo == CNN_CUDNN_ALGO_OURS) {
+        // the cuda engine's column matrix and rearranged dy: its workspace rule
+        c->filter_ours = 1;
+        c->ws_bwd_filter = cuda_conv2d_workspace(&c->key);
+        c->chosen |= 1 << dir;
+        return CNN_OK;
+    }
+    if (dir == CNN_CUDNN_BWD_FILTER) c->filter_ours = 0;
     if (dir == CNN_CUDNN_FWD)
         c->fwd = (cudnnConvolutionFwdAlgo_t)algo;
     else if (dir == CNN_CUDNN_BWD_DATA)

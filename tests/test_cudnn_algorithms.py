@@ -9,6 +9,7 @@ import pytest
 from cnncuda.engine import make_net
 from cnncuda.seeds import seed_network, synthetic_data
 from conftest import engine_params
+from test_ops import CONV_CASES, run_both
 
 CUDNN = engine_params(("cudnn",))
 
@@ -62,3 +63,42 @@ def test_an_unknown_mode_is_a_value_error(engine, monkeypatch):
     with pytest.raises(ValueError, match="CNNCUDA_CUDNN_ALGO: expected 'measured', 'heuristic' "
                                          "or 'nondeterministic', got 'fastest'"):
         build(engine, 8)
+
+
+@pytest.mark.parametrize("engine", CUDNN)
+def test_an_unknown_own_wgrad_setting_is_a_value_error(engine, monkeypatch):
+    monkeypatch.setenv("CNNCUDA_CUDNN_OWN_WGRAD", "yes")
+    with pytest.raises(ValueError, match="CNNCUDA_CUDNN_OWN_WGRAD: expected '0' or '1', "
+                                         "got 'yes'"):
+        build(engine, 8)
+
+
+@pytest.mark.parametrize("engine", CUDNN)
+@pytest.mark.parametrize("shape,filters,kernel,strides,padding", CONV_CASES)
+def test_our_filter_gradient_matches_the_reference(engine, shape, filters, kernel, strides,
+                                                   padding, monkeypatch):
+    """CNNCUDA_CUDNN_OWN_WGRAD=1: every backward filter through our im2col and
+    split-K SGEMM (the measured choice's own candidate), bias nonzero."""
+    monkeypatch.setenv("CNNCUDA_CUDNN_OWN_WGRAD", "1")
+    layers = [{"kind": "conv2d", "units": filters, "kernel": kernel, "strides": strides,
+               "padding": padding}]
+    net, _ = run_both(engine, layers, shape, n=3, rtol=1e-4, atol=1e-4)
+    rng = np.random.default_rng(0)
+    w = [a + rng.standard_normal(a.shape).astype(np.float32) for a in net.get_weights()]
+    run_both(engine, layers, shape, n=3, rtol=1e-4, atol=1e-4, weights=w)
+
+
+@pytest.mark.parametrize("engine", CUDNN)
+@pytest.mark.parametrize("own", ["0", "1"])
+def test_the_filter_gradient_at_batch_512_either_way(engine, own, monkeypatch):
+    """The seed CNN's shapes at batch 512, our backward filter forced on and
+    off: the cpu engine's gradients (as test_gpu_training compares them)."""
+    monkeypatch.setenv("CNNCUDA_CUDNN_OWN_WGRAD", own)
+    gpu, cpu = build(engine, 512), build("cpu", 512)
+    x, y = synthetic_data("cifar10_cnn", 512, seed=13)
+    np.testing.assert_allclose(gpu.compute_gradients(x, y), cpu.compute_gradients(x, y),
+                               rtol=1e-5)
+    theirs = cpu.get_gradients()
+    scale = max(float(np.max(np.abs(g))) for g in theirs)
+    for i, (a, b) in enumerate(zip(gpu.get_gradients(), theirs)):
+        assert np.max(np.abs(a - b)) <= 2e-3 * scale, "gradient %d" % i
