@@ -92,10 +92,17 @@ void cnn_cudnn_release_convs(cnn_cudnn_impl *impl)
 
 size_t cudnn_conv2d_workspace(const cnn_conv_desc *d) { return cuda_conv2d_workspace(d); }
 
-cnn_status cudnn_conv2d_forward(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x,
-                                const float *w, const float *b, float *y, void *ws)
+namespace {
+
+// The convolution, then its bias (and the ReLU after it, where relu).
+cnn_status forward(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x, const float *w,
+                   const float *b, float *y, void *ws, bool relu)
 {
-    if (!even_padding(d) || d->n == 0) return cuda_conv2d_forward(ctx, d, x, w, b, y, ws);
+    if (!even_padding(d) || d->n == 0) {
+        CNN_TRY(cuda_conv2d_forward(ctx, d, x, w, b, y, ws));
+        if (relu) CNN_TRY(cnn_cuda_add_channel_bias_relu(ctx, d->n, d->f, d->oh * d->ow, NULL, y));
+        return CNN_OK;
+    }
     cnn_status st;
     cnn_cudnn_conv *c = find_conv(ctx, d, &st);
     if (!c) return st;
@@ -106,8 +113,25 @@ cnn_status cudnn_conv2d_forward(cnn_ctx *ctx, const cnn_conv_desc *d, const floa
     CNN_CUDNN_TRY(cudnnConvolutionForward(h, &one, c->x, x, c->w, w, c->conv, c->fwd, ws,
                                           c->ws_fwd, &zero, c->y, y),
                   "cudnnConvolutionForward");
+    if (relu) return cnn_cuda_add_channel_bias_relu(ctx, d->n, d->f, d->oh * d->ow, b, y);
     if (b) CNN_TRY(cnn_cuda_add_channel_bias(ctx, d->n, d->f, d->oh * d->ow, b, y));
     return CNN_OK;
+}
+
+} // namespace
+
+cnn_status cudnn_conv2d_forward(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x,
+                                const float *w, const float *b, float *y, void *ws)
+{
+    return forward(ctx, d, x, w, b, y, ws, false);
+}
+
+// The table's conv2d_forward_relu: y = relu(conv + b), the ReLU in the bias
+// pass (the bits of conv2d_forward and then the ReLU).
+cnn_status cudnn_conv2d_forward_relu(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x,
+                                     const float *w, const float *b, float *y, void *ws)
+{
+    return forward(ctx, d, x, w, b, y, ws, true);
 }
 
 cnn_status cudnn_conv2d_backward_filter(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x,
@@ -121,9 +145,13 @@ cnn_status cudnn_conv2d_backward_filter(cnn_ctx *ctx, const cnn_conv_desc *d, co
         CNN_TRY(cnn_cudnn_choose(ctx, c, CNN_CUDNN_BWD_FILTER, x, dy, dw, ws, layer_workspace(d)));
     const float one = 1.0f, zero = 0.0f;
     cudnnHandle_t h = cnn_cudnn(ctx)->cudnn;
-    CNN_CUDNN_TRY(cudnnConvolutionBackwardFilter(h, &one, c->x, x, c->y, dy, c->conv, c->bwd_filter,
-                                                 ws, c->ws_bwd_filter, &zero, c->w, dw),
-                  "cudnnConvolutionBackwardFilter");
+    if (c->filter_ours)
+        CNN_TRY(cuda_conv2d_backward_filter_from_x(ctx, d, x, dy, dw, NULL, ws));
+    else
+        CNN_CUDNN_TRY(cudnnConvolutionBackwardFilter(h, &one, c->x, x, c->y, dy, c->conv,
+                                                     c->bwd_filter, ws, c->ws_bwd_filter, &zero,
+                                                     c->w, dw),
+                      "cudnnConvolutionBackwardFilter");
     if (db) CNN_TRY(cnn_cuda_channel_sums(ctx, d->n, d->f, d->oh * d->ow, dy, db));
     return CNN_OK;
 }

@@ -173,9 +173,12 @@ __global__ void max_pool_backward_kernel(I total, pool_geom g, const float *__re
 // stride): an input lies in at most one window, found by one division per
 // axis; it gets 0 + dy there when it is that window's argmax, else 0 (the
 // generic kernel's sum of one term, bit for bit).
+// With relu_y (the pool's input, a ReLU's output; else NULL), also that
+// ReLU's backward: 0 where relu_y is not positive.
 __global__ void max_pool_backward_disjoint_kernel(unsigned total, pool_geom g,
                                                   const float *__restrict__ dy,
                                                   const int32_t *__restrict__ argmax,
+                                                  const float *__restrict__ relu_y,
                                                   float *__restrict__ dx)
 {
     const unsigned out_plane = (unsigned)g.oh * g.ow;
@@ -191,6 +194,7 @@ __global__ void max_pool_backward_disjoint_kernel(unsigned total, pool_geom g,
             const unsigned o = q * out_plane + (unsigned)(r * g.ow + s);
             if (argmax[o] == me) acc += dy[o];
         }
+        if (relu_y && !(relu_y[e] > 0.0f)) acc = 0.0f;
         dx[e] = acc;
     }
 }
@@ -294,7 +298,7 @@ cnn_status cuda_pool_backward(cnn_ctx *ctx, const cnn_pool_desc *d, const float 
     if (d->mode == CNN_POOL_MAX) {
         if (narrow && d->ph <= d->sh && d->pw <= d->sw && d->pad_top >= 0 && d->pad_left >= 0)
             max_pool_backward_disjoint_kernel<<<blocks, CNN_THREADS, 0, st>>>((unsigned)total, g,
-                                                                              dy, argmax, dx);
+                                                                              dy, argmax, NULL, dx);
         else if (narrow)
             max_pool_backward_kernel<unsigned><<<blocks, CNN_THREADS, 0, st>>>((unsigned)total, g,
                                                                               dy, argmax, dx);
@@ -310,5 +314,38 @@ cnn_status cuda_pool_backward(cnn_ctx *ctx, const cnn_pool_desc *d, const float 
             avg_pool_backward_kernel<size_t><<<blocks, CNN_THREADS, 0, st>>>(total, g, dy, dx);
         CNN_CUDA_LAUNCHED("avg_pool_backward");
     }
+    return CNN_OK;
+}
+
+// dx = x where y > 0, else 0 (a ReLU's backward from its output y, in place).
+__global__ void relu_mask_kernel(size_t total, const float *__restrict__ y, float *__restrict__ dx)
+{
+    CNN_GRID_LOOP(e, total) dx[e] = y[e] > 0.0f ? dx[e] : 0.0f;
+}
+
+// The table's pool_backward_relu: pool_backward, then the backward of the
+// ReLU whose output y is the pool's input (in the same pass for disjoint max
+// windows): the bits of the two entries one after the other.
+cnn_status cuda_pool_backward_relu(cnn_ctx *ctx, const cnn_pool_desc *d, const float *dy,
+                                   const int32_t *argmax, const float *y, float *dx)
+{
+    CNN_TRY(check_desc("pool_backward_relu", d));
+    if (d->mode == CNN_POOL_MAX && !argmax)
+        return cnn_set_error(CNN_ERR_VALUE, "pool_backward: max pooling needs an argmax buffer");
+    const size_t total = (size_t)d->n * d->c * d->h * d->w;
+    if (total == 0) return CNN_OK;
+    const unsigned blocks = cnn_blocks(total, CNN_THREADS);
+    cudaStream_t st = cnn_stream(ctx);
+    if (d->mode == CNN_POOL_MAX && fits_32(d) && d->ph <= d->sh && d->pw <= d->sw &&
+        d->pad_top >= 0 && d->pad_left >= 0) {
+        max_pool_backward_disjoint_kernel<<<blocks, CNN_THREADS, 0, st>>>((unsigned)total,
+                                                                          geom_of(d), dy, argmax,
+                                                                          y, dx);
+        CNN_CUDA_LAUNCHED("max_pool_backward_relu");
+        return CNN_OK;
+    }
+    CNN_TRY(cuda_pool_backward(ctx, d, dy, argmax, dx));
+    relu_mask_kernel<<<blocks, CNN_THREADS, 0, st>>>(total, y, dx);
+    CNN_CUDA_LAUNCHED("pool backward ReLU mask");
     return CNN_OK;
 }
