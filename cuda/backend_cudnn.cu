@@ -1,6 +1,7 @@
 // backend_cudnn.cu: the cudnn engine: the cuda engine's table with
 // convolution, activations and softmax replaced by cuDNN calls and dense
-// layers by cuBLAS. The convolutions' bias (add and gradient), pooling,
+// layers by cuBLAS, and the ReLU after a conv or before a max pool fused
+// into our bias and pooling kernels. The convolutions' bias (add and gradient), pooling,
 // dropout, batchnorm, the losses, the optimizers,
 // the layouts and the gathers stay the cuda engine's kernels: the table's
 // pooling backward gets the forward's argmax, not the input and output that
@@ -40,6 +41,7 @@ void release(cnn_cudnn_impl *impl, int base_ready)
 
 cnn_status setup(cnn_cudnn_impl *impl)
 {
+    CNN_TRY(cnn_cudnn_algo_settings(impl));
     cudnnStatus_t s = cudnnCreate(&impl->cudnn);
     if (s != CUDNN_STATUS_SUCCESS) {
         impl->cudnn = NULL;
@@ -127,8 +129,8 @@ extern "C" const cnn_backend cnn_backend_cudnn = {
     .dense_backward_filter = cublas_dense_backward_filter,
     .activation_forward = cudnn_activation_forward,
     .activation_backward = cudnn_activation_backward,
-    .conv2d_forward_relu = NULL, // the Net runs the ReLU layer itself
-    .pool_backward_relu = NULL,
+    .conv2d_forward_relu = cudnn_conv2d_forward_relu,
+    .pool_backward_relu = cuda_pool_backward_relu,
     .dropout_forward = cuda_dropout_forward,
     .dropout_backward = cuda_dropout_backward,
     .batchnorm_forward_train = cuda_batchnorm_forward_train,

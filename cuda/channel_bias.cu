@@ -13,11 +13,35 @@ namespace {
 
 constexpr int CHUNK_ELEMENTS = 4096; // about what one block of the first pass sums
 
-// y (n, c, hw) += b[ch]: one thread per element (grid-stride)
-__global__ void add_bias_kernel(size_t count, int c, int hw, const float *__restrict__ b,
+// y (n, c, hw) += b[ch] (b not NULL), then y = relu(y) where RELU: one
+// thread per element (grid-stride), indices of type I (unsigned 32-bit
+// where the tensor has fewer than 2^31 elements: cheaper division).
+template <typename I, bool RELU>
+__global__ void add_bias_kernel(I count, int c, int hw, const float *__restrict__ b,
                                 float *__restrict__ y)
 {
-    CNN_GRID_LOOP(e, count) y[e] += b[(e / (size_t)hw) % (size_t)c];
+    for (I e = (I)blockIdx.x * blockDim.x + threadIdx.x; e < count; e += (I)blockDim.x * gridDim.x) {
+        float v = y[e];
+        if (b) v += b[(e / (I)hw) % (I)c];
+        if (RELU) v = v > 0.0f ? v : 0.0f;
+        y[e] = v;
+    }
+}
+
+template <bool RELU>
+cnn_status add_bias(cnn_ctx *ctx, int n, int c, int hw, const float *b, float *y)
+{
+    const size_t count = (size_t)n * c * hw;
+    if (count == 0) return CNN_OK;
+    const unsigned blocks = cnn_blocks(count, CNN_THREADS);
+    if (count < 0x7fffffffu)
+        add_bias_kernel<unsigned, RELU><<<blocks, CNN_THREADS, 0, cnn_stream(ctx)>>>(
+            (unsigned)count, c, hw, b, y);
+    else
+        add_bias_kernel<size_t, RELU><<<blocks, CNN_THREADS, 0, cnn_stream(ctx)>>>(count, c, hw,
+                                                                                 b, y);
+    CNN_CUDA_LAUNCHED(RELU ? "conv bias and ReLU" : "conv bias");
+    return CNN_OK;
 }
 
 // Block (k, ch) sums images [k*per, min(n, (k+1)*per)) of channel ch of
@@ -60,12 +84,13 @@ __global__ void add_chunks_kernel(int c, int chunks, const float *__restrict__ p
 cnn_status cnn_cuda_add_channel_bias(cnn_ctx *ctx, int n, int c, int hw, const float *b,
                                      float *y)
 {
-    const size_t count = (size_t)n * c * hw;
-    if (count == 0) return CNN_OK;
-    add_bias_kernel<<<cnn_blocks(count, CNN_THREADS), CNN_THREADS, 0, cnn_stream(ctx)>>>(
-        count, c, hw, b, y);
-    CNN_CUDA_LAUNCHED("conv bias");
-    return CNN_OK;
+    return add_bias<false>(ctx, n, c, hw, b, y);
+}
+
+cnn_status cnn_cuda_add_channel_bias_relu(cnn_ctx *ctx, int n, int c, int hw, const float *b,
+                                          float *y)
+{
+    return add_bias<true>(ctx, n, c, hw, b, y);
 }
 
 cnn_status cnn_cuda_channel_sums(cnn_ctx *ctx, int n, int c, int hw, const float *x, float *out)

@@ -93,6 +93,18 @@ cnn_status cuda_conv2d_backward_filter(cnn_ctx *ctx, const cnn_conv_desc *d, con
     return CNN_OK;
 }
 
+// The filter gradient from x itself (the column matrix made here, not left
+// by a forward of this engine): the cudnn engine's own deterministic
+// candidate. Leaves col and t in ws, as the backward filter above.
+cnn_status cuda_conv2d_backward_filter_from_x(cnn_ctx *ctx, const cnn_conv_desc *d,
+                                              const float *x, const float *dy, float *dw,
+                                              float *db, void *ws)
+{
+    CNN_TRY(check_desc("conv2d_backward_filter", d));
+    if (d->n > 0) CNN_TRY(im2col(ctx, d, x, (float *)ws));
+    return cuda_conv2d_backward_filter(ctx, d, x, dy, dw, db, ws);
+}
+
 cnn_status cuda_conv2d_backward_data(cnn_ctx *ctx, const cnn_conv_desc *d, const float *dy,
                                      const float *w, float *dx, void *ws)
 {

@@ -37,12 +37,17 @@ cnn_status cuda_conv2d_backward_data(cnn_ctx *ctx, const cnn_conv_desc *d, const
                                     const float *w, float *dx, void *ws);
 cnn_status cuda_conv2d_backward_filter(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x,
                                       const float *dy, float *dw, float *db, void *ws);
+cnn_status cuda_conv2d_backward_filter_from_x(cnn_ctx *ctx, const cnn_conv_desc *d,
+                                              const float *x, const float *dy, float *dw,
+                                              float *db, void *ws);
 
 /* pool.cu */
 cnn_status cuda_pool_forward(cnn_ctx *ctx, const cnn_pool_desc *d, const float *x, float *y,
                             int32_t *argmax);
 cnn_status cuda_pool_backward(cnn_ctx *ctx, const cnn_pool_desc *d, const float *dy,
                              const int32_t *argmax, float *dx);
+cnn_status cuda_pool_backward_relu(cnn_ctx *ctx, const cnn_pool_desc *d, const float *dy,
+                                   const int32_t *argmax, const float *y, float *dx);
 
 /* dense.cu */
 cnn_status cuda_dense_forward(cnn_ctx *ctx, int n, int in, int out, const float *x,

@@ -10,10 +10,20 @@
 #include "cuda_common.cuh"
 
 // One convolution shape's descriptors and chosen algorithms, made on first
-// use and kept for the context's life.
+// use and kept for the context's life; each direction's algorithm is chosen
+// on that direction's first call (cudnn_algo.cu), bit dir of chosen.
+enum { CNN_CUDNN_FWD = 0, CNN_CUDNN_BWD_DATA = 1, CNN_CUDNN_BWD_FILTER = 2 };
+
+// The backward-filter "algorithm" that is ours: the cuda engine's im2col and
+// deterministic split-K SGEMM (cuda_conv2d_backward_filter_from_x), a
+// candidate beside cuDNN's where measured.
+#define CNN_CUDNN_ALGO_OURS 64
+
 struct cnn_cudnn_conv {
     cnn_conv_desc key;
     int tf32;
+    int chosen;
+    int filter_ours; // the backward filter is CNN_CUDNN_ALGO_OURS
     cudnnTensorDescriptor_t x, y;
     cudnnFilterDescriptor_t w;
     cudnnConvolutionDescriptor_t conv;
@@ -25,6 +35,13 @@ struct cnn_cudnn_conv {
 
 #define CNN_CUDNN_MAX_CONVS 64
 
+// How algorithms are chosen (CNNCUDA_CUDNN_ALGO; cudnn_algo.cu).
+enum {
+    CNN_CUDNN_ALGO_MEASURED = 0,
+    CNN_CUDNN_ALGO_HEURISTIC = 1,
+    CNN_CUDNN_ALGO_NONDETERMINISTIC = 2
+};
+
 struct cnn_cudnn_impl {
     cnn_cuda_impl base; // first: cuda kernels cast impl to cnn_cuda_impl
     cudnnHandle_t cudnn;
@@ -34,6 +51,8 @@ struct cnn_cudnn_impl {
     cudnnActivationDescriptor_t act;
     cnn_cudnn_conv convs[CNN_CUDNN_MAX_CONVS];
     int n_convs;
+    int algo_mode; // CNN_CUDNN_ALGO_*, from the environment when the context was made
+    int own_wgrad; // CNNCUDA_CUDNN_OWN_WGRAD: -1 a measured candidate, 0 never, 1 always
 };
 
 static inline cnn_cudnn_impl *cnn_cudnn(cnn_ctx *ctx) { return (cnn_cudnn_impl *)ctx->impl; }
@@ -74,11 +93,22 @@ static inline cnn_status cnn_cublas_status(cublasStatus_t st, const char *what)
 size_t cudnn_conv2d_workspace(const cnn_conv_desc *d);
 cnn_status cudnn_conv2d_forward(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x,
                                 const float *w, const float *b, float *y, void *ws);
+cnn_status cudnn_conv2d_forward_relu(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x,
+                                     const float *w, const float *b, float *y, void *ws);
 cnn_status cudnn_conv2d_backward_data(cnn_ctx *ctx, const cnn_conv_desc *d, const float *dy,
                                       const float *w, float *dx, void *ws);
 cnn_status cudnn_conv2d_backward_filter(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x,
                                         const float *dy, float *dw, float *db, void *ws);
 void cnn_cudnn_release_convs(cnn_cudnn_impl *impl);
+
+// cudnn_algo.cu
+cnn_status cnn_cudnn_algo_settings(cnn_cudnn_impl *impl);
+// Sets c's algorithm of direction dir (CNN_CUDNN_*) and its workspace size:
+// the process's earlier choice for this shape, or one made now (measured on
+// the layer's buffers: a, b the direction's inputs, out its output, which
+// is overwritten; ws of ws_bytes the layer's workspace).
+cnn_status cnn_cudnn_choose(cnn_ctx *ctx, cnn_cudnn_conv *c, int dir, const void *a,
+                            const void *b, void *out, void *ws, size_t ws_bytes);
 
 // cudnn_activation.cu
 cnn_status cudnn_activation_forward(cnn_ctx *ctx, int act, int rows, int cols, const float *x,

@@ -4,11 +4,11 @@
 // Keras's 'same' padding can be uneven (the extra row at the bottom); cuDNN
 // pads both sides alike, so an uneven shape is handed to the cuda engine's
 // own kernels. Each shape's descriptors and algorithms are chosen on first
-// use and cached in the context: the algorithm is the heuristic's best whose
-// workspace fits the layer's workspace, sized (as the cuda engine's) when
-// the Net was made, and, for the backward passes, that is deterministic (no
-// atomics), so the same seed gives the same bits run after run. Strict float32 (CUDNN_FMA_MATH) unless the Net asked for
-// TF32.
+// use and cached in the context; each direction's algorithm is chosen on
+// its first call (cudnn_algo.cu: by default the fastest deterministic one,
+// measured on the layer's own buffers) among those whose workspace fits the
+// layer's, sized (as the cuda engine's) when the Net was made. Strict float32
+// (CUDNN_FMA_MATH) unless the Net asked for TF32.
 #include <string.h>
 
 #include "cuda_ops.h"
@@ -23,9 +23,8 @@ int even_padding(const cnn_conv_desc *d)
            (d->pad_top == 0 || ph > 0) && (d->pad_left == 0 || pw > 0);
 }
 
-cnn_status make_conv(cnn_ctx *ctx, const cnn_conv_desc *d, size_t ws_bytes, cnn_cudnn_conv *c)
+cnn_status make_conv(cnn_ctx *ctx, const cnn_conv_desc *d, cnn_cudnn_conv *c)
 {
-    cnn_cudnn_impl *impl = cnn_cudnn(ctx);
     memset(c, 0, sizeof *c);
     c->key = *d;
     c->tf32 = ctx->allow_tf32;
@@ -45,47 +44,12 @@ cnn_status make_conv(cnn_ctx *ctx, const cnn_conv_desc *d, size_t ws_bytes, cnn_
     CNN_CUDNN_TRY(cudnnSetConvolutionMathType(c->conv, c->tf32 ? CUDNN_TENSOR_OP_MATH
                                                                : CUDNN_FMA_MATH),
                   "conv math type");
-    int got = 0;
-    cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    CNN_CUDNN_TRY(cudnnGetConvolutionForwardAlgorithm_v7(impl->cudnn, c->x, c->w, c->conv, c->y,
-                                                         CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got,
-                                                         fwd), "choosing a forward algorithm");
-    int i = 0;
-    while (i < got && (fwd[i].status != CUDNN_STATUS_SUCCESS || fwd[i].memory > ws_bytes)) ++i;
-    if (i == got) return cnn_set_error(CNN_ERR_DEVICE, "cuDNN offers no forward algorithm for this convolution");
-    c->fwd = fwd[i].algo;
-    cudnnConvolutionBwdDataAlgoPerf_t bd[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-    CNN_CUDNN_TRY(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-                      impl->cudnn, c->w, c->y, c->conv, c->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
-                      &got, bd), "choosing a backward-data algorithm");
-    i = 0;
-    while (i < got && (bd[i].status != CUDNN_STATUS_SUCCESS || bd[i].memory > ws_bytes ||
-                       bd[i].determinism != CUDNN_DETERMINISTIC))
-        ++i;
-    if (i == got) return cnn_set_error(CNN_ERR_DEVICE, "cuDNN offers no backward-data algorithm for this convolution");
-    c->bwd_data = bd[i].algo;
-    cudnnConvolutionBwdFilterAlgoPerf_t bf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    CNN_CUDNN_TRY(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-                      impl->cudnn, c->x, c->y, c->conv, c->w,
-                      CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, bf),
-                  "choosing a backward-filter algorithm");
-    i = 0;
-    while (i < got && (bf[i].status != CUDNN_STATUS_SUCCESS || bf[i].memory > ws_bytes ||
-                       bf[i].determinism != CUDNN_DETERMINISTIC))
-        ++i;
-    if (i == got) return cnn_set_error(CNN_ERR_DEVICE, "cuDNN offers no backward-filter algorithm for this convolution");
-    c->bwd_filter = bf[i].algo;
-    CNN_CUDNN_TRY(cudnnGetConvolutionForwardWorkspaceSize(impl->cudnn, c->x, c->w, c->conv, c->y,
-                                                          c->fwd, &c->ws_fwd), "workspace size");
-    CNN_CUDNN_TRY(cudnnGetConvolutionBackwardDataWorkspaceSize(impl->cudnn, c->w, c->y, c->conv,
-                                                               c->x, c->bwd_data, &c->ws_bwd_data),
-                  "workspace size");
-    CNN_CUDNN_TRY(cudnnGetConvolutionBackwardFilterWorkspaceSize(impl->cudnn, c->x, c->y, c->conv,
-                                                                 c->w, c->bwd_filter,
-                                                                 &c->ws_bwd_filter),
-                  "workspace size");
     return CNN_OK;
 }
+
+// The layer's workspace was sized by the cuda engine's rule for the largest
+// batch, so it holds at least that rule's size for this batch.
+size_t layer_workspace(const cnn_conv_desc *d) { return cuda_conv2d_workspace(d); }
 
 void release_conv(cnn_cudnn_conv *c)
 {
@@ -107,10 +71,8 @@ cnn_cudnn_conv *find_conv(cnn_ctx *ctx, const cnn_conv_desc *d, cnn_status *st)
                             CNN_CUDNN_MAX_CONVS);
         return NULL;
     }
-    // the layer's workspace was sized by the cuda engine's rule for the
-    // largest batch, so it holds at least that rule's size for this batch
     cnn_cudnn_conv *c = &impl->convs[impl->n_convs];
-    *st = make_conv(ctx, d, cuda_conv2d_workspace(d), c);
+    *st = make_conv(ctx, d, c);
     if (*st != CNN_OK) {
         release_conv(c);
         memset(c, 0, sizeof *c);
@@ -130,20 +92,46 @@ void cnn_cudnn_release_convs(cnn_cudnn_impl *impl)
 
 size_t cudnn_conv2d_workspace(const cnn_conv_desc *d) { return cuda_conv2d_workspace(d); }
 
-cnn_status cudnn_conv2d_forward(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x,
-                                const float *w, const float *b, float *y, void *ws)
+namespace {
+
+// The convolution, then its bias (and the ReLU after it, where relu).
+cnn_status forward(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x, const float *w,
+                   const float *b, float *y, void *ws, bool relu)
 {
-    if (!even_padding(d) || d->n == 0) return cuda_conv2d_forward(ctx, d, x, w, b, y, ws);
+    if (!even_padding(d) || d->n == 0) {
+        CNN_TRY(cuda_conv2d_forward(ctx, d, x, w, b, y, ws));
+        if (relu) CNN_TRY(cnn_cuda_add_channel_bias_relu(ctx, d->n, d->f, d->oh * d->ow, NULL, y));
+        return CNN_OK;
+    }
     cnn_status st;
     cnn_cudnn_conv *c = find_conv(ctx, d, &st);
     if (!c) return st;
+    if (!(c->chosen & (1 << CNN_CUDNN_FWD)))
+        CNN_TRY(cnn_cudnn_choose(ctx, c, CNN_CUDNN_FWD, x, w, y, ws, layer_workspace(d)));
     const float one = 1.0f, zero = 0.0f;
     cudnnHandle_t h = cnn_cudnn(ctx)->cudnn;
     CNN_CUDNN_TRY(cudnnConvolutionForward(h, &one, c->x, x, c->w, w, c->conv, c->fwd, ws,
                                           c->ws_fwd, &zero, c->y, y),
                   "cudnnConvolutionForward");
+    if (relu) return cnn_cuda_add_channel_bias_relu(ctx, d->n, d->f, d->oh * d->ow, b, y);
     if (b) CNN_TRY(cnn_cuda_add_channel_bias(ctx, d->n, d->f, d->oh * d->ow, b, y));
     return CNN_OK;
+}
+
+} // namespace
+
+cnn_status cudnn_conv2d_forward(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x,
+                                const float *w, const float *b, float *y, void *ws)
+{
+    return forward(ctx, d, x, w, b, y, ws, false);
+}
+
+// The table's conv2d_forward_relu: y = relu(conv + b), the ReLU in the bias
+// pass (the bits of conv2d_forward and then the ReLU).
+cnn_status cudnn_conv2d_forward_relu(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x,
+                                     const float *w, const float *b, float *y, void *ws)
+{
+    return forward(ctx, d, x, w, b, y, ws, true);
 }
 
 cnn_status cudnn_conv2d_backward_filter(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x,
@@ -153,11 +141,17 @@ cnn_status cudnn_conv2d_backward_filter(cnn_ctx *ctx, const cnn_conv_desc *d, co
     cnn_status st;
     cnn_cudnn_conv *c = find_conv(ctx, d, &st);
     if (!c) return st;
+    if (!(c->chosen & (1 << CNN_CUDNN_BWD_FILTER)))
+        CNN_TRY(cnn_cudnn_choose(ctx, c, CNN_CUDNN_BWD_FILTER, x, dy, dw, ws, layer_workspace(d)));
     const float one = 1.0f, zero = 0.0f;
     cudnnHandle_t h = cnn_cudnn(ctx)->cudnn;
-    CNN_CUDNN_TRY(cudnnConvolutionBackwardFilter(h, &one, c->x, x, c->y, dy, c->conv, c->bwd_filter,
-                                                 ws, c->ws_bwd_filter, &zero, c->w, dw),
-                  "cudnnConvolutionBackwardFilter");
+    if (c->filter_ours)
+        CNN_TRY(cuda_conv2d_backward_filter_from_x(ctx, d, x, dy, dw, NULL, ws));
+    else
+        CNN_CUDNN_TRY(cudnnConvolutionBackwardFilter(h, &one, c->x, x, c->y, dy, c->conv,
+                                                     c->bwd_filter, ws, c->ws_bwd_filter, &zero,
+                                                     c->w, dw),
+                      "cudnnConvolutionBackwardFilter");
     if (db) CNN_TRY(cnn_cuda_channel_sums(ctx, d->n, d->f, d->oh * d->ow, dy, db));
     return CNN_OK;
 }
@@ -169,6 +163,8 @@ cnn_status cudnn_conv2d_backward_data(cnn_ctx *ctx, const cnn_conv_desc *d, cons
     cnn_status st;
     cnn_cudnn_conv *c = find_conv(ctx, d, &st);
     if (!c) return st;
+    if (!(c->chosen & (1 << CNN_CUDNN_BWD_DATA)))
+        CNN_TRY(cnn_cudnn_choose(ctx, c, CNN_CUDNN_BWD_DATA, w, dy, dx, ws, layer_workspace(d)));
     const float one = 1.0f, zero = 0.0f;
     CNN_CUDNN_TRY(cudnnConvolutionBackwardData(cnn_cudnn(ctx)->cudnn, &one, c->w, w, c->y, dy,
                                                c->conv, c->bwd_data, ws, c->ws_bwd_data, &zero,

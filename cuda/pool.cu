@@ -11,6 +11,9 @@
 // results). Max backward adds dy where argmax equals this input's index; an
 // argmax that no covering window could have produced (the forward never
 // writes one) is ignored, where the cpu engine reports it.
+#include <stdlib.h>
+#include <string.h>
+
 #include "cuda_common.cuh"
 #include "cuda_ops.h"
 
@@ -70,15 +73,22 @@ static __device__ __forceinline__ void covering(int i, int stride, int pad, int 
     *hi = b > out - 1 ? out - 1 : b;
 }
 
+// Every kernel is compiled for two index types: unsigned 32-bit when the
+// input and the output have fewer than 2^31 elements (GPU integer division is
+// much cheaper in 32 bits), size_t otherwise (and under CNNCUDA_POOL=generic).
+#define POOL_LOOP(I, i, n)                                                     \
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (I)blockDim.x * gridDim.x)
+
 // x (planes, h, w) -> y (planes, oh, ow), argmax (planes, oh, ow): one
 // thread per output.
-__global__ void max_pool_forward_kernel(size_t total, pool_geom g, const float *__restrict__ x,
+template <typename I>
+__global__ void max_pool_forward_kernel(I total, pool_geom g, const float *__restrict__ x,
                                         float *__restrict__ y, int32_t *__restrict__ argmax)
 {
-    const size_t out_plane = (size_t)g.oh * g.ow;
-    const size_t in_plane = (size_t)g.h * g.w;
-    CNN_GRID_LOOP(o, total) {
-        const size_t q = o / out_plane;
+    const I out_plane = (I)g.oh * g.ow;
+    const I in_plane = (I)g.h * g.w;
+    POOL_LOOP(I, o, total) {
+        const I q = o / out_plane;
         const int rest = (int)(o - q * out_plane);
         const int r = rest / g.ow, s = rest - (rest / g.ow) * g.ow;
         int r0, r1, c0, c1;
@@ -109,13 +119,14 @@ __global__ void max_pool_forward_kernel(size_t total, pool_geom g, const float *
 
 // x (planes, h, w) -> y (planes, oh, ow), the mean of each clipped window
 // (summed in row-major order, as the cpu engine).
-__global__ void avg_pool_forward_kernel(size_t total, pool_geom g, const float *__restrict__ x,
+template <typename I>
+__global__ void avg_pool_forward_kernel(I total, pool_geom g, const float *__restrict__ x,
                                         float *__restrict__ y)
 {
-    const size_t out_plane = (size_t)g.oh * g.ow;
-    const size_t in_plane = (size_t)g.h * g.w;
-    CNN_GRID_LOOP(o, total) {
-        const size_t q = o / out_plane;
+    const I out_plane = (I)g.oh * g.ow;
+    const I in_plane = (I)g.h * g.w;
+    POOL_LOOP(I, o, total) {
+        const I q = o / out_plane;
         const int rest = (int)(o - q * out_plane);
         const int r = rest / g.ow, s = rest - (rest / g.ow) * g.ow;
         int r0, r1, c0, c1;
@@ -132,14 +143,15 @@ __global__ void avg_pool_forward_kernel(size_t total, pool_geom g, const float *
 
 // dy (planes, oh, ow), argmax (planes, oh, ow) -> dx (planes, h, w),
 // overwritten: one thread per input element.
-__global__ void max_pool_backward_kernel(size_t total, pool_geom g, const float *__restrict__ dy,
+template <typename I>
+__global__ void max_pool_backward_kernel(I total, pool_geom g, const float *__restrict__ dy,
                                          const int32_t *__restrict__ argmax,
                                          float *__restrict__ dx)
 {
-    const size_t out_plane = (size_t)g.oh * g.ow;
-    const size_t in_plane = (size_t)g.h * g.w;
-    CNN_GRID_LOOP(e, total) {
-        const size_t q = e / in_plane;
+    const I out_plane = (I)g.oh * g.ow;
+    const I in_plane = (I)g.h * g.w;
+    POOL_LOOP(I, e, total) {
+        const I q = e / in_plane;
         const int me = (int)(e - q * in_plane); // index into the input plane
         const int i = me / g.w, j = me - (me / g.w) * g.w;
         int rlo, rhi, slo, shi;
@@ -157,15 +169,46 @@ __global__ void max_pool_backward_kernel(size_t total, pool_geom g, const float 
     }
 }
 
+// Max backward where windows do not overlap (pool no larger than the
+// stride): an input lies in at most one window, found by one division per
+// axis; it gets 0 + dy there when it is that window's argmax, else 0 (the
+// generic kernel's sum of one term, bit for bit).
+// With relu_y (the pool's input, a ReLU's output; else NULL), also that
+// ReLU's backward: 0 where relu_y is not positive.
+__global__ void max_pool_backward_disjoint_kernel(unsigned total, pool_geom g,
+                                                  const float *__restrict__ dy,
+                                                  const int32_t *__restrict__ argmax,
+                                                  const float *__restrict__ relu_y,
+                                                  float *__restrict__ dx)
+{
+    const unsigned out_plane = (unsigned)g.oh * g.ow;
+    const unsigned in_plane = (unsigned)g.h * g.w;
+    POOL_LOOP(unsigned, e, total) {
+        const unsigned q = e / in_plane;
+        const int me = (int)(e - q * in_plane);
+        const int i = me / g.w, j = me - (me / g.w) * g.w;
+        const int ti = i + g.pad_top, tj = j + g.pad_left; // both >= 0
+        const int r = ti / g.sh, s = tj / g.sw;
+        float acc = 0.0f;
+        if (r < g.oh && s < g.ow && ti - r * g.sh < g.ph && tj - s * g.sw < g.pw) {
+            const unsigned o = q * out_plane + (unsigned)(r * g.ow + s);
+            if (argmax[o] == me) acc += dy[o];
+        }
+        if (relu_y && !(relu_y[e] > 0.0f)) acc = 0.0f;
+        dx[e] = acc;
+    }
+}
+
 // dy (planes, oh, ow) -> dx (planes, h, w), overwritten: each covering
 // output passes dy / (its in-image count); one thread per input element.
-__global__ void avg_pool_backward_kernel(size_t total, pool_geom g, const float *__restrict__ dy,
+template <typename I>
+__global__ void avg_pool_backward_kernel(I total, pool_geom g, const float *__restrict__ dy,
                                          float *__restrict__ dx)
 {
-    const size_t out_plane = (size_t)g.oh * g.ow;
-    const size_t in_plane = (size_t)g.h * g.w;
-    CNN_GRID_LOOP(e, total) {
-        const size_t q = e / in_plane;
+    const I out_plane = (I)g.oh * g.ow;
+    const I in_plane = (I)g.h * g.w;
+    POOL_LOOP(I, e, total) {
+        const I q = e / in_plane;
         const int me = (int)(e - q * in_plane);
         const int i = me / g.w, j = me - (me / g.w) * g.w;
         int rlo, rhi, slo, shi;
@@ -187,6 +230,25 @@ __global__ void avg_pool_backward_kernel(size_t total, pool_geom g, const float 
     }
 }
 
+// CNNCUDA_POOL=generic: the size_t kernels and no disjoint path (the code
+// before the 32-bit paths, kept to time against), read once.
+static int generic_only(void)
+{
+    static int cached = -1;
+    if (cached < 0) {
+        const char *v = getenv("CNNCUDA_POOL");
+        cached = v != NULL && strcmp(v, "generic") == 0;
+    }
+    return cached;
+}
+
+// Whether the input and output planes of d can use 32-bit indices.
+static int fits_32(const cnn_pool_desc *d)
+{
+    const size_t in = (size_t)d->n * d->c * d->h * d->w, out = (size_t)d->n * d->c * d->oh * d->ow;
+    return !generic_only() && in < 0x7fffffffu && out < 0x7fffffffu;
+}
+
 // x (n, c, h, w) -> y (n, c, oh, ow); argmax (n, c, oh, ow) for max (may be
 // NULL for average).
 cnn_status cuda_pool_forward(cnn_ctx *ctx, const cnn_pool_desc *d, const float *x, float *y,
@@ -199,12 +261,21 @@ cnn_status cuda_pool_forward(cnn_ctx *ctx, const cnn_pool_desc *d, const float *
     if (total == 0) return CNN_OK;
     const unsigned blocks = cnn_blocks(total, CNN_THREADS);
     const pool_geom g = geom_of(d);
+    cudaStream_t st = cnn_stream(ctx);
+    const int narrow = fits_32(d);
     if (d->mode == CNN_POOL_MAX) {
-        max_pool_forward_kernel<<<blocks, CNN_THREADS, 0, cnn_stream(ctx)>>>(total, g, x, y,
-                                                                             argmax);
+        if (narrow)
+            max_pool_forward_kernel<unsigned><<<blocks, CNN_THREADS, 0, st>>>((unsigned)total, g,
+                                                                             x, y, argmax);
+        else
+            max_pool_forward_kernel<size_t><<<blocks, CNN_THREADS, 0, st>>>(total, g, x, y, argmax);
         CNN_CUDA_LAUNCHED("max_pool_forward");
     } else {
-        avg_pool_forward_kernel<<<blocks, CNN_THREADS, 0, cnn_stream(ctx)>>>(total, g, x, y);
+        if (narrow)
+            avg_pool_forward_kernel<unsigned><<<blocks, CNN_THREADS, 0, st>>>((unsigned)total, g,
+                                                                             x, y);
+        else
+            avg_pool_forward_kernel<size_t><<<blocks, CNN_THREADS, 0, st>>>(total, g, x, y);
         CNN_CUDA_LAUNCHED("avg_pool_forward");
     }
     return CNN_OK;
@@ -222,13 +293,59 @@ cnn_status cuda_pool_backward(cnn_ctx *ctx, const cnn_pool_desc *d, const float 
     if (total == 0) return CNN_OK;
     const unsigned blocks = cnn_blocks(total, CNN_THREADS);
     const pool_geom g = geom_of(d);
+    cudaStream_t st = cnn_stream(ctx);
+    const int narrow = fits_32(d);
     if (d->mode == CNN_POOL_MAX) {
-        max_pool_backward_kernel<<<blocks, CNN_THREADS, 0, cnn_stream(ctx)>>>(total, g, dy,
-                                                                              argmax, dx);
+        if (narrow && d->ph <= d->sh && d->pw <= d->sw && d->pad_top >= 0 && d->pad_left >= 0)
+            max_pool_backward_disjoint_kernel<<<blocks, CNN_THREADS, 0, st>>>((unsigned)total, g,
+                                                                              dy, argmax, NULL, dx);
+        else if (narrow)
+            max_pool_backward_kernel<unsigned><<<blocks, CNN_THREADS, 0, st>>>((unsigned)total, g,
+                                                                              dy, argmax, dx);
+        else
+            max_pool_backward_kernel<size_t><<<blocks, CNN_THREADS, 0, st>>>(total, g, dy, argmax,
+                                                                            dx);
         CNN_CUDA_LAUNCHED("max_pool_backward");
     } else {
-        avg_pool_backward_kernel<<<blocks, CNN_THREADS, 0, cnn_stream(ctx)>>>(total, g, dy, dx);
+        if (narrow)
+            avg_pool_backward_kernel<unsigned><<<blocks, CNN_THREADS, 0, st>>>((unsigned)total, g,
+                                                                              dy, dx);
+        else
+            avg_pool_backward_kernel<size_t><<<blocks, CNN_THREADS, 0, st>>>(total, g, dy, dx);
         CNN_CUDA_LAUNCHED("avg_pool_backward");
     }
+    return CNN_OK;
+}
+
+// dx = x where y > 0, else 0 (a ReLU's backward from its output y, in place).
+__global__ void relu_mask_kernel(size_t total, const float *__restrict__ y, float *__restrict__ dx)
+{
+    CNN_GRID_LOOP(e, total) dx[e] = y[e] > 0.0f ? dx[e] : 0.0f;
+}
+
+// The table's pool_backward_relu: pool_backward, then the backward of the
+// ReLU whose output y is the pool's input (in the same pass for disjoint max
+// windows): the bits of the two entries one after the other.
+cnn_status cuda_pool_backward_relu(cnn_ctx *ctx, const cnn_pool_desc *d, const float *dy,
+                                   const int32_t *argmax, const float *y, float *dx)
+{
+    CNN_TRY(check_desc("pool_backward_relu", d));
+    if (d->mode == CNN_POOL_MAX && !argmax)
+        return cnn_set_error(CNN_ERR_VALUE, "pool_backward: max pooling needs an argmax buffer");
+    const size_t total = (size_t)d->n * d->c * d->h * d->w;
+    if (total == 0) return CNN_OK;
+    const unsigned blocks = cnn_blocks(total, CNN_THREADS);
+    cudaStream_t st = cnn_stream(ctx);
+    if (d->mode == CNN_POOL_MAX && fits_32(d) && d->ph <= d->sh && d->pw <= d->sw &&
+        d->pad_top >= 0 && d->pad_left >= 0) {
+        max_pool_backward_disjoint_kernel<<<blocks, CNN_THREADS, 0, st>>>((unsigned)total,
+                                                                          geom_of(d), dy, argmax,
+                                                                          y, dx);
+        CNN_CUDA_LAUNCHED("max_pool_backward_relu");
+        return CNN_OK;
+    }
+    CNN_TRY(cuda_pool_backward(ctx, d, dy, argmax, dx));
+    relu_mask_kernel<<<blocks, CNN_THREADS, 0, st>>>(total, y, dx);
+    CNN_CUDA_LAUNCHED("pool backward ReLU mask");
     return CNN_OK;
 }

@@ -78,6 +78,8 @@ POOL_CASES = [
     ((9, 7, 3), (3, 3), (2, 2), "same"),       # overlapping windows, stride 2
     ((10, 10, 1), (3, 2), (1, 2), "valid"),
     ((5, 5, 4), (5, 5), (1, 1), "same"),       # windows clipped on every side
+    ((7, 8, 2), (3, 3), None, "same"),         # disjoint windows, padding at the top
+    ((9, 10, 2), (2, 2), (3, 3), "valid"),     # stride above the window: inputs in no window
 ]
 
 

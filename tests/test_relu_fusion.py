@@ -1,4 +1,4 @@
-"""A ReLU fused into its neighbour on the host engines (cnn.h:
+"""A ReLU fused into its neighbour on the host engines and cudnn (cnn.h:
 conv2d_forward_relu, pool_backward_relu) gives the bits of the two ops run
 one after the other.
 
@@ -16,7 +16,7 @@ import pytest
 
 import cnncuda
 from cnncuda.engine import make_net
-from conftest import ADAM, SPARSE_LOGITS
+from conftest import ADAM, SPARSE_LOGITS, engine_params
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HOST_ENGINES = [d for d in ("cpu", "omp:1", "omp:2", "omp:3")
@@ -71,6 +71,17 @@ def test_networks_same_bits_fused_or_not(device, name, monkeypatch):
     fused = train(device, NETWORKS[name], True, monkeypatch)
     plain = train(device, NETWORKS[name], False, monkeypatch)
     assert len(fused) == len(plain)
+    for i, (a, b) in enumerate(zip(fused, plain)):
+        assert a.tobytes() == b.tobytes(), "array %d differs" % i
+
+
+@pytest.mark.parametrize("name", sorted(NETWORKS))
+@pytest.mark.parametrize("device", engine_params(("cudnn",)))
+def test_gpu_networks_same_bits_fused_or_not(device, name, monkeypatch):
+    """The cudnn engine fuses too (the ReLU in its conv bias pass and in the
+    max-pool backward): the same bits as its ReLU layers run apart."""
+    fused = train(device, NETWORKS[name], True, monkeypatch)
+    plain = train(device, NETWORKS[name], False, monkeypatch)
     for i, (a, b) in enumerate(zip(fused, plain)):
         assert a.tobytes() == b.tobytes(), "array %d differs" % i
 
