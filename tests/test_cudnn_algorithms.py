@@ -20,6 +20,20 @@ def build(engine, batch, name="cifar10_cnn"):
                     seed=0)
 
 
+def assert_gradients_match(engine, batch, seed):
+    """One step of the seed CNN at `batch` on `engine` and on cpu: the same
+    loss, and every gradient within 2e-3 of the largest (as
+    test_gpu_training compares the cudnn engine)."""
+    gpu, cpu = build(engine, batch), build("cpu", batch)
+    x, y = synthetic_data("cifar10_cnn", batch, seed=seed)
+    np.testing.assert_allclose(gpu.compute_gradients(x, y), cpu.compute_gradients(x, y),
+                               rtol=1e-5)
+    theirs = cpu.get_gradients()
+    scale = max(float(np.max(np.abs(g))) for g in theirs)
+    for i, (a, b) in enumerate(zip(gpu.get_gradients(), theirs)):
+        assert np.max(np.abs(a - b)) <= 2e-3 * scale, "gradient %d" % i
+
+
 @pytest.mark.parametrize("engine", CUDNN)
 @pytest.mark.parametrize("mode", ["measured", "heuristic", "nondeterministic"])
 def test_every_mode_gives_the_cpu_engines_gradients(engine, mode, monkeypatch):
@@ -27,14 +41,7 @@ def test_every_mode_gives_the_cpu_engines_gradients(engine, mode, monkeypatch):
     as test_gpu_training compares the cudnn engine: within 2e-3 of the
     largest gradient."""
     monkeypatch.setenv("CNNCUDA_CUDNN_ALGO", mode)
-    gpu, cpu = build(engine, 96), build("cpu", 96)
-    x, y = synthetic_data("cifar10_cnn", 96, seed=11)
-    np.testing.assert_allclose(gpu.compute_gradients(x, y), cpu.compute_gradients(x, y),
-                               rtol=1e-5)
-    theirs = cpu.get_gradients()
-    scale = max(float(np.max(np.abs(g))) for g in theirs)
-    for i, (a, b) in enumerate(zip(gpu.get_gradients(), theirs)):
-        assert np.max(np.abs(a - b)) <= 2e-3 * scale, "gradient %d" % i
+    assert_gradients_match(engine, 96, seed=11)
 
 
 @pytest.mark.parametrize("engine", CUDNN)
@@ -94,11 +101,4 @@ def test_the_filter_gradient_at_batch_512_either_way(engine, own, monkeypatch):
     """The seed CNN's shapes at batch 512, our backward filter forced on and
     off: the cpu engine's gradients (as test_gpu_training compares them)."""
     monkeypatch.setenv("CNNCUDA_CUDNN_OWN_WGRAD", own)
-    gpu, cpu = build(engine, 512), build("cpu", 512)
-    x, y = synthetic_data("cifar10_cnn", 512, seed=13)
-    np.testing.assert_allclose(gpu.compute_gradients(x, y), cpu.compute_gradients(x, y),
-                               rtol=1e-5)
-    theirs = cpu.get_gradients()
-    scale = max(float(np.max(np.abs(g))) for g in theirs)
-    for i, (a, b) in enumerate(zip(gpu.get_gradients(), theirs)):
-        assert np.max(np.abs(a - b)) <= 2e-3 * scale, "gradient %d" % i
+    assert_gradients_match(engine, 512, seed=13)
