@@ -1,6 +1,7 @@
 // backend_cuda.cu: the cuda engine's table and context: device memory, one
 // stream per Net, every kernel written in this folder.
 #include <stdlib.h>
+#include <string.h>
 
 #include "cuda_common.cuh"
 #include "cuda_ops.h"
@@ -16,6 +17,14 @@ cnn_status cnn_cuda_impl_init(cnn_cuda_impl *impl, int device)
     if (device < 0 || device >= count)
         return cnn_set_error(CNN_ERR_VALUE, "device: expected a CUDA device index in [0, %d), got %d",
                              count, device);
+    const char *kernel = getenv("CNNCUDA_SGEMM");
+    if (!kernel || !*kernel || !strcmp(kernel, "wide"))
+        impl->sgemm_kernel = CNN_SGEMM_WIDE;
+    else if (!strcmp(kernel, "tile64"))
+        impl->sgemm_kernel = CNN_SGEMM_TILE64;
+    else
+        return cnn_set_error(CNN_ERR_VALUE, "CNNCUDA_SGEMM: expected 'wide' or 'tile64', got '%s'",
+                             kernel);
     CNN_CUDA_TRY(cudaSetDevice(device), "selecting the context's GPU");
     impl->device = device;
     cudaError_t err =

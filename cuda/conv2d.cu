@@ -13,6 +13,13 @@
 // the backward filter left (it overwrites col with dcol: it runs last).
 // col2im computes each input element as a sum over the kernel positions that
 // read it, so it needs no atomics and is deterministic.
+//
+// Under the wide SGEMM (gemm.cu, the default) t is never formed: the GEMMs
+// read dy and write y in their NCHW layout (n, f, P) themselves, the
+// forward's adding the bias as it stores y (gemm_wide_kernels.cuh), and db
+// is a deterministic sum per channel of dy. So the forward writes y once
+// instead of t and then y, and the backward skips dy's rearranging.
+// CNNCUDA_SGEMM=tile64 keeps the path through t described above.
 #include "conv2d_kernels.cuh"
 #include "cuda_ops.h"
 
@@ -51,6 +58,13 @@ cnn_status gather_dy(cnn_ctx *ctx, const cnn_conv_desc *d, const float *dy, floa
     return CNN_OK;
 }
 
+// Whether this context's SGEMM is the wide kernel, which takes the NCHW
+// layouts and the bias itself.
+bool wide(cnn_ctx *ctx)
+{
+    return ((const cnn_cuda_impl *)ctx->impl)->sgemm_kernel == CNN_SGEMM_WIDE;
+}
+
 } // namespace
 
 size_t cuda_conv2d_workspace(const cnn_conv_desc *d)
@@ -68,6 +82,9 @@ cnn_status cuda_conv2d_forward(cnn_ctx *ctx, const cnn_conv_desc *d, const float
     const int k = d->c * d->kh * d->kw, np = d->n * d->oh * d->ow;
     const size_t p = (size_t)d->oh * d->ow;
     CNN_TRY(im2col(ctx, d, x, col));
+    if (wide(ctx))
+        return cnn_cuda_sgemm_ex(ctx, 0, 0, d->f, np, k, 1.0f, w, k, col, np, 0.0f, y, np, 0, 0,
+                                 (int)p, b);
     CNN_TRY(cnn_cuda_sgemm(ctx, 0, 0, d->f, np, k, 1.0f, w, k, col, np, 0.0f, t, np));
     size_t total = (size_t)d->n * d->f * p;
     scatter_bias_kernel<<<cnn_blocks(total, CNN_THREADS), CNN_THREADS, 0, cnn_stream(ctx)>>>(d->n, d->f, p, t, b, y);
@@ -87,6 +104,13 @@ cnn_status cuda_conv2d_backward_filter(cnn_ctx *ctx, const cnn_conv_desc *d, con
     }
     (void)x; /* its column matrix is still in ws from the forward */
     float *col = (float *)ws, *t = col + col_floats(d);
+    if (wide(ctx)) {
+        const int p = d->oh * d->ow;
+        CNN_TRY(cnn_cuda_sgemm_ex(ctx, 0, 1, d->f, k, np, 1.0f, dy, np, col, np, 0.0f, dw, k, p, 0,
+                                  0, nullptr));
+        if (db) CNN_TRY(cnn_cuda_channel_sums(ctx, d->n, d->f, p, dy, db));
+        return CNN_OK;
+    }
     CNN_TRY(gather_dy(ctx, d, dy, t));
     CNN_TRY(cnn_cuda_sgemm(ctx, 0, 1, d->f, k, np, 1.0f, t, np, col, np, 0.0f, dw, k));
     if (db) CNN_TRY(cnn_cuda_row_sums(ctx, d->f, np, t, db));
@@ -98,10 +122,13 @@ cnn_status cuda_conv2d_backward_data(cnn_ctx *ctx, const cnn_conv_desc *d, const
 {
     CNN_TRY(check_desc("conv2d_backward_data", d));
     if (d->n == 0) return CNN_OK;
-    (void)dy; /* rearranged into t by the backward filter */
     float *col = (float *)ws, *t = col + col_floats(d);
     const int k = d->c * d->kh * d->kw, np = d->n * d->oh * d->ow;
-    CNN_TRY(cnn_cuda_sgemm(ctx, 1, 0, k, np, d->f, 1.0f, w, k, t, np, 0.0f, col, np));
+    if (wide(ctx)) // dy read in place
+        CNN_TRY(cnn_cuda_sgemm_ex(ctx, 1, 0, k, np, d->f, 1.0f, w, k, dy, np, 0.0f, col, np, 0,
+                                  d->oh * d->ow, 0, nullptr));
+    else // dy rearranged into t by the backward filter
+        CNN_TRY(cnn_cuda_sgemm(ctx, 1, 0, k, np, d->f, 1.0f, w, k, t, np, 0.0f, col, np));
     size_t total = (size_t)d->n * d->c * d->h * d->w;
     col2im_kernel<<<cnn_blocks(total, CNN_THREADS), CNN_THREADS, 0, cnn_stream(ctx)>>>(*d, col, dx);
     CNN_CUDA_LAUNCHED("conv2d col2im");

@@ -17,7 +17,15 @@ struct cnn_cuda_impl {
     float *scratch;
     size_t scratch_floats;
     cudaEvent_t marks[2]; // record.cu's timer, made on first use
+    int sgemm_kernel;     // CNN_SGEMM_*: CNNCUDA_SGEMM when the context was made
 };
+
+// The SGEMM kernels of gemm.cu. WIDE (the default): BM x 128 tiles with 8x8
+// outputs per thread for large products, the convolution's bias and NCHW
+// layouts fused into them (gemm_wide_kernels.cuh), the 64x64 tile for small
+// ones; TILE64 (CNNCUDA_SGEMM=tile64): the 64x64 tile everywhere, the
+// convolution rearranging through its workspace as before.
+enum { CNN_SGEMM_WIDE = 0, CNN_SGEMM_TILE64 = 1 };
 
 #define CNN_CUDA_SCRATCH_FLOATS ((size_t)4 << 20) // 16 MiB
 
@@ -77,6 +85,14 @@ static inline unsigned cnn_blocks(size_t count, unsigned threads)
 cnn_status cnn_cuda_sgemm(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n, int k,
                           float alpha, const float *a, int lda, const float *b, int ldb,
                           float beta, float *c, int ldc);
+// The same with the wide kernel's extras (gemm_wide_kernels.cuh): A (not
+// transposed), B (not transposed) and C in the batched layout (n, rows, P)
+// when ap, bp, cp = P > 0, and bias[row] added to C (may be NULL). Only
+// under CNN_SGEMM_WIDE: the TILE64 path refuses extras.
+cnn_status cnn_cuda_sgemm_ex(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n, int k,
+                             float alpha, const float *a, int lda, const float *b, int ldb,
+                             float beta, float *c, int ldc, int ap, int bp, int cp,
+                             const float *bias);
 
 // reduce.cu: bias gradients.
 // out[r] = sum_j x[r * cols + j] for x (rows, cols): one block per row.
