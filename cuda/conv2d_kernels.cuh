@@ -13,49 +13,71 @@
 namespace cnn_conv2d {
 namespace { // internal linkage: every .cu that includes this has its own copy
 
+// One thread per column q of col and input channel ch (grid-stride over q
+// in x, over ch in y: any launch covers it), writing the kh*kw rows of ch:
+// q's image and pixel are found once, in 32-bit arithmetic (np fits an int:
+// conv2d.cu checks it), not per element in 64-bit as before (2026-11-25:
+// the 64-bit divisions made im2col 4-5x slower than its memory traffic).
+// Consecutive threads write consecutive columns.
 __global__ void im2col_kernel(cnn_conv_desc d, const float *__restrict__ x,
                               float *__restrict__ col)
 {
-    const size_t p = (size_t)d.oh * d.ow, np = (size_t)d.n * p;
-    const size_t total = (size_t)d.c * d.kh * d.kw * np;
-    CNN_GRID_LOOP(t, total) {
-        const size_t k = t / np, q = t % np;
-        const int i = (int)(q / p), rs = (int)(q % p);
-        const int r = rs / d.ow, s = rs % d.ow;
-        const int kj = (int)(k % d.kw), ki = (int)((k / d.kw) % d.kh), ch = (int)(k / ((size_t)d.kw * d.kh));
-        const int row = r * d.sh - d.pad_top + ki, column = s * d.sw - d.pad_left + kj;
-        float v = 0.0f;
-        if (row >= 0 && row < d.h && column >= 0 && column < d.w)
-            v = x[(((size_t)i * d.c + ch) * d.h + row) * d.w + column];
-        col[t] = v;
+    const int p = d.oh * d.ow, np = d.n * p, khw = d.kh * d.kw;
+    const long long stride = (long long)blockDim.x * gridDim.x;
+    for (int ch = blockIdx.y; ch < d.c; ch += gridDim.y) {
+        for (long long qq = (long long)blockIdx.x * blockDim.x + threadIdx.x; qq < np; qq += stride) {
+            const int q = (int)qq;
+            const int i = q / p, rs = q - i * p;
+            const int r = rs / d.ow, s = rs - r * d.ow;
+            const int row0 = r * d.sh - d.pad_top, column0 = s * d.sw - d.pad_left;
+            const float *xc = x + ((size_t)i * d.c + ch) * d.h * d.w;
+            float *out = col + (size_t)ch * khw * np + q;
+            for (int ki = 0; ki < d.kh; ++ki) {
+                const int row = row0 + ki;
+                const bool row_in = row >= 0 && row < d.h;
+                for (int kj = 0; kj < d.kw; ++kj) {
+                    const int column = column0 + kj;
+                    float v = 0.0f;
+                    if (row_in && column >= 0 && column < d.w) v = xc[(size_t)row * d.w + column];
+                    out[(size_t)(ki * d.kw + kj) * np] = v;
+                }
+            }
+        }
     }
 }
 
-// dx[i, ch, row, column] = sum of dcol over the (ki, kj, r, s) that read it.
+// dx[i, ch, row, column] = sum of dcol over the (ki, kj, r, s) that read it,
+// in the order of ki then kj. One thread per element of dx: planes (i, ch)
+// over y, pixels of a plane over x (grid-stride in both), 32-bit index
+// arithmetic as in im2col.
 __global__ void col2im_kernel(cnn_conv_desc d, const float *__restrict__ col,
                               float *__restrict__ dx)
 {
-    const size_t p = (size_t)d.oh * d.ow, np = (size_t)d.n * p;
-    const size_t total = (size_t)d.n * d.c * d.h * d.w;
-    CNN_GRID_LOOP(t, total) {
-        const int column = (int)(t % d.w), row = (int)((t / d.w) % d.h);
-        const int ch = (int)((t / ((size_t)d.w * d.h)) % d.c), i = (int)(t / ((size_t)d.w * d.h * d.c));
-        float sum = 0.0f;
-        for (int ki = 0; ki < d.kh; ++ki) {
-            const int rr = row + d.pad_top - ki; // = r * sh
-            if (rr < 0 || rr % d.sh) continue;
-            const int r = rr / d.sh;
-            if (r >= d.oh) continue;
-            for (int kj = 0; kj < d.kw; ++kj) {
-                const int cc = column + d.pad_left - kj; // = s * sw
-                if (cc < 0 || cc % d.sw) continue;
-                const int s = cc / d.sw;
-                if (s >= d.ow) continue;
-                const size_t k = ((size_t)ch * d.kh + ki) * d.kw + kj;
-                sum += col[k * np + (size_t)i * p + (size_t)r * d.ow + s];
+    const int p = d.oh * d.ow, hw = d.h * d.w;
+    const size_t np = (size_t)d.n * p;
+    const long long planes = (long long)d.n * d.c;
+    for (long long plane = blockIdx.y; plane < planes; plane += gridDim.y) {
+        const int i = (int)(plane / d.c), ch = (int)(plane - (long long)i * d.c);
+        const float *coli = col + (size_t)i * p;
+        for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < hw; e += blockDim.x * gridDim.x) {
+            const int row = e / d.w, column = e - row * d.w;
+            float sum = 0.0f;
+            for (int ki = 0; ki < d.kh; ++ki) {
+                const int rr = row + d.pad_top - ki; // = r * sh
+                if (rr < 0) continue;
+                const int r = rr / d.sh;
+                if (r * d.sh != rr || r >= d.oh) continue;
+                for (int kj = 0; kj < d.kw; ++kj) {
+                    const int cc = column + d.pad_left - kj; // = s * sw
+                    if (cc < 0) continue;
+                    const int s = cc / d.sw;
+                    if (s * d.sw != cc || s >= d.ow) continue;
+                    const size_t k = ((size_t)ch * d.kh + ki) * d.kw + kj;
+                    sum += coli[k * np + (size_t)r * d.ow + s];
+                }
             }
+            dx[(size_t)plane * hw + e] = sum;
         }
-        dx[t] = sum;
     }
 }
 
@@ -67,6 +89,18 @@ __global__ void scatter_bias_kernel(int n, int f, size_t p, const float *__restr
     CNN_GRID_LOOP(o, total) {
         const size_t q = o % p, fi = (o / p) % f, i = o / (p * f);
         y[o] = t[fi * n * p + i * p + q] + (b ? b[fi] : 0.0f);
+    }
+}
+
+// the same followed by the ReLU: y = max(t + b, 0), as activation.cu writes it
+__global__ void scatter_bias_relu_kernel(int n, int f, size_t p, const float *__restrict__ t,
+                                         const float *__restrict__ b, float *__restrict__ y)
+{
+    const size_t total = (size_t)n * f * p;
+    CNN_GRID_LOOP(o, total) {
+        const size_t q = o % p, fi = (o / p) % f, i = o / (p * f);
+        const float v = t[fi * n * p + i * p + q] + (b ? b[fi] : 0.0f);
+        y[o] = v < 0.0f ? 0.0f : v;
     }
 }
 

@@ -2,11 +2,15 @@
 //
 // C (m, n) = alpha op(A) op(B) + beta C, all row-major. Two kernels:
 // gemm_wide_kernels.cuh, BM x 128 tiles with 8x8 outputs per thread (BM =
-// 32, 64 or 128, whichever pads m least), for products with at least 128
-// columns and for the convolution's fused layouts; gemm_kernels.cuh, the
-// 64x64 tile with 4x4 per thread, for the rest (the dense layers, the
-// filter gradient of a layer with few inputs) and for every product under
-// CNNCUDA_SGEMM=tile64 (the engine before the wide kernel, kept to compare).
+// 32, 64 or 128, whichever pads m least), for large products (at least
+// WIDE_MIN_FMAS multiply-adds: the convolutions of the seed CNN at batch
+// 512) and for the convolution's fused layouts; gemm_kernels.cuh, the 64x64
+// tile with 4x4 per thread, for the rest and for every product under
+// CNNCUDA_SGEMM=tile64 (the engine before the wide kernel, kept to compare);
+// CNNCUDA_SGEMM=wide puts every product on the wide kernel (for its tests).
+// Below the threshold the 64x64 tile's four times as many blocks fill the
+// GPU better: on an H100 (2026-11-25) the wide kernel was 10-40% slower on
+// the seed CNN's products at batch 32 (dev/cuda/sgemm v5 against v6).
 // This file plans and launches them.
 //
 // Split-K: when C has too few tiles to fill the GPU and K is long (the
@@ -91,7 +95,7 @@ cnn_status sgemm_wide_path(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n,
     CNN_CUDA_LAUNCHED("sgemm wide");
     if (slices > 1) {
         sum_slices_wide<<<cnn_blocks((size_t)m * n, CNN_THREADS), CNN_THREADS, 0, st>>>(
-            m, n, slices, partial, beta, c, ldc, x.cp, x.bias);
+            m, n, slices, partial, beta, c, ldc, x);
         CNN_CUDA_LAUNCHED("sgemm wide split-k sum");
     }
     return CNN_OK;
@@ -129,23 +133,32 @@ cnn_status sgemm_tile64_path(cnn_ctx *ctx, int trans_a, int trans_b, int m, int 
     return CNN_OK;
 }
 
+constexpr double WIDE_MIN_FMAS = 134217728.0; // 2^27
+
 } // namespace
+
+bool cnn_cuda_sgemm_wide_fits(cnn_ctx *ctx, int m, int n, int k)
+{
+    const cnn_cuda_impl *impl = (const cnn_cuda_impl *)ctx->impl;
+    if (impl->sgemm_kernel == CNN_SGEMM_AUTO) return (double)m * n * k >= WIDE_MIN_FMAS;
+    return impl->sgemm_kernel == CNN_SGEMM_WIDE;
+}
 
 cnn_status cnn_cuda_sgemm_ex(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n, int k,
                              float alpha, const float *a, int lda, const float *b, int ldb,
-                             float beta, float *c, int ldc, int ap, int bp, int cp,
-                             const float *bias)
+                             float beta, float *c, int ldc, const cnn_sgemm_extra *extra)
 {
     if (m <= 0 || n <= 0) return CNN_OK;
     const cnn_cuda_impl *impl = (const cnn_cuda_impl *)ctx->impl;
-    const bool extras = ap > 0 || bp > 0 || cp > 0 || bias;
-    if ((ap > 0 && trans_a) || (bp > 0 && trans_b))
+    const WideExtra x = extra ? *extra : WideExtra{0, 0, 0, nullptr, 0};
+    const bool extras = x.ap > 0 || x.bp > 0 || x.cp > 0 || x.bias || x.relu;
+    if ((x.ap > 0 && trans_a) || (x.bp > 0 && trans_b))
         return cnn_set_error(CNN_ERR_INTERNAL, "sgemm: a batched operand cannot be transposed");
-    if (impl->sgemm_kernel == CNN_SGEMM_WIDE && (extras || n >= WBN))
+    if (impl->sgemm_kernel != CNN_SGEMM_TILE64 && (extras || cnn_cuda_sgemm_wide_fits(ctx, m, n, k)))
         return sgemm_wide_path(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
-                               ldc, WideExtra{ap, bp, cp, bias});
+                               ldc, x);
     if (extras)
-        return cnn_set_error(CNN_ERR_INTERNAL, "sgemm: batched layouts and bias need the wide kernel");
+        return cnn_set_error(CNN_ERR_INTERNAL, "sgemm: batched layouts, bias and relu need the wide kernel");
     return sgemm_tile64_path(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
@@ -154,5 +167,5 @@ cnn_status cnn_cuda_sgemm(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n, 
                           float beta, float *c, int ldc)
 {
     return cnn_cuda_sgemm_ex(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
-                             0, 0, 0, nullptr);
+                             nullptr);
 }

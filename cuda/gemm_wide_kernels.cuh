@@ -9,9 +9,11 @@
 // BM/2 + ty*4 + [0, 4), columns tx*4 + [0, 4) and 64 + tx*4 + [0, 4), so that
 // each k step reads two float4 of A and two float4 of B from shared memory
 // for 64 multiply-adds (the 4x4 tile: 8 scalar reads for 16). K goes through
-// shared memory 16 at a time, double-buffered: the next tile is read from
-// global memory into registers while the current one is multiplied, then
-// stored to the other buffer, one barrier per step. Strict fp32: fmaf in
+// shared memory 16 at a time in a pipeline of 3 stages (2 for 128 rows):
+// the tiles of the next steps are copied from global to shared memory
+// asynchronously (cp.async, one float each, so any layout and leading
+// dimension; zeros past the edges) while the current one is multiplied, one
+// barrier per step, no registers held for the copies. Strict fp32: fmaf in
 // the order of k, one chain per output (no TF32, no atomics), so a product
 // without split-K gives the same bits as the 64x64 tile kernel.
 //
@@ -21,7 +23,8 @@
 // transposed, R = k) and C (R = m) take it when their ap, bp, cp is P > 0
 // (0: plain row-major with the leading dimension). So the convolution's
 // GEMMs read dy and write y in NCHW without a rearranging pass. bias (may be
-// NULL) adds bias[row] to every output of that row before beta * C.
+// NULL) adds bias[row] to every output of that row, and relu then clamps
+// it at 0, before beta * C.
 #ifndef CNN_GEMM_WIDE_KERNELS_CUH
 #define CNN_GEMM_WIDE_KERNELS_CUH
 
@@ -30,13 +33,12 @@
 namespace cnn_gemm {
 namespace { // internal linkage: every .cu that includes this has its own copy
 
-constexpr int WBN = 128;
-
-// K per step: 16 for 128-row tiles, 8 for the smaller ones (fewer threads
-// share the B tile: its prefetch would take 16 or 32 registers a thread)
-__host__ __device__ constexpr int wide_bk(int bm) { return bm >= 128 ? 16 : 8; }
+constexpr int WBN = 128, WBK = 16;
 
 __host__ __device__ constexpr int wide_threads(int bm) { return bm * 2; } // (bm / 8) * (WBN / 8)
+// stages of the shared-memory pipeline: 3, or 2 for 128-row tiles (whose
+// three would pass the 48 KB of static shared memory)
+__host__ __device__ constexpr int wide_stages(int bm) { return bm >= 128 ? 2 : 3; }
 
 // Where the element (r, j) of a matrix of `rows` rows lies: plain row-major
 // with leading dimension ld, or batched with image size p.
@@ -47,69 +49,125 @@ __device__ __forceinline__ size_t wide_offset(int r, int j, int rows, int ld, in
     return ((size_t)i * rows + r) * p + (j - i * p);
 }
 
-// Extra arguments of the wide kernel: the layouts and the bias.
-struct WideExtra {
-    int ap, bp, cp;     // image sizes of batched A, B, C (0: plain)
-    const float *bias;  // per row of C, or NULL
-};
+// Extra arguments of the wide kernel: the layouts, the bias, the ReLU
+// (cuda_common.cuh).
+typedef cnn_sgemm_extra WideExtra;
+
+// One float from global to shared memory, asynchronously where the GPU can
+// (sm_80 and later: cp.async; zeros when !ok, reading nothing), else at once.
+__device__ __forceinline__ void wide_copy(float *dst, const float *src, bool ok)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(src), "r"(ok ? 4 : 0)
+                 : "memory");
+#else
+    *dst = ok ? *src : 0.0f;
+#endif
+}
+
+__device__ __forceinline__ void wide_commit()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+
+// waits until at most N of the committed groups are still in flight
+template <int N>
+__device__ __forceinline__ void wide_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+}
 
 template <int BM, bool TRANS_A, bool TRANS_B>
-__global__ void __launch_bounds__(BM * 2, BM == 128 ? 2 : 192 / BM)
+__global__ void __launch_bounds__(BM * 2, BM == 128 ? 2 : (BM == 64 ? 3 : 5))
 sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restrict__ a, int lda,
            const float *__restrict__ b, int ldb, float beta, float *__restrict__ c, int ldc,
            float *__restrict__ partial, WideExtra x)
 {
-    constexpr int T = BM * 2, WBK = wide_bk(BM);
-    constexpr int EA = BM * WBK / T;  // 8 or 4
-    constexpr int EB = WBN * WBK / T; // 8 or 16
-    __shared__ __align__(16) float as[2][WBK][BM + 4];  // as[kk][i] = op(A)(row0 + i, k0 + kk)
-    __shared__ __align__(16) float bs[2][WBK][WBN + 4]; // bs[kk][j] = op(B)(k0 + kk, col0 + j)
+    constexpr int T = BM * 2, S = wide_stages(BM);
+    constexpr int EA = BM * WBK / T;      // 8
+    constexpr int EB = WBN * WBK / T;     // 32, 16 or 8
+    constexpr int NJ = T >= WBN ? 1 : WBN / T; // distinct columns of B (not transposed) per thread
+    __shared__ __align__(16) float as[S][WBK][BM + 4];  // as[kk][i] = op(A)(row0 + i, k0 + kk)
+    __shared__ __align__(16) float bs[S][WBK][WBN + 4]; // bs[kk][j] = op(B)(k0 + kk, col0 + j)
     const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * WBN;
     const int k_begin = blockIdx.z * k_slice;
     const int k_end = min(k, k_begin + k_slice);
-    float ra[EA], rb[EB];
+    const int steps = k_begin < k_end ? (k_end - k_begin + WBK - 1) / WBK : 0;
 
-    // global -> registers, in the stored layout's order (a warp reads
-    // consecutive addresses); zeros past the matrix and past the slice
-    auto load = [&](int k0) {
+    // Each thread copies EA elements of A's tile and EB of B's per step, in
+    // the stored layout's order (a warp reads consecutive addresses).
+    // A (m, k): column kk = tid % 16, rows tid / 16 + q * T / 16; A (k, m):
+    // row i = tid % BM, columns tid / BM + 2q. B (k, n): columns
+    // (tid + q * T) % 128, rows (tid + q * T) / 128; B (n, k): column
+    // kk = tid % 16, rows tid / 16 + q * T / 16.
+    // A batched (ap = P): column gk of op(A) is image gk / P, pixel gk % P,
+    // followed step by step without a division.
+    const int a_kk = TRANS_A ? 0 : tid % WBK;
+    int a_img = 0, a_pix = 0;
+    if (!TRANS_A && x.ap > 0) {
+        const int gk = k_begin + a_kk;
+        a_img = gk / x.ap;
+        a_pix = gk - a_img * x.ap;
+    }
+    // B not transposed: the offsets of this thread's columns (rows added per step)
+    size_t b_col[NJ];
+    bool b_in[NJ];
+#pragma unroll
+    for (int u = 0; u < NJ; ++u) {
+        const int gj = col0 + (tid + u * T) % WBN;
+        b_in[u] = gj < n;
+        b_col[u] = 0;
+        if (!TRANS_B && b_in[u]) b_col[u] = x.bp > 0 ? wide_offset(0, gj, k, 0, x.bp) : (size_t)gj;
+    }
+    const size_t b_row_step = x.bp > 0 ? (size_t)x.bp : (size_t)ldb;
+
+    int k_next = k_begin; // the k of the next tile to copy
+    auto issue = [&](int stage) {
+        const int k0 = k_next;
 #pragma unroll
         for (int q = 0; q < EA; ++q) {
-            const int l = tid + q * T;
-            int i, kk;
-            if (TRANS_A) { i = l % BM; kk = l / BM; } // A (k, m): contiguous in i
-            else { kk = l % WBK; i = l / WBK; }       // A (m, k): contiguous in kk
-            const int gi = row0 + i, gk = k0 + kk;
-            float v = 0.0f;
-            if (gi < m && gk < k_end)
-                v = TRANS_A ? a[(size_t)gk * lda + gi] : a[wide_offset(gi, gk, m, lda, x.ap)];
-            ra[q] = v;
+            if (TRANS_A) {
+                const int i = tid % BM, kk = tid / BM + q * (T / BM);
+                const int gi = row0 + i, gk = k0 + kk;
+                const bool ok = gi < m && gk < k_end;
+                wide_copy(&as[stage][kk][i], ok ? a + (size_t)gk * lda + gi : a, ok);
+            } else {
+                const int i = tid / WBK + q * (T / WBK), gi = row0 + i, gk = k0 + a_kk;
+                const bool ok = gi < m && gk < k_end;
+                const float *src = a;
+                if (ok)
+                    src = x.ap > 0 ? a + ((size_t)a_img * m + gi) * x.ap + a_pix
+                                   : a + (size_t)gi * lda + gk;
+                wide_copy(&as[stage][a_kk][i], src, ok);
+            }
         }
 #pragma unroll
         for (int q = 0; q < EB; ++q) {
-            const int l = tid + q * T;
-            int j, kk;
-            if (TRANS_B) { kk = l % WBK; j = l / WBK; } // B (n, k): contiguous in kk
-            else { j = l % WBN; kk = l / WBN; }         // B (k, n): contiguous in j
-            const int gj = col0 + j, gk = k0 + kk;
-            float v = 0.0f;
-            if (gj < n && gk < k_end)
-                v = TRANS_B ? b[(size_t)gj * ldb + gk] : b[wide_offset(gk, gj, k, ldb, x.bp)];
-            rb[q] = v;
+            if (TRANS_B) {
+                const int kk = tid % WBK, j = tid / WBK + q * (T / WBK);
+                const int gj = col0 + j, gk = k0 + kk;
+                const bool ok = gj < n && gk < k_end;
+                wide_copy(&bs[stage][kk][j], ok ? b + (size_t)gj * ldb + gk : b, ok);
+            } else {
+                const int l = tid + q * T, j = l % WBN, kk = l / WBN, u = q % NJ;
+                const int gk = k0 + kk;
+                const bool ok = b_in[u] && gk < k_end;
+                wide_copy(&bs[stage][kk][j], ok ? b + b_col[u] + (size_t)gk * b_row_step : b, ok);
+            }
         }
-    };
-    auto store = [&](int buf) {
-#pragma unroll
-        for (int q = 0; q < EA; ++q) {
-            const int l = tid + q * T;
-            const int i = TRANS_A ? l % BM : l / WBK, kk = TRANS_A ? l / BM : l % WBK;
-            as[buf][kk][i] = ra[q];
-        }
-#pragma unroll
-        for (int q = 0; q < EB; ++q) {
-            const int l = tid + q * T;
-            const int j = TRANS_B ? l / WBK : l % WBN, kk = TRANS_B ? l % WBK : l / WBN;
-            bs[buf][kk][j] = rb[q];
+        k_next += WBK;
+        if (!TRANS_A && x.ap > 0) {
+            a_pix += WBK;
+            while (a_pix >= x.ap) {
+                a_pix -= x.ap;
+                ++a_img;
+            }
         }
     };
 
@@ -119,21 +177,27 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
 #pragma unroll
         for (int s = 0; s < 8; ++s) acc[r][s] = 0.0f;
 
-    int buf = 0;
-    if (k_begin < k_end) {
-        load(k_begin);
-        store(0);
+    // S - 1 tiles in flight before the first multiply; then, at each step,
+    // wait for this step's tile, let every thread see it (the barrier also
+    // says that the stage read at the previous step is free), start the
+    // copy of the tile S - 1 steps ahead into that stage, and multiply.
+#pragma unroll
+    for (int s = 0; s < S - 1; ++s) {
+        if (s < steps) issue(s);
+        wide_commit();
     }
-    __syncthreads();
-    for (int k0 = k_begin; k0 < k_end; k0 += WBK) {
-        const bool more = k0 + WBK < k_end;
-        if (more) load(k0 + WBK);
+    for (int st = 0; st < steps; ++st) {
+        wide_wait<S - 2>();
+        __syncthreads();
+        if (st + S - 1 < steps) issue((st + S - 1) % S);
+        wide_commit();
+        const int cur = st % S;
 #pragma unroll
         for (int kk = 0; kk < WBK; ++kk) {
-            const float4 a0 = *reinterpret_cast<const float4 *>(&as[buf][kk][ty * 4]);
-            const float4 a1 = *reinterpret_cast<const float4 *>(&as[buf][kk][BM / 2 + ty * 4]);
-            const float4 b0 = *reinterpret_cast<const float4 *>(&bs[buf][kk][tx * 4]);
-            const float4 b1 = *reinterpret_cast<const float4 *>(&bs[buf][kk][WBN / 2 + tx * 4]);
+            const float4 a0 = *reinterpret_cast<const float4 *>(&as[cur][kk][ty * 4]);
+            const float4 a1 = *reinterpret_cast<const float4 *>(&as[cur][kk][BM / 2 + ty * 4]);
+            const float4 b0 = *reinterpret_cast<const float4 *>(&bs[cur][kk][tx * 4]);
+            const float4 b1 = *reinterpret_cast<const float4 *>(&bs[cur][kk][WBN / 2 + tx * 4]);
             const float ar[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
             const float br[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
 #pragma unroll
@@ -141,44 +205,53 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
 #pragma unroll
                 for (int s = 0; s < 8; ++s) acc[r][s] = fmaf(ar[r], br[s], acc[r][s]);
         }
-        if (more) store(buf ^ 1);
-        __syncthreads();
-        buf ^= 1;
     }
 
+    // the columns' offsets in C, once (a division each where C is batched)
+    size_t c_col[8];
+    bool c_in[8];
+#pragma unroll
+    for (int s = 0; s < 8; ++s) {
+        const int gj = col0 + (s < 4 ? tx * 4 + s : WBN / 2 + tx * 4 + s - 4);
+        c_in[s] = gj < n;
+        c_col[s] = c_in[s] ? (partial ? (size_t)gj : wide_offset(0, gj, m, ldc, x.cp)) : 0;
+    }
+    const size_t c_row_step = partial ? (size_t)n : x.cp > 0 ? (size_t)x.cp : (size_t)ldc;
+    float *out0 = partial ? partial + (size_t)blockIdx.z * m * n : c;
 #pragma unroll
     for (int r = 0; r < 8; ++r) {
         const int gi = row0 + (r < 4 ? ty * 4 + r : BM / 2 + ty * 4 + r - 4);
         if (gi >= m) continue;
-        const float bv = x.bias ? x.bias[gi] : 0.0f;
+        const float bv = x.bias && !partial ? x.bias[gi] : 0.0f;
 #pragma unroll
         for (int s = 0; s < 8; ++s) {
-            const int gj = col0 + (s < 4 ? tx * 4 + s : WBN / 2 + tx * 4 + s - 4);
-            if (gj >= n) continue;
+            if (!c_in[s]) continue;
+            float *out = out0 + c_col[s] + (size_t)gi * c_row_step;
             float v = alpha * acc[r][s];
             if (partial) {
-                partial[((size_t)blockIdx.z * m + gi) * n + gj] = v;
+                *out = v;
                 continue;
             }
             if (x.bias) v += bv;
-            float *out = c + wide_offset(gi, gj, m, ldc, x.cp);
+            if (x.relu) v = v < 0.0f ? 0.0f : v;
             *out = beta == 0.0f ? v : v + beta * *out;
         }
     }
 }
 
-// C (m, n) = sum over the slices of partial (slices, m, n) (+ bias[row])
-// + beta C, C plain or batched (cp > 0), the slices added in order.
+// C (m, n) = sum over the slices of partial (slices, m, n) (+ bias[row],
+// then the ReLU) + beta C, C plain or batched (x.cp > 0), the slices added
+// in order.
 __global__ void sum_slices_wide(int m, int n, int slices, const float *__restrict__ partial,
-                                float beta, float *__restrict__ c, int ldc, int cp,
-                                const float *__restrict__ bias)
+                                float beta, float *__restrict__ c, int ldc, WideExtra x)
 {
     CNN_GRID_LOOP(t, (size_t)m * n) {
         float sum = 0.0f;
         for (int z = 0; z < slices; ++z) sum += partial[(size_t)z * m * n + t];
         const int gi = (int)(t / n), gj = (int)(t % n);
-        if (bias) sum += bias[gi];
-        float *out = c + wide_offset(gi, gj, m, ldc, cp);
+        if (x.bias) sum += x.bias[gi];
+        if (x.relu) sum = sum < 0.0f ? 0.0f : sum;
+        float *out = c + wide_offset(gi, gj, m, ldc, x.cp);
         *out = beta == 0.0f ? sum : sum + beta * *out;
     }
 }

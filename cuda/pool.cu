@@ -4,7 +4,8 @@
 // padding (the first maximum in row-major window order wins; an empty window
 // gives 0 and argmax -1), average divides by the number of in-image elements.
 //
-// Forward: one thread per output. Backward: one thread per INPUT element,
+// Forward: one thread per output. Backward: one thread per INPUT element
+// (planes over the grid's y, pixels over x: no 64-bit division per element),
 // which visits the outputs whose windows cover it in row-major order and
 // sums their contributions, so dx is fully overwritten without atomics and
 // the sum runs in the same order as the cpu engine's scatter (bit-identical
@@ -130,60 +131,81 @@ __global__ void avg_pool_forward_kernel(size_t total, pool_geom g, const float *
     }
 }
 
+// The backward kernels: one thread per input element, planes (image,
+// channel) over y and the pixels of a plane over x (grid-stride in both,
+// 32-bit index arithmetic within a plane). With RELU, the ReLU before the
+// pool is applied too (pool_backward_relu): dx = 0 where its output y <= 0.
+
 // dy (planes, oh, ow), argmax (planes, oh, ow) -> dx (planes, h, w),
-// overwritten: one thread per input element.
-__global__ void max_pool_backward_kernel(size_t total, pool_geom g, const float *__restrict__ dy,
+// overwritten. Windows that tile the plane (pool == stride, no padding)
+// have one covering output per input, found without the general search.
+template <bool RELU>
+__global__ void max_pool_backward_kernel(long long planes, pool_geom g,
+                                         const float *__restrict__ dy,
                                          const int32_t *__restrict__ argmax,
-                                         float *__restrict__ dx)
+                                         const float *__restrict__ y, float *__restrict__ dx)
 {
-    const size_t out_plane = (size_t)g.oh * g.ow;
-    const size_t in_plane = (size_t)g.h * g.w;
-    CNN_GRID_LOOP(e, total) {
-        const size_t q = e / in_plane;
-        const int me = (int)(e - q * in_plane); // index into the input plane
-        const int i = me / g.w, j = me - (me / g.w) * g.w;
-        int rlo, rhi, slo, shi;
-        covering(i, g.sh, g.pad_top, g.ph, g.oh, &rlo, &rhi);
-        covering(j, g.sw, g.pad_left, g.pw, g.ow, &slo, &shi);
-        const float *gq = dy + q * out_plane;
-        const int32_t *aq = argmax + q * out_plane;
-        float acc = 0.0f;
-        for (int r = rlo; r <= rhi; ++r)
-            for (int s = slo; s <= shi; ++s) {
-                const int o = r * g.ow + s;
-                if (aq[o] == me) acc += gq[o];
+    const int out_plane = g.oh * g.ow, in_plane = g.h * g.w;
+    const bool tiles = g.ph == g.sh && g.pw == g.sw && g.pad_top == 0 && g.pad_left == 0;
+    for (long long q = blockIdx.y; q < planes; q += gridDim.y) {
+        const float *gq = dy + (size_t)q * out_plane;
+        const int32_t *aq = argmax + (size_t)q * out_plane;
+        for (int me = blockIdx.x * blockDim.x + threadIdx.x; me < in_plane; me += blockDim.x * gridDim.x) {
+            const int i = me / g.w, j = me - i * g.w;
+            float acc = 0.0f;
+            if (tiles) {
+                const int r = i / g.sh, s = j / g.sw;
+                if (r < g.oh && s < g.ow) {
+                    const int o = r * g.ow + s;
+                    if (aq[o] == me) acc += gq[o];
+                }
+            } else {
+                int rlo, rhi, slo, shi;
+                covering(i, g.sh, g.pad_top, g.ph, g.oh, &rlo, &rhi);
+                covering(j, g.sw, g.pad_left, g.pw, g.ow, &slo, &shi);
+                for (int r = rlo; r <= rhi; ++r)
+                    for (int s = slo; s <= shi; ++s) {
+                        const int o = r * g.ow + s;
+                        if (aq[o] == me) acc += gq[o];
+                    }
             }
-        dx[e] = acc;
+            const size_t e = (size_t)q * in_plane + me;
+            if (RELU) acc = y[e] > 0.0f ? acc : 0.0f;
+            dx[e] = acc;
+        }
     }
 }
 
 // dy (planes, oh, ow) -> dx (planes, h, w), overwritten: each covering
-// output passes dy / (its in-image count); one thread per input element.
-__global__ void avg_pool_backward_kernel(size_t total, pool_geom g, const float *__restrict__ dy,
-                                         float *__restrict__ dx)
+// output passes dy / (its in-image count).
+template <bool RELU>
+__global__ void avg_pool_backward_kernel(long long planes, pool_geom g,
+                                         const float *__restrict__ dy,
+                                         const float *__restrict__ y, float *__restrict__ dx)
 {
-    const size_t out_plane = (size_t)g.oh * g.ow;
-    const size_t in_plane = (size_t)g.h * g.w;
-    CNN_GRID_LOOP(e, total) {
-        const size_t q = e / in_plane;
-        const int me = (int)(e - q * in_plane);
-        const int i = me / g.w, j = me - (me / g.w) * g.w;
-        int rlo, rhi, slo, shi;
-        covering(i, g.sh, g.pad_top, g.ph, g.oh, &rlo, &rhi);
-        covering(j, g.sw, g.pad_left, g.pw, g.ow, &slo, &shi);
-        const float *gq = dy + q * out_plane;
-        float acc = 0.0f;
-        for (int r = rlo; r <= rhi; ++r) {
-            int r0, r1;
-            window(r, g.sh, g.pad_top, g.ph, g.h, &r0, &r1);
-            for (int s = slo; s <= shi; ++s) {
-                int c0, c1;
-                window(s, g.sw, g.pad_left, g.pw, g.w, &c0, &c1);
-                // this input lies in the window, so the count is positive
-                acc += gq[r * g.ow + s] / (float)((r1 - r0) * (c1 - c0));
+    const int out_plane = g.oh * g.ow, in_plane = g.h * g.w;
+    for (long long q = blockIdx.y; q < planes; q += gridDim.y) {
+        const float *gq = dy + (size_t)q * out_plane;
+        for (int me = blockIdx.x * blockDim.x + threadIdx.x; me < in_plane; me += blockDim.x * gridDim.x) {
+            const int i = me / g.w, j = me - i * g.w;
+            int rlo, rhi, slo, shi;
+            covering(i, g.sh, g.pad_top, g.ph, g.oh, &rlo, &rhi);
+            covering(j, g.sw, g.pad_left, g.pw, g.ow, &slo, &shi);
+            float acc = 0.0f;
+            for (int r = rlo; r <= rhi; ++r) {
+                int r0, r1;
+                window(r, g.sh, g.pad_top, g.ph, g.h, &r0, &r1);
+                for (int s = slo; s <= shi; ++s) {
+                    int c0, c1;
+                    window(s, g.sw, g.pad_left, g.pw, g.w, &c0, &c1);
+                    // this input lies in the window, so the count is positive
+                    acc += gq[r * g.ow + s] / (float)((r1 - r0) * (c1 - c0));
+                }
             }
+            const size_t e = (size_t)q * in_plane + me;
+            if (RELU) acc = y[e] > 0.0f ? acc : 0.0f;
+            dx[e] = acc;
         }
-        dx[e] = acc;
     }
 }
 
@@ -211,24 +233,47 @@ cnn_status cuda_pool_forward(cnn_ctx *ctx, const cnn_pool_desc *d, const float *
 }
 
 // dy (n, c, oh, ow), argmax (n, c, oh, ow) (max only) -> dx (n, c, h, w),
-// overwritten.
-cnn_status cuda_pool_backward(cnn_ctx *ctx, const cnn_pool_desc *d, const float *dy,
-                              const int32_t *argmax, float *dx)
+// overwritten; with y (the pool's input, a ReLU's output), dx = 0 where
+// y <= 0.
+static cnn_status pool_backward(cnn_ctx *ctx, const cnn_pool_desc *d, const float *dy,
+                                const int32_t *argmax, const float *y, float *dx)
 {
-    CNN_TRY(check_desc("pool_backward", d));
+    const char *what = y ? "pool_backward_relu" : "pool_backward";
+    CNN_TRY(check_desc(what, d));
     if (d->mode == CNN_POOL_MAX && !argmax)
-        return cnn_set_error(CNN_ERR_VALUE, "pool_backward: max pooling needs an argmax buffer");
-    const size_t total = (size_t)d->n * d->c * d->h * d->w;
-    if (total == 0) return CNN_OK;
-    const unsigned blocks = cnn_blocks(total, CNN_THREADS);
+        return cnn_set_error(CNN_ERR_VALUE, "%s: max pooling needs an argmax buffer", what);
+    const long long planes = (long long)d->n * d->c;
+    const int hw = d->h * d->w;
+    if (planes == 0) return CNN_OK;
+    const unsigned threads = hw >= CNN_THREADS ? CNN_THREADS : (unsigned)(hw + 31) / 32 * 32;
+    const dim3 grid(cnn_blocks((size_t)hw, threads), (unsigned)(planes < 65535 ? planes : 65535));
     const pool_geom g = geom_of(d);
+    cudaStream_t st = cnn_stream(ctx);
     if (d->mode == CNN_POOL_MAX) {
-        max_pool_backward_kernel<<<blocks, CNN_THREADS, 0, cnn_stream(ctx)>>>(total, g, dy,
-                                                                              argmax, dx);
+        if (y)
+            max_pool_backward_kernel<true><<<grid, threads, 0, st>>>(planes, g, dy, argmax, y, dx);
+        else
+            max_pool_backward_kernel<false><<<grid, threads, 0, st>>>(planes, g, dy, argmax, y, dx);
         CNN_CUDA_LAUNCHED("max_pool_backward");
     } else {
-        avg_pool_backward_kernel<<<blocks, CNN_THREADS, 0, cnn_stream(ctx)>>>(total, g, dy, dx);
+        if (y)
+            avg_pool_backward_kernel<true><<<grid, threads, 0, st>>>(planes, g, dy, y, dx);
+        else
+            avg_pool_backward_kernel<false><<<grid, threads, 0, st>>>(planes, g, dy, y, dx);
         CNN_CUDA_LAUNCHED("avg_pool_backward");
     }
     return CNN_OK;
+}
+
+cnn_status cuda_pool_backward(cnn_ctx *ctx, const cnn_pool_desc *d, const float *dy,
+                              const int32_t *argmax, float *dx)
+{
+    return pool_backward(ctx, d, dy, argmax, nullptr, dx);
+}
+
+cnn_status cuda_pool_backward_relu(cnn_ctx *ctx, const cnn_pool_desc *d, const float *dy,
+                                   const int32_t *argmax, const float *y, float *dx)
+{
+    if (!y) return cnn_set_error(CNN_ERR_VALUE, "pool_backward_relu: the ReLU's output is NULL");
+    return pool_backward(ctx, d, dy, argmax, y, dx);
 }

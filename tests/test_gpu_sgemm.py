@@ -1,12 +1,13 @@
-"""The cuda engine's two SGEMM paths (cuda/gemm.cu) through its layers, against
-the NumPy reference in float64: CNNCUDA_SGEMM=wide (the default: BM x 128
-tiles with 8x8 outputs per thread, the convolution's bias and NCHW layouts
-fused into the GEMM) and CNNCUDA_SGEMM=tile64 (the 64x64 tile everywhere).
+"""The cuda engine's SGEMM paths (cuda/gemm.cu) through its layers, against
+the NumPy reference in float64: CNNCUDA_SGEMM=wide (the wide kernel, BM x 128
+tiles with 8x8 outputs per thread, on every product, the convolution's bias
+and NCHW layouts fused into it), tile64 (the 64x64 tile everywhere) and auto
+(the default: wide for products of at least 2^27 multiply-adds).
 
-The shapes are odd and large enough for the wide kernel: products with at
-least 128 columns, each row tile (32, 64, 128 rows), ragged edges, split-K.
-The variable is read when an engine context is made, so each case sets it
-before building its network.
+The shapes are odd: each row tile of the wide kernel (32, 64, 128 rows),
+ragged edges, split-K, strides and uneven padding; one convolution is large
+enough for auto to take the wide kernel. The variable is read when an
+engine context is made, so each case sets it before building its network.
 """
 import numpy as np
 import pytest
@@ -14,9 +15,10 @@ import pytest
 from cnncuda.engine import make_net
 from conftest import ADAM, SPARSE_LOGITS, engine_params
 from test_ops import run_both
+from test_relu_fusion import NETWORKS, train
 
 CUDA = engine_params(("cuda",))
-KERNELS = ["wide", "tile64"]
+KERNELS = ["wide", "tile64", "auto"]
 
 CONV_CASES = [
     # input (h, w, c), filters, kernel, strides, padding, batch
@@ -25,6 +27,7 @@ CONV_CASES = [
     ((11, 9, 5), 130, (3, 2), (2, 2), "same", 7),    # 130 filters; stride 2, uneven padding
     ((6, 6, 64), 64, (3, 3), (1, 1), "valid", 9),    # the seed CNN's third layer: split-K
     ((15, 15, 3), 8, (3, 3), (1, 1), "valid", 3),    # few filters: 32-row tiles
+    ((15, 15, 32), 64, (3, 3), (1, 1), "valid", 48), # 64 x 8112 x 288: auto takes the wide kernel
 ]
 
 
@@ -79,3 +82,18 @@ def test_unknown_sgemm_kernel_is_a_clear_error(monkeypatch, engine):
     monkeypatch.setenv("CNNCUDA_SGEMM", "tile256")
     with pytest.raises(ValueError, match="CNNCUDA_SGEMM"):
         make_net(engine, [{"kind": "dense", "units": 3}], (4,), 2, SPARSE_LOGITS, ADAM)
+
+
+@pytest.mark.parametrize("engine", CUDA)
+@pytest.mark.parametrize("kernel", ["auto", "wide"])
+@pytest.mark.parametrize("name", sorted(NETWORKS))
+def test_relu_fusion_same_bits_on_the_gpu(monkeypatch, engine, kernel, name):
+    # conv2d_forward_relu (the ReLU in the GEMM's epilogue under wide, in the
+    # bias scatter under auto at these sizes) and pool_backward_relu give the
+    # bits of the ops run apart (CNNCUDA_FUSE=0)
+    monkeypatch.setenv("CNNCUDA_SGEMM", kernel)
+    fused = train(engine, NETWORKS[name], True, monkeypatch)
+    plain = train(engine, NETWORKS[name], False, monkeypatch)
+    assert len(fused) == len(plain)
+    for i, (a, b) in enumerate(zip(fused, plain)):
+        assert a.tobytes() == b.tobytes(), "array %d differs" % i

@@ -13,8 +13,10 @@
 //   4  the engine's tile kernel (64x64, 4x4 outputs per thread), no split-K
 //   5  the engine under CNNCUDA_SGEMM=tile64: cnn_cuda_sgemm (4 plus
 //      deterministic split-K)
-//   6  the engine: cnn_cuda_sgemm, large products on the wide kernel
-//      (BM x 128 tiles, 8x8 outputs per thread, double-buffered), split-K
+//   6  the wide kernel on every product (CNNCUDA_SGEMM=wide): BM x 128
+//      tiles, 8x8 outputs per thread, a cp.async pipeline; split-K
+//   7  the engine: cnn_cuda_sgemm, products of >= 2^27 multiply-adds on
+//      the wide kernel, the others on version 5's
 #include "common.cuh"
 #include "sgemm_stages.cuh"
 
@@ -175,8 +177,10 @@ const Version VERSIONS[] = {
      [](const stages::Gemm &g, Engine &e) { return stages::sgemm_v4(g, e.stream()); }},
     {"engine cnn_cuda_sgemm, tile64: tile kernel + split-K",
      [](const stages::Gemm &g, Engine &e) { return stages::sgemm_v5(g, e.ctx); }},
-    {"engine cnn_cuda_sgemm: wide kernel (BM x 128, 8x8 per thread) + split-K",
+    {"wide kernel everywhere (BM x 128, 8x8 per thread, cp.async) + split-K",
      [](const stages::Gemm &g, Engine &e) { return stages::sgemm_v6(g, e.ctx); }},
+    {"engine cnn_cuda_sgemm: wide kernel for >= 2^27 multiply-adds",
+     [](const stages::Gemm &g, Engine &e) { return stages::sgemm_v7(g, e.ctx); }},
 };
 constexpr int N_VERSIONS = sizeof VERSIONS / sizeof VERSIONS[0];
 

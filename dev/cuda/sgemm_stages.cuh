@@ -2,8 +2,8 @@
 // (versions 1-3 of sgemm.cu, and the GEMM inside the conv programs' im2col
 // versions). Version 4 is the engine's own tile kernel
 // (cuda/gemm_kernels.cuh) without split-K, version 5 the engine's
-// cnn_cuda_sgemm under CNNCUDA_SGEMM=tile64, version 6 the engine's
-// cnn_cuda_sgemm with its wide kernel (the default).
+// cnn_cuda_sgemm under CNNCUDA_SGEMM=tile64, version 6 its wide kernel on
+// every product (CNNCUDA_SGEMM=wide), version 7 the engine's default.
 //
 // Every stage computes, like the engine, C (m, n) = alpha op(A) op(B) + beta C,
 // row-major; op(A) is (m, k), op(B) is (k, n); ta means A is stored (k, m), tb
@@ -235,15 +235,24 @@ inline bool sgemm_v5(const Gemm &g, cnn_ctx *ctx)
     return dev::engine_ok(engine_sgemm(g, ctx, CNN_SGEMM_TILE64), "sgemm v5 (cnn_cuda_sgemm, tile64)");
 }
 
-// ---- version 6: the engine, cnn_cuda_sgemm (its default, CNNCUDA_SGEMM=wide):
-// products with at least 128 columns on the wide kernel
-// (cuda/gemm_wide_kernels.cuh: BM x 128 tiles, BM = 32, 64 or 128 by the
-// rows, 8x8 outputs per thread read as float4 from shared memory, the next
-// K step loaded into registers while the current one is multiplied), the
-// others as in version 5; split-K as in version 5.
+// ---- version 6: the wide kernel on every product (cnn_cuda_sgemm under
+// CNNCUDA_SGEMM=wide; cuda/gemm_wide_kernels.cuh): BM x 128 tiles, BM = 32,
+// 64 or 128 by the rows, 8x8 outputs per thread read as float4 from shared
+// memory, K through a 3-stage cp.async pipeline (2 for BM = 128); split-K
+// as in version 5.
 inline bool sgemm_v6(const Gemm &g, cnn_ctx *ctx)
 {
     return dev::engine_ok(engine_sgemm(g, ctx, CNN_SGEMM_WIDE), "sgemm v6 (cnn_cuda_sgemm, wide)");
+}
+
+// ---- version 7: the engine, cnn_cuda_sgemm (its default, CNNCUDA_SGEMM=auto):
+// products of at least 2^27 multiply-adds on version 6's kernel, the others
+// on version 5's. At these batch-32 shapes every product is below it, so
+// version 7 times like version 5 here; at batch 512 the convolutions' are
+// above it (BENCHMARKS.md).
+inline bool sgemm_v7(const Gemm &g, cnn_ctx *ctx)
+{
+    return dev::engine_ok(engine_sgemm(g, ctx, CNN_SGEMM_AUTO), "sgemm v7 (cnn_cuda_sgemm, auto)");
 }
 
 } // namespace stages
