@@ -247,6 +247,7 @@ __global__ void sum_slices_wide(int m, int n, int slices, const float *__restric
 {
     CNN_GRID_LOOP(t, (size_t)m * n) {
         float sum = 0.0f;
+#pragma unroll 8 // loads ahead of the adds, which stay in order
         for (int z = 0; z < slices; ++z) sum += partial[(size_t)z * m * n + t];
         const int gi = (int)(t / n), gj = (int)(t % n);
         if (x.bias) sum += x.bias[gi];
