@@ -160,13 +160,8 @@ cnn_status cuda_conv2d_backward_data(cnn_ctx *ctx, const cnn_conv_desc *d, const
     } else { // dy rearranged into t by the backward filter
         CNN_TRY(cnn_cuda_sgemm(ctx, 1, 0, k, np, d->f, 1.0f, w, k, t, np, 0.0f, col, np));
     }
-    // x: the pixels of a plane (blocks no wider than a plane needs), y: the
-    // planes (image, channel)
-    const int hw = d->h * d->w;
-    const unsigned threads = hw >= CNN_THREADS ? CNN_THREADS : (unsigned)(hw + 31) / 32 * 32;
-    const long long planes = (long long)d->n * d->c;
-    const dim3 grid(cnn_blocks((size_t)hw, threads), (unsigned)(planes < 65535 ? planes : 65535));
-    col2im_kernel<<<grid, threads, 0, cnn_stream(ctx)>>>(*d, col, dx);
+    size_t total = (size_t)d->n * d->c * d->h * d->w;
+    col2im_kernel<<<cnn_blocks(total, CNN_THREADS), CNN_THREADS, 0, cnn_stream(ctx)>>>(*d, col, dx);
     CNN_CUDA_LAUNCHED("conv2d col2im");
     return CNN_OK;
 }
