@@ -278,10 +278,10 @@ struct cnn_backend {
     cnn_status (*activation_backward)(cnn_ctx *ctx, int act, int rows, int cols,
                                       const float *y, const float *dy, float *dx);
 
-    /* Optional (NULL in the cuda engine, where the Net then runs the ReLU
-     * activation layer on its own): a ReLU fused into its neighbour, so the
-     * host engines and cudnn skip a pass over the activation. Each gives the bits of
-     * the two entries run one after the other.
+    /* Optional (where NULL, the Net runs the ReLU activation layer on its
+     * own; every engine has them now): a ReLU fused into its neighbour, so
+     * the step skips a pass over the activation. Each gives the bits of the
+     * two entries run one after the other.
      * conv2d_forward_relu: conv2d_forward, then activation_forward(RELU)
      * into y: y = relu(conv + b), written in the pass that adds the bias.
      * pool_backward_relu: pool_backward of a pool whose input y is a ReLU's

@@ -1,6 +1,7 @@
 // backend_cuda.cu: the cuda engine's table and context: device memory, one
 // stream per Net, every kernel written in this folder.
 #include <stdlib.h>
+#include <string.h>
 
 #include "cuda_common.cuh"
 #include "cuda_ops.h"
@@ -16,6 +17,16 @@ cnn_status cnn_cuda_impl_init(cnn_cuda_impl *impl, int device)
     if (device < 0 || device >= count)
         return cnn_set_error(CNN_ERR_VALUE, "device: expected a CUDA device index in [0, %d), got %d",
                              count, device);
+    const char *kernel = getenv("CNNCUDA_SGEMM");
+    if (!kernel || !*kernel || !strcmp(kernel, "auto"))
+        impl->sgemm_kernel = CNN_SGEMM_AUTO;
+    else if (!strcmp(kernel, "wide"))
+        impl->sgemm_kernel = CNN_SGEMM_WIDE;
+    else if (!strcmp(kernel, "tile64"))
+        impl->sgemm_kernel = CNN_SGEMM_TILE64;
+    else
+        return cnn_set_error(CNN_ERR_VALUE,
+                             "CNNCUDA_SGEMM: expected 'auto', 'wide' or 'tile64', got '%s'", kernel);
     CNN_CUDA_TRY(cudaSetDevice(device), "selecting the context's GPU");
     impl->device = device;
     cudaError_t err =
@@ -186,8 +197,8 @@ extern "C" const cnn_backend cnn_backend_cuda = {
     .dense_backward_filter = cuda_dense_backward_filter,
     .activation_forward = cuda_activation_forward,
     .activation_backward = cuda_activation_backward,
-    .conv2d_forward_relu = NULL, // the Net runs the ReLU layer itself
-    .pool_backward_relu = NULL,
+    .conv2d_forward_relu = cuda_conv2d_forward_relu, // CNNCUDA_FUSE=0: the Net runs it apart
+    .pool_backward_relu = cuda_pool_backward_relu,
     .dropout_forward = cuda_dropout_forward,
     .dropout_backward = cuda_dropout_backward,
     .batchnorm_forward_train = cuda_batchnorm_forward_train,

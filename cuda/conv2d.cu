@@ -13,6 +13,16 @@
 // the backward filter left (it overwrites col with dcol: it runs last).
 // col2im computes each input element as a sum over the kernel positions that
 // read it, so it needs no atomics and is deterministic.
+//
+// When the layer's products are large enough for the wide SGEMM (gemm.cu:
+// the default CNNCUDA_SGEMM, at least 2^27 multiply-adds) t is never formed: the GEMMs
+// read dy and write y in their NCHW layout (n, f, P) themselves, the
+// forward's adding the bias as it stores y (gemm_wide_kernels.cuh), and db
+// is a deterministic sum per channel of dy. So the forward writes y once
+// instead of t and then y, and the backward skips dy's rearranging.
+// conv2d_forward_relu (cnn.h) applies the ReLU in the pass that writes y:
+// the GEMM's, or the bias scatter's.
+// CNNCUDA_SGEMM=tile64 keeps the path through t described above.
 #include "conv2d_kernels.cuh"
 #include "cuda_ops.h"
 
@@ -38,7 +48,9 @@ cnn_status check_desc(const char *what, const cnn_conv_desc *d)
 
 cnn_status im2col(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x, float *col)
 {
-    im2col_kernel<<<cnn_blocks(col_floats(d), CNN_THREADS), CNN_THREADS, 0, cnn_stream(ctx)>>>(*d, x, col);
+    // x: the columns, y: the input channels (im2col_kernel)
+    const dim3 grid(cnn_blocks((size_t)d->n * d->oh * d->ow, CNN_THREADS), (unsigned)min(d->c, 65535));
+    im2col_kernel<<<grid, CNN_THREADS, 0, cnn_stream(ctx)>>>(*d, x, col);
     CNN_CUDA_LAUNCHED("conv2d im2col");
     return CNN_OK;
 }
@@ -51,6 +63,15 @@ cnn_status gather_dy(cnn_ctx *ctx, const cnn_conv_desc *d, const float *dy, floa
     return CNN_OK;
 }
 
+// Whether this layer's GEMMs run on the wide kernel, which takes the NCHW
+// layouts and the bias itself. Its three products have the same size
+// (f * K * NP multiply-adds), so the forward, the filter gradient and the
+// data gradient all answer alike: t is formed by all or by none.
+bool wide(cnn_ctx *ctx, const cnn_conv_desc *d)
+{
+    return cnn_cuda_sgemm_wide_fits(ctx, d->f, d->n * d->oh * d->ow, d->c * d->kh * d->kw);
+}
+
 } // namespace
 
 size_t cuda_conv2d_workspace(const cnn_conv_desc *d)
@@ -59,20 +80,46 @@ size_t cuda_conv2d_workspace(const cnn_conv_desc *d)
     return (col_floats(d) + (size_t)d->f * d->n * d->oh * d->ow) * sizeof(float);
 }
 
-cnn_status cuda_conv2d_forward(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x,
-                               const float *w, const float *b, float *y, void *ws)
+namespace {
+
+// y = conv(x) + b, and then the ReLU when relu (conv2d_forward_relu)
+cnn_status forward(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x, const float *w,
+                   const float *b, float *y, void *ws, bool relu)
 {
-    CNN_TRY(check_desc("conv2d_forward", d));
+    CNN_TRY(check_desc(relu ? "conv2d_forward_relu" : "conv2d_forward", d));
     if (d->n == 0) return CNN_OK;
     float *col = (float *)ws, *t = col + col_floats(d);
     const int k = d->c * d->kh * d->kw, np = d->n * d->oh * d->ow;
     const size_t p = (size_t)d->oh * d->ow;
     CNN_TRY(im2col(ctx, d, x, col));
+    if (wide(ctx, d)) { // y (n, f, P) written by the GEMM, with the bias and the ReLU
+        const cnn_sgemm_extra extra = {0, 0, (int)p, b, relu ? 1 : 0};
+        return cnn_cuda_sgemm_ex(ctx, 0, 0, d->f, np, k, 1.0f, w, k, col, np, 0.0f, y, np, &extra);
+    }
     CNN_TRY(cnn_cuda_sgemm(ctx, 0, 0, d->f, np, k, 1.0f, w, k, col, np, 0.0f, t, np));
     size_t total = (size_t)d->n * d->f * p;
-    scatter_bias_kernel<<<cnn_blocks(total, CNN_THREADS), CNN_THREADS, 0, cnn_stream(ctx)>>>(d->n, d->f, p, t, b, y);
+    if (relu)
+        scatter_bias_relu_kernel<<<cnn_blocks(total, CNN_THREADS), CNN_THREADS, 0, cnn_stream(ctx)>>>(
+            d->n, d->f, p, t, b, y);
+    else
+        scatter_bias_kernel<<<cnn_blocks(total, CNN_THREADS), CNN_THREADS, 0, cnn_stream(ctx)>>>(
+            d->n, d->f, p, t, b, y);
     CNN_CUDA_LAUNCHED("conv2d bias");
     return CNN_OK;
+}
+
+} // namespace
+
+cnn_status cuda_conv2d_forward(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x,
+                               const float *w, const float *b, float *y, void *ws)
+{
+    return forward(ctx, d, x, w, b, y, ws, false);
+}
+
+cnn_status cuda_conv2d_forward_relu(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x,
+                                    const float *w, const float *b, float *y, void *ws)
+{
+    return forward(ctx, d, x, w, b, y, ws, true);
 }
 
 cnn_status cuda_conv2d_backward_filter(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x,
@@ -87,6 +134,13 @@ cnn_status cuda_conv2d_backward_filter(cnn_ctx *ctx, const cnn_conv_desc *d, con
     }
     (void)x; /* its column matrix is still in ws from the forward */
     float *col = (float *)ws, *t = col + col_floats(d);
+    if (wide(ctx, d)) {
+        const int p = d->oh * d->ow;
+        const cnn_sgemm_extra extra = {p, 0, 0, nullptr, 0}; // A = dy (n, f, P)
+        CNN_TRY(cnn_cuda_sgemm_ex(ctx, 0, 1, d->f, k, np, 1.0f, dy, np, col, np, 0.0f, dw, k, &extra));
+        if (db) CNN_TRY(cnn_cuda_channel_sums(ctx, d->n, d->f, p, dy, db));
+        return CNN_OK;
+    }
     CNN_TRY(gather_dy(ctx, d, dy, t));
     CNN_TRY(cnn_cuda_sgemm(ctx, 0, 1, d->f, k, np, 1.0f, t, np, col, np, 0.0f, dw, k));
     if (db) CNN_TRY(cnn_cuda_row_sums(ctx, d->f, np, t, db));
@@ -110,10 +164,14 @@ cnn_status cuda_conv2d_backward_data(cnn_ctx *ctx, const cnn_conv_desc *d, const
 {
     CNN_TRY(check_desc("conv2d_backward_data", d));
     if (d->n == 0) return CNN_OK;
-    (void)dy; /* rearranged into t by the backward filter */
     float *col = (float *)ws, *t = col + col_floats(d);
     const int k = d->c * d->kh * d->kw, np = d->n * d->oh * d->ow;
-    CNN_TRY(cnn_cuda_sgemm(ctx, 1, 0, k, np, d->f, 1.0f, w, k, t, np, 0.0f, col, np));
+    if (wide(ctx, d)) { // B = dy (n, f, P) read in place
+        const cnn_sgemm_extra extra = {0, d->oh * d->ow, 0, nullptr, 0};
+        CNN_TRY(cnn_cuda_sgemm_ex(ctx, 1, 0, k, np, d->f, 1.0f, w, k, dy, np, 0.0f, col, np, &extra));
+    } else { // dy rearranged into t by the backward filter
+        CNN_TRY(cnn_cuda_sgemm(ctx, 1, 0, k, np, d->f, 1.0f, w, k, t, np, 0.0f, col, np));
+    }
     size_t total = (size_t)d->n * d->c * d->h * d->w;
     col2im_kernel<<<cnn_blocks(total, CNN_THREADS), CNN_THREADS, 0, cnn_stream(ctx)>>>(*d, col, dx);
     CNN_CUDA_LAUNCHED("conv2d col2im");

@@ -17,7 +17,17 @@ struct cnn_cuda_impl {
     float *scratch;
     size_t scratch_floats;
     cudaEvent_t marks[2]; // record.cu's timer, made on first use
+    int sgemm_kernel;     // CNN_SGEMM_*: CNNCUDA_SGEMM when the context was made
 };
+
+// The SGEMM kernels of gemm.cu, chosen by CNNCUDA_SGEMM. AUTO (the default,
+// "auto"): BM x 128 tiles with 8x8 outputs per thread (gemm_wide_kernels.cuh)
+// for large products, the convolution's bias and NCHW layouts fused into
+// them, the 64x64 tile for the others; WIDE ("wide"): the wide kernel for
+// every product and every convolution (to test it on small shapes);
+// TILE64 ("tile64"): the 64x64 tile everywhere, the convolution
+// rearranging through its workspace: the engine before the wide kernel.
+enum { CNN_SGEMM_AUTO = 0, CNN_SGEMM_TILE64 = 1, CNN_SGEMM_WIDE = 2 };
 
 #define CNN_CUDA_SCRATCH_FLOATS ((size_t)4 << 20) // 16 MiB
 
@@ -77,6 +87,24 @@ static inline unsigned cnn_blocks(size_t count, unsigned threads)
 cnn_status cnn_cuda_sgemm(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n, int k,
                           float alpha, const float *a, int lda, const float *b, int ldb,
                           float beta, float *c, int ldc);
+// Whether cnn_cuda_sgemm runs a product of this size on the wide kernel
+// (the same answer for every transpose: it depends on m * n * k alone).
+bool cnn_cuda_sgemm_wide_fits(cnn_ctx *ctx, int m, int n, int k);
+// The wide kernel's extras (gemm_wide_kernels.cuh): A (not transposed), B
+// (not transposed) and C in the batched layout (n, rows, P) of a
+// convolution's tensors when ap, bp, cp = P > 0 (0: plain row-major);
+// bias[row] added to C (NULL: none); relu: C = max(C, 0) after the bias
+// (with beta == 0).
+struct cnn_sgemm_extra {
+    int ap, bp, cp;
+    const float *bias;
+    int relu;
+};
+// cnn_cuda_sgemm with extras (NULL: none). Extras always run on the wide
+// kernel; the TILE64 setting refuses them.
+cnn_status cnn_cuda_sgemm_ex(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n, int k,
+                             float alpha, const float *a, int lda, const float *b, int ldb,
+                             float beta, float *c, int ldc, const cnn_sgemm_extra *extra);
 
 // reduce.cu: bias gradients.
 // out[r] = sum_j x[r * cols + j] for x (rows, cols): one block per row.

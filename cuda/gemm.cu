@@ -1,8 +1,17 @@
 // gemm.cu: the cuda engine's own SGEMM (no cuBLAS in this engine).
 //
-// C (m, n) = alpha op(A) op(B) + beta C, all row-major: the kernels, a
-// 64x64-tile shared-memory SGEMM and the sum of split-K slices, are in
-// gemm_kernels.cuh (shared with dev/cuda/); this file plans and launches them.
+// C (m, n) = alpha op(A) op(B) + beta C, all row-major. Two kernels:
+// gemm_wide_kernels.cuh, BM x 128 tiles with 8x8 outputs per thread (BM =
+// 32, 64 or 128, whichever pads m least), for large products (at least
+// WIDE_MIN_FMAS multiply-adds: the convolutions of the seed CNN at batch
+// 512) and for the convolution's fused layouts; gemm_kernels.cuh, the 64x64
+// tile with 4x4 per thread, for the rest and for every product under
+// CNNCUDA_SGEMM=tile64 (the engine before the wide kernel, kept to compare);
+// CNNCUDA_SGEMM=wide puts every product on the wide kernel (for its tests).
+// Below the threshold the 64x64 tile's four times as many blocks fill the
+// GPU better: on an H100 (2026-11-25) the wide kernel was 10-40% slower on
+// the seed CNN's products at batch 32 (dev/cuda/sgemm v5 against v6).
+// This file plans and launches them.
 //
 // Split-K: when C has too few tiles to fill the GPU and K is long (the
 // convolution's filter gradient: a 32x27 result summed over 28,800 columns;
@@ -10,20 +19,18 @@
 // blockIdx.z takes one slice of K and writes its partial tile to scratch;
 // a second kernel adds the slices in a fixed order (deterministic) into C.
 #include "gemm_kernels.cuh"
+#include "gemm_wide_kernels.cuh"
 
 using namespace cnn_gemm;
 
-cnn_status cnn_cuda_sgemm(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n, int k,
-                          float alpha, const float *a, int lda, const float *b, int ldb,
-                          float beta, float *c, int ldc)
+namespace {
+
+// Slices of K for a product of `tiles` output tiles: enough blocks for two
+// waves over the SMs, at least 64 columns of K per slice, and partial sums
+// that fit the scratch. Sets *k_slice (a multiple of 16) and returns the
+// number of slices.
+int plan_slices(const cnn_cuda_impl *impl, int m, int n, int k, int tiles, int *k_slice)
 {
-    if (m <= 0 || n <= 0) return CNN_OK;
-    if (m > 65535 * BM)
-        return cnn_set_error(CNN_ERR_VALUE, "sgemm: m = %d rows is too many for one grid", m);
-    const cnn_cuda_impl *impl = (const cnn_cuda_impl *)ctx->impl;
-    const int tiles = ((n + BN - 1) / BN) * ((m + BM - 1) / BM);
-    // slices of K: enough blocks for two waves over the SMs, at least 64
-    // columns of K per slice, and partial sums that fit the scratch
     int slices = 1;
     if (tiles < 2 * impl->sm_count && k >= 256) {
         slices = (2 * impl->sm_count + tiles - 1) / tiles;
@@ -31,9 +38,79 @@ cnn_status cnn_cuda_sgemm(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n, 
         slices = (int)min((size_t)slices, impl->scratch_floats / ((size_t)m * n));
         if (slices < 1) slices = 1;
     }
-    int k_slice = (k + slices - 1) / slices;
-    k_slice = (k_slice + BK - 1) / BK * BK;
-    slices = k > 0 ? (k + k_slice - 1) / k_slice : 1;
+    int ks = (k + slices - 1) / slices;
+    ks = (ks + BK - 1) / BK * BK; // BK == WBK == 16
+    *k_slice = ks;
+    return k > 0 ? (k + ks - 1) / ks : 1;
+}
+
+// The wide kernel's row tile for m rows: the one that pads m least, the
+// larger on a near tie (larger tiles read B fewer times).
+int wide_rows(int m)
+{
+    const double cost32 = (double)((m + 31) / 32 * 32) * 1.10;
+    const double cost64 = (double)((m + 63) / 64 * 64) * 1.03;
+    const double cost128 = (double)((m + 127) / 128 * 128);
+    if (cost128 <= cost64 && cost128 <= cost32) return 128;
+    return cost64 <= cost32 ? 64 : 32;
+}
+
+template <int BM>
+void launch_wide(cudaStream_t st, dim3 grid, int trans_a, int trans_b, int m, int n, int k,
+                 int k_slice, float alpha, const float *a, int lda, const float *b, int ldb,
+                 float beta, float *c, int ldc, float *partial, WideExtra x)
+{
+#define CNN_WIDE_ARGS m, n, k, k_slice, alpha, a, lda, b, ldb, beta, c, ldc, partial, x
+    if (!trans_a && !trans_b)
+        sgemm_wide<BM, false, false><<<grid, wide_threads(BM), 0, st>>>(CNN_WIDE_ARGS);
+    else if (trans_a && !trans_b)
+        sgemm_wide<BM, true, false><<<grid, wide_threads(BM), 0, st>>>(CNN_WIDE_ARGS);
+    else if (!trans_a && trans_b)
+        sgemm_wide<BM, false, true><<<grid, wide_threads(BM), 0, st>>>(CNN_WIDE_ARGS);
+    else
+        sgemm_wide<BM, true, true><<<grid, wide_threads(BM), 0, st>>>(CNN_WIDE_ARGS);
+#undef CNN_WIDE_ARGS
+}
+
+cnn_status sgemm_wide_path(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n, int k,
+                           float alpha, const float *a, int lda, const float *b, int ldb,
+                           float beta, float *c, int ldc, WideExtra x)
+{
+    const cnn_cuda_impl *impl = (const cnn_cuda_impl *)ctx->impl;
+    const int bm = wide_rows(m);
+    if ((m + bm - 1) / bm > 65535)
+        return cnn_set_error(CNN_ERR_VALUE, "sgemm: m = %d rows is too many for one grid", m);
+    const int tiles = ((n + WBN - 1) / WBN) * ((m + bm - 1) / bm);
+    int k_slice;
+    const int slices = plan_slices(impl, m, n, k, tiles, &k_slice);
+    float *partial = slices > 1 ? impl->scratch : nullptr;
+    dim3 grid((n + WBN - 1) / WBN, (m + bm - 1) / bm, slices);
+    cudaStream_t st = cnn_stream(ctx);
+    if (bm == 128)
+        launch_wide<128>(st, grid, trans_a, trans_b, m, n, k, k_slice, alpha, a, lda, b, ldb, beta, c, ldc, partial, x);
+    else if (bm == 64)
+        launch_wide<64>(st, grid, trans_a, trans_b, m, n, k, k_slice, alpha, a, lda, b, ldb, beta, c, ldc, partial, x);
+    else
+        launch_wide<32>(st, grid, trans_a, trans_b, m, n, k, k_slice, alpha, a, lda, b, ldb, beta, c, ldc, partial, x);
+    CNN_CUDA_LAUNCHED("sgemm wide");
+    if (slices > 1) {
+        sum_slices_wide<<<cnn_blocks((size_t)m * n, CNN_THREADS), CNN_THREADS, 0, st>>>(
+            m, n, slices, partial, beta, c, ldc, x);
+        CNN_CUDA_LAUNCHED("sgemm wide split-k sum");
+    }
+    return CNN_OK;
+}
+
+cnn_status sgemm_tile64_path(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n, int k,
+                             float alpha, const float *a, int lda, const float *b, int ldb,
+                             float beta, float *c, int ldc)
+{
+    if (m > 65535 * BM)
+        return cnn_set_error(CNN_ERR_VALUE, "sgemm: m = %d rows is too many for one grid", m);
+    const cnn_cuda_impl *impl = (const cnn_cuda_impl *)ctx->impl;
+    const int tiles = ((n + BN - 1) / BN) * ((m + BM - 1) / BM);
+    int k_slice;
+    const int slices = plan_slices(impl, m, n, k, tiles, &k_slice);
     float *partial = slices > 1 ? impl->scratch : nullptr;
     dim3 grid((n + BN - 1) / BN, (m + BM - 1) / BM, slices);
     cudaStream_t st = cnn_stream(ctx);
@@ -54,4 +131,41 @@ cnn_status cnn_cuda_sgemm(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n, 
         CNN_CUDA_LAUNCHED("sgemm split-k sum");
     }
     return CNN_OK;
+}
+
+constexpr double WIDE_MIN_FMAS = 134217728.0; // 2^27
+
+} // namespace
+
+bool cnn_cuda_sgemm_wide_fits(cnn_ctx *ctx, int m, int n, int k)
+{
+    const cnn_cuda_impl *impl = (const cnn_cuda_impl *)ctx->impl;
+    if (impl->sgemm_kernel == CNN_SGEMM_AUTO) return (double)m * n * k >= WIDE_MIN_FMAS;
+    return impl->sgemm_kernel == CNN_SGEMM_WIDE;
+}
+
+cnn_status cnn_cuda_sgemm_ex(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n, int k,
+                             float alpha, const float *a, int lda, const float *b, int ldb,
+                             float beta, float *c, int ldc, const cnn_sgemm_extra *extra)
+{
+    if (m <= 0 || n <= 0) return CNN_OK;
+    const cnn_cuda_impl *impl = (const cnn_cuda_impl *)ctx->impl;
+    const WideExtra x = extra ? *extra : WideExtra{0, 0, 0, nullptr, 0};
+    const bool extras = x.ap > 0 || x.bp > 0 || x.cp > 0 || x.bias || x.relu;
+    if ((x.ap > 0 && trans_a) || (x.bp > 0 && trans_b))
+        return cnn_set_error(CNN_ERR_INTERNAL, "sgemm: a batched operand cannot be transposed");
+    if (impl->sgemm_kernel != CNN_SGEMM_TILE64 && (extras || cnn_cuda_sgemm_wide_fits(ctx, m, n, k)))
+        return sgemm_wide_path(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                               ldc, x);
+    if (extras)
+        return cnn_set_error(CNN_ERR_INTERNAL, "sgemm: batched layouts, bias and relu need the wide kernel");
+    return sgemm_tile64_path(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+cnn_status cnn_cuda_sgemm(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n, int k,
+                          float alpha, const float *a, int lda, const float *b, int ldb,
+                          float beta, float *c, int ldc)
+{
+    return cnn_cuda_sgemm_ex(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+                             nullptr);
 }

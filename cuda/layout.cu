@@ -46,6 +46,26 @@ __global__ void transpose_batched_kernel(size_t batch, int rows, int cols,
     }
 }
 
+// The same for matrices of few columns (an image's 1-4 channels), where a
+// 32x32 tile would be mostly idle: one thread per element of dst, the
+// matrices' columns (b, c) over the grid's y and the rows over x, so the
+// writes are coalesced and the reads of a warp span 32 * cols floats.
+__global__ void transpose_narrow_kernel(long long batch, int rows, int cols,
+                                        const float *__restrict__ src, float *__restrict__ dst)
+{
+    const long long lines = batch * cols;
+    for (long long bc = blockIdx.y; bc < lines; bc += gridDim.y) {
+        const long long b = bc / cols;
+        const int c = (int)(bc - b * cols);
+        const float *s = src + (size_t)b * rows * cols + c;
+        float *d = dst + (size_t)bc * rows;
+        for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += blockDim.x * gridDim.x)
+            d[r] = s[(size_t)r * cols];
+    }
+}
+
+#define LAYOUT_NARROW 4 // at most this many columns: transpose_narrow_kernel
+
 static cnn_status check_dims(const char *what, int n, int h, int w, int c)
 {
     if (n < 0 || h < 0 || w < 0 || c < 0)
@@ -63,6 +83,14 @@ static cnn_status transpose_batched(cnn_ctx *ctx, const char *what, size_t batch
     if (rows > 0x7fffffff || cols > 0x7fffffff)
         return cnn_set_error(CNN_ERR_VALUE, "%s: a %zu x %zu image is too large", what, rows,
                              cols);
+    if (cols <= LAYOUT_NARROW) {
+        const long long lines = (long long)(batch * cols);
+        const dim3 grid(cnn_blocks(rows, CNN_THREADS), (unsigned)(lines < 65535 ? lines : 65535));
+        transpose_narrow_kernel<<<grid, CNN_THREADS, 0, cnn_stream(ctx)>>>((long long)batch, (int)rows,
+                                                                          (int)cols, src, dst);
+        CNN_CUDA_LAUNCHED(what);
+        return CNN_OK;
+    }
     const size_t tiles = batch * ((rows + LAYOUT_TILE - 1) / LAYOUT_TILE) *
                          ((cols + LAYOUT_TILE - 1) / LAYOUT_TILE);
     const unsigned blocks = cnn_blocks(tiles, 1);

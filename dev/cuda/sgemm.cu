@@ -11,7 +11,12 @@
 //   2  shared-memory tiles 32x32, one output per thread
 //   3  64x64 tiles, a column of 8 outputs per thread (1-D register blocking)
 //   4  the engine's tile kernel (64x64, 4x4 outputs per thread), no split-K
-//   5  the engine: cnn_cuda_sgemm (4 plus deterministic split-K)
+//   5  the engine under CNNCUDA_SGEMM=tile64: cnn_cuda_sgemm (4 plus
+//      deterministic split-K)
+//   6  the wide kernel on every product (CNNCUDA_SGEMM=wide): BM x 128
+//      tiles, 8x8 outputs per thread, a cp.async pipeline; split-K
+//   7  the engine: cnn_cuda_sgemm, products of >= 2^27 multiply-adds on
+//      the wide kernel, the others on version 5's
 #include "common.cuh"
 #include "sgemm_stages.cuh"
 
@@ -62,6 +67,14 @@ std::vector<Shape> odd_shapes()
         v.push_back({"67x129x300 alpha 0.5 beta -2 padded", ta, tb, 67, 129, 300, 0.5f, -2, 3});
         v.push_back({"100x3x1000", ta, tb, 100, 3, 1000, 1, 0, 0});
         v.push_back({"130x70x20 beta 0.25 padded", ta, tb, 130, 70, 20, 1, 0.25f, 1});
+        // the wide kernel: each row tile (32, 64, 128), ragged edges, k
+        // shorter than a step, split-K with a ragged last slice
+        v.push_back({"33x300x17", ta, tb, 33, 300, 17, 1, 0, 0});
+        v.push_back({"70x257x129 alpha 0.5 beta 1 padded", ta, tb, 70, 257, 129, 0.5f, 1, 2});
+        v.push_back({"290x1000x70", ta, tb, 290, 1000, 70, 1, 0, 0});
+        v.push_back({"129x131x5 beta -1", ta, tb, 129, 131, 5, 1, -1, 0});
+        v.push_back({"250x140x40 beta 0.5", ta, tb, 250, 140, 40, 1, 0.5f, 0});
+        v.push_back({"64x130x3001 split-K", ta, tb, 64, 130, 3001, 1, 0, 0});
     }
     return v;
 }
@@ -162,8 +175,12 @@ const Version VERSIONS[] = {
      [](const stages::Gemm &g, Engine &e) { return stages::sgemm_v3(g, e.stream()); }},
     {"engine tile kernel 64x64x16, 4x4 per thread, no split-K",
      [](const stages::Gemm &g, Engine &e) { return stages::sgemm_v4(g, e.stream()); }},
-    {"engine cnn_cuda_sgemm: tile kernel + split-K",
+    {"engine cnn_cuda_sgemm, tile64: tile kernel + split-K",
      [](const stages::Gemm &g, Engine &e) { return stages::sgemm_v5(g, e.ctx); }},
+    {"wide kernel everywhere (BM x 128, 8x8 per thread, cp.async) + split-K",
+     [](const stages::Gemm &g, Engine &e) { return stages::sgemm_v6(g, e.ctx); }},
+    {"engine cnn_cuda_sgemm: wide kernel for >= 2^27 multiply-adds",
+     [](const stages::Gemm &g, Engine &e) { return stages::sgemm_v7(g, e.ctx); }},
 };
 constexpr int N_VERSIONS = sizeof VERSIONS / sizeof VERSIONS[0];
 

@@ -2,7 +2,8 @@
 // (versions 1-3 of sgemm.cu, and the GEMM inside the conv programs' im2col
 // versions). Version 4 is the engine's own tile kernel
 // (cuda/gemm_kernels.cuh) without split-K, version 5 the engine's
-// cnn_cuda_sgemm.
+// cnn_cuda_sgemm under CNNCUDA_SGEMM=tile64, version 6 its wide kernel on
+// every product (CNNCUDA_SGEMM=wide), version 7 the engine's default.
 //
 // Every stage computes, like the engine, C (m, n) = alpha op(A) op(B) + beta C,
 // row-major; op(A) is (m, k), op(B) is (k, n); ta means A is stored (k, m), tb
@@ -213,14 +214,45 @@ inline bool sgemm_v4(const Gemm &g, cudaStream_t st)
     return dev::launched("sgemm v4");
 }
 
-// ---- version 5: the engine, cnn_cuda_sgemm (cuda/gemm.cu): version 4's
-// kernel, with K cut into slices when C has too few tiles to fill the GPU
-// and K is long; the slices' partial tiles are summed in a fixed order.
+// The engine's SGEMM with its kernel choice set as CNNCUDA_SGEMM would set it.
+inline cnn_status engine_sgemm(const Gemm &g, cnn_ctx *ctx, int kernel)
+{
+    cnn_cuda_impl *impl = (cnn_cuda_impl *)ctx->impl;
+    const int saved = impl->sgemm_kernel;
+    impl->sgemm_kernel = kernel;
+    const cnn_status s = cnn_cuda_sgemm(ctx, g.ta, g.tb, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b,
+                                        g.ldb, g.beta, g.c, g.ldc);
+    impl->sgemm_kernel = saved;
+    return s;
+}
+
+// ---- version 5: the engine's cnn_cuda_sgemm under CNNCUDA_SGEMM=tile64
+// (cuda/gemm.cu): version 4's kernel, with K cut into slices when C has too
+// few tiles to fill the GPU and K is long; the slices' partial tiles are
+// summed in a fixed order. The engine's only SGEMM until the wide kernel.
 inline bool sgemm_v5(const Gemm &g, cnn_ctx *ctx)
 {
-    return dev::engine_ok(cnn_cuda_sgemm(ctx, g.ta, g.tb, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b,
-                                         g.ldb, g.beta, g.c, g.ldc),
-                          "sgemm v5 (cnn_cuda_sgemm)");
+    return dev::engine_ok(engine_sgemm(g, ctx, CNN_SGEMM_TILE64), "sgemm v5 (cnn_cuda_sgemm, tile64)");
+}
+
+// ---- version 6: the wide kernel on every product (cnn_cuda_sgemm under
+// CNNCUDA_SGEMM=wide; cuda/gemm_wide_kernels.cuh): BM x 128 tiles, BM = 32,
+// 64 or 128 by the rows, 8x8 outputs per thread read as float4 from shared
+// memory, K through a 3-stage cp.async pipeline (2 for BM = 128); split-K
+// as in version 5.
+inline bool sgemm_v6(const Gemm &g, cnn_ctx *ctx)
+{
+    return dev::engine_ok(engine_sgemm(g, ctx, CNN_SGEMM_WIDE), "sgemm v6 (cnn_cuda_sgemm, wide)");
+}
+
+// ---- version 7: the engine, cnn_cuda_sgemm (its default, CNNCUDA_SGEMM=auto):
+// products of at least 2^27 multiply-adds on version 6's kernel, the others
+// on version 5's. At these batch-32 shapes every product is below it, so
+// version 7 times like version 5 here; at batch 512 the convolutions' are
+// above it (BENCHMARKS.md).
+inline bool sgemm_v7(const Gemm &g, cnn_ctx *ctx)
+{
+    return dev::engine_ok(engine_sgemm(g, ctx, CNN_SGEMM_AUTO), "sgemm v7 (cnn_cuda_sgemm, auto)");
 }
 
 } // namespace stages

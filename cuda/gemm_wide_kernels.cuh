@@ -1,0 +1,263 @@
+// gemm_wide_kernels.cuh: the cuda engine's SGEMM for large products (gemm.cu
+// chooses it; gemm_kernels.cuh keeps the 64x64 tile for small ones and as the
+// CNNCUDA_SGEMM=tile64 path). In a header so that dev/cuda/sgemm.cu launches
+// the very kernels the engine runs.
+//
+// C (m, n) = alpha op(A) op(B) + beta C, row-major, as in gemm_kernels.cuh.
+// One block computes a BM x 128 tile of C (BM = 32, 64 or 128) with
+// BM * 2 threads, each owning 8 x 8 outputs: rows ty*4 + [0, 4) and
+// BM/2 + ty*4 + [0, 4), columns tx*4 + [0, 4) and 64 + tx*4 + [0, 4), so that
+// each k step reads two float4 of A and two float4 of B from shared memory
+// for 64 multiply-adds (the 4x4 tile: 8 scalar reads for 16). K goes through
+// shared memory 16 at a time in a pipeline of 3 stages (2 for 128 rows):
+// the tiles of the next steps are copied from global to shared memory
+// asynchronously (cp.async, one float each, so any layout and leading
+// dimension; zeros past the edges) while the current one is multiplied, one
+// barrier per step, no registers held for the copies. Strict fp32: fmaf in
+// the order of k, one chain per output (no TF32, no atomics), so a product
+// without split-K gives the same bits as the 64x64 tile kernel.
+//
+// Operands and output may also be in the "batched" layout of a
+// convolution's tensors: a matrix X (R, n*P) stored as a tensor (n, R, P),
+// X[r, i*P + p] at ((i*R + r)*P + p). A (not transposed, R = m), B (not
+// transposed, R = k) and C (R = m) take it when their ap, bp, cp is P > 0
+// (0: plain row-major with the leading dimension). So the convolution's
+// GEMMs read dy and write y in NCHW without a rearranging pass. bias (may be
+// NULL) adds bias[row] to every output of that row, and relu then clamps
+// it at 0, before beta * C.
+#ifndef CNN_GEMM_WIDE_KERNELS_CUH
+#define CNN_GEMM_WIDE_KERNELS_CUH
+
+#include "cuda_common.cuh"
+
+namespace cnn_gemm {
+namespace { // internal linkage: every .cu that includes this has its own copy
+
+constexpr int WBN = 128, WBK = 16;
+
+__host__ __device__ constexpr int wide_threads(int bm) { return bm * 2; } // (bm / 8) * (WBN / 8)
+// stages of the shared-memory pipeline: 3, or 2 for 128-row tiles (whose
+// three would pass the 48 KB of static shared memory)
+__host__ __device__ constexpr int wide_stages(int bm) { return bm >= 128 ? 2 : 3; }
+
+// Where the element (r, j) of a matrix of `rows` rows lies: plain row-major
+// with leading dimension ld, or batched with image size p.
+__device__ __forceinline__ size_t wide_offset(int r, int j, int rows, int ld, int p)
+{
+    if (p <= 0) return (size_t)r * ld + j;
+    const int i = j / p;
+    return ((size_t)i * rows + r) * p + (j - i * p);
+}
+
+// Extra arguments of the wide kernel: the layouts, the bias, the ReLU
+// (cuda_common.cuh).
+typedef cnn_sgemm_extra WideExtra;
+
+// One float from global to shared memory, asynchronously where the GPU can
+// (sm_80 and later: cp.async; zeros when !ok, reading nothing), else at once.
+__device__ __forceinline__ void wide_copy(float *dst, const float *src, bool ok)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(src), "r"(ok ? 4 : 0)
+                 : "memory");
+#else
+    *dst = ok ? *src : 0.0f;
+#endif
+}
+
+__device__ __forceinline__ void wide_commit()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+
+// waits until at most N of the committed groups are still in flight
+template <int N>
+__device__ __forceinline__ void wide_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+}
+
+template <int BM, bool TRANS_A, bool TRANS_B>
+__global__ void __launch_bounds__(BM * 2, BM == 128 ? 2 : (BM == 64 ? 3 : 5))
+sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restrict__ a, int lda,
+           const float *__restrict__ b, int ldb, float beta, float *__restrict__ c, int ldc,
+           float *__restrict__ partial, WideExtra x)
+{
+    constexpr int T = BM * 2, S = wide_stages(BM);
+    constexpr int EA = BM * WBK / T;      // 8
+    constexpr int EB = WBN * WBK / T;     // 32, 16 or 8
+    constexpr int NJ = T >= WBN ? 1 : WBN / T; // distinct columns of B (not transposed) per thread
+    __shared__ __align__(16) float as[S][WBK][BM + 4];  // as[kk][i] = op(A)(row0 + i, k0 + kk)
+    __shared__ __align__(16) float bs[S][WBK][WBN + 4]; // bs[kk][j] = op(B)(k0 + kk, col0 + j)
+    const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+    const int row0 = blockIdx.y * BM, col0 = blockIdx.x * WBN;
+    const int k_begin = blockIdx.z * k_slice;
+    const int k_end = min(k, k_begin + k_slice);
+    const int steps = k_begin < k_end ? (k_end - k_begin + WBK - 1) / WBK : 0;
+
+    // Each thread copies EA elements of A's tile and EB of B's per step, in
+    // the stored layout's order (a warp reads consecutive addresses).
+    // A (m, k): column kk = tid % 16, rows tid / 16 + q * T / 16; A (k, m):
+    // row i = tid % BM, columns tid / BM + 2q. B (k, n): columns
+    // (tid + q * T) % 128, rows (tid + q * T) / 128; B (n, k): column
+    // kk = tid % 16, rows tid / 16 + q * T / 16.
+    // A batched (ap = P): column gk of op(A) is image gk / P, pixel gk % P,
+    // followed step by step without a division.
+    const int a_kk = TRANS_A ? 0 : tid % WBK;
+    int a_img = 0, a_pix = 0;
+    if (!TRANS_A && x.ap > 0) {
+        const int gk = k_begin + a_kk;
+        a_img = gk / x.ap;
+        a_pix = gk - a_img * x.ap;
+    }
+    // B not transposed: the offsets of this thread's columns (rows added per step)
+    size_t b_col[NJ];
+    bool b_in[NJ];
+#pragma unroll
+    for (int u = 0; u < NJ; ++u) {
+        const int gj = col0 + (tid + u * T) % WBN;
+        b_in[u] = gj < n;
+        b_col[u] = 0;
+        if (!TRANS_B && b_in[u]) b_col[u] = x.bp > 0 ? wide_offset(0, gj, k, 0, x.bp) : (size_t)gj;
+    }
+    const size_t b_row_step = x.bp > 0 ? (size_t)x.bp : (size_t)ldb;
+
+    int k_next = k_begin; // the k of the next tile to copy
+    auto issue = [&](int stage) {
+        const int k0 = k_next;
+#pragma unroll
+        for (int q = 0; q < EA; ++q) {
+            if (TRANS_A) {
+                const int i = tid % BM, kk = tid / BM + q * (T / BM);
+                const int gi = row0 + i, gk = k0 + kk;
+                const bool ok = gi < m && gk < k_end;
+                wide_copy(&as[stage][kk][i], ok ? a + (size_t)gk * lda + gi : a, ok);
+            } else {
+                const int i = tid / WBK + q * (T / WBK), gi = row0 + i, gk = k0 + a_kk;
+                const bool ok = gi < m && gk < k_end;
+                const float *src = a;
+                if (ok)
+                    src = x.ap > 0 ? a + ((size_t)a_img * m + gi) * x.ap + a_pix
+                                   : a + (size_t)gi * lda + gk;
+                wide_copy(&as[stage][a_kk][i], src, ok);
+            }
+        }
+#pragma unroll
+        for (int q = 0; q < EB; ++q) {
+            if (TRANS_B) {
+                const int kk = tid % WBK, j = tid / WBK + q * (T / WBK);
+                const int gj = col0 + j, gk = k0 + kk;
+                const bool ok = gj < n && gk < k_end;
+                wide_copy(&bs[stage][kk][j], ok ? b + (size_t)gj * ldb + gk : b, ok);
+            } else {
+                const int l = tid + q * T, j = l % WBN, kk = l / WBN, u = q % NJ;
+                const int gk = k0 + kk;
+                const bool ok = b_in[u] && gk < k_end;
+                wide_copy(&bs[stage][kk][j], ok ? b + b_col[u] + (size_t)gk * b_row_step : b, ok);
+            }
+        }
+        k_next += WBK;
+        if (!TRANS_A && x.ap > 0) {
+            a_pix += WBK;
+            while (a_pix >= x.ap) {
+                a_pix -= x.ap;
+                ++a_img;
+            }
+        }
+    };
+
+    float acc[8][8];
+#pragma unroll
+    for (int r = 0; r < 8; ++r)
+#pragma unroll
+        for (int s = 0; s < 8; ++s) acc[r][s] = 0.0f;
+
+    // S - 1 tiles in flight before the first multiply; then, at each step,
+    // wait for this step's tile, let every thread see it (the barrier also
+    // says that the stage read at the previous step is free), start the
+    // copy of the tile S - 1 steps ahead into that stage, and multiply.
+#pragma unroll
+    for (int s = 0; s < S - 1; ++s) {
+        if (s < steps) issue(s);
+        wide_commit();
+    }
+    for (int st = 0; st < steps; ++st) {
+        wide_wait<S - 2>();
+        __syncthreads();
+        if (st + S - 1 < steps) issue((st + S - 1) % S);
+        wide_commit();
+        const int cur = st % S;
+#pragma unroll
+        for (int kk = 0; kk < WBK; ++kk) {
+            const float4 a0 = *reinterpret_cast<const float4 *>(&as[cur][kk][ty * 4]);
+            const float4 a1 = *reinterpret_cast<const float4 *>(&as[cur][kk][BM / 2 + ty * 4]);
+            const float4 b0 = *reinterpret_cast<const float4 *>(&bs[cur][kk][tx * 4]);
+            const float4 b1 = *reinterpret_cast<const float4 *>(&bs[cur][kk][WBN / 2 + tx * 4]);
+            const float ar[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+            const float br[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+#pragma unroll
+            for (int r = 0; r < 8; ++r)
+#pragma unroll
+                for (int s = 0; s < 8; ++s) acc[r][s] = fmaf(ar[r], br[s], acc[r][s]);
+        }
+    }
+
+    // the columns' offsets in C, once (a division each where C is batched)
+    size_t c_col[8];
+    bool c_in[8];
+#pragma unroll
+    for (int s = 0; s < 8; ++s) {
+        const int gj = col0 + (s < 4 ? tx * 4 + s : WBN / 2 + tx * 4 + s - 4);
+        c_in[s] = gj < n;
+        c_col[s] = c_in[s] ? (partial ? (size_t)gj : wide_offset(0, gj, m, ldc, x.cp)) : 0;
+    }
+    const size_t c_row_step = partial ? (size_t)n : x.cp > 0 ? (size_t)x.cp : (size_t)ldc;
+    float *out0 = partial ? partial + (size_t)blockIdx.z * m * n : c;
+#pragma unroll
+    for (int r = 0; r < 8; ++r) {
+        const int gi = row0 + (r < 4 ? ty * 4 + r : BM / 2 + ty * 4 + r - 4);
+        if (gi >= m) continue;
+        const float bv = x.bias && !partial ? x.bias[gi] : 0.0f;
+#pragma unroll
+        for (int s = 0; s < 8; ++s) {
+            if (!c_in[s]) continue;
+            float *out = out0 + c_col[s] + (size_t)gi * c_row_step;
+            float v = alpha * acc[r][s];
+            if (partial) {
+                *out = v;
+                continue;
+            }
+            if (x.bias) v += bv;
+            if (x.relu) v = v < 0.0f ? 0.0f : v;
+            *out = beta == 0.0f ? v : v + beta * *out;
+        }
+    }
+}
+
+// C (m, n) = sum over the slices of partial (slices, m, n) (+ bias[row],
+// then the ReLU) + beta C, C plain or batched (x.cp > 0), the slices added
+// in order.
+__global__ void sum_slices_wide(int m, int n, int slices, const float *__restrict__ partial,
+                                float beta, float *__restrict__ c, int ldc, WideExtra x)
+{
+    CNN_GRID_LOOP(t, (size_t)m * n) {
+        float sum = 0.0f;
+#pragma unroll 8 // loads ahead of the adds, which stay in order
+        for (int z = 0; z < slices; ++z) sum += partial[(size_t)z * m * n + t];
+        const int gi = (int)(t / n), gj = (int)(t % n);
+        if (x.bias) sum += x.bias[gi];
+        if (x.relu) sum = sum < 0.0f ? 0.0f : sum;
+        float *out = c + wide_offset(gi, gj, m, ldc, x.cp);
+        *out = beta == 0.0f ? sum : sum + beta * *out;
+    }
+}
+
+} // namespace
+} // namespace cnn_gemm
+
+#endif
