@@ -1,4 +1,4 @@
-"""A ReLU fused into its neighbour on the host engines and cudnn (cnn.h:
+"""A ReLU fused into its neighbour on every engine (cnn.h:
 conv2d_forward_relu, pool_backward_relu) gives the bits of the two ops run
 one after the other.
 
@@ -76,10 +76,11 @@ def test_networks_same_bits_fused_or_not(device, name, monkeypatch):
 
 
 @pytest.mark.parametrize("name", sorted(NETWORKS))
-@pytest.mark.parametrize("device", engine_params(("cudnn",)))
+@pytest.mark.parametrize("device", engine_params(("cuda", "cudnn")))
 def test_gpu_networks_same_bits_fused_or_not(device, name, monkeypatch):
-    """The cudnn engine fuses too (the ReLU in its conv bias pass and in the
-    max-pool backward): the same bits as its ReLU layers run apart."""
+    """The GPU engines fuse too (the ReLU in the conv's GEMM epilogue or bias
+    pass, and in the pool backward): the same bits as their ReLU layers run
+    apart."""
     fused = train(device, NETWORKS[name], True, monkeypatch)
     plain = train(device, NETWORKS[name], False, monkeypatch)
     for i, (a, b) in enumerate(zip(fused, plain)):
