@@ -441,7 +441,8 @@ static int ready(NetObject *self)
 {
     if (!self->net) {
         PyErr_SetString(PyExc_RuntimeError,
-                        self->device ? "this Net's engine memory was released (by release_all_nets, at interpreter exit)"
+                        self->device ? "this Net's engine memory was released "
+                                       "(by release_all_nets, at interpreter exit)"
                                      : "this Net was not initialized");
         return 0;
     }
