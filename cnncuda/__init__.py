@@ -22,6 +22,13 @@ import os
 _SPIN = "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ
 if _SPIN:
     os.environ["GOMP_SPINCOUNT"] = "10000"
+from . import _preload  # noqa: E402
+
+# cuBLAS, cuDNN and NCCL from this environment's PyTorch or JAX wheels where
+# they are there, so that cnncuda and those frameworks share one copy of each
+# in either import order (_preload.py says why).
+_PRELOADED = _preload.prefer_wheel_libraries(
+    _preload.extension_file(os.path.dirname(os.path.abspath(__file__))) or "")
 try:
     from . import _C
 finally:
@@ -49,7 +56,9 @@ def build_info():
 
     ``features``: the parts compiled in (``cpu``, ``openmp``, ``cuda-runtime``,
     ``cublas``, ``cudnn``, ``nccl``); ``engines``: the engine tables compiled
-    in; ``summary``: the line the build printed (compiler, nvcc, libraries).
+    in; ``summary``: the line the build printed (compiler, nvcc, libraries);
+    ``wheel_libraries``: the cuBLAS, cuDNN and NCCL files loaded from this
+    environment's PyTorch or JAX wheels instead of the system's (_preload.py).
     """
     engines = ["numpy"] + [name for name in ENGINES[1:]
                            if "not available in this build" not in (_C.engine_status(name) or "")]
@@ -59,6 +68,7 @@ def build_info():
         "engines": engines,
         "summary": _C.build_summary(),
         "gemm": _C.gemm_path(),
+        "wheel_libraries": list(_PRELOADED),
     }
 
 

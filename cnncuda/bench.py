@@ -39,7 +39,7 @@ import json
 import os
 import sys
 
-from . import EngineUnavailableError, _C, build_info, devices, get_num_threads
+from . import EngineUnavailableError, _C, devices, get_num_threads
 from .bench_cnncuda import EngineRunner
 from .bench_data import DATA_MODES, bench_data, check_real
 from .bench_env import environment, format_environment
@@ -387,34 +387,5 @@ def main(argv=None):
     return 0
 
 
-def torch_first_command(argv):
-    """The command that runs this bench again with torch imported before
-    cnncuda, or None where that is not needed.
-
-    ``python -m cnncuda.bench`` loads cnncuda, and with it the cuDNN and
-    cuBLAS it was linked to, before this module runs. PyTorch wheels carry
-    their own copies of those libraries under the same names, and importing
-    torch after the system's copies were loaded killed the process on an H100
-    machine of the device pool (``free(): invalid pointer`` inside ``import
-    torch``: cuDNN 9.14 from the system, 9.19 in the wheel; 2026-11-25). With
-    torch imported first, cnncuda's extension binds to the copies torch
-    loaded, and the environment header reports their versions. So where the
-    build has the GPU engines and torch is installed but not yet loaded, the
-    bench starts again in a process that imports torch first."""
-    import importlib.util
-    if os.environ.get("CNNCUDA_BENCH_TORCH_FIRST") or "torch" in sys.modules:
-        return None
-    if "cuda" not in build_info()["engines"] or importlib.util.find_spec("torch") is None:
-        return None
-    code = ("import torch, runpy; "
-            "runpy.run_module('cnncuda.bench', run_name='__main__', alter_sys=True)")
-    return [sys.executable, "-c", code] + list(argv)
-
-
 if __name__ == "__main__":
-    again = torch_first_command(sys.argv[1:])
-    if again:
-        sys.stdout.flush()
-        os.environ["CNNCUDA_BENCH_TORCH_FIRST"] = "1"
-        os.execv(again[0], again)
     sys.exit(main())

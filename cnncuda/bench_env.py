@@ -81,6 +81,7 @@ def environment():
         "build": info["summary"],
         "gemm": info["gemm"],
         "engines": devices(),
+        "wheel_libraries": info["wheel_libraries"] or None,
     }
     for package in ("torch", "jax", "jaxlib", "matplotlib"):
         version = _package_version(package)
@@ -124,4 +125,7 @@ def format_environment(env):
     lines.append(" | ".join(parts))
     lines.append("build: %s | cpu gemm: %s | engines here: %s"
                  % (env["build"], env["gemm"], ", ".join(env["engines"])))
+    if env.get("wheel_libraries"):
+        lines.append("GPU libraries from the Python environment's wheels: %s"
+                     % ", ".join(os.path.basename(p) for p in env["wheel_libraries"]))
     return lines

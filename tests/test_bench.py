@@ -214,27 +214,3 @@ def test_rows_of_one_experiment_compare_by_throughput():
     assert rows[1]["speedup_vs_cpu"] == pytest.approx(99968.0 / 5000.0)
     assert rows[2]["speedup_vs_cpu"] is None  # no cpu row at batch 512
 
-
-def test_the_bench_restarts_with_torch_first_only_where_needed(monkeypatch):
-    """python -m cnncuda.bench starts again importing torch first where the
-    build has the GPU engines and torch is installed but not loaded (two
-    copies of cuDNN in one process killed it), and nowhere else."""
-    import importlib.util
-    import sys
-    found = {"torch": object()}
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name: found.get(name))
-    monkeypatch.delenv("CNNCUDA_BENCH_TORCH_FIRST", raising=False)
-    monkeypatch.delitem(sys.modules, "torch", raising=False)
-    monkeypatch.setattr(bench, "build_info", lambda: {"engines": ["numpy", "cpu", "cuda"]})
-    again = bench.torch_first_command(["--model", "lenet5"])
-    assert again[0] == sys.executable and again[1] == "-c"
-    assert again[2].startswith("import torch, runpy;") and "'cnncuda.bench'" in again[2]
-    assert again[3:] == ["--model", "lenet5"]
-    monkeypatch.setenv("CNNCUDA_BENCH_TORCH_FIRST", "1")        # the restarted process
-    assert bench.torch_first_command([]) is None
-    monkeypatch.delenv("CNNCUDA_BENCH_TORCH_FIRST")
-    monkeypatch.setattr(bench, "build_info", lambda: {"engines": ["numpy", "cpu"]})
-    assert bench.torch_first_command([]) is None                # no GPU engines: no clash
-    monkeypatch.setattr(bench, "build_info", lambda: {"engines": ["numpy", "cpu", "cuda"]})
-    found.clear()
-    assert bench.torch_first_command([]) is None                # no torch

@@ -155,3 +155,8 @@ def test_environment_header(monkeypatch):
     gpu_line = bench_env.format_environment(env)[2]
     assert "driver 580.1" in gpu_line and "CUDA runtime 13.0" in gpu_line
     assert "cuDNN 9.14.0" in gpu_line and "cuBLAS 13.1" in gpu_line
+    wheels = cnncuda.build_info()["wheel_libraries"]
+    assert len(bench_env.format_environment(env)) == (5 if wheels else 4)
+    env["wheel_libraries"] = ["/venv/site-packages/nvidia/cudnn/lib/libcudnn.so.9"]
+    assert bench_env.format_environment(env)[4] == \
+        "GPU libraries from the Python environment's wheels: libcudnn.so.9"
