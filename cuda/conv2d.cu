@@ -98,12 +98,11 @@ cnn_status forward(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x, const f
     }
     CNN_TRY(cnn_cuda_sgemm(ctx, 0, 0, d->f, np, k, 1.0f, w, k, col, np, 0.0f, t, np));
     size_t total = (size_t)d->n * d->f * p;
+    const unsigned blocks = cnn_blocks(total, CNN_THREADS);
     if (relu)
-        scatter_bias_relu_kernel<<<cnn_blocks(total, CNN_THREADS), CNN_THREADS, 0, cnn_stream(ctx)>>>(
-            d->n, d->f, p, t, b, y);
+        scatter_bias_kernel<true><<<blocks, CNN_THREADS, 0, cnn_stream(ctx)>>>(d->n, d->f, p, t, b, y);
     else
-        scatter_bias_kernel<<<cnn_blocks(total, CNN_THREADS), CNN_THREADS, 0, cnn_stream(ctx)>>>(
-            d->n, d->f, p, t, b, y);
+        scatter_bias_kernel<false><<<blocks, CNN_THREADS, 0, cnn_stream(ctx)>>>(d->n, d->f, p, t, b, y);
     CNN_CUDA_LAUNCHED("conv2d bias");
     return CNN_OK;
 }

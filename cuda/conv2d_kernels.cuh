@@ -77,26 +77,17 @@ __global__ void col2im_kernel(cnn_conv_desc d, const float *__restrict__ col,
     }
 }
 
-// y (n, f, P)[i, f, p] = t (f, n*P)[f, i*P + p] + b[f] (b may be NULL)
+// y (n, f, P)[i, f, p] = t (f, n*P)[f, i*P + p] + b[f] (b may be NULL);
+// with RELU followed by the ReLU, y = max(t + b, 0), as activation.cu writes it
+template <bool RELU>
 __global__ void scatter_bias_kernel(int n, int f, size_t p, const float *__restrict__ t,
                                     const float *__restrict__ b, float *__restrict__ y)
 {
     const size_t total = (size_t)n * f * p;
     CNN_GRID_LOOP(o, total) {
         const size_t q = o % p, fi = (o / p) % f, i = o / (p * f);
-        y[o] = t[fi * n * p + i * p + q] + (b ? b[fi] : 0.0f);
-    }
-}
-
-// the same followed by the ReLU: y = max(t + b, 0), as activation.cu writes it
-__global__ void scatter_bias_relu_kernel(int n, int f, size_t p, const float *__restrict__ t,
-                                         const float *__restrict__ b, float *__restrict__ y)
-{
-    const size_t total = (size_t)n * f * p;
-    CNN_GRID_LOOP(o, total) {
-        const size_t q = o % p, fi = (o / p) % f, i = o / (p * f);
         const float v = t[fi * n * p + i * p + q] + (b ? b[fi] : 0.0f);
-        y[o] = v < 0.0f ? 0.0f : v;
+        y[o] = RELU && v < 0.0f ? 0.0f : v;
     }
 }
 

@@ -116,10 +116,10 @@ cnn_status cnn_cuda_column_sums(cnn_ctx *ctx, int rows, int cols, const float *x
 // y[i, ch, :] += b[ch]
 cnn_status cnn_cuda_add_channel_bias(cnn_ctx *ctx, int n, int c, int hw, const float *b,
                                      float *y);
-// out[ch] = sum of x[i, ch, :] over i (deterministic)
 // y = relu(y + b[ch]) (b may be NULL: relu(y)), in the one pass.
 cnn_status cnn_cuda_add_channel_bias_relu(cnn_ctx *ctx, int n, int c, int hw, const float *b,
                                           float *y);
+// out[ch] = sum of x[i, ch, :] over i (deterministic)
 cnn_status cnn_cuda_channel_sums(cnn_ctx *ctx, int n, int c, int hw, const float *x, float *out);
 
 #endif

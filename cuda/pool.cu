@@ -281,71 +281,70 @@ cnn_status cuda_pool_forward(cnn_ctx *ctx, const cnn_pool_desc *d, const float *
     return CNN_OK;
 }
 
-// dy (n, c, oh, ow), argmax (n, c, oh, ow) (max only) -> dx (n, c, h, w),
-// overwritten.
-cnn_status cuda_pool_backward(cnn_ctx *ctx, const cnn_pool_desc *d, const float *dy,
-                              const int32_t *argmax, float *dx)
-{
-    CNN_TRY(check_desc("pool_backward", d));
-    if (d->mode == CNN_POOL_MAX && !argmax)
-        return cnn_set_error(CNN_ERR_VALUE, "pool_backward: max pooling needs an argmax buffer");
-    const size_t total = (size_t)d->n * d->c * d->h * d->w;
-    if (total == 0) return CNN_OK;
-    const unsigned blocks = cnn_blocks(total, CNN_THREADS);
-    const pool_geom g = geom_of(d);
-    cudaStream_t st = cnn_stream(ctx);
-    const int narrow = fits_32(d);
-    if (d->mode == CNN_POOL_MAX) {
-        if (narrow && d->ph <= d->sh && d->pw <= d->sw && d->pad_top >= 0 && d->pad_left >= 0)
-            max_pool_backward_disjoint_kernel<<<blocks, CNN_THREADS, 0, st>>>((unsigned)total, g,
-                                                                              dy, argmax, NULL, dx);
-        else if (narrow)
-            max_pool_backward_kernel<unsigned><<<blocks, CNN_THREADS, 0, st>>>((unsigned)total, g,
-                                                                              dy, argmax, dx);
-        else
-            max_pool_backward_kernel<size_t><<<blocks, CNN_THREADS, 0, st>>>(total, g, dy, argmax,
-                                                                            dx);
-        CNN_CUDA_LAUNCHED("max_pool_backward");
-    } else {
-        if (narrow)
-            avg_pool_backward_kernel<unsigned><<<blocks, CNN_THREADS, 0, st>>>((unsigned)total, g,
-                                                                              dy, dx);
-        else
-            avg_pool_backward_kernel<size_t><<<blocks, CNN_THREADS, 0, st>>>(total, g, dy, dx);
-        CNN_CUDA_LAUNCHED("avg_pool_backward");
-    }
-    return CNN_OK;
-}
-
 // dx = x where y > 0, else 0 (a ReLU's backward from its output y, in place).
 __global__ void relu_mask_kernel(size_t total, const float *__restrict__ y, float *__restrict__ dx)
 {
     CNN_GRID_LOOP(e, total) dx[e] = y[e] > 0.0f ? dx[e] : 0.0f;
 }
 
-// The table's pool_backward_relu: pool_backward, then the backward of the
-// ReLU whose output y is the pool's input (in the same pass for disjoint max
-// windows): the bits of the two entries one after the other.
-cnn_status cuda_pool_backward_relu(cnn_ctx *ctx, const cnn_pool_desc *d, const float *dy,
-                                   const int32_t *argmax, const float *y, float *dx)
+// dy (n, c, oh, ow), argmax (n, c, oh, ow) (max only) -> dx (n, c, h, w),
+// overwritten; with relu_y (the pool's input, a ReLU's output; else NULL),
+// also that ReLU's backward: dx = 0 where relu_y <= 0 (in the same pass for
+// disjoint max windows, in a second pass otherwise): the bits of the two
+// entries one after the other.
+static cnn_status pool_backward(cnn_ctx *ctx, const char *what, const cnn_pool_desc *d,
+                                const float *dy, const int32_t *argmax, const float *relu_y,
+                                float *dx)
 {
-    CNN_TRY(check_desc("pool_backward_relu", d));
+    CNN_TRY(check_desc(what, d));
     if (d->mode == CNN_POOL_MAX && !argmax)
-        return cnn_set_error(CNN_ERR_VALUE, "pool_backward: max pooling needs an argmax buffer");
+        return cnn_set_error(CNN_ERR_VALUE, "%s: max pooling needs an argmax buffer", what);
     const size_t total = (size_t)d->n * d->c * d->h * d->w;
     if (total == 0) return CNN_OK;
     const unsigned blocks = cnn_blocks(total, CNN_THREADS);
+    const pool_geom g = geom_of(d);
     cudaStream_t st = cnn_stream(ctx);
-    if (d->mode == CNN_POOL_MAX && fits_32(d) && d->ph <= d->sh && d->pw <= d->sw &&
+    const int narrow = fits_32(d);
+    if (d->mode == CNN_POOL_MAX && narrow && d->ph <= d->sh && d->pw <= d->sw &&
         d->pad_top >= 0 && d->pad_left >= 0) {
-        max_pool_backward_disjoint_kernel<<<blocks, CNN_THREADS, 0, st>>>((unsigned)total,
-                                                                          geom_of(d), dy, argmax,
-                                                                          y, dx);
-        CNN_CUDA_LAUNCHED("max_pool_backward_relu");
+        max_pool_backward_disjoint_kernel<<<blocks, CNN_THREADS, 0, st>>>((unsigned)total, g, dy,
+                                                                          argmax, relu_y, dx);
+        CNN_CUDA_LAUNCHED(what);
         return CNN_OK;
     }
-    CNN_TRY(cuda_pool_backward(ctx, d, dy, argmax, dx));
-    relu_mask_kernel<<<blocks, CNN_THREADS, 0, st>>>(total, y, dx);
-    CNN_CUDA_LAUNCHED("pool backward ReLU mask");
+    if (d->mode == CNN_POOL_MAX) {
+        if (narrow)
+            max_pool_backward_kernel<unsigned><<<blocks, CNN_THREADS, 0, st>>>((unsigned)total, g,
+                                                                              dy, argmax, dx);
+        else
+            max_pool_backward_kernel<size_t><<<blocks, CNN_THREADS, 0, st>>>(total, g, dy, argmax,
+                                                                            dx);
+    } else {
+        if (narrow)
+            avg_pool_backward_kernel<unsigned><<<blocks, CNN_THREADS, 0, st>>>((unsigned)total, g,
+                                                                              dy, dx);
+        else
+            avg_pool_backward_kernel<size_t><<<blocks, CNN_THREADS, 0, st>>>(total, g, dy, dx);
+    }
+    CNN_CUDA_LAUNCHED(what);
+    if (relu_y) {
+        relu_mask_kernel<<<blocks, CNN_THREADS, 0, st>>>(total, relu_y, dx);
+        CNN_CUDA_LAUNCHED("pool backward ReLU mask");
+    }
     return CNN_OK;
+}
+
+cnn_status cuda_pool_backward(cnn_ctx *ctx, const cnn_pool_desc *d, const float *dy,
+                              const int32_t *argmax, float *dx)
+{
+    return pool_backward(ctx, "pool_backward", d, dy, argmax, NULL, dx);
+}
+
+// The table's pool_backward_relu: pool_backward with the mask of the ReLU
+// whose output y is the pool's input.
+cnn_status cuda_pool_backward_relu(cnn_ctx *ctx, const cnn_pool_desc *d, const float *dy,
+                                   const int32_t *argmax, const float *y, float *dx)
+{
+    if (!y) return cnn_set_error(CNN_ERR_VALUE, "pool_backward_relu: the ReLU's output is NULL");
+    return pool_backward(ctx, "pool_backward_relu", d, dy, argmax, y, dx);
 }

@@ -124,7 +124,7 @@ bool conv_im2col(const cnn_conv_desc &d, const float *x, const float *w, const f
     if (!launched("im2col")) return false;
     if (!gemm({false, false, d.f, np, k, 1.0f, w, k, col, np, 0.0f, t, np}, st)) return false;
     const size_t p = (size_t)d.oh * d.ow;
-    cnn_conv2d::scatter_bias_kernel<<<cnn_blocks(y_count(d), CNN_THREADS), CNN_THREADS, 0, st>>>(
+    cnn_conv2d::scatter_bias_kernel<false><<<cnn_blocks(y_count(d), CNN_THREADS), CNN_THREADS, 0, st>>>(
         d.n, d.f, p, t, b, y);
     return launched("scatter bias");
 }
