@@ -14,15 +14,14 @@
 // col2im computes each input element as a sum over the kernel positions that
 // read it, so it needs no atomics and is deterministic.
 //
-// When the layer's products are large enough for the wide SGEMM (gemm.cu:
-// the default CNNCUDA_SGEMM, at least 2^27 multiply-adds) t is never formed: the GEMMs
+// t is never formed by default: the GEMMs (either SGEMM kernel of gemm.cu)
 // read dy and write y in their NCHW layout (n, f, P) themselves, the
-// forward's adding the bias as it stores y (gemm_wide_kernels.cuh), and db
-// is a deterministic sum per channel of dy. So the forward writes y once
-// instead of t and then y, and the backward skips dy's rearranging.
-// conv2d_forward_relu (cnn.h) applies the ReLU in the pass that writes y:
-// the GEMM's, or the bias scatter's.
-// CNNCUDA_SGEMM=tile64 keeps the path through t described above.
+// forward's adding the bias as it stores y, and db is a deterministic sum
+// per channel of dy. So the forward writes y once instead of t and then y,
+// and the backward skips dy's rearranging. conv2d_forward_relu (cnn.h)
+// applies the ReLU in the pass that writes y: the GEMM's, or the bias
+// scatter's. CNNCUDA_SGEMM=tile64 keeps the path through t described above
+// (the engine before the fused layouts, kept to compare).
 #include "conv2d_kernels.cuh"
 #include "cuda_ops.h"
 
@@ -63,13 +62,12 @@ cnn_status gather_dy(cnn_ctx *ctx, const cnn_conv_desc *d, const float *dy, floa
     return CNN_OK;
 }
 
-// Whether this layer's GEMMs run on the wide kernel, which takes the NCHW
-// layouts and the bias itself. Its three products have the same size
-// (f * K * NP multiply-adds), so the forward, the filter gradient and the
-// data gradient all answer alike: t is formed by all or by none.
-bool wide(cnn_ctx *ctx, const cnn_conv_desc *d)
+// Whether this engine's GEMMs take the NCHW layouts and the bias
+// themselves (every CNNCUDA_SGEMM setting but tile64): t is formed by all of
+// a layer's passes or by none.
+bool fused_layouts(cnn_ctx *ctx)
 {
-    return cnn_cuda_sgemm_wide_fits(ctx, d->f, d->n * d->oh * d->ow, d->c * d->kh * d->kw);
+    return ((const cnn_cuda_impl *)ctx->impl)->sgemm_kernel != CNN_SGEMM_TILE64;
 }
 
 } // namespace
@@ -92,8 +90,8 @@ cnn_status forward(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x, const f
     const int k = d->c * d->kh * d->kw, np = d->n * d->oh * d->ow;
     const size_t p = (size_t)d->oh * d->ow;
     CNN_TRY(im2col(ctx, d, x, col));
-    if (wide(ctx, d)) { // y (n, f, P) written by the GEMM, with the bias and the ReLU
-        const cnn_sgemm_extra extra = {0, 0, (int)p, b, relu ? 1 : 0};
+    if (fused_layouts(ctx)) { // y (n, f, P) written by the GEMM, with the bias and the ReLU
+        const cnn_sgemm_extra extra = {0, 0, (int)p, b, relu ? 1 : 0, 0};
         return cnn_cuda_sgemm_ex(ctx, 0, 0, d->f, np, k, 1.0f, w, k, col, np, 0.0f, y, np, &extra);
     }
     CNN_TRY(cnn_cuda_sgemm(ctx, 0, 0, d->f, np, k, 1.0f, w, k, col, np, 0.0f, t, np));
@@ -133,9 +131,9 @@ cnn_status cuda_conv2d_backward_filter(cnn_ctx *ctx, const cnn_conv_desc *d, con
     }
     (void)x; /* its column matrix is still in ws from the forward */
     float *col = (float *)ws, *t = col + col_floats(d);
-    if (wide(ctx, d)) {
+    if (fused_layouts(ctx)) {
         const int p = d->oh * d->ow;
-        const cnn_sgemm_extra extra = {p, 0, 0, nullptr, 0}; // A = dy (n, f, P)
+        const cnn_sgemm_extra extra = {p, 0, 0, nullptr, 0, 0}; // A = dy (n, f, P)
         CNN_TRY(cnn_cuda_sgemm_ex(ctx, 0, 1, d->f, k, np, 1.0f, dy, np, col, np, 0.0f, dw, k, &extra));
         if (db) CNN_TRY(cnn_cuda_channel_sums(ctx, d->n, d->f, p, dy, db));
         return CNN_OK;
@@ -165,8 +163,8 @@ cnn_status cuda_conv2d_backward_data(cnn_ctx *ctx, const cnn_conv_desc *d, const
     if (d->n == 0) return CNN_OK;
     float *col = (float *)ws, *t = col + col_floats(d);
     const int k = d->c * d->kh * d->kw, np = d->n * d->oh * d->ow;
-    if (wide(ctx, d)) { // B = dy (n, f, P) read in place
-        const cnn_sgemm_extra extra = {0, d->oh * d->ow, 0, nullptr, 0};
+    if (fused_layouts(ctx)) { // B = dy (n, f, P) read in place
+        const cnn_sgemm_extra extra = {0, d->oh * d->ow, 0, nullptr, 0, 0};
         CNN_TRY(cnn_cuda_sgemm_ex(ctx, 1, 0, k, np, d->f, 1.0f, w, k, dy, np, 0.0f, col, np, &extra));
     } else { // dy rearranged into t by the backward filter
         CNN_TRY(cnn_cuda_sgemm(ctx, 1, 0, k, np, d->f, 1.0f, w, k, t, np, 0.0f, col, np));

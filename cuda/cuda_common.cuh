@@ -22,8 +22,8 @@ struct cnn_cuda_impl {
 
 // The SGEMM kernels of gemm.cu, chosen by CNNCUDA_SGEMM. AUTO (the default,
 // "auto"): BM x 128 tiles with 8x8 outputs per thread (gemm_wide_kernels.cuh)
-// for large products, the convolution's bias and NCHW layouts fused into
-// them, the 64x64 tile for the others; WIDE ("wide"): the wide kernel for
+// for large products, the 64x64 tile for the others, the convolution's bias
+// and NCHW layouts fused into both; WIDE ("wide"): the wide kernel for
 // every product and every convolution (to test it on small shapes);
 // TILE64 ("tile64"): the 64x64 tile everywhere, the convolution
 // rearranging through its workspace: the engine before the wide kernel.
@@ -90,18 +90,19 @@ cnn_status cnn_cuda_sgemm(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n, 
 // Whether cnn_cuda_sgemm runs a product of this size on the wide kernel
 // (the same answer for every transpose: it depends on m * n * k alone).
 bool cnn_cuda_sgemm_wide_fits(cnn_ctx *ctx, int m, int n, int k);
-// The wide kernel's extras (gemm_wide_kernels.cuh): A (not transposed), B
-// (not transposed) and C in the batched layout (n, rows, P) of a
-// convolution's tensors when ap, bp, cp = P > 0 (0: plain row-major);
-// bias[row] added to C (NULL: none); relu: C = max(C, 0) after the bias
-// (with beta == 0).
+// The SGEMM's extras (gemm_wide_kernels.cuh, gemm_kernels.cuh): A (not
+// transposed), B (not transposed) and C in the batched layout (n, rows, P)
+// of a convolution's tensors when ap, bp, cp = P > 0 (0: plain row-major);
+// bias[row] added to C (NULL: none), or bias[column] with bias_columns (a
+// dense layer's y (n, out)); relu: C = max(C, 0) after the bias; then
+// beta * C added.
 struct cnn_sgemm_extra {
     int ap, bp, cp;
     const float *bias;
     int relu;
+    int bias_columns; // bias[column] instead (a dense layer's y (n, out))
 };
-// cnn_cuda_sgemm with extras (NULL: none). Extras always run on the wide
-// kernel; the TILE64 setting refuses them.
+// cnn_cuda_sgemm with extras (NULL: none); both kernels take them.
 cnn_status cnn_cuda_sgemm_ex(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n, int k,
                              float alpha, const float *a, int lda, const float *b, int ldb,
                              float beta, float *c, int ldc, const cnn_sgemm_extra *extra);

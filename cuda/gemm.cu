@@ -4,13 +4,14 @@
 // gemm_wide_kernels.cuh, BM x 128 tiles with 8x8 outputs per thread (BM =
 // 32, 64 or 128, whichever pads m least), for large products (at least
 // WIDE_MIN_FMAS multiply-adds: the convolutions of the seed CNN at batch
-// 512) and for the convolution's fused layouts; gemm_kernels.cuh, the 64x64
-// tile with 4x4 per thread, for the rest and for every product under
+// 512); gemm_kernels.cuh, the 64x64 tile with 4x4 per thread, for the rest
+// and for every product under
 // CNNCUDA_SGEMM=tile64 (the engine before the wide kernel, kept to compare);
 // CNNCUDA_SGEMM=wide puts every product on the wide kernel (for its tests).
 // Below the threshold the 64x64 tile's four times as many blocks fill the
 // GPU better: on an H100 (2026-11-25) the wide kernel was 10-40% slower on
 // the seed CNN's products at batch 32 (dev/cuda/sgemm v5 against v6).
+// Both take the convolution's fused layouts, bias and ReLU (cnn_sgemm_extra).
 // This file plans and launches them.
 //
 // Split-K: when C has too few tiles to fill the GPU and K is long (the
@@ -103,7 +104,7 @@ cnn_status sgemm_wide_path(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n,
 
 cnn_status sgemm_tile64_path(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n, int k,
                              float alpha, const float *a, int lda, const float *b, int ldb,
-                             float beta, float *c, int ldc)
+                             float beta, float *c, int ldc, const cnn_sgemm_extra &x, bool extras)
 {
     if (m > 65535 * BM)
         return cnn_set_error(CNN_ERR_VALUE, "sgemm: m = %d rows is too many for one grid", m);
@@ -114,7 +115,7 @@ cnn_status sgemm_tile64_path(cnn_ctx *ctx, int trans_a, int trans_b, int m, int 
     float *partial = slices > 1 ? impl->scratch : nullptr;
     dim3 grid((n + BN - 1) / BN, (m + BM - 1) / BM, slices);
     cudaStream_t st = cnn_stream(ctx);
-#define CNN_SGEMM_ARGS m, n, k, k_slice, alpha, a, lda, b, ldb, beta, c, ldc, partial
+#define CNN_SGEMM_ARGS m, n, k, k_slice, alpha, a, lda, b, ldb, beta, c, ldc, partial, x
     if (!trans_a && !trans_b)
         sgemm_tile<false, false><<<grid, TPB, 0, st>>>(CNN_SGEMM_ARGS);
     else if (trans_a && !trans_b)
@@ -125,7 +126,11 @@ cnn_status sgemm_tile64_path(cnn_ctx *ctx, int trans_a, int trans_b, int m, int 
         sgemm_tile<true, true><<<grid, TPB, 0, st>>>(CNN_SGEMM_ARGS);
 #undef CNN_SGEMM_ARGS
     CNN_CUDA_LAUNCHED("sgemm");
-    if (slices > 1) {
+    if (slices > 1 && extras) {
+        sum_slices_wide<<<cnn_blocks((size_t)m * n, CNN_THREADS), CNN_THREADS, 0, st>>>(
+            m, n, slices, partial, beta, c, ldc, x);
+        CNN_CUDA_LAUNCHED("sgemm split-k sum");
+    } else if (slices > 1) {
         sum_slices<<<cnn_blocks((size_t)m * n, CNN_THREADS), CNN_THREADS, 0, st>>>(
             m, n, slices, partial, beta, c, ldc);
         CNN_CUDA_LAUNCHED("sgemm split-k sum");
@@ -149,17 +154,15 @@ cnn_status cnn_cuda_sgemm_ex(cnn_ctx *ctx, int trans_a, int trans_b, int m, int 
                              float beta, float *c, int ldc, const cnn_sgemm_extra *extra)
 {
     if (m <= 0 || n <= 0) return CNN_OK;
-    const cnn_cuda_impl *impl = (const cnn_cuda_impl *)ctx->impl;
-    const WideExtra x = extra ? *extra : WideExtra{0, 0, 0, nullptr, 0};
+    const WideExtra x = extra ? *extra : WideExtra{0, 0, 0, nullptr, 0, 0};
     const bool extras = x.ap > 0 || x.bp > 0 || x.cp > 0 || x.bias || x.relu;
     if ((x.ap > 0 && trans_a) || (x.bp > 0 && trans_b))
         return cnn_set_error(CNN_ERR_INTERNAL, "sgemm: a batched operand cannot be transposed");
-    if (impl->sgemm_kernel != CNN_SGEMM_TILE64 && (extras || cnn_cuda_sgemm_wide_fits(ctx, m, n, k)))
+    if (cnn_cuda_sgemm_wide_fits(ctx, m, n, k))
         return sgemm_wide_path(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
                                ldc, x);
-    if (extras)
-        return cnn_set_error(CNN_ERR_INTERNAL, "sgemm: batched layouts, bias and relu need the wide kernel");
-    return sgemm_tile64_path(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return sgemm_tile64_path(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+                             x, extras);
 }
 
 cnn_status cnn_cuda_sgemm(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n, int k,

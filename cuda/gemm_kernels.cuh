@@ -25,7 +25,7 @@ template <bool TRANS_A, bool TRANS_B>
 __global__ void __launch_bounds__(TPB)
 sgemm_tile(int m, int n, int k, int k_slice, float alpha, const float *__restrict__ a, int lda,
            const float *__restrict__ b, int ldb, float beta, float *__restrict__ c, int ldc,
-           float *__restrict__ partial)
+           float *__restrict__ partial, cnn_sgemm_extra x = cnn_sgemm_extra{0, 0, 0, nullptr, 0, 0})
 {
     __shared__ float as[BK][BM + 4]; // as[kk][i] = op(A)(row0 + i, k0 + kk)
     __shared__ float bs[BK][BN + 4]; // bs[kk][j] = op(B)(k0 + kk, col0 + j)
@@ -34,10 +34,30 @@ sgemm_tile(int m, int n, int k, int k_slice, float alpha, const float *__restric
     float acc[4][4] = {};
     const int k_begin = blockIdx.z * k_slice;
     const int k_end = min(k, k_begin + k_slice);
+    // B (k, n) not transposed: this thread's column j = tid % BN is the same
+    // at every load (TPB is a multiple of BN), so its offset is found once
+    size_t b_col = 0, b_row_step = (size_t)ldb;
+    if (!TRANS_B) {
+        const int gj = col0 + tid % BN;
+        if (x.bp > 0) {
+            const int img = gj / x.bp;
+            b_col = (size_t)img * k * x.bp + (gj - img * x.bp);
+            b_row_step = (size_t)x.bp;
+        } else {
+            b_col = (size_t)gj;
+        }
+    }
 
     for (int k0 = k_begin; k0 < k_end; k0 += BK) {
         // each thread loads 4 elements of each tile; the index order follows
-        // the stored layout so that a warp reads consecutive addresses
+        // the stored layout so that a warp reads consecutive addresses.
+        // A batched: column gk = k0 + tid % BK of op(A) is in image gk / P
+        const int a_gk = k0 + tid % BK;
+        size_t a_batched = 0; // offset of (row 0, column a_gk)
+        if (!TRANS_A && x.ap > 0 && a_gk < k_end) {
+            const int img = a_gk / x.ap;
+            a_batched = (size_t)img * m * x.ap + (a_gk - img * x.ap);
+        }
 #pragma unroll
         for (int q = 0; q < (BM * BK) / TPB; ++q) {
             const int l = tid + q * TPB;
@@ -46,7 +66,10 @@ sgemm_tile(int m, int n, int k, int k_slice, float alpha, const float *__restric
             else { kk = l % BK; i = l / BK; }         // A (m, k): contiguous in kk
             const int gi = row0 + i, gk = k0 + kk;
             float v = 0.0f;
-            if (gi < m && gk < k_end) v = TRANS_A ? a[(size_t)gk * lda + gi] : a[(size_t)gi * lda + gk];
+            if (gi < m && gk < k_end) {
+                if (TRANS_A) v = a[(size_t)gk * lda + gi];
+                else v = x.ap > 0 ? a[a_batched + (size_t)gi * x.ap] : a[(size_t)gi * lda + gk];
+            }
             as[kk][i] = v;
         }
 #pragma unroll
@@ -57,7 +80,8 @@ sgemm_tile(int m, int n, int k, int k_slice, float alpha, const float *__restric
             else { j = l % BN; kk = l / BN; }         // B (k, n): contiguous in j
             const int gj = col0 + j, gk = k0 + kk;
             float v = 0.0f;
-            if (gj < n && gk < k_end) v = TRANS_B ? b[(size_t)gj * ldb + gk] : b[(size_t)gk * ldb + gj];
+            if (gj < n && gk < k_end)
+                v = TRANS_B ? b[(size_t)gj * ldb + gk] : b[b_col + (size_t)gk * b_row_step];
             bs[kk][j] = v;
         }
         __syncthreads();
@@ -75,10 +99,19 @@ sgemm_tile(int m, int n, int k, int k_slice, float alpha, const float *__restric
         }
         __syncthreads();
     }
+    // the columns' offsets in C, once (a division each where C is batched)
+    size_t c_col[4];
+    const size_t c_row_step = x.cp > 0 ? (size_t)x.cp : (size_t)ldc;
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+        const int gj = col0 + tx + 16 * s, img = x.cp > 0 ? gj / x.cp : 0;
+        c_col[s] = x.cp > 0 ? (size_t)img * m * x.cp + (gj - img * x.cp) : (size_t)gj;
+    }
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
         const int gi = row0 + ty + 16 * r;
         if (gi >= m) continue;
+        const float bv = x.bias && !partial && !x.bias_columns ? x.bias[gi] : 0.0f;
 #pragma unroll
         for (int s = 0; s < 4; ++s) {
             const int gj = col0 + tx + 16 * s;
@@ -87,8 +120,11 @@ sgemm_tile(int m, int n, int k, int k_slice, float alpha, const float *__restric
                 partial[((size_t)blockIdx.z * m + gi) * n + gj] = alpha * acc[r][s];
                 continue;
             }
-            float *out = c + (size_t)gi * ldc + gj;
-            *out = beta == 0.0f ? alpha * acc[r][s] : alpha * acc[r][s] + beta * *out;
+            float v = alpha * acc[r][s];
+            if (x.bias) v += x.bias_columns ? x.bias[gj] : bv;
+            if (x.relu) v = v < 0.0f ? 0.0f : v;
+            float *out = c + c_col[s] + (size_t)gi * c_row_step;
+            *out = beta == 0.0f ? v : v + beta * *out;
         }
     }
 }

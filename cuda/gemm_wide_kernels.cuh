@@ -23,8 +23,9 @@
 // transposed, R = k) and C (R = m) take it when their ap, bp, cp is P > 0
 // (0: plain row-major with the leading dimension). So the convolution's
 // GEMMs read dy and write y in NCHW without a rearranging pass. bias (may be
-// NULL) adds bias[row] to every output of that row, and relu then clamps
-// it at 0, before beta * C.
+// NULL) adds bias[row] to every output of that row (bias[column] to every
+// output of that column with bias_columns), and relu then clamps it at 0,
+// before beta * C.
 #ifndef CNN_GEMM_WIDE_KERNELS_CUH
 #define CNN_GEMM_WIDE_KERNELS_CUH
 
@@ -210,9 +211,11 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
     // the columns' offsets in C, once (a division each where C is batched)
     size_t c_col[8];
     bool c_in[8];
+    int c_gj[8];
 #pragma unroll
     for (int s = 0; s < 8; ++s) {
         const int gj = col0 + (s < 4 ? tx * 4 + s : WBN / 2 + tx * 4 + s - 4);
+        c_gj[s] = gj;
         c_in[s] = gj < n;
         c_col[s] = c_in[s] ? (partial ? (size_t)gj : wide_offset(0, gj, m, ldc, x.cp)) : 0;
     }
@@ -222,7 +225,7 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
     for (int r = 0; r < 8; ++r) {
         const int gi = row0 + (r < 4 ? ty * 4 + r : BM / 2 + ty * 4 + r - 4);
         if (gi >= m) continue;
-        const float bv = x.bias && !partial ? x.bias[gi] : 0.0f;
+        const float bv = x.bias && !partial && !x.bias_columns ? x.bias[gi] : 0.0f;
 #pragma unroll
         for (int s = 0; s < 8; ++s) {
             if (!c_in[s]) continue;
@@ -232,7 +235,7 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
                 *out = v;
                 continue;
             }
-            if (x.bias) v += bv;
+            if (x.bias) v += x.bias_columns ? x.bias[c_gj[s]] : bv;
             if (x.relu) v = v < 0.0f ? 0.0f : v;
             *out = beta == 0.0f ? v : v + beta * *out;
         }
@@ -250,7 +253,7 @@ __global__ void sum_slices_wide(int m, int n, int slices, const float *__restric
 #pragma unroll 8 // loads ahead of the adds, which stay in order
         for (int z = 0; z < slices; ++z) sum += partial[(size_t)z * m * n + t];
         const int gi = (int)(t / n), gj = (int)(t % n);
-        if (x.bias) sum += x.bias[gi];
+        if (x.bias) sum += x.bias[x.bias_columns ? gj : gi];
         if (x.relu) sum = sum < 0.0f ? 0.0f : sum;
         float *out = c + wide_offset(gi, gj, m, ldc, x.cp);
         *out = beta == 0.0f ? sum : sum + beta * *out;
