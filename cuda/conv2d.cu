@@ -17,7 +17,8 @@
 // t is never formed by default: the GEMMs (either SGEMM kernel of gemm.cu)
 // read dy and write y in their NCHW layout (n, f, P) themselves, the
 // forward's adding the bias as it stores y, and db is a deterministic sum
-// per channel of dy. So the forward writes y once instead of t and then y,
+// per channel of dy (on the 64x64 tile, the filter gradient's product with
+// one more column, of ones: no pass of its own). So the forward writes y once instead of t and then y,
 // and the backward skips dy's rearranging. conv2d_forward_relu (cnn.h)
 // applies the ReLU in the pass that writes y: the GEMM's, or the bias
 // scatter's. CNNCUDA_SGEMM=tile64 keeps the path through t described above
@@ -91,7 +92,7 @@ cnn_status forward(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x, const f
     const size_t p = (size_t)d->oh * d->ow;
     CNN_TRY(im2col(ctx, d, x, col));
     if (fused_layouts(ctx)) { // y (n, f, P) written by the GEMM, with the bias and the ReLU
-        const cnn_sgemm_extra extra = {0, 0, (int)p, b, relu ? 1 : 0, 0};
+        const cnn_sgemm_extra extra = {0, 0, (int)p, b, relu ? 1 : 0, 0, nullptr};
         return cnn_cuda_sgemm_ex(ctx, 0, 0, d->f, np, k, 1.0f, w, k, col, np, 0.0f, y, np, &extra);
     }
     CNN_TRY(cnn_cuda_sgemm(ctx, 0, 0, d->f, np, k, 1.0f, w, k, col, np, 0.0f, t, np));
@@ -133,9 +134,11 @@ cnn_status cuda_conv2d_backward_filter(cnn_ctx *ctx, const cnn_conv_desc *d, con
     float *col = (float *)ws, *t = col + col_floats(d);
     if (fused_layouts(ctx)) {
         const int p = d->oh * d->ow;
-        const cnn_sgemm_extra extra = {p, 0, 0, nullptr, 0, 0}; // A = dy (n, f, P)
+        // A = dy (n, f, P); on the 64x64 tile, db as the product's column of ones
+        const bool sums_in_gemm = db && !cnn_cuda_sgemm_wide_fits(ctx, d->f, k, np);
+        const cnn_sgemm_extra extra = {p, 0, 0, nullptr, 0, 0, sums_in_gemm ? db : nullptr};
         CNN_TRY(cnn_cuda_sgemm_ex(ctx, 0, 1, d->f, k, np, 1.0f, dy, np, col, np, 0.0f, dw, k, &extra));
-        if (db) CNN_TRY(cnn_cuda_channel_sums(ctx, d->n, d->f, p, dy, db));
+        if (db && !sums_in_gemm) CNN_TRY(cnn_cuda_channel_sums(ctx, d->n, d->f, p, dy, db));
         return CNN_OK;
     }
     CNN_TRY(gather_dy(ctx, d, dy, t));
@@ -164,7 +167,7 @@ cnn_status cuda_conv2d_backward_data(cnn_ctx *ctx, const cnn_conv_desc *d, const
     float *col = (float *)ws, *t = col + col_floats(d);
     const int k = d->c * d->kh * d->kw, np = d->n * d->oh * d->ow;
     if (fused_layouts(ctx)) { // B = dy (n, f, P) read in place
-        const cnn_sgemm_extra extra = {0, d->oh * d->ow, 0, nullptr, 0, 0};
+        const cnn_sgemm_extra extra = {0, d->oh * d->ow, 0, nullptr, 0, 0, nullptr};
         CNN_TRY(cnn_cuda_sgemm_ex(ctx, 1, 0, k, np, d->f, 1.0f, w, k, dy, np, 0.0f, col, np, &extra));
     } else { // dy rearranged into t by the backward filter
         CNN_TRY(cnn_cuda_sgemm(ctx, 1, 0, k, np, d->f, 1.0f, w, k, t, np, 0.0f, col, np));

@@ -95,12 +95,16 @@ bool cnn_cuda_sgemm_wide_fits(cnn_ctx *ctx, int m, int n, int k);
 // of a convolution's tensors when ap, bp, cp = P > 0 (0: plain row-major);
 // bias[row] added to C (NULL: none), or bias[column] with bias_columns (a
 // dense layer's y (n, out)); relu: C = max(C, 0) after the bias; then
-// beta * C added.
+// beta * C added. row_sums: the sums of op(A)'s rows as one more column of
+// the product (with op(B)'s column n all ones), written apart from C.
 struct cnn_sgemm_extra {
     int ap, bp, cp;
     const float *bias;
     int relu;
     int bias_columns; // bias[column] instead (a dense layer's y (n, out))
+    float *row_sums;  // also op(A)'s row sums, to row_sums[row]: a column
+                      // of ones after op(B)'s last (64x64 tile, trans_b,
+                      // beta == 0 only: a convolution's bias gradient)
 };
 // cnn_cuda_sgemm with extras (NULL: none); both kernels take them.
 cnn_status cnn_cuda_sgemm_ex(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n, int k,

@@ -9,7 +9,7 @@ cnn_status cuda_dense_forward(cnn_ctx *ctx, int n, int in, int out, const float 
                               const float *w, const float *b, float *y)
 {
     if (n <= 0 || out <= 0) return CNN_OK;
-    const cnn_sgemm_extra extra = {0, 0, 0, b, 0, 1}; // + b[column], as the GEMM stores y
+    const cnn_sgemm_extra extra = {0, 0, 0, b, 0, 1, nullptr}; // + b[column], as the GEMM stores y
     return cnn_cuda_sgemm_ex(ctx, 0, 0, n, out, in, 1.0f, x, in, w, out, 0.0f, y, out, &extra);
 }
 

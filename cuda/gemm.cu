@@ -109,11 +109,12 @@ cnn_status sgemm_tile64_path(cnn_ctx *ctx, int trans_a, int trans_b, int m, int 
     if (m > 65535 * BM)
         return cnn_set_error(CNN_ERR_VALUE, "sgemm: m = %d rows is too many for one grid", m);
     const cnn_cuda_impl *impl = (const cnn_cuda_impl *)ctx->impl;
-    const int tiles = ((n + BN - 1) / BN) * ((m + BM - 1) / BM);
+    const int nc = x.row_sums ? n + 1 : n; // with the column of ones
+    const int tiles = ((nc + BN - 1) / BN) * ((m + BM - 1) / BM);
     int k_slice;
-    const int slices = plan_slices(impl, m, n, k, tiles, &k_slice);
+    const int slices = plan_slices(impl, m, nc, k, tiles, &k_slice);
     float *partial = slices > 1 ? impl->scratch : nullptr;
-    dim3 grid((n + BN - 1) / BN, (m + BM - 1) / BM, slices);
+    dim3 grid((nc + BN - 1) / BN, (m + BM - 1) / BM, slices);
     cudaStream_t st = cnn_stream(ctx);
 #define CNN_SGEMM_ARGS m, n, k, k_slice, alpha, a, lda, b, ldb, beta, c, ldc, partial, x
     if (!trans_a && !trans_b)
@@ -127,8 +128,8 @@ cnn_status sgemm_tile64_path(cnn_ctx *ctx, int trans_a, int trans_b, int m, int 
 #undef CNN_SGEMM_ARGS
     CNN_CUDA_LAUNCHED("sgemm");
     if (slices > 1 && extras) {
-        sum_slices_wide<<<cnn_blocks((size_t)m * n, CNN_THREADS), CNN_THREADS, 0, st>>>(
-            m, n, slices, partial, beta, c, ldc, x);
+        sum_slices_wide<<<cnn_blocks((size_t)m * nc, CNN_THREADS), CNN_THREADS, 0, st>>>(
+            m, nc, slices, partial, beta, c, ldc, x);
         CNN_CUDA_LAUNCHED("sgemm split-k sum");
     } else if (slices > 1) {
         sum_slices<<<cnn_blocks((size_t)m * n, CNN_THREADS), CNN_THREADS, 0, st>>>(
@@ -154,11 +155,15 @@ cnn_status cnn_cuda_sgemm_ex(cnn_ctx *ctx, int trans_a, int trans_b, int m, int 
                              float beta, float *c, int ldc, const cnn_sgemm_extra *extra)
 {
     if (m <= 0 || n <= 0) return CNN_OK;
-    const WideExtra x = extra ? *extra : WideExtra{0, 0, 0, nullptr, 0, 0};
-    const bool extras = x.ap > 0 || x.bp > 0 || x.cp > 0 || x.bias || x.relu;
+    const WideExtra x = extra ? *extra : WideExtra{0, 0, 0, nullptr, 0, 0, nullptr};
+    const bool extras = x.ap > 0 || x.bp > 0 || x.cp > 0 || x.bias || x.relu || x.row_sums;
     if ((x.ap > 0 && trans_a) || (x.bp > 0 && trans_b))
         return cnn_set_error(CNN_ERR_INTERNAL, "sgemm: a batched operand cannot be transposed");
-    if (cnn_cuda_sgemm_wide_fits(ctx, m, n, k))
+    const bool wide = cnn_cuda_sgemm_wide_fits(ctx, m, n, k);
+    if (x.row_sums && (wide || !trans_b || beta != 0.0f))
+        return cnn_set_error(CNN_ERR_INTERNAL,
+                             "sgemm: row sums need the 64x64 tile, a transposed B and beta = 0");
+    if (wide)
         return sgemm_wide_path(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
                                ldc, x);
     return sgemm_tile64_path(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,

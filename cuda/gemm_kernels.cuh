@@ -25,7 +25,7 @@ template <bool TRANS_A, bool TRANS_B>
 __global__ void __launch_bounds__(TPB)
 sgemm_tile(int m, int n, int k, int k_slice, float alpha, const float *__restrict__ a, int lda,
            const float *__restrict__ b, int ldb, float beta, float *__restrict__ c, int ldc,
-           float *__restrict__ partial, cnn_sgemm_extra x = cnn_sgemm_extra{0, 0, 0, nullptr, 0, 0})
+           float *__restrict__ partial, cnn_sgemm_extra x = cnn_sgemm_extra{0, 0, 0, nullptr, 0, 0, nullptr})
 {
     __shared__ float as[BK][BM + 4]; // as[kk][i] = op(A)(row0 + i, k0 + kk)
     __shared__ float bs[BK][BN + 4]; // bs[kk][j] = op(B)(k0 + kk, col0 + j)
@@ -48,9 +48,13 @@ sgemm_tile(int m, int n, int k, int k_slice, float alpha, const float *__restric
         }
     }
 
-    for (int k0 = k_begin; k0 < k_end; k0 += BK) {
-        // each thread loads 4 elements of each tile; the index order follows
-        // the stored layout so that a warp reads consecutive addresses.
+    // Each thread loads 4 elements of each tile per k step; the index order
+    // follows the stored layout so that a warp reads consecutive addresses.
+    // The next step's elements are loaded into registers while this step's
+    // are multiplied from shared memory (the global loads' latency hidden
+    // behind the multiply-adds; the same sums in the same order).
+    float ra[(BM * BK) / TPB], rb[(BN * BK) / TPB];
+    auto load = [&](int k0) {
         // A batched: column gk = k0 + tid % BK of op(A) is in image gk / P
         const int a_gk = k0 + tid % BK;
         size_t a_batched = 0; // offset of (row 0, column a_gk)
@@ -70,7 +74,7 @@ sgemm_tile(int m, int n, int k, int k_slice, float alpha, const float *__restric
                 if (TRANS_A) v = a[(size_t)gk * lda + gi];
                 else v = x.ap > 0 ? a[a_batched + (size_t)gi * x.ap] : a[(size_t)gi * lda + gk];
             }
-            as[kk][i] = v;
+            ra[q] = v;
         }
 #pragma unroll
         for (int q = 0; q < (BN * BK) / TPB; ++q) {
@@ -82,9 +86,27 @@ sgemm_tile(int m, int n, int k, int k_slice, float alpha, const float *__restric
             float v = 0.0f;
             if (gj < n && gk < k_end)
                 v = TRANS_B ? b[(size_t)gj * ldb + gk] : b[b_col + (size_t)gk * b_row_step];
-            bs[kk][j] = v;
+            else if (TRANS_B && x.row_sums && gj == n && gk < k_end)
+                v = 1.0f; // the column of ones whose product is op(A)'s row sums
+            rb[q] = v;
+        }
+    };
+    if (k_begin < k_end) load(k_begin);
+    for (int k0 = k_begin; k0 < k_end; k0 += BK) {
+#pragma unroll
+        for (int q = 0; q < (BM * BK) / TPB; ++q) {
+            const int l = tid + q * TPB;
+            if (TRANS_A) as[l / BM][l % BM] = ra[q];
+            else as[l % BK][l / BK] = ra[q];
+        }
+#pragma unroll
+        for (int q = 0; q < (BN * BK) / TPB; ++q) {
+            const int l = tid + q * TPB;
+            if (TRANS_B) bs[l % BK][l / BK] = rb[q];
+            else bs[l / BN][l % BN] = rb[q];
         }
         __syncthreads();
+        if (k0 + BK < k_end) load(k0 + BK);
 #pragma unroll
         for (int kk = 0; kk < BK; ++kk) {
             float ar[4], br[4];
@@ -107,6 +129,7 @@ sgemm_tile(int m, int n, int k, int k_slice, float alpha, const float *__restric
         const int gj = col0 + tx + 16 * s, img = x.cp > 0 ? gj / x.cp : 0;
         c_col[s] = x.cp > 0 ? (size_t)img * m * x.cp + (gj - img * x.cp) : (size_t)gj;
     }
+    const int nc = x.row_sums ? n + 1 : n; // the product's columns, the ones' included
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
         const int gi = row0 + ty + 16 * r;
@@ -115,9 +138,13 @@ sgemm_tile(int m, int n, int k, int k_slice, float alpha, const float *__restric
 #pragma unroll
         for (int s = 0; s < 4; ++s) {
             const int gj = col0 + tx + 16 * s;
-            if (gj >= n) continue;
+            if (gj >= nc) continue;
             if (partial) {
-                partial[((size_t)blockIdx.z * m + gi) * n + gj] = alpha * acc[r][s];
+                partial[((size_t)blockIdx.z * m + gi) * nc + gj] = alpha * acc[r][s];
+                continue;
+            }
+            if (gj == n) { // x.row_sums
+                x.row_sums[gi] = alpha * acc[r][s];
                 continue;
             }
             float v = alpha * acc[r][s];

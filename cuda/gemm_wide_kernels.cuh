@@ -244,7 +244,8 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
 
 // C (m, n) = sum over the slices of partial (slices, m, n) (+ bias[row],
 // then the ReLU) + beta C, C plain or batched (x.cp > 0), the slices added
-// in order.
+// in order. With x.row_sums, the partial tiles' last column n - 1 is the
+// row sums of the 64x64 tile's column of ones, and C has n - 1 columns.
 __global__ void sum_slices_wide(int m, int n, int slices, const float *__restrict__ partial,
                                 float beta, float *__restrict__ c, int ldc, WideExtra x)
 {
@@ -253,6 +254,10 @@ __global__ void sum_slices_wide(int m, int n, int slices, const float *__restric
 #pragma unroll 8 // loads ahead of the adds, which stay in order
         for (int z = 0; z < slices; ++z) sum += partial[(size_t)z * m * n + t];
         const int gi = (int)(t / n), gj = (int)(t % n);
+        if (x.row_sums && gj == n - 1) { // the column of ones (gemm_kernels.cuh)
+            x.row_sums[gi] = sum;
+            continue;
+        }
         if (x.bias) sum += x.bias[x.bias_columns ? gj : gi];
         if (x.relu) sum = sum < 0.0f ? 0.0f : sum;
         float *out = c + wide_offset(gi, gj, m, ldc, x.cp);
