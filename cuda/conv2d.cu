@@ -8,9 +8,9 @@
 //   backward filter  t (f, NP) = dy rearranged;  dW (f, K) = t col^T;  db = row sums of t
 //   backward data    dcol (K, NP) = W^T t;  dx by col2im
 // The workspace is the layer's own and holds col (K, NP) and t (f, NP) for
-// the largest batch. As cnn.h allows, the backward filter reuses the column
-// matrix the forward left there, and the backward data reuses the t that
-// the backward filter left (it overwrites col with dcol: it runs last).
+// the largest batch, and dcol (see Lanes below). As cnn.h allows, the
+// backward filter reuses the column matrix the forward left there, and the
+// backward data reuses the t that the backward filter left.
 // col2im computes each input element as a sum over the kernel positions that
 // read it, so it needs no atomics and is deterministic.
 //
@@ -23,6 +23,15 @@
 // conv2d_forward_relu (cnn.h) applies the ReLU in the pass that writes y:
 // the GEMM's, or the bias scatter's.
 // CNNCUDA_SGEMM=tile64 keeps the path through t described above.
+//
+// Lanes (lane.cu): the Net may run the backward filter on a side stream
+// while the backward data runs, so the backward data writes dcol into a
+// region of its own (after t), never over the col the filter gradient
+// reads; and where t is formed, while a side lane is open
+// (cnn_cuda_lane_open) it gathers dy into its own t2 instead of reading the
+// t the filter gradient is writing. Layout: col (K, NP), t (f, NP),
+// dcol (K, NP), t2 (f, NP). The cudnn engine's rule (cuda_conv2d_workspace,
+// its own filter gradient's) holds col and t alone.
 #include "conv2d_kernels.cuh"
 #include "cuda_ops.h"
 
@@ -78,6 +87,12 @@ size_t cuda_conv2d_workspace(const cnn_conv_desc *d)
 {
     if (d->n < 1 || d->c < 1 || d->kh < 1 || d->kw < 1 || d->oh < 1 || d->ow < 1) return 0;
     return (col_floats(d) + (size_t)d->f * d->n * d->oh * d->ow) * sizeof(float);
+}
+
+// The cuda table's: the above, then the backward data's dcol and t2.
+size_t cuda_conv2d_layer_workspace(const cnn_conv_desc *d)
+{
+    return 2 * cuda_conv2d_workspace(d);
 }
 
 namespace {
@@ -163,16 +178,20 @@ cnn_status cuda_conv2d_backward_data(cnn_ctx *ctx, const cnn_conv_desc *d, const
 {
     CNN_TRY(check_desc("conv2d_backward_data", d));
     if (d->n == 0) return CNN_OK;
-    float *col = (float *)ws, *t = col + col_floats(d);
+    float *t = (float *)ws + col_floats(d), *dcol = t + (size_t)d->f * d->n * d->oh * d->ow;
     const int k = d->c * d->kh * d->kw, np = d->n * d->oh * d->ow;
     if (wide(ctx, d)) { // B = dy (n, f, P) read in place
         const cnn_sgemm_extra extra = {0, d->oh * d->ow, 0, nullptr, 0};
-        CNN_TRY(cnn_cuda_sgemm_ex(ctx, 1, 0, k, np, d->f, 1.0f, w, k, dy, np, 0.0f, col, np, &extra));
-    } else { // dy rearranged into t by the backward filter
-        CNN_TRY(cnn_cuda_sgemm(ctx, 1, 0, k, np, d->f, 1.0f, w, k, t, np, 0.0f, col, np));
+        CNN_TRY(cnn_cuda_sgemm_ex(ctx, 1, 0, k, np, d->f, 1.0f, w, k, dy, np, 0.0f, dcol, np, &extra));
+    } else { // dy rearranged into t by the backward filter, or into t2 here beside a side lane
+        if (cnn_cuda_lane_open(ctx)) {
+            t = dcol + col_floats(d);
+            CNN_TRY(gather_dy(ctx, d, dy, t));
+        }
+        CNN_TRY(cnn_cuda_sgemm(ctx, 1, 0, k, np, d->f, 1.0f, w, k, t, np, 0.0f, dcol, np));
     }
     size_t total = (size_t)d->n * d->c * d->h * d->w;
-    col2im_kernel<<<cnn_blocks(total, CNN_THREADS), CNN_THREADS, 0, cnn_stream(ctx)>>>(*d, col, dx);
+    col2im_kernel<<<cnn_blocks(total, CNN_THREADS), CNN_THREADS, 0, cnn_stream(ctx)>>>(*d, dcol, dx);
     CNN_CUDA_LAUNCHED("conv2d col2im");
     return CNN_OK;
 }
