@@ -224,9 +224,7 @@ struct cnn_backend {
      * Net calls, for one batch, forward, then backward_filter, then
      * backward_data, all with the same ws and nothing else in between that
      * touches it, so an engine may leave data there for the later calls
-     * (the cuda engine keeps the column matrix and the rearranged dy).
-     * Where the engine has lanes (below), backward_filter's work may still
-     * be running while backward_data's runs. */
+     * (the cuda engine keeps the column matrix and the rearranged dy). */
     size_t (*conv2d_workspace)(const cnn_conv_desc *d);
     cnn_status (*conv2d_forward)(cnn_ctx *ctx, const cnn_conv_desc *d,
                                  const float *x,  /* (n, c, h, w) */
@@ -377,22 +375,6 @@ struct cnn_backend {
      * elapsed waits for mark 1 and gives the seconds between the two. */
     cnn_status (*timer_mark)(cnn_ctx *ctx, int which);
     cnn_status (*timer_elapsed)(cnn_ctx *ctx, double *seconds);
-
-    /* Optional (NULL: one lane; the cuda engine's alone). Lanes: a conv or
-     * dense layer's filter gradient queued on a side lane, to run beside the
-     * same layer's data gradient on the main one. The Net calls
-     * lane_fork(&forked), and when *forked: the backward filter op (queued
-     * on the side lane, after all the work queued before the fork),
-     * lane_back (later ops queue on the main lane again), the backward data
-     * op, lane_join (the main lane's later work waits for the side lane's),
-     * before any other op. *forked = 0 (nothing changed) where the engine
-     * has no usable side lane now, and on error. After lane_join, error or
-     * not, the main lane is current and nothing is forked. The two ops may
-     * read the same inputs (dy, x, the layer's workspace) but the data op
-     * must not read what the filter op writes there. */
-    cnn_status (*lane_fork)(cnn_ctx *ctx, int *forked);
-    void (*lane_back)(cnn_ctx *ctx);
-    cnn_status (*lane_join)(cnn_ctx *ctx);
 };
 
 /* ------------------------------------------------------------- registry */

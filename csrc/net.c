@@ -836,24 +836,6 @@ static cnn_status forward_device(cnn_net *net, int n, int training)
     return CNN_OK;
 }
 
-/* Lanes (cnn.h): a conv or dense layer with an input gradient to compute
- * forks its filter gradient onto the engine's side lane, runs its data
- * gradient on the main lane meanwhile, and joins before the next layer
- * (which writes its dx over this layer's dy, which the side lane reads).
- * The first layer (no dx) runs its filter gradient on the main lane. */
-static cnn_status side_fork(cnn_net *net, int *forked)
-{
-    *forked = 0;
-    return net->be->lane_fork ? net->be->lane_fork(net->ctx, forked) : CNN_OK;
-}
-
-/* Joins after the layer's ops returned st; st's error comes first. */
-static cnn_status side_join(cnn_net *net, cnn_status st)
-{
-    cnn_status joined = net->be->lane_join(net->ctx);
-    return st != CNN_OK ? st : joined;
-}
-
 /* Backward of the last training forward from dy in net->grad_a (internal
  * layout); fills the gradient block. When want_dx, returns through *dx_out the
  * buffer holding the input gradient (internal layout). */
@@ -872,16 +854,11 @@ static cnn_status backward_device(cnn_net *net, int want_dx, float **dx_out)
         case CNN_LAYER_CONV2D: {
             cnn_conv_desc d = L->conv;
             d.n = n;
-            int forked = 0;
-            if (need_dx) CNN_TRY(side_fork(net, &forked));
-            cnn_status st = be->conv2d_backward_filter(ctx, &d, in, dy, net->grads + L->w_off,
-                                                       s->use_bias ? net->grads + L->b_off : NULL,
-                                                       L->ws);
-            if (forked) be->lane_back(ctx);
-            if (st == CNN_OK && need_dx)
-                st = be->conv2d_backward_data(ctx, &d, dy, net->params + L->w_off, dx, L->ws);
-            if (forked) st = side_join(net, st);
-            CNN_TRY(st);
+            CNN_TRY(be->conv2d_backward_filter(ctx, &d, in, dy, net->grads + L->w_off,
+                                               s->use_bias ? net->grads + L->b_off : NULL,
+                                               L->ws));
+            if (need_dx)
+                CNN_TRY(be->conv2d_backward_data(ctx, &d, dy, net->params + L->w_off, dx, L->ws));
             break;
         }
         case CNN_LAYER_MAXPOOL:
@@ -900,20 +877,14 @@ static cnn_status backward_device(cnn_net *net, int want_dx, float **dx_out)
         case CNN_LAYER_FLATTEN:
             if (need_dx) CNN_TRY(be->nchw_from_nhwc(ctx, n, L->in_h, L->in_w, L->in_c, dy, dx));
             break;
-        case CNN_LAYER_DENSE: {
-            int forked = 0;
-            if (need_dx) CNN_TRY(side_fork(net, &forked));
-            cnn_status st = be->dense_backward_filter(ctx, n, L->in_c, s->units, in, dy,
-                                                      net->grads + L->w_off,
-                                                      s->use_bias ? net->grads + L->b_off : NULL);
-            if (forked) be->lane_back(ctx);
-            if (st == CNN_OK && need_dx)
-                st = be->dense_backward_data(ctx, n, L->in_c, s->units, dy,
-                                             net->params + L->w_off, dx);
-            if (forked) st = side_join(net, st);
-            CNN_TRY(st);
+        case CNN_LAYER_DENSE:
+            CNN_TRY(be->dense_backward_filter(ctx, n, L->in_c, s->units, in, dy,
+                                              net->grads + L->w_off,
+                                              s->use_bias ? net->grads + L->b_off : NULL));
+            if (need_dx)
+                CNN_TRY(be->dense_backward_data(ctx, n, L->in_c, s->units, dy,
+                                                net->params + L->w_off, dx));
             break;
-        }
         case CNN_LAYER_ACTIVATION:
             if (need_dx)
                 CNN_TRY(be->activation_backward(ctx, s->activation, n, (int)L->in_count, L->y, dy,

@@ -44,7 +44,6 @@ cnn_status cnn_cuda_impl_init(cnn_cuda_impl *impl, int device)
 // Called with impl->device current (see cnn_cuda_device_enter).
 void cnn_cuda_impl_fini(cnn_cuda_impl *impl)
 {
-    cnn_cuda_lane_fini(impl); // first: the main lane current again
     cudaStreamSynchronize(impl->stream);
     for (int i = 0; i < 2; i++)
         if (impl->marks[i]) cudaEventDestroy(impl->marks[i]);
@@ -94,13 +93,6 @@ cnn_status cuda_ctx_create(cnn_ctx **out, int num_threads, int device)
     }
     cnn_status st = cnn_cuda_impl_init(impl, device);
     if (st != CNN_OK) {
-        free(ctx);
-        free(impl);
-        return st;
-    }
-    st = cnn_cuda_lane_init(impl); // the cuda engine's alone: the cudnn one has none
-    if (st != CNN_OK) {
-        cnn_cuda_impl_fini(impl);
         free(ctx);
         free(impl);
         return st;
@@ -194,7 +186,7 @@ extern "C" const cnn_backend cnn_backend_cuda = {
     .synchronize = cuda_synchronize,
     .nchw_from_nhwc = cuda_nchw_from_nhwc,
     .nhwc_from_nchw = cuda_nhwc_from_nchw,
-    .conv2d_workspace = cuda_conv2d_layer_workspace,
+    .conv2d_workspace = cuda_conv2d_workspace,
     .conv2d_forward = cuda_conv2d_forward,
     .conv2d_backward_data = cuda_conv2d_backward_data,
     .conv2d_backward_filter = cuda_conv2d_backward_filter,
@@ -223,7 +215,4 @@ extern "C" const cnn_backend cnn_backend_cuda = {
     .recording_free = cuda_recording_free,
     .timer_mark = cuda_timer_mark,
     .timer_elapsed = cuda_timer_elapsed,
-    .lane_fork = cuda_lane_fork, // lane.cu; CNNCUDA_LANES=0: never forks
-    .lane_back = cuda_lane_back,
-    .lane_join = cuda_lane_join,
 };

@@ -8,9 +8,9 @@
 //   backward filter  t (f, NP) = dy rearranged;  dW (f, K) = t col^T;  db = row sums of t
 //   backward data    dcol (K, NP) = W^T t;  dx by col2im
 // The workspace is the layer's own and holds col (K, NP) and t (f, NP) for
-// the largest batch, and dcol (see Lanes below). As cnn.h allows, the
-// backward filter reuses the column matrix the forward left there, and the
-// backward data reuses the t that the backward filter left.
+// the largest batch. As cnn.h allows, the backward filter reuses the column
+// matrix the forward left there, and the backward data reuses the t that
+// the backward filter left (it overwrites col with dcol: it runs last).
 // col2im computes each input element as a sum over the kernel positions that
 // read it, so it needs no atomics and is deterministic.
 //
@@ -18,22 +18,11 @@
 // read dy and write y in their NCHW layout (n, f, P) themselves, the
 // forward's adding the bias as it stores y, and db is a deterministic sum
 // per channel of dy (on the 64x64 tile, the filter gradient's product with
-// one more column, of ones: no pass of its own). So the forward writes y
-// once instead of t and then y, and the backward skips dy's rearranging.
-// conv2d_forward_relu (cnn.h) applies the ReLU in the pass that writes y:
-// the GEMM's, or the bias scatter's. CNNCUDA_SGEMM=tile64 keeps the path
-// through t described above (the engine before the fused layouts, kept to
-// compare).
-//
-// Lanes (lane.cu): the Net may run the backward filter on a side stream
-// while the backward data runs, so while a side lane is open
-// (cnn_cuda_lane_open) the backward data writes dcol into a region of its
-// own (after t), never over the col the filter gradient reads. Lanes are
-// off under tile64, so the t path never runs beside a lane. Layout of the
-// cuda table's workspace (cuda_conv2d_layer_workspace): col (K, NP),
-// t (f, NP), dcol (K, NP). The cudnn engine's rule (cuda_conv2d_workspace)
-// holds col and t alone: it opens no lane, so its calls of the backward
-// data here write dcol over col.
+// one more column, of ones: no pass of its own). So the forward writes y once instead of t and then y,
+// and the backward skips dy's rearranging. conv2d_forward_relu (cnn.h)
+// applies the ReLU in the pass that writes y: the GEMM's, or the bias
+// scatter's. CNNCUDA_SGEMM=tile64 keeps the path through t described above
+// (the engine before the fused layouts, kept to compare).
 #include "conv2d_kernels.cuh"
 #include "cuda_ops.h"
 
@@ -88,13 +77,6 @@ size_t cuda_conv2d_workspace(const cnn_conv_desc *d)
 {
     if (d->n < 1 || d->c < 1 || d->kh < 1 || d->kw < 1 || d->oh < 1 || d->ow < 1) return 0;
     return (col_floats(d) + (size_t)d->f * d->n * d->oh * d->ow) * sizeof(float);
-}
-
-// The cuda table's: the above, then the backward data's dcol beside a lane.
-size_t cuda_conv2d_layer_workspace(const cnn_conv_desc *d)
-{
-    const size_t base = cuda_conv2d_workspace(d);
-    return base ? base + col_floats(d) * sizeof(float) : 0;
 }
 
 namespace {
@@ -183,17 +165,15 @@ cnn_status cuda_conv2d_backward_data(cnn_ctx *ctx, const cnn_conv_desc *d, const
     CNN_TRY(check_desc("conv2d_backward_data", d));
     if (d->n == 0) return CNN_OK;
     float *col = (float *)ws, *t = col + col_floats(d);
-    // dcol over col unless the filter gradient may still be reading col
-    float *dcol = cnn_cuda_lane_open(ctx) ? t + (size_t)d->f * d->n * d->oh * d->ow : col;
     const int k = d->c * d->kh * d->kw, np = d->n * d->oh * d->ow;
     if (fused_layouts(ctx)) { // B = dy (n, f, P) read in place
         const cnn_sgemm_extra extra = {0, d->oh * d->ow, 0, nullptr, 0, 0, nullptr};
-        CNN_TRY(cnn_cuda_sgemm_ex(ctx, 1, 0, k, np, d->f, 1.0f, w, k, dy, np, 0.0f, dcol, np, &extra));
+        CNN_TRY(cnn_cuda_sgemm_ex(ctx, 1, 0, k, np, d->f, 1.0f, w, k, dy, np, 0.0f, col, np, &extra));
     } else { // dy rearranged into t by the backward filter
-        CNN_TRY(cnn_cuda_sgemm(ctx, 1, 0, k, np, d->f, 1.0f, w, k, t, np, 0.0f, dcol, np));
+        CNN_TRY(cnn_cuda_sgemm(ctx, 1, 0, k, np, d->f, 1.0f, w, k, t, np, 0.0f, col, np));
     }
     size_t total = (size_t)d->n * d->c * d->h * d->w;
-    col2im_kernel<<<cnn_blocks(total, CNN_THREADS), CNN_THREADS, 0, cnn_stream(ctx)>>>(*d, dcol, dx);
+    col2im_kernel<<<cnn_blocks(total, CNN_THREADS), CNN_THREADS, 0, cnn_stream(ctx)>>>(*d, col, dx);
     CNN_CUDA_LAUNCHED("conv2d col2im");
     return CNN_OK;
 }

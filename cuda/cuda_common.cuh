@@ -10,10 +10,6 @@
 
 // The cuda context's impl: the stream every kernel of one Net runs on, and
 // scratch for the SGEMM's split-K partial sums, allocated once.
-// stream and scratch are the current lane's: the main lane's, except between
-// lane_fork and lane_back (lane.cu), when ops queue on the side lane with its
-// own scratch. Everything that is not a layer's op (recording, timers,
-// uploads, downloads, synchronisation) runs only while the main lane is current.
 struct cnn_cuda_impl {
     cudaStream_t stream;
     int device;
@@ -22,13 +18,6 @@ struct cnn_cuda_impl {
     size_t scratch_floats;
     cudaEvent_t marks[2]; // record.cu's timer, made on first use
     int sgemm_kernel;     // CNN_SGEMM_*: CNNCUDA_SGEMM when the context was made
-    struct {              // lane.cu (the cuda engine only; zero in the cudnn engine's)
-        int usable;       // side stream, events and scratch made (CNNCUDA_LANES, not tile64)
-        int open;         // forked and not yet joined
-        cudaStream_t main, side;
-        float *main_scratch, *side_scratch;
-        cudaEvent_t forked, joined;
-    } lane;
 };
 
 // The SGEMM kernels of gemm.cu, chosen by CNNCUDA_SGEMM. AUTO (the default,
@@ -41,19 +30,6 @@ struct cnn_cuda_impl {
 enum { CNN_SGEMM_AUTO = 0, CNN_SGEMM_TILE64 = 1, CNN_SGEMM_WIDE = 2 };
 
 #define CNN_CUDA_SCRATCH_FLOATS ((size_t)4 << 20) // 16 MiB
-
-// lane.cu: the side lane of the cuda engine's context (cnn.h's lane_fork,
-// lane_back, lane_join). init: made unless CNNCUDA_LANES=0 or the SGEMM is
-// tile64 (leaves the impl without one on error: nothing to release); fini:
-// released (from cnn_cuda_impl_fini). lane_open: whether a layer's filter
-// gradient is running on the side lane now (the data gradient must then
-// not read what the filter gradient writes).
-cnn_status cnn_cuda_lane_init(cnn_cuda_impl *impl);
-void cnn_cuda_lane_fini(cnn_cuda_impl *impl);
-static inline bool cnn_cuda_lane_open(cnn_ctx *ctx)
-{
-    return ((cnn_cuda_impl *)ctx->impl)->lane.open != 0;
-}
 
 // backend_cuda.cu: make and release an impl (the cudnn engine's impl starts
 // with one). init validates `device` and leaves it current; fini runs with

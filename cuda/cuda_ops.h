@@ -30,8 +30,7 @@ cnn_status cuda_nchw_from_nhwc(cnn_ctx *ctx, int n, int h, int w, int c, const f
 cnn_status cuda_nhwc_from_nchw(cnn_ctx *ctx, int n, int h, int w, int c, const float *x, float *y);
 
 /* conv2d.cu */
-size_t cuda_conv2d_workspace(const cnn_conv_desc *d);       /* col and t (the cudnn engine's) */
-size_t cuda_conv2d_layer_workspace(const cnn_conv_desc *d); /* and dcol beside a lane (the cuda table's) */
+size_t cuda_conv2d_workspace(const cnn_conv_desc *d);
 cnn_status cuda_conv2d_forward(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x,
                               const float *w, const float *b, float *y, void *ws);
 cnn_status cuda_conv2d_forward_relu(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x,
@@ -106,11 +105,6 @@ cnn_status cuda_replay(cnn_ctx *ctx, void *recording, long times);
 void cuda_recording_free(cnn_ctx *ctx, void *recording);
 cnn_status cuda_timer_mark(cnn_ctx *ctx, int which);
 cnn_status cuda_timer_elapsed(cnn_ctx *ctx, double *seconds);
-
-/* lane.cu: the side lane (the cuda table only) */
-cnn_status cuda_lane_fork(cnn_ctx *ctx, int *forked);
-void cuda_lane_back(cnn_ctx *ctx);
-cnn_status cuda_lane_join(cnn_ctx *ctx);
 
 /* adam.cu, sgd.cu */
 cnn_status cuda_adam_step(cnn_ctx *ctx, const cnn_optimizer_desc *o, const int64_t *step,
