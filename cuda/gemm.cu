@@ -95,8 +95,7 @@ cnn_status sgemm_wide_path(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n,
         launch_wide<32>(st, grid, trans_a, trans_b, m, n, k, k_slice, alpha, a, lda, b, ldb, beta, c, ldc, partial, x);
     CNN_CUDA_LAUNCHED("sgemm wide");
     if (slices > 1) {
-        sum_slices_wide<<<cnn_blocks((size_t)m * n, CNN_THREADS), CNN_THREADS, 0, st>>>(
-            m, n, slices, partial, beta, c, ldc, x);
+        launch_sum_slices_wide(st, m, n, slices, partial, beta, c, ldc, x);
         CNN_CUDA_LAUNCHED("sgemm wide split-k sum");
     }
     return CNN_OK;
@@ -128,8 +127,7 @@ cnn_status sgemm_tile64_path(cnn_ctx *ctx, int trans_a, int trans_b, int m, int 
 #undef CNN_SGEMM_ARGS
     CNN_CUDA_LAUNCHED("sgemm");
     if (slices > 1 && extras) {
-        sum_slices_wide<<<cnn_blocks((size_t)m * nc, CNN_THREADS), CNN_THREADS, 0, st>>>(
-            m, nc, slices, partial, beta, c, ldc, x);
+        launch_sum_slices_wide(st, m, nc, slices, partial, beta, c, ldc, x);
         CNN_CUDA_LAUNCHED("sgemm split-k sum");
     } else if (slices > 1) {
         sum_slices<<<cnn_blocks((size_t)m * n, CNN_THREADS), CNN_THREADS, 0, st>>>(
