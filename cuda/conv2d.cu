@@ -18,11 +18,12 @@
 // read dy and write y in their NCHW layout (n, f, P) themselves, the
 // forward's adding the bias as it stores y, and db is a deterministic sum
 // per channel of dy (on the 64x64 tile, the filter gradient's product with
-// one more column, of ones: no pass of its own). So the forward writes y once instead of t and then y,
-// and the backward skips dy's rearranging. conv2d_forward_relu (cnn.h)
-// applies the ReLU in the pass that writes y: the GEMM's, or the bias
-// scatter's. CNNCUDA_SGEMM=tile64 keeps the path through t described above
-// (the engine before the fused layouts, kept to compare).
+// one more column, of ones: no pass of its own). So the forward writes y
+// once instead of t and then y, and the backward skips dy's rearranging.
+// conv2d_forward_relu (cnn.h) applies the ReLU in the pass that writes y:
+// the GEMM's, or the bias scatter's. CNNCUDA_SGEMM=tile64 keeps the path
+// through t described above (the engine before the fused layouts, kept to
+// compare).
 #include "conv2d_kernels.cuh"
 #include "cuda_ops.h"
 

@@ -26,7 +26,7 @@ struct cnn_cuda_impl {
 // and NCHW layouts fused into both; WIDE ("wide"): the wide kernel for
 // every product and every convolution (to test it on small shapes);
 // TILE64 ("tile64"): the 64x64 tile everywhere, the convolution
-// rearranging through its workspace: the engine before the wide kernel.
+// rearranging through its workspace: the engine before the fused layouts.
 enum { CNN_SGEMM_AUTO = 0, CNN_SGEMM_TILE64 = 1, CNN_SGEMM_WIDE = 2 };
 
 #define CNN_CUDA_SCRATCH_FLOATS ((size_t)4 << 20) // 16 MiB

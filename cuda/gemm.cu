@@ -5,8 +5,7 @@
 // 32, 64 or 128, whichever pads m least), for large products (at least
 // WIDE_MIN_FMAS multiply-adds: the convolutions of the seed CNN at batch
 // 512); gemm_kernels.cuh, the 64x64 tile with 4x4 per thread, for the rest
-// and for every product under
-// CNNCUDA_SGEMM=tile64 (the engine before the wide kernel, kept to compare);
+// and for every product under CNNCUDA_SGEMM=tile64 (kept to compare);
 // CNNCUDA_SGEMM=wide puts every product on the wide kernel (for its tests).
 // Below the threshold the 64x64 tile's four times as many blocks fill the
 // GPU better: on an H100 (2026-11-25) the wide kernel was 10-40% slower on

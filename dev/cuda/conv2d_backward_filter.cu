@@ -12,7 +12,7 @@
 //   2  dy rearranged to t (f, NP) (the engine's gather kernel), dW = t col^T
 //      by the naive GEMM (sgemm v1), db = the engine's row sums of t
 //   3  as 2 with the shared-memory 32x32 GEMM (sgemm v2)
-//   4  as 2 with the engine's 64x64 tile GEMM without split-K (sgemm v4):
+//   4  as 2 with the engine's first 64x64 tile GEMM without split-K (sgemm v4):
 //      the engine's first version, where conv1's 32x27 result summed over
 //      28,800 columns ran on one block
 //   5  the engine: cuda_conv2d_backward_filter (gather, cnn_cuda_sgemm with

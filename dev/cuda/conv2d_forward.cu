@@ -9,7 +9,7 @@
 //   2  direct, 8 filters per thread, the block's filters in shared memory
 //   3  im2col (the engine's kernel) + naive GEMM (sgemm v1) + bias
 //   4  im2col + shared-memory tiled GEMM (sgemm v2) + bias
-//   5  im2col + the engine's 64x64 tile GEMM without split-K (sgemm v4) + bias
+//   5  im2col + the engine's first 64x64 tile GEMM without split-K (sgemm v4) + bias
 //   6  the engine: cuda_conv2d_forward (im2col + cnn_cuda_sgemm, split-K
 //      where the output has few tiles, + bias)
 // Versions 3-6 use the layer's workspace as the engine does: col (K, NP),

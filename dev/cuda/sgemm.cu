@@ -10,9 +10,11 @@
 //   1  naive: one thread per output, global memory only
 //   2  shared-memory tiles 32x32, one output per thread
 //   3  64x64 tiles, a column of 8 outputs per thread (1-D register blocking)
-//   4  the engine's tile kernel (64x64, 4x4 outputs per thread), no split-K
-//   5  the engine under CNNCUDA_SGEMM=tile64: cnn_cuda_sgemm (4 plus
-//      deterministic split-K)
+//   4  the engine's tile kernel as it was until 2026-11-25 (64x64, 4x4
+//      outputs per thread), no split-K
+//   5  the engine under CNNCUDA_SGEMM=tile64: cnn_cuda_sgemm (4 with the
+//      next k step loaded into registers while the current one is
+//      multiplied, plus deterministic split-K)
 //   6  the wide kernel on every product (CNNCUDA_SGEMM=wide): BM x 128
 //      tiles, 8x8 outputs per thread, a cp.async pipeline; split-K
 //   7  the engine: cnn_cuda_sgemm, products of >= 2^27 multiply-adds on
@@ -173,7 +175,7 @@ const Version VERSIONS[] = {
      [](const stages::Gemm &g, Engine &e) { return stages::sgemm_v2(g, e.stream()); }},
     {"64x64 tiles, 8 outputs per thread (1-D register blocking)",
      [](const stages::Gemm &g, Engine &e) { return stages::sgemm_v3(g, e.stream()); }},
-    {"engine tile kernel 64x64x16, 4x4 per thread, no split-K",
+    {"tile kernel 64x64x16, 4x4 per thread (the engine's until 2026-11-25), no split-K",
      [](const stages::Gemm &g, Engine &e) { return stages::sgemm_v4(g, e.stream()); }},
     {"engine cnn_cuda_sgemm, tile64: tile kernel + split-K",
      [](const stages::Gemm &g, Engine &e) { return stages::sgemm_v5(g, e.ctx); }},

@@ -1,9 +1,10 @@
 // sgemm_stages.cuh: the earlier stages of the SGEMM, written for dev/cuda
 // (versions 1-3 of sgemm.cu, and the GEMM inside the conv programs' im2col
-// versions). Version 4 is the engine's own tile kernel
-// (cuda/gemm_kernels.cuh) without split-K, version 5 the engine's
-// cnn_cuda_sgemm under CNNCUDA_SGEMM=tile64, version 6 its wide kernel on
-// every product (CNNCUDA_SGEMM=wide), version 7 the engine's default.
+// versions). Version 4 is the engine's tile kernel as it was before its
+// register prefetch, without split-K, version 5 the engine's cnn_cuda_sgemm
+// under CNNCUDA_SGEMM=tile64 (its tile kernel now, cuda/gemm_kernels.cuh,
+// with split-K), version 6 its wide kernel on every product
+// (CNNCUDA_SGEMM=wide), version 7 the engine's default.
 //
 // Every stage computes, like the engine, C (m, n) = alpha op(A) op(B) + beta C,
 // row-major; op(A) is (m, k), op(B) is (k, n); ta means A is stored (k, m), tb
@@ -15,7 +16,6 @@
 #include <cuda_runtime.h>
 
 #include "common.cuh"
-#include "gemm_kernels.cuh" // the engine's tile kernel (version 4)
 
 namespace stages {
 
@@ -200,17 +200,81 @@ inline bool sgemm_v3(const Gemm &g, cudaStream_t st)
     return dev::launched("sgemm v3");
 }
 
-// ---- version 4: the engine's 64x64-tile kernel (cuda/gemm_kernels.cuh: 256
-// threads, 4x4 outputs per thread, K through shared memory 16 at a time),
-// launched over the whole of K in one slice: the engine before split-K.
+// ---- version 4: the engine's 64x64-tile kernel as it was until
+// 2026-11-25 (before its register prefetch and the fused layouts; kept
+// here as a stage, cuda/gemm_kernels.cuh has the engine's): 256 threads, 4x4
+// outputs per thread (rows ty + 16 r, columns tx + 16 s), K through shared
+// memory 16 at a time, each step loaded, then multiplied; launched over the
+// whole of K in one slice: the engine before split-K.
+constexpr int BM4 = 64, BN4 = 64, BK4 = 16, TPB4 = 256;
+
+template <bool TRANS_A, bool TRANS_B>
+__global__ void __launch_bounds__(TPB4)
+sgemm_tile_v4(int m, int n, int k, float alpha, const float *__restrict__ a, int lda,
+              const float *__restrict__ b, int ldb, float beta, float *__restrict__ c, int ldc)
+{
+    __shared__ float as[BK4][BM4 + 4]; // as[kk][i] = op(A)(row0 + i, k0 + kk)
+    __shared__ float bs[BK4][BN4 + 4]; // bs[kk][j] = op(B)(k0 + kk, col0 + j)
+    const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+    const int row0 = blockIdx.y * BM4, col0 = blockIdx.x * BN4;
+    float acc[4][4] = {};
+    for (int k0 = 0; k0 < k; k0 += BK4) {
+#pragma unroll
+        for (int q = 0; q < (BM4 * BK4) / TPB4; ++q) {
+            const int l = tid + q * TPB4;
+            int i, kk;
+            if (TRANS_A) { i = l % BM4; kk = l / BM4; } // A (k, m): contiguous in i
+            else { kk = l % BK4; i = l / BK4; }         // A (m, k): contiguous in kk
+            const int gi = row0 + i, gk = k0 + kk;
+            float v = 0.0f;
+            if (gi < m && gk < k) v = TRANS_A ? a[(size_t)gk * lda + gi] : a[(size_t)gi * lda + gk];
+            as[kk][i] = v;
+        }
+#pragma unroll
+        for (int q = 0; q < (BN4 * BK4) / TPB4; ++q) {
+            const int l = tid + q * TPB4;
+            int j, kk;
+            if (TRANS_B) { kk = l % BK4; j = l / BK4; } // B (n, k): contiguous in kk
+            else { j = l % BN4; kk = l / BN4; }         // B (k, n): contiguous in j
+            const int gj = col0 + j, gk = k0 + kk;
+            float v = 0.0f;
+            if (gj < n && gk < k) v = TRANS_B ? b[(size_t)gj * ldb + gk] : b[(size_t)gk * ldb + gj];
+            bs[kk][j] = v;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < BK4; ++kk) {
+            float ar[4], br[4];
+#pragma unroll
+            for (int r = 0; r < 4; ++r) ar[r] = as[kk][ty + 16 * r];
+#pragma unroll
+            for (int s = 0; s < 4; ++s) br[s] = bs[kk][tx + 16 * s];
+#pragma unroll
+            for (int r = 0; r < 4; ++r)
+#pragma unroll
+                for (int s = 0; s < 4; ++s) acc[r][s] = fmaf(ar[r], br[s], acc[r][s]);
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+        const int gi = row0 + ty + 16 * r;
+        if (gi >= m) continue;
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+            const int gj = col0 + tx + 16 * s;
+            if (gj >= n) continue;
+            float *out = c + (size_t)gi * ldc + gj;
+            *out = beta == 0.0f ? alpha * acc[r][s] : alpha * acc[r][s] + beta * *out;
+        }
+    }
+}
+
 inline bool sgemm_v4(const Gemm &g, cudaStream_t st)
 {
-    using namespace cnn_gemm;
-    const dim3 grid((g.n + BN - 1) / BN, (g.m + BM - 1) / BM, 1);
+    const dim3 grid((g.n + BN4 - 1) / BN4, (g.m + BM4 - 1) / BM4, 1);
     if (!grid_fits(grid, "sgemm v4")) return false;
-    const int k_slice = (g.k + BK - 1) / BK * BK; // one slice: all of K
-    STAGES_DISPATCH(sgemm_tile, grid, TPB, st, g, g.m, g.n, g.k, k_slice, g.alpha, g.a, g.lda, g.b,
-                    g.ldb, g.beta, g.c, g.ldc, nullptr);
+    STAGES_DISPATCH(sgemm_tile_v4, grid, TPB4, st, g, STAGES_GEMM_ARGS(g));
     return dev::launched("sgemm v4");
 }
 
