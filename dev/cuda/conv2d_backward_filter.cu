@@ -15,8 +15,10 @@
 //   4  as 2 with the engine's first 64x64 tile GEMM without split-K (sgemm v4):
 //      the engine's first version, where conv1's 32x27 result summed over
 //      28,800 columns ran on one block
-//   5  the engine: cuda_conv2d_backward_filter (gather, cnn_cuda_sgemm with
-//      split-K, two-pass row sums)
+//   5  the engine: cuda_conv2d_backward_filter (until 2026-11-25: gather,
+//      cnn_cuda_sgemm with split-K, two-pass row sums; since then dy read in
+//      place by the GEMM, and on the 64x64 tile db as the product's column
+//      of ones)
 // As in the engine, versions 2-5 take the column matrix col (K, NP) that the
 // forward left in the layer's workspace: it is made before the check and the
 // timing (by the engine's im2col kernel) and is not part of the time.

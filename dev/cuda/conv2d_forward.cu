@@ -11,8 +11,9 @@
 //   4  im2col + shared-memory tiled GEMM (sgemm v2) + bias
 //   5  im2col + the engine's first 64x64 tile GEMM without split-K (sgemm v4) + bias
 //   6  the engine: cuda_conv2d_forward (im2col + cnn_cuda_sgemm, split-K
-//      where the output has few tiles, + bias)
-// Versions 3-6 use the layer's workspace as the engine does: col (K, NP),
+//      where the output has few tiles; the GEMM writes y in NCHW with the
+//      bias as it stores, since 2026-11-25 at every size)
+// Versions 3-5 use the layer's workspace as the engine did: col (K, NP),
 // then t (f, NP), K = c*kh*kw, NP = n*oh*ow; t is rearranged into y with the
 // bias added by the engine's scatter_bias_kernel.
 #include "common.cuh"
