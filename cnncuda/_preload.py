@@ -101,12 +101,18 @@ def plan(needed, roots):
     return steps
 
 
+def system_libs_asked():
+    """Whether CNNCUDA_SYSTEM_LIBS asks for the system's libraries: any value
+    but unset, empty or "0"."""
+    return os.environ.get("CNNCUDA_SYSTEM_LIBS", "0") not in ("", "0")
+
+
 def prefer_wheel_libraries(extension_path):
     """Loads, from this environment's wheels, the libraries the extension at
     extension_path needs (see the module docstring); returns the paths
     loaded. Nothing on other systems, with CNNCUDA_SYSTEM_LIBS=1, or where
     no wheel has them; a library that fails to load is left to the system."""
-    if not sys.platform.startswith("linux") or os.environ.get("CNNCUDA_SYSTEM_LIBS"):
+    if not sys.platform.startswith("linux") or system_libs_asked():
         return []
     roots = nvidia_roots()
     if not roots:

@@ -281,12 +281,6 @@ cnn_status cuda_pool_forward(cnn_ctx *ctx, const cnn_pool_desc *d, const float *
     return CNN_OK;
 }
 
-// dx = x where y > 0, else 0 (a ReLU's backward from its output y, in place).
-__global__ void relu_mask_kernel(size_t total, const float *__restrict__ y, float *__restrict__ dx)
-{
-    CNN_GRID_LOOP(e, total) dx[e] = y[e] > 0.0f ? dx[e] : 0.0f;
-}
-
 // dy (n, c, oh, ow), argmax (n, c, oh, ow) (max only) -> dx (n, c, h, w),
 // overwritten; with relu_y (the pool's input, a ReLU's output; else NULL),
 // also that ReLU's backward: dx = 0 where relu_y <= 0 (in the same pass for
@@ -327,10 +321,9 @@ static cnn_status pool_backward(cnn_ctx *ctx, const char *what, const cnn_pool_d
             avg_pool_backward_kernel<size_t><<<blocks, CNN_THREADS, 0, st>>>(total, g, dy, dx);
     }
     CNN_CUDA_LAUNCHED(what);
-    if (relu_y) {
-        relu_mask_kernel<<<blocks, CNN_THREADS, 0, st>>>(total, relu_y, dx);
-        CNN_CUDA_LAUNCHED("pool backward ReLU mask");
-    }
+    if (relu_y) // the ReLU's backward, in place (activation.cu)
+        return cuda_activation_backward(ctx, CNN_ACT_RELU, d->n * d->c, d->h * d->w, relu_y, dx,
+                                        dx);
     return CNN_OK;
 }
 

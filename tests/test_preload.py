@@ -107,6 +107,7 @@ def test_the_extension_binds_to_the_wheels_copy(tmp_path):
                                    capture_output=True, text=True, env=e, check=True).stdout.split()
     assert run(env) == ["wheel", "1"]
     assert run(dict(env, CNNCUDA_SYSTEM_LIBS="1")) == ["system", "0"]
+    assert run(dict(env, CNNCUDA_SYSTEM_LIBS="0")) == ["wheel", "1"]  # 0: not asked
 
 
 def test_build_info_lists_the_wheel_libraries():

@@ -121,11 +121,8 @@ void cnn_sgemm_parallel(cnn_ctx *ctx, int parts, int trans_a, int trans_b, int m
     const long first = cols_first ? tiles_n : tiles_m, second = cols_first ? tiles_m : tiles_n;
     g.by_cols = (first >= parts || first >= second) ? cols_first : !cols_first;
     const long tiles = g.by_cols ? tiles_n : tiles_m; /* the dimension that is cut */
-    parts = balanced_parts(tiles, parts < tiles ? parts : (int)tiles);
-    if (parts <= 1)
-        gemm_range(&g, 0, tiles, 0);
-    else
-        run_parts(team_for(impl, parts), parts, tiles, gemm_range, &g);
+    cnn_cpu_parallel(ctx, balanced_parts(tiles, parts < tiles ? parts : (int)tiles), tiles,
+                     gemm_range, &g);
 }
 
 void cnn_cpu_sgemm(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n, int k, float alpha,
