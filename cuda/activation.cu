@@ -43,6 +43,7 @@ static __device__ __forceinline__ double warp_sum(double v)
 template <int ACT>
 __global__ void act_forward_kernel(size_t count, const float *x, float *y)
 {
+    cnn_kernel_begin();
     CNN_GRID_LOOP(i, count) {
         const float v = x[i];
         float r;
@@ -60,6 +61,7 @@ __global__ void act_forward_kernel(size_t count, const float *x, float *y)
 template <int ACT>
 __global__ void act_backward_kernel(size_t count, const float *y, const float *dy, float *dx)
 {
+    cnn_kernel_begin();
     CNN_GRID_LOOP(i, count) {
         const float yi = y[i], g = dy[i];
         float r;
@@ -77,6 +79,7 @@ __global__ void act_backward_kernel(size_t count, const float *y, const float *d
 // lane l owns columns l, l + 32, ... in every phase.
 __global__ void softmax_forward_kernel(int rows, int cols, const float *x, float *y)
 {
+    cnn_kernel_begin();
     const int lane = threadIdx.x & 31;
     const int warp = threadIdx.x >> 5;
     for (int r = blockIdx.x * ACT_WARPS + warp; r < rows; r += gridDim.x * ACT_WARPS) {
@@ -97,6 +100,7 @@ __global__ void softmax_forward_kernel(int rows, int cols, const float *x, float
 __global__ void softmax_backward_kernel(int rows, int cols, const float *y, const float *dy,
                                         float *dx)
 {
+    cnn_kernel_begin();
     const int lane = threadIdx.x & 31;
     const int warp = threadIdx.x >> 5;
     for (int r = blockIdx.x * ACT_WARPS + warp; r < rows; r += gridDim.x * ACT_WARPS) {

@@ -18,6 +18,7 @@ __global__ void adam_kernel(size_t count, float lr, float beta_1, float beta_2,
                             float eps, float *__restrict__ p, const float *__restrict__ g,
                             float *__restrict__ m, float *__restrict__ v)
 {
+    cnn_kernel_begin();
     __shared__ float lr_shared;
     if (threadIdx.x == 0) lr_shared = cnn_adam_lr_t(lr, beta_1, beta_2, *step);
     __syncthreads();

@@ -84,6 +84,11 @@ namespace {
 
 cnn_status cuda_ctx_create(cnn_ctx **out, int num_threads, int device)
 {
+    const char *env = getenv("CNNCUDA_EARLY_LAUNCH");
+    if (env && *env && strcmp(env, "0") && strcmp(env, "1"))
+        return cnn_set_error(CNN_ERR_VALUE, "CNNCUDA_EARLY_LAUNCH: expected '0' or '1', got '%s'",
+                             env);
+    const bool early = !(env && !strcmp(env, "0"));
     cnn_ctx *ctx = (cnn_ctx *)calloc(1, sizeof *ctx);
     cnn_cuda_impl *impl = (cnn_cuda_impl *)calloc(1, sizeof *impl);
     if (!ctx || !impl) {
@@ -97,6 +102,12 @@ cnn_status cuda_ctx_create(cnn_ctx **out, int num_threads, int device)
         free(impl);
         return st;
     }
+    // Only this engine: every kernel it records is one of ours and starts
+    // with cnn_kernel_begin (the cudnn engine's recordings hold library
+    // kernels that do not wait for the kernel before them).
+    int major = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    impl->early_launch = major >= 9 && early;
     ctx->backend = &cnn_backend_cuda;
     ctx->num_threads = num_threads;
     ctx->device = device;

@@ -67,6 +67,7 @@ __global__ void __launch_bounds__(BN_THREADS)
                     float *__restrict__ moving_var, float *__restrict__ y,
                     float *__restrict__ save_mean, float *__restrict__ save_invstd)
 {
+    cnn_kernel_begin();
     __shared__ double scratch[2 * BN_WARPS];
     const int m = n * sp; // checked on the host to fit an int
     const double count = (double)n * (double)sp;
@@ -113,6 +114,7 @@ __global__ void bn_infer_kernel(size_t total, int c, int sp, float eps,
                                 const float *__restrict__ moving_mean,
                                 const float *__restrict__ moving_var, float *__restrict__ y)
 {
+    cnn_kernel_begin();
     CNN_GRID_LOOP(e, total) {
         const int ch = (int)((e / (size_t)sp) % (size_t)c);
         const float invstd = 1.0f / __fsqrt_rn(__fadd_rn(moving_var[ch], eps));
@@ -128,6 +130,7 @@ __global__ void __launch_bounds__(BN_THREADS)
                        const float *__restrict__ save_invstd, float *dx,
                        float *__restrict__ dgamma, float *__restrict__ dbeta)
 {
+    cnn_kernel_begin();
     __shared__ double scratch[2 * BN_WARPS];
     const int m = n * sp;
     const float count = (float)((double)n * (double)sp);

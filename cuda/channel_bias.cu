@@ -20,6 +20,7 @@ template <typename I, bool RELU>
 __global__ void add_bias_kernel(I count, int c, int hw, const float *__restrict__ b,
                                 float *__restrict__ y)
 {
+    cnn_kernel_begin();
     for (I e = (I)blockIdx.x * blockDim.x + threadIdx.x; e < count; e += (I)blockDim.x * gridDim.x) {
         float v = y[e];
         if (b) v += b[(e / (I)hw) % (I)c];
@@ -49,6 +50,7 @@ cnn_status add_bias(cnn_ctx *ctx, int n, int c, int hw, const float *b, float *y
 __global__ void chunk_sums_kernel(int n, int c, int hw, int per, const float *__restrict__ x,
                                   float *__restrict__ out)
 {
+    cnn_kernel_begin();
     __shared__ float partial[CNN_THREADS];
     const int ch = blockIdx.y;
     const int first = blockIdx.x * per;
@@ -72,6 +74,7 @@ __global__ void chunk_sums_kernel(int n, int c, int hw, int per, const float *__
 __global__ void add_chunks_kernel(int c, int chunks, const float *__restrict__ part,
                                   float *__restrict__ out)
 {
+    cnn_kernel_begin();
     CNN_GRID_LOOP(ch, c) {
         float sum = 0.0f;
         for (int k = 0; k < chunks; ++k) sum += part[ch * (size_t)chunks + k];

@@ -22,6 +22,7 @@ namespace { // internal linkage: every .cu that includes this has its own copy
 __global__ void im2col_kernel(cnn_conv_desc d, const float *__restrict__ x,
                               float *__restrict__ col)
 {
+    cnn_kernel_begin();
     const int p = d.oh * d.ow, np = d.n * p, khw = d.kh * d.kw;
     const long long stride = (long long)blockDim.x * gridDim.x;
     for (int ch = blockIdx.y; ch < d.c; ch += gridDim.y) {
@@ -53,6 +54,7 @@ __global__ void im2col_kernel(cnn_conv_desc d, const float *__restrict__ x,
 __global__ void col2im_kernel(cnn_conv_desc d, const float *__restrict__ col,
                               float *__restrict__ dx)
 {
+    cnn_kernel_begin();
     const size_t p = (size_t)d.oh * d.ow, np = (size_t)d.n * p;
     const size_t total = (size_t)d.n * d.c * d.h * d.w;
     CNN_GRID_LOOP(t, total) {
@@ -83,6 +85,7 @@ template <bool RELU>
 __global__ void scatter_bias_kernel(int n, int f, size_t p, const float *__restrict__ t,
                                     const float *__restrict__ b, float *__restrict__ y)
 {
+    cnn_kernel_begin();
     const size_t total = (size_t)n * f * p;
     CNN_GRID_LOOP(o, total) {
         const size_t q = o % p, fi = (o / p) % f, i = o / (p * f);
@@ -95,6 +98,7 @@ __global__ void scatter_bias_kernel(int n, int f, size_t p, const float *__restr
 __global__ void gather_dy_kernel(int n, int f, size_t p, const float *__restrict__ dy,
                                  float *__restrict__ t)
 {
+    cnn_kernel_begin();
     const size_t total = (size_t)n * f * p;
     CNN_GRID_LOOP(o, total) {
         const size_t q = o % p, fi = (o / p) % f, i = o / (p * f);

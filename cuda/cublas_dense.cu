@@ -12,6 +12,7 @@ namespace {
 
 __global__ void add_bias_kernel(int n, int out, const float *__restrict__ b, float *__restrict__ y)
 {
+    cnn_kernel_begin();
     CNN_GRID_LOOP(o, (size_t)n * out) y[o] += b[o % out];
 }
 

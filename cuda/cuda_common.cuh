@@ -18,6 +18,9 @@ struct cnn_cuda_impl {
     size_t scratch_floats;
     cudaEvent_t marks[2]; // record.cu's timer, made on first use
     int sgemm_kernel;     // CNN_SGEMM_*: CNNCUDA_SGEMM when the context was made
+    int early_launch;     // record.cu: recordings launch each kernel early (see
+                          // cnn_kernel_begin); set by the cuda engine's table on
+                          // sm_90 and later unless CNNCUDA_EARLY_LAUNCH=0
 };
 
 // The SGEMM kernels of gemm.cu, chosen by CNNCUDA_SGEMM. AUTO (the default,
@@ -76,6 +79,22 @@ static inline unsigned cnn_blocks(size_t count, unsigned threads)
 }
 
 #define CNN_THREADS 256
+
+// The first statement of every kernel of the engine. A recorded training
+// step (record.cu) lets each kernel be launched while the one before it is
+// still running (programmatic dependent launch, sm_90 and later): the
+// kernel's blocks are placed on the SMs early and wait here until the
+// previous kernel has finished and its writes are visible; then this kernel
+// lets the next one be placed in turn. Outside a recording, or on older
+// GPUs, both instructions do nothing. A kernel must not read or write
+// device memory before this line.
+__device__ __forceinline__ void cnn_kernel_begin()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
 
 // Grid-stride loop over [0, n).
 #define CNN_GRID_LOOP(i, n)                                                    \

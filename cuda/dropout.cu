@@ -33,6 +33,7 @@ __global__ void dropout_kernel(I count, I c, I plane, uint64_t row0, float rate,
                                uint64_t seed, const int64_t *__restrict__ forward,
                                const float *in, float *out)
 {
+    cnn_kernel_begin();
     const uint64_t key = cnn_rng_key(seed, (uint64_t)*forward);
     for (I e = (I)blockIdx.x * blockDim.x + threadIdx.x; e < count;
          e += (I)blockDim.x * gridDim.x) {

@@ -16,6 +16,7 @@ __global__ void gather_kernel(size_t total, size_t units, const int32_t *__restr
                               const int64_t *__restrict__ position, const U *__restrict__ src,
                               U *__restrict__ dst)
 {
+    cnn_kernel_begin();
     const int32_t *idx = order + *position;
     CNN_GRID_LOOP(e, total) {
         const size_t i = e / units;
@@ -56,6 +57,7 @@ cnn_status cuda_gather_rows(cnn_ctx *ctx, const int32_t *order, const int64_t *p
 // The Net's counters (cnn.h), in device memory: one thread.
 __global__ void advance_kernel(int64_t *counters, int forward, int steps, long rows)
 {
+    cnn_kernel_begin();
     if (forward) counters[CNN_COUNT_MASK] = counters[CNN_COUNT_FORWARDS]++;
     counters[CNN_COUNT_STEPS] += steps;
     counters[CNN_COUNT_POSITION] += rows;

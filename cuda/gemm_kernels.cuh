@@ -25,8 +25,10 @@ template <bool TRANS_A, bool TRANS_B>
 __global__ void __launch_bounds__(TPB)
 sgemm_tile(int m, int n, int k, int k_slice, float alpha, const float *__restrict__ a, int lda,
            const float *__restrict__ b, int ldb, float beta, float *__restrict__ c, int ldc,
-           float *__restrict__ partial, cnn_sgemm_extra x = cnn_sgemm_extra{0, 0, 0, nullptr, 0, 0, nullptr})
+           float *__restrict__ partial, cnn_sgemm_extra x = cnn_sgemm_extra{
+                                                                0, 0, 0, nullptr, 0, 0, nullptr})
 {
+    cnn_kernel_begin();
     __shared__ float as[BK][BM + 4]; // as[kk][i] = op(A)(row0 + i, k0 + kk)
     __shared__ float bs[BK][BN + 4]; // bs[kk][j] = op(B)(k0 + kk, col0 + j)
     const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
@@ -160,6 +162,7 @@ sgemm_tile(int m, int n, int k, int k_slice, float alpha, const float *__restric
 __global__ void sum_slices(int m, int n, int slices, const float *__restrict__ partial,
                            float beta, float *__restrict__ c, int ldc)
 {
+    cnn_kernel_begin();
     CNN_GRID_LOOP(t, (size_t)m * n) {
         float sum = 0.0f;
         for (int z = 0; z < slices; ++z) sum += partial[(size_t)z * m * n + t];

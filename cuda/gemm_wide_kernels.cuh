@@ -89,6 +89,7 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
            const float *__restrict__ b, int ldb, float beta, float *__restrict__ c, int ldc,
            float *__restrict__ partial, WideExtra x)
 {
+    cnn_kernel_begin();
     constexpr int T = BM * 2, S = wide_stages(BM);
     constexpr int EA = BM * WBK / T;      // 8
     constexpr int EB = WBN * WBK / T;     // 32, 16 or 8
@@ -258,6 +259,7 @@ __global__ void __launch_bounds__(SUM_COLS * SUM_GROUPS)
 sum_slices_wide(int m, int n, int slices, const float *__restrict__ partial, float beta,
                 float *__restrict__ c, int ldc, WideExtra x)
 {
+    cnn_kernel_begin();
     __shared__ float part[SUM_GROUPS][SUM_COLS];
     const size_t total = (size_t)m * n;
     const int groups = min(slices, SUM_GROUPS);

@@ -17,6 +17,7 @@ __global__ void transpose_batched_kernel(size_t batch, int rows, int cols,
                                          const float *__restrict__ src,
                                          float *__restrict__ dst)
 {
+    cnn_kernel_begin();
     __shared__ float tile[LAYOUT_TILE][LAYOUT_TILE + 1]; // +1: no bank conflicts
     const size_t tiles_r = ((size_t)rows + LAYOUT_TILE - 1) / LAYOUT_TILE;
     const size_t tiles_c = ((size_t)cols + LAYOUT_TILE - 1) / LAYOUT_TILE;
@@ -53,6 +54,7 @@ __global__ void transpose_batched_kernel(size_t batch, int rows, int cols,
 __global__ void transpose_narrow_kernel(long long batch, int rows, int cols,
                                         const float *__restrict__ src, float *__restrict__ dst)
 {
+    cnn_kernel_begin();
     const long long lines = batch * cols;
     for (long long bc = blockIdx.y; bc < lines; bc += gridDim.y) {
         const long long b = bc / cols;

@@ -194,6 +194,7 @@ __global__ void __launch_bounds__(LOSS_WARPS * 32)
     loss_kernel(loss_args a, const float *y, const int32_t *__restrict__ labels,
                 const float *__restrict__ targets, float *dy, float *sums)
 {
+    cnn_kernel_begin();
     __shared__ double part[2][LOSS_WARPS];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int k = a.k;

@@ -85,6 +85,7 @@ template <typename I>
 __global__ void max_pool_forward_kernel(I total, pool_geom g, const float *__restrict__ x,
                                         float *__restrict__ y, int32_t *__restrict__ argmax)
 {
+    cnn_kernel_begin();
     const I out_plane = (I)g.oh * g.ow;
     const I in_plane = (I)g.h * g.w;
     POOL_LOOP(I, o, total) {
@@ -123,6 +124,7 @@ template <typename I>
 __global__ void avg_pool_forward_kernel(I total, pool_geom g, const float *__restrict__ x,
                                         float *__restrict__ y)
 {
+    cnn_kernel_begin();
     const I out_plane = (I)g.oh * g.ow;
     const I in_plane = (I)g.h * g.w;
     POOL_LOOP(I, o, total) {
@@ -148,6 +150,7 @@ __global__ void max_pool_backward_kernel(I total, pool_geom g, const float *__re
                                          const int32_t *__restrict__ argmax,
                                          float *__restrict__ dx)
 {
+    cnn_kernel_begin();
     const I out_plane = (I)g.oh * g.ow;
     const I in_plane = (I)g.h * g.w;
     POOL_LOOP(I, e, total) {
@@ -181,6 +184,7 @@ __global__ void max_pool_backward_disjoint_kernel(unsigned total, pool_geom g,
                                                   const float *__restrict__ relu_y,
                                                   float *__restrict__ dx)
 {
+    cnn_kernel_begin();
     const unsigned out_plane = (unsigned)g.oh * g.ow;
     const unsigned in_plane = (unsigned)g.h * g.w;
     POOL_LOOP(unsigned, e, total) {
@@ -205,6 +209,7 @@ template <typename I>
 __global__ void avg_pool_backward_kernel(I total, pool_geom g, const float *__restrict__ dy,
                                          float *__restrict__ dx)
 {
+    cnn_kernel_begin();
     const I out_plane = (I)g.oh * g.ow;
     const I in_plane = (I)g.h * g.w;
     POOL_LOOP(I, e, total) {

@@ -18,6 +18,42 @@ struct cnn_cuda_recording {
     cudaGraphExec_t exec;
 };
 
+// Turns every edge from one kernel to the next into a programmatic one: the
+// second kernel is launched once every block of the first has started (and
+// passed cnn_kernel_begin), and waits in its own cnn_kernel_begin until the
+// first has finished and its writes are visible. The launch, the placement
+// of the blocks and their start-up then overlap the kernel before instead
+// of following it: at batch 32 a step is some 40 short kernels in a chain.
+// Edges to or from copies and memsets stay as they were.
+static cudaError_t launch_early(cudaGraph_t graph)
+{
+    size_t count = 0;
+    cudaError_t err = cudaGraphGetEdges(graph, NULL, NULL, NULL, &count);
+    if (err != cudaSuccess || count == 0) return err;
+    cudaGraphNode_t *from = (cudaGraphNode_t *)malloc(count * sizeof *from);
+    cudaGraphNode_t *to = (cudaGraphNode_t *)malloc(count * sizeof *to);
+    cudaGraphEdgeData *data = (cudaGraphEdgeData *)malloc(count * sizeof *data);
+    if (!from || !to || !data) err = cudaErrorMemoryAllocation;
+    if (err == cudaSuccess) err = cudaGraphGetEdges(graph, from, to, data, &count);
+    for (size_t i = 0; err == cudaSuccess && i < count; i++) {
+        cudaGraphNodeType a, b;
+        err = cudaGraphNodeGetType(from[i], &a);
+        if (err == cudaSuccess) err = cudaGraphNodeGetType(to[i], &b);
+        if (err != cudaSuccess || a != cudaGraphNodeTypeKernel || b != cudaGraphNodeTypeKernel ||
+            data[i].type != cudaGraphDependencyTypeDefault)
+            continue;
+        cudaGraphEdgeData early = {};
+        early.from_port = cudaGraphKernelNodePortProgrammatic;
+        early.type = cudaGraphDependencyTypeProgrammatic;
+        err = cudaGraphRemoveDependencies(graph, &from[i], &to[i], &data[i], 1);
+        if (err == cudaSuccess) err = cudaGraphAddDependencies(graph, &from[i], &to[i], &early, 1);
+    }
+    free(from);
+    free(to);
+    free(data);
+    return err;
+}
+
 cnn_status cuda_capture_begin(cnn_ctx *ctx)
 {
     CNN_CUDA_TRY(cudaStreamBeginCapture(cnn_stream(ctx), cudaStreamCaptureModeThreadLocal),
@@ -42,7 +78,8 @@ cnn_status cuda_capture_end(cnn_ctx *ctx, void **recording)
         return cnn_set_error(CNN_ERR_MEMORY, "out of host memory recording a training step");
     }
     rec->graph = graph;
-    err = cudaGraphInstantiate(&rec->exec, graph, 0);
+    if (((cnn_cuda_impl *)ctx->impl)->early_launch) err = launch_early(graph);
+    if (err == cudaSuccess) err = cudaGraphInstantiate(&rec->exec, graph, 0);
     if (err != cudaSuccess) {
         cudaGraphDestroy(graph);
         free(rec);

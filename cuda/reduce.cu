@@ -11,6 +11,7 @@ constexpr int ROW_CHUNK = 2048; // columns one block sums in the first pass
 __global__ void row_chunk_sums_kernel(int cols, const float *__restrict__ x,
                                       float *__restrict__ out, int chunk)
 {
+    cnn_kernel_begin();
     __shared__ float partial[CNN_THREADS];
     const float *row = x + (size_t)blockIdx.y * cols;
     const int end = min(cols, (int)(blockIdx.x + 1) * chunk);
@@ -30,6 +31,7 @@ __global__ void row_chunk_sums_kernel(int cols, const float *__restrict__ x,
 __global__ void column_sums_kernel(int rows, int cols, const float *__restrict__ x,
                                    float *__restrict__ out)
 {
+    cnn_kernel_begin();
     CNN_GRID_LOOP(j, cols) {
         float sum = 0.0f;
         for (int r = 0; r < rows; ++r) sum += x[(size_t)r * cols + j];

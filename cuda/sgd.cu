@@ -12,6 +12,7 @@ template <int MODE>
 __global__ void sgd_kernel(size_t count, float lr, float mom, float *__restrict__ p,
                            const float *__restrict__ g, float *__restrict__ velocity)
 {
+    cnn_kernel_begin();
     CNN_GRID_LOOP(i, count) {
         const float lg = __fmul_rn(lr, g[i]);
         if (MODE == 0) {

@@ -1,7 +1,9 @@
 """Per-kernel GPU time of one training epoch chunk on an engine, through the
 PyTorch profiler (CUPTI sees every kernel in the process, ours included).
 
-    python3 tools/profile_cuda.py [engine] [batch] [images]
+    python3 tools/profile_cuda.py [engine] [batch] [images] [model]
+
+model is a seed name (cnncuda.seeds.SEEDS), cifar10_cnn by default.
 """
 import os
 import sys
@@ -18,9 +20,10 @@ from cnncuda.seeds import seed_network, synthetic_data  # noqa: E402
 engine = sys.argv[1] if len(sys.argv) > 1 else "cuda"
 batch = int(sys.argv[2]) if len(sys.argv) > 2 else 32
 images = int(sys.argv[3]) if len(sys.argv) > 3 else 3200
-s = seed_network("cifar10_cnn")
+model = sys.argv[4] if len(sys.argv) > 4 else "cifar10_cnn"
+s = seed_network(model)
 net = make_net(engine, s["layers"], s["input_shape"], batch, s["loss"], s["optimizer"])
-x, y = synthetic_data("cifar10_cnn", images)
+x, y = synthetic_data(model, images)
 net.set_data(x, y)
 net.set_order(np.arange(images))
 net.train_range(0, images, batch)
