@@ -85,16 +85,37 @@ static inline unsigned cnn_blocks(size_t count, unsigned threads)
 // still running (programmatic dependent launch, sm_90 and later): the
 // kernel's blocks are placed on the SMs early and wait here until the
 // previous kernel has finished and its writes are visible; then this kernel
-// lets the next one be placed in turn. Outside a recording, or on older
-// GPUs, both instructions do nothing. A kernel must not read or write
-// device memory before this line.
-__device__ __forceinline__ void cnn_kernel_begin()
+// lets the next one be placed in turn (cnn_kernel_release). Outside a
+// recording, or on older GPUs, both instructions do nothing. A kernel must
+// not read or write device memory before this line.
+//
+// CNN_EARLY_TRIGGER (1: release at the start; 0: only as each block exits)
+// and CNN_GEMM_TRIGGER (the SGEMM kernels: 0 at exit, 1 at the start, 2
+// after the k loop) are build-time choices kept to compare.
+#ifndef CNN_EARLY_TRIGGER
+#define CNN_EARLY_TRIGGER 1
+#endif
+#ifndef CNN_GEMM_TRIGGER
+#define CNN_GEMM_TRIGGER 1
+#endif
+__device__ __forceinline__ void cnn_kernel_wait()
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cnn_kernel_release()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
+__device__ __forceinline__ void cnn_kernel_begin()
+{
+    cnn_kernel_wait();
+    if (CNN_EARLY_TRIGGER) cnn_kernel_release();
+}
+
 
 // Grid-stride loop over [0, n).
 #define CNN_GRID_LOOP(i, n)                                                    \
@@ -106,6 +127,8 @@ __device__ __forceinline__ void cnn_kernel_begin()
 cnn_status cnn_cuda_sgemm(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n, int k,
                           float alpha, const float *a, int lda, const float *b, int ldb,
                           float beta, float *c, int ldc);
+// Whether `func` is one of the SGEMM kernels (record.cu's early launch).
+bool cnn_cuda_is_sgemm_kernel(const void *func);
 // Whether cnn_cuda_sgemm runs a product of this size on the wide kernel
 // (the same answer for every transpose: it depends on m * n * k alone).
 bool cnn_cuda_sgemm_wide_fits(cnn_ctx *ctx, int m, int n, int k);

@@ -25,7 +25,7 @@ struct cnn_cuda_recording {
 // of the blocks and their start-up then overlap the kernel before instead
 // of following it: at batch 32 a step is some 40 short kernels in a chain.
 // Edges to or from copies and memsets stay as they were.
-static cudaError_t launch_early(cudaGraph_t graph)
+static cudaError_t launch_early(cudaGraph_t graph, int mode)
 {
     size_t count = 0;
     cudaError_t err = cudaGraphGetEdges(graph, NULL, NULL, NULL, &count);
@@ -42,6 +42,12 @@ static cudaError_t launch_early(cudaGraph_t graph)
         if (err != cudaSuccess || a != cudaGraphNodeTypeKernel || b != cudaGraphNodeTypeKernel ||
             data[i].type != cudaGraphDependencyTypeDefault)
             continue;
+        if (mode == 2) { // not into an SGEMM: its blocks are placed as usual
+            cudaKernelNodeParams p = {};
+            err = cudaGraphKernelNodeGetParams(to[i], &p);
+            if (err != cudaSuccess) break;
+            if (cnn_cuda_is_sgemm_kernel(p.func)) continue;
+        }
         cudaGraphEdgeData early = {};
         early.from_port = cudaGraphKernelNodePortProgrammatic;
         early.type = cudaGraphDependencyTypeProgrammatic;
@@ -78,7 +84,7 @@ cnn_status cuda_capture_end(cnn_ctx *ctx, void **recording)
         return cnn_set_error(CNN_ERR_MEMORY, "out of host memory recording a training step");
     }
     rec->graph = graph;
-    if (((cnn_cuda_impl *)ctx->impl)->early_launch) err = launch_early(graph);
+    if (((cnn_cuda_impl *)ctx->impl)->early_launch) err = launch_early(graph, ((cnn_cuda_impl *)ctx->impl)->early_launch);
     if (err == cudaSuccess) err = cudaGraphInstantiate(&rec->exec, graph, 0);
     if (err != cudaSuccess) {
         cudaGraphDestroy(graph);
