@@ -85,10 +85,10 @@ namespace {
 cnn_status cuda_ctx_create(cnn_ctx **out, int num_threads, int device)
 {
     const char *env = getenv("CNNCUDA_EARLY_LAUNCH");
-    if (env && *env && strcmp(env, "0") && strcmp(env, "1") && strcmp(env, "2"))
-        return cnn_set_error(CNN_ERR_VALUE,
-                             "CNNCUDA_EARLY_LAUNCH: expected '0', '1' or '2', got '%s'", env);
-    const int early = !env || !*env ? 1 : atoi(env);
+    if (env && *env && strcmp(env, "0") && strcmp(env, "1"))
+        return cnn_set_error(CNN_ERR_VALUE, "CNNCUDA_EARLY_LAUNCH: expected '0' or '1', got '%s'",
+                             env);
+    const int early = !(env && !strcmp(env, "0"));
     cnn_ctx *ctx = (cnn_ctx *)calloc(1, sizeof *ctx);
     cnn_cuda_impl *impl = (cnn_cuda_impl *)calloc(1, sizeof *impl);
     if (!ctx || !impl) {
@@ -107,7 +107,7 @@ cnn_status cuda_ctx_create(cnn_ctx **out, int num_threads, int device)
     // kernels that do not wait for the kernel before them).
     int major = 0;
     cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-    impl->early_launch = major >= 9 ? early : 0;
+    impl->early_launch = major >= 9 && early;
     ctx->backend = &cnn_backend_cuda;
     ctx->num_threads = num_threads;
     ctx->device = device;

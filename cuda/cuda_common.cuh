@@ -80,40 +80,24 @@ static inline unsigned cnn_blocks(size_t count, unsigned threads)
 
 #define CNN_THREADS 256
 
-// The first statement of every kernel of the engine. A recorded training
-// step (record.cu) lets each kernel be launched while the one before it is
-// still running (programmatic dependent launch, sm_90 and later): the
-// kernel's blocks are placed on the SMs early and wait here until the
-// previous kernel has finished and its writes are visible; then this kernel
-// lets the next one be placed in turn (cnn_kernel_release). Outside a
-// recording, or on older GPUs, both instructions do nothing. A kernel must
-// not read or write device memory before this line.
+// The first statement of every kernel of the engine. In a recorded training
+// step (record.cu) each kernel is launched before the one ahead of it has
+// finished (programmatic dependent launch, sm_90 and later) and waits here
+// until that kernel is done and its writes are visible. A kernel must not
+// read or write device memory before this line. Outside a recording, or on
+// older GPUs, it does nothing.
 //
-// CNN_EARLY_TRIGGER (1: release at the start; 0: only as each block exits)
-// and CNN_GEMM_TRIGGER (the SGEMM kernels: 0 at exit, 1 at the start, 2
-// after the k loop) are build-time choices kept to compare.
-#ifndef CNN_EARLY_TRIGGER
-#define CNN_EARLY_TRIGGER 1
-#endif
-#ifndef CNN_GEMM_TRIGGER
-#define CNN_GEMM_TRIGGER 1
-#endif
-__device__ __forceinline__ void cnn_kernel_wait()
+// No kernel releases the next one early (griddepcontrol.launch_dependents):
+// the next kernel is placed as the blocks of this one exit. Measured on an
+// H100 (BENCHMARKS.md, "Early launch"): releasing at the start placed the
+// SGEMM's blocks on the SMs the kernel before left free, unevenly, and made
+// the CIFAR step 11% slower; releasing at exit was the fastest of the four
+// ways tried.
+__device__ __forceinline__ void cnn_kernel_begin()
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
-}
-__device__ __forceinline__ void cnn_kernel_release()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void cnn_kernel_begin()
-{
-    cnn_kernel_wait();
-    if (CNN_EARLY_TRIGGER) cnn_kernel_release();
 }
 
 
@@ -127,8 +111,6 @@ __device__ __forceinline__ void cnn_kernel_begin()
 cnn_status cnn_cuda_sgemm(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n, int k,
                           float alpha, const float *a, int lda, const float *b, int ldb,
                           float beta, float *c, int ldc);
-// Whether `func` is one of the SGEMM kernels (record.cu's early launch).
-bool cnn_cuda_is_sgemm_kernel(const void *func);
 // Whether cnn_cuda_sgemm runs a product of this size on the wide kernel
 // (the same answer for every transpose: it depends on m * n * k alone).
 bool cnn_cuda_sgemm_wide_fits(cnn_ctx *ctx, int m, int n, int k);

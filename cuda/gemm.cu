@@ -140,22 +140,6 @@ constexpr double WIDE_MIN_FMAS = 134217728.0; // 2^27
 
 } // namespace
 
-bool cnn_cuda_is_sgemm_kernel(const void *func)
-{
-    const void *kernels[] = {
-        (const void *)sgemm_tile<false, false>, (const void *)sgemm_tile<true, false>,
-        (const void *)sgemm_tile<false, true>,  (const void *)sgemm_tile<true, true>,
-        (const void *)sgemm_wide<32, false, false>, (const void *)sgemm_wide<32, true, false>,
-        (const void *)sgemm_wide<32, false, true>,  (const void *)sgemm_wide<32, true, true>,
-        (const void *)sgemm_wide<64, false, false>, (const void *)sgemm_wide<64, true, false>,
-        (const void *)sgemm_wide<64, false, true>,  (const void *)sgemm_wide<64, true, true>,
-        (const void *)sgemm_wide<128, false, false>, (const void *)sgemm_wide<128, true, false>,
-        (const void *)sgemm_wide<128, false, true>,  (const void *)sgemm_wide<128, true, true>};
-    for (const void *k : kernels)
-        if (k == func) return true;
-    return false;
-}
-
 bool cnn_cuda_sgemm_wide_fits(cnn_ctx *ctx, int m, int n, int k)
 {
     const cnn_cuda_impl *impl = (const cnn_cuda_impl *)ctx->impl;

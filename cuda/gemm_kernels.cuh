@@ -28,8 +28,7 @@ sgemm_tile(int m, int n, int k, int k_slice, float alpha, const float *__restric
            float *__restrict__ partial, cnn_sgemm_extra x = cnn_sgemm_extra{
                                                                 0, 0, 0, nullptr, 0, 0, nullptr})
 {
-    cnn_kernel_wait();
-    if (CNN_GEMM_TRIGGER == 1) cnn_kernel_release();
+    cnn_kernel_begin();
     __shared__ float as[BK][BM + 4]; // as[kk][i] = op(A)(row0 + i, k0 + kk)
     __shared__ float bs[BK][BN + 4]; // bs[kk][j] = op(B)(k0 + kk, col0 + j)
     const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
@@ -124,7 +123,6 @@ sgemm_tile(int m, int n, int k, int k_slice, float alpha, const float *__restric
         }
         __syncthreads();
     }
-    if (CNN_GEMM_TRIGGER == 2) cnn_kernel_release();
     // the columns' offsets in C, once (a division each where C is batched)
     size_t c_col[4];
     const size_t c_row_step = x.cp > 0 ? (size_t)x.cp : (size_t)ldc;

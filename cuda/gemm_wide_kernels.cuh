@@ -89,8 +89,7 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
            const float *__restrict__ b, int ldb, float beta, float *__restrict__ c, int ldc,
            float *__restrict__ partial, WideExtra x)
 {
-    cnn_kernel_wait();
-    if (CNN_GEMM_TRIGGER == 1) cnn_kernel_release();
+    cnn_kernel_begin();
     constexpr int T = BM * 2, S = wide_stages(BM);
     constexpr int EA = BM * WBK / T;      // 8
     constexpr int EB = WBN * WBK / T;     // 32, 16 or 8
@@ -210,7 +209,6 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
         }
     }
 
-    if (CNN_GEMM_TRIGGER == 2) cnn_kernel_release();
     // the columns' offsets in C, once (a division each where C is batched)
     size_t c_col[8];
     bool c_in[8];

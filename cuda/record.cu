@@ -19,13 +19,13 @@ struct cnn_cuda_recording {
 };
 
 // Turns every edge from one kernel to the next into a programmatic one: the
-// second kernel is launched once every block of the first has started (and
-// passed cnn_kernel_begin), and waits in its own cnn_kernel_begin until the
-// first has finished and its writes are visible. The launch, the placement
-// of the blocks and their start-up then overlap the kernel before instead
-// of following it: at batch 32 a step is some 40 short kernels in a chain.
+// second kernel is launched while the first runs, its blocks placed as the
+// first one's exit, and waits in its cnn_kernel_begin until the first has
+// finished and its writes are visible. The launch then overlaps the kernel
+// before instead of following it: at batch 32 a step is some 40 short
+// kernels in a chain.
 // Edges to or from copies and memsets stay as they were.
-static cudaError_t launch_early(cudaGraph_t graph, int mode)
+static cudaError_t launch_early(cudaGraph_t graph)
 {
     size_t count = 0;
     cudaError_t err = cudaGraphGetEdges(graph, NULL, NULL, NULL, &count);
@@ -42,12 +42,6 @@ static cudaError_t launch_early(cudaGraph_t graph, int mode)
         if (err != cudaSuccess || a != cudaGraphNodeTypeKernel || b != cudaGraphNodeTypeKernel ||
             data[i].type != cudaGraphDependencyTypeDefault)
             continue;
-        if (mode == 2) { // not into an SGEMM: its blocks are placed as usual
-            cudaKernelNodeParams p = {};
-            err = cudaGraphKernelNodeGetParams(to[i], &p);
-            if (err != cudaSuccess) break;
-            if (cnn_cuda_is_sgemm_kernel(p.func)) continue;
-        }
         cudaGraphEdgeData early = {};
         early.from_port = cudaGraphKernelNodePortProgrammatic;
         early.type = cudaGraphDependencyTypeProgrammatic;
@@ -84,7 +78,7 @@ cnn_status cuda_capture_end(cnn_ctx *ctx, void **recording)
         return cnn_set_error(CNN_ERR_MEMORY, "out of host memory recording a training step");
     }
     rec->graph = graph;
-    if (((cnn_cuda_impl *)ctx->impl)->early_launch) err = launch_early(graph, ((cnn_cuda_impl *)ctx->impl)->early_launch);
+    if (((cnn_cuda_impl *)ctx->impl)->early_launch) err = launch_early(graph);
     if (err == cudaSuccess) err = cudaGraphInstantiate(&rec->exec, graph, 0);
     if (err != cudaSuccess) {
         cudaGraphDestroy(graph);
