@@ -174,7 +174,17 @@ cnn_status cuda_conv2d_backward_data(cnn_ctx *ctx, const cnn_conv_desc *d, const
         CNN_TRY(cnn_cuda_sgemm(ctx, 1, 0, k, np, d->f, 1.0f, w, k, t, np, 0.0f, col, np));
     }
     size_t total = (size_t)d->n * d->c * d->h * d->w;
-    col2im_kernel<<<cnn_blocks(total, CNN_THREADS), CNN_THREADS, 0, cnn_stream(ctx)>>>(*d, col, dx);
+    const unsigned blocks = cnn_blocks(total, CNN_THREADS);
+    // 32-bit indices where every index of dx and of a column of col fits,
+    // with room for the grid-stride step
+    const bool small = total + (size_t)blocks * CNN_THREADS < ((size_t)1 << 31);
+    const bool unit = d->sh == 1 && d->sw == 1;
+    if (small && unit)
+        col2im32_kernel<true><<<blocks, CNN_THREADS, 0, cnn_stream(ctx)>>>(*d, col, dx);
+    else if (small)
+        col2im32_kernel<false><<<blocks, CNN_THREADS, 0, cnn_stream(ctx)>>>(*d, col, dx);
+    else
+        col2im_kernel<<<blocks, CNN_THREADS, 0, cnn_stream(ctx)>>>(*d, col, dx);
     CNN_CUDA_LAUNCHED("conv2d col2im");
     return CNN_OK;
 }

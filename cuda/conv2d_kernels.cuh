@@ -79,6 +79,41 @@ __global__ void col2im_kernel(cnn_conv_desc d, const float *__restrict__ col,
     }
 }
 
+// col2im_kernel in 32-bit index arithmetic (when the sizes allow it:
+// conv2d.cu checks), the same grid-stride loop over dx and the same order
+// of the additions (the same bits); UNIT: strides of 1, no remainders.
+// The 64-bit divisions were a quarter of the old kernel's instructions.
+template <bool UNIT>
+__global__ void col2im32_kernel(cnn_conv_desc d, const float *__restrict__ col,
+                                float *__restrict__ dx)
+{
+    cnn_kernel_begin();
+    const int p = d.oh * d.ow, np = d.n * p;
+    const int total = d.n * d.c * d.h * d.w;
+    for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < total; t += blockDim.x * gridDim.x) {
+        const int column = t % d.w, t1 = t / d.w;
+        const int row = t1 % d.h, t2 = t1 / d.h;
+        const int ch = t2 % d.c, i = t2 / d.c;
+        const float *base = col + (size_t)i * p;
+        float sum = 0.0f;
+        for (int ki = 0; ki < d.kh; ++ki) {
+            const int rr = row + d.pad_top - ki; // = r * sh
+            if (rr < 0 || (!UNIT && rr % d.sh)) continue;
+            const int r = UNIT ? rr : rr / d.sh;
+            if (r >= d.oh) continue;
+            for (int kj = 0; kj < d.kw; ++kj) {
+                const int cc = column + d.pad_left - kj; // = s * sw
+                if (cc < 0 || (!UNIT && cc % d.sw)) continue;
+                const int s = UNIT ? cc : cc / d.sw;
+                if (s >= d.ow) continue;
+                const int k = (ch * d.kh + ki) * d.kw + kj;
+                sum += base[(size_t)k * np + r * d.ow + s];
+            }
+        }
+        dx[t] = sum;
+    }
+}
+
 // y (n, f, P)[i, f, p] = t (f, n*P)[f, i*P + p] + b[f] (b may be NULL);
 // with RELU followed by the ReLU, y = max(t + b, 0), as activation.cu writes it
 template <bool RELU>
