@@ -131,6 +131,11 @@ typedef struct cnn_loss_desc {
     int n, k;
 } cnn_loss_desc;
 
+/* dense_loss_head: the most units it takes, and its workspace for a batch
+ * of n rows of k units (a counter, two doubles and k floats per row). */
+#define CNN_HEAD_MAX_OUT 64
+#define CNN_HEAD_WS_BYTES(n, k) (16 + 16 * (size_t)(n) + 4 * (size_t)(n) * (size_t)(k))
+
 /* Probabilities are clipped to [CNN_PROB_EPS, 1 - CNN_PROB_EPS], as Keras. */
 #define CNN_PROB_EPS 1e-7f
 
@@ -342,6 +347,34 @@ struct cnn_backend {
                                         int scale_n,
                                         float *dy,             /* (n, k) or NULL */
                                         float *sums);          /* (2), accumulated */
+
+    /* Optional (NULL: the Net runs the layers and the loss one by one): the
+     * last dense layer of a training step, the softmax after it (softmax =
+     * 1) and the loss, with their gradients, in one call. d: the loss
+     * (sparse or categorical CE, from_logits == !softmax), d->k the dense
+     * layer's units (at most CNN_HEAD_MAX_OUT). Writes z = x w + b and, with
+     * softmax, p = softmax(z); adds the loss and correct count to sums as
+     * loss_forward_backward does (for z as logits, or for p); overwrites dw
+     * and db (may be NULL) with the dense layer's gradients; and when dx is
+     * not NULL, dx = the gradient of the mean loss over scale_n samples
+     * with respect to x, or with relu, with respect to the input of the ReLU
+     * whose output x is (0 where x is not positive). ws: CNN_HEAD_WS_BYTES
+     * bytes, zero before the first call (each call leaves it so). */
+    cnn_status (*dense_loss_head)(cnn_ctx *ctx, const cnn_loss_desc *d, int in, int softmax,
+                                  int relu,
+                                  const float *x,        /* (n, in) */
+                                  const float *w,        /* (in, k) */
+                                  const float *b,        /* (k) or NULL */
+                                  const int32_t *labels, /* (n) or NULL */
+                                  const float *targets,  /* (n, k) or NULL */
+                                  int scale_n,
+                                  float *z,              /* (n, k) */
+                                  float *p,              /* (n, k), with softmax */
+                                  float *dw,             /* (in, k) */
+                                  float *db,             /* (k) or NULL */
+                                  float *dx,             /* (n, in) or NULL */
+                                  float *sums,           /* (2), accumulated */
+                                  void *ws);
 
     /* dst row i = src row order[*position + i] for i < count; rows of
      * row_bytes bytes; order and position are backend memory, position read

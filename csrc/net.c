@@ -105,6 +105,13 @@ struct cnn_net {
      * CNNCUDA_FUSE is "0" in the environment (read once, at creation) */
     int fuse_relu;
 
+    /* dense_loss_head where the engine has it (plan_head): the index of the
+     * last dense layer, or -1; whether a softmax layer follows it; whether
+     * the layer before it is a ReLU whose backward the head runs; its
+     * workspace. CNNCUDA_FUSE_HEAD=0 (or CNNCUDA_FUSE=0) turns it off. */
+    int head, head_softmax, head_relu;
+    void *head_ws;
+
     int counting;   /* net_alloc only adds up bytes in planned (cnn_net_create) */
     size_t planned;
 };
@@ -529,7 +536,8 @@ void cnn_net_destroy(cnn_net *net)
         void *blocks[] = {net->params, net->grads,  net->opt_m,  net->opt_v,   net->state,
                           net->x_stage, net->y_stage, net->grad_a, net->grad_b,
                           net->labels, net->targets, net->sums, net->run_sums,
-                          net->counters, net->data_x, net->data_labels, net->data_targets, net->order};
+                          net->counters, net->data_x, net->data_labels, net->data_targets, net->order,
+                          net->head_ws};
         for (size_t k = 0; k < sizeof blocks / sizeof blocks[0]; k++)
             if (blocks[k]) be->free(ctx, blocks[k]);
         if (net->x && net->x != net->x_stage) be->free(ctx, net->x);
@@ -539,6 +547,8 @@ void cnn_net_destroy(cnn_net *net)
     free(net->weights);
     free(net);
 }
+
+static void plan_head(cnn_net *net);
 
 static cnn_status validate_spec(const cnn_net_spec *spec)
 {
@@ -606,6 +616,7 @@ static cnn_status alloc_buffers(cnn_net *net, size_t largest)
     ALLOC(net->sums, 2 * F);
     ALLOC(net->run_sums, 2 * F);
     ALLOC(net->counters, CNN_COUNTERS * sizeof(int64_t));
+    if (net->head >= 0) ALLOC(net->head_ws, CNN_HEAD_WS_BYTES(mb, net->loss.k));
     for (int i = 0; i < net->n_layers; i++) {
         layer *L = &net->layers[i];
         ALLOC(L->y, mb * L->out_count * F);
@@ -698,6 +709,8 @@ cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn
     if ((st = backend->ctx_create(&net->ctx, num_threads, spec->device)) != CNN_OK) goto fail;
     net->ctx->allow_tf32 = spec->allow_tf32;
 
+    plan_head(net);
+
     /* every buffer, once. A first pass adds up the bytes: on a host engine
      * a network larger than the machine's memory is refused before anything
      * is allocated (Linux would hand the memory out, then kill the process
@@ -762,16 +775,43 @@ static int fusable_relu(const cnn_net *net, int i)
     return s->kind == CNN_LAYER_ACTIVATION && s->activation == CNN_ACT_RELU;
 }
 
-/* Forward of the n samples already in net->x; leaves the output in the last
- * layer's y. */
-static cnn_status forward_device(cnn_net *net, int n, int training)
+/* Whether a training step ends in the engine's dense_loss_head: the last
+ * layers are Dense (at most CNN_HEAD_MAX_OUT units) and, with a crossentropy
+ * on probabilities, a softmax; the loss is sparse or categorical
+ * crossentropy, on logits without the softmax layer. Sets net->head (the
+ * dense layer, or -1), head_softmax and head_relu (the layer before the
+ * dense one is a ReLU whose backward the head runs). */
+static void plan_head(cnn_net *net)
+{
+    net->head = -1;
+    net->head_softmax = net->head_relu = 0;
+    const char *env = getenv("CNNCUDA_FUSE_HEAD");
+    if (!net->be->dense_loss_head || !net->fuse_relu || (env && strcmp(env, "0") == 0)) return;
+    if (net->loss.kind != CNN_LOSS_SPARSE_CE && net->loss.kind != CNN_LOSS_CATEGORICAL_CE) return;
+    int h = net->n_layers - 1, softmax = 0;
+    const cnn_layer_spec *s = &net->layers[h].spec;
+    if (s->kind == CNN_LAYER_ACTIVATION && s->activation == CNN_ACT_SOFTMAX) {
+        softmax = 1;
+        h--;
+    }
+    if (h < 0 || net->layers[h].spec.kind != CNN_LAYER_DENSE) return;
+    if ((net->loss.from_logits != 0) == softmax) return;
+    if (net->layers[h].spec.units > CNN_HEAD_MAX_OUT) return;
+    net->head = h;
+    net->head_softmax = softmax;
+    net->head_relu = fusable_relu(net, h - 1);
+}
+
+/* Forward of the n samples already in net->x through layers [0, upto);
+ * leaves the output in layer upto - 1's y. */
+static cnn_status forward_device(cnn_net *net, int n, int training, int upto)
 {
     const cnn_backend *be = net->be;
     cnn_ctx *ctx = net->ctx;
     const float *in = net->x;
     net->last_n = 0; /* the activations a backward needs are being replaced */
     if (training) CNN_TRY(be->advance_counters(ctx, net->counters, 1, 0, 0));
-    for (int i = 0; i < net->n_layers; i++) {
+    for (int i = 0; i < upto; i++) {
         layer *L = &net->layers[i];
         const cnn_layer_spec *s = &L->spec;
         switch (s->kind) {
@@ -779,7 +819,7 @@ static cnn_status forward_device(cnn_net *net, int n, int training)
             cnn_conv_desc d = L->conv;
             d.n = n;
             const float *b = s->use_bias ? net->params + L->b_off : NULL;
-            if (be->conv2d_forward_relu && fusable_relu(net, i + 1)) { /* conv and the ReLU after it, into its output */
+            if (be->conv2d_forward_relu && i + 1 < upto && fusable_relu(net, i + 1)) { /* conv and the ReLU after it, into its output */
                 L = &net->layers[++i];
                 CNN_TRY(be->conv2d_forward_relu(ctx, &d, in, net->params + net->layers[i - 1].w_off,
                                                 b, L->y, net->layers[i - 1].ws));
@@ -836,16 +876,17 @@ static cnn_status forward_device(cnn_net *net, int n, int training)
     return CNN_OK;
 }
 
-/* Backward of the last training forward from dy in net->grad_a (internal
- * layout); fills the gradient block. When want_dx, returns through *dx_out the
+/* Backward of the last training forward through layers from, from - 1, ...,
+ * 0, from dy in net->grad_a (internal layout: the gradient of layer from's
+ * output); fills their gradients. When want_dx, returns through *dx_out the
  * buffer holding the input gradient (internal layout). */
-static cnn_status backward_device(cnn_net *net, int want_dx, float **dx_out)
+static cnn_status backward_device(cnn_net *net, int want_dx, float **dx_out, int from)
 {
     const cnn_backend *be = net->be;
     cnn_ctx *ctx = net->ctx;
     int n = net->last_n;
     float *dy = net->grad_a, *dx = net->grad_b;
-    for (int i = net->n_layers - 1; i >= 0; i--) {
+    for (int i = from; i >= 0; i--) {
         layer *L = &net->layers[i];
         const cnn_layer_spec *s = &L->spec;
         const float *in = i ? net->layers[i - 1].y : net->x;
@@ -973,11 +1014,42 @@ static cnn_status loss_device(cnn_net *net, int n, int want_grad)
                                           want_grad ? net->grad_a : NULL, net->sums);
 }
 
+/* A training step's forward, loss and backward of the n staged rows (labels
+ * or targets staged too): the loss and correct count added to sums, the
+ * gradient of the mean loss over scale_n rows in the gradient block. The
+ * last dense layer, softmax and loss in the engine's dense_loss_head where
+ * plan_head chose it, else layer by layer. */
+static cnn_status train_pass(cnn_net *net, int n, int scale_n, float *sums)
+{
+    const int sparse = net->loss.kind == CNN_LOSS_SPARSE_CE;
+    cnn_loss_desc d = net->loss;
+    d.n = n;
+    if (net->head < 0) {
+        CNN_TRY(forward_device(net, n, 1, net->n_layers));
+        CNN_TRY(net->be->loss_forward_backward(net->ctx, &d, net->layers[net->n_layers - 1].y,
+                                               sparse ? net->labels : NULL,
+                                               sparse ? NULL : net->targets, scale_n,
+                                               net->grad_a, sums));
+        return backward_device(net, 0, NULL, net->n_layers - 1);
+    }
+    const int h = net->head;
+    const int below = h - 1 - net->head_relu; /* the first layer the backward runs */
+    layer *L = &net->layers[h];
+    const float *b = L->spec.use_bias ? net->params + L->b_off : NULL;
+    CNN_TRY(forward_device(net, n, 1, h));
+    CNN_TRY(net->be->dense_loss_head(
+        net->ctx, &d, L->in_c, net->head_softmax, net->head_relu, h ? net->layers[h - 1].y : net->x,
+        net->params + L->w_off, b, sparse ? net->labels : NULL, sparse ? NULL : net->targets,
+        scale_n, L->y, net->head_softmax ? net->layers[h + 1].y : NULL, net->grads + L->w_off,
+        b ? net->grads + L->b_off : NULL, below >= 0 ? net->grad_a : NULL, sums, net->head_ws));
+    return backward_device(net, 0, NULL, below);
+}
+
 cnn_status cnn_net_forward(cnn_net *net, int n, const float *x_host, int training, float *y_host)
 {
     CNN_TRY(check_batch(net, n));
     CNN_TRY(stage_input(net, n, x_host));
-    CNN_TRY(forward_device(net, n, training));
+    CNN_TRY(forward_device(net, n, training, net->n_layers));
     if (!y_host) return CNN_OK;
     const layer *last = &net->layers[net->n_layers - 1];
     const float *y = last->y;
@@ -1009,7 +1081,7 @@ cnn_status cnn_net_backward(cnn_net *net, int n, const float *dy_host, float *dx
         CNN_TRY(net->be->upload(net->ctx, net->grad_a, dy_host, dy_bytes));
     }
     float *dx = NULL;
-    CNN_TRY(backward_device(net, dx_host != NULL, &dx));
+    CNN_TRY(backward_device(net, dx_host != NULL, &dx, net->n_layers - 1));
     if (!dx_host) return CNN_OK;
     size_t bytes = (size_t)n * net->in_count * sizeof(float);
     if (net->in_rank == 4) {
@@ -1028,10 +1100,8 @@ cnn_status cnn_net_compute_gradients(cnn_net *net, int n, const float *x_host,
     CNN_TRY(check_loss_ready(net));
     CNN_TRY(stage_input(net, n, x_host));
     CNN_TRY(stage_targets(net, n, labels_host, targets_host));
-    CNN_TRY(forward_device(net, n, 1));
     CNN_TRY(net->be->zero(net->ctx, net->sums, 2 * sizeof(float)));
-    CNN_TRY(loss_device(net, n, 1));
-    CNN_TRY(backward_device(net, 0, NULL));
+    CNN_TRY(train_pass(net, n, n, net->sums));
     float sums[2];
     CNN_TRY(net->be->download(net->ctx, sums, net->sums, sizeof sums));
     if (loss_sum) *loss_sum = sums[0];
@@ -1083,7 +1153,7 @@ cnn_status cnn_net_evaluate(cnn_net *net, long n, const float *x_host, const int
         CNN_TRY(stage_input(net, m, x_host + (size_t)start * net->in_count));
         CNN_TRY(stage_targets(net, m, sparse ? labels_host + start : NULL,
                               sparse ? NULL : targets_host + (size_t)start * net->loss.k));
-        CNN_TRY(forward_device(net, m, 0));
+        CNN_TRY(forward_device(net, m, 0, net->n_layers));
         CNN_TRY(net->be->zero(net->ctx, net->sums, 2 * sizeof(float)));
         CNN_TRY(loss_device(net, m, 0));
         float sums[2];
@@ -1232,14 +1302,7 @@ static cnn_status range_step(cnn_net *net, int m)
             CNN_TRY(be->gather_rows(net->ctx, order, at, mine,
                                     (size_t)net->loss.k * sizeof(float), net->data_targets,
                                     net->targets));
-        CNN_TRY(forward_device(net, mine, 1));
-        cnn_loss_desc d = net->loss;
-        d.n = mine;
-        CNN_TRY(be->loss_forward_backward(net->ctx, &d, net->layers[net->n_layers - 1].y,
-                                          sparse ? net->labels : NULL,
-                                          sparse ? NULL : net->targets, m, net->grad_a,
-                                          net->run_sums));
-        CNN_TRY(backward_device(net, 0, NULL));
+        CNN_TRY(train_pass(net, mine, m, net->run_sums));
     }
     net->row0 = 0;
     CNN_TRY(reduce_gradients(net));

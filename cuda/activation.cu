@@ -7,6 +7,7 @@
 // could otherwise fuse them into an FMA the cpu engine does not do.
 #include "cuda_common.cuh"
 #include "cuda_ops.h"
+#include "loss_rows.cuh" // sigmoid_f, softmax_row, softmax_backward_row
 
 #define ACT_WARPS 8 // warps (rows) per softmax block
 
@@ -15,28 +16,6 @@ static cnn_status check_dims(const char *what, int rows, int cols)
     if (rows < 0 || cols < 0)
         return cnn_set_error(CNN_ERR_VALUE, "%s: negative shape (%d, %d)", what, rows, cols);
     return CNN_OK;
-}
-
-static __device__ __forceinline__ float sigmoid_f(float v)
-{
-    if (v >= 0.0f) return 1.0f / (1.0f + expf(-v));
-    const float e = expf(v);
-    return e / (1.0f + e);
-}
-
-static __device__ __forceinline__ float warp_max(float v)
-{
-    for (int o = 16; o > 0; o >>= 1) {
-        const float u = __shfl_xor_sync(0xffffffffu, v, o);
-        v = u > v ? u : v;
-    }
-    return v;
-}
-
-static __device__ __forceinline__ double warp_sum(double v)
-{
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
 }
 
 // x (count) -> y (count); ACT is relu, sigmoid or tanh.
@@ -82,17 +61,8 @@ __global__ void softmax_forward_kernel(int rows, int cols, const float *x, float
     cnn_kernel_begin();
     const int lane = threadIdx.x & 31;
     const int warp = threadIdx.x >> 5;
-    for (int r = blockIdx.x * ACT_WARPS + warp; r < rows; r += gridDim.x * ACT_WARPS) {
-        const float *xr = x + (size_t)r * cols;
-        float *yr = y + (size_t)r * cols;
-        float m = -INFINITY;
-        for (int j = lane; j < cols; j += 32) m = xr[j] > m ? xr[j] : m;
-        m = warp_max(m);
-        double sum = 0.0;
-        for (int j = lane; j < cols; j += 32) sum += (double)expf(xr[j] - m);
-        const float s = (float)warp_sum(sum);
-        for (int j = lane; j < cols; j += 32) yr[j] = expf(xr[j] - m) / s;
-    }
+    for (int r = blockIdx.x * ACT_WARPS + warp; r < rows; r += gridDim.x * ACT_WARPS)
+        softmax_row(x + (size_t)r * cols, y + (size_t)r * cols, cols, lane);
 }
 
 // y (rows, cols) the forward's output, dy (rows, cols) -> dx (rows, cols):
@@ -103,15 +73,9 @@ __global__ void softmax_backward_kernel(int rows, int cols, const float *y, cons
     cnn_kernel_begin();
     const int lane = threadIdx.x & 31;
     const int warp = threadIdx.x >> 5;
-    for (int r = blockIdx.x * ACT_WARPS + warp; r < rows; r += gridDim.x * ACT_WARPS) {
-        const float *yr = y + (size_t)r * cols;
-        const float *gr = dy + (size_t)r * cols;
-        float *dr = dx + (size_t)r * cols;
-        double dot = 0.0;
-        for (int j = lane; j < cols; j += 32) dot += (double)gr[j] * (double)yr[j];
-        const float df = (float)warp_sum(dot);
-        for (int j = lane; j < cols; j += 32) dr[j] = yr[j] * (gr[j] - df);
-    }
+    for (int r = blockIdx.x * ACT_WARPS + warp; r < rows; r += gridDim.x * ACT_WARPS)
+        softmax_backward_row(y + (size_t)r * cols, dy + (size_t)r * cols, dx + (size_t)r * cols,
+                             cols, lane);
 }
 
 static unsigned softmax_blocks(int rows)

@@ -216,6 +216,7 @@ extern "C" const cnn_backend cnn_backend_cuda = {
     .batchnorm_forward_infer = cuda_batchnorm_forward_infer,
     .batchnorm_backward = cuda_batchnorm_backward,
     .loss_forward_backward = cuda_loss_forward_backward,
+    .dense_loss_head = cuda_dense_loss_head, // CNNCUDA_FUSE_HEAD=0: the Net runs them apart
     .gather_rows = cuda_gather_rows,
     .advance_counters = cuda_advance_counters,
     .adam_step = cuda_adam_step,

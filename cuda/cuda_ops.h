@@ -91,6 +91,11 @@ cnn_status cuda_batchnorm_backward(cnn_ctx *ctx, const cnn_bn_desc *d, const flo
 cnn_status cuda_loss_forward_backward(cnn_ctx *ctx, const cnn_loss_desc *d, const float *y,
                                      const int32_t *labels, const float *targets, int scale_n,
                                      float *dy, float *sums);
+cnn_status cuda_dense_loss_head(cnn_ctx *ctx, const cnn_loss_desc *d, int in, int softmax,
+                                int relu, const float *x, const float *w, const float *b,
+                                const int32_t *labels, const float *targets, int scale_n,
+                                float *z, float *p, float *dw, float *db, float *dx,
+                                float *sums, void *ws);
 
 /* gather.cu */
 cnn_status cuda_gather_rows(cnn_ctx *ctx, const int32_t *order, const int64_t *position,
