@@ -5,15 +5,17 @@
 // softmax backward, the weight and input gradients, the bias sums, the
 // ReLU's backward before the layer) on matrices of a few hundred numbers.
 //
-// head_forward_kernel: one block per sample row. Its warps take the classes
-// in turn: z_c = sum_j x_j w_jc (lanes over j, a fixed shuffle tree), + b_c.
+// head_forward_kernel: one block per sample row: z_c = sum_j x_j w_jc + b_c,
+// each thread summing its j (several loads in flight), then a fixed tree
+// over the threads (deterministic; not the SGEMM's order).
 // Then warp 0 runs the row pieces of loss_rows.cuh that loss.cu and the
 // softmax kernels run (the same bits from the same z): softmax, the loss and
 // its gradient, the softmax's backward, into dz (ws). Each row's loss and
 // correct count go to ws; the block that finishes last (an integer ticket)
 // adds them up in a fixed order and adds the totals to sums: deterministic,
 // no float atomics.
-// head_backward_kernel: one thread per input j: dw_jc = sum_r x_rj dz_rc and
+// head_backward_kernel: one thread per input j (rows of dz in shared
+// memory, the weight row in registers): dw_jc = sum_r x_rj dz_rc and
 // dx_rj = sum_c dz_rc w_jc, each a chain of fmaf in the order of the SGEMM's
 // k (the same bits as the GEMMs it replaces), then the ReLU's backward
 // (x > 0 ? dx : 0, as activation.cu); block 0 also sums the columns of dz
@@ -24,7 +26,8 @@
 
 #define HEAD_WARPS 4
 #define HEAD_THREADS (HEAD_WARPS * 32)
-#define HEAD_CHUNK 16 // classes per pass of head_backward_kernel's weight gradient
+#define HEAD_CHUNK 16 // classes per pass of the logits' sums; KC's step
+#define HEAD_ROWS 32  // rows of dz in shared memory at a time
 
 namespace {
 
@@ -49,17 +52,45 @@ head_forward_kernel(head_args h, const float *__restrict__ x, const float *__res
 {
     cnn_kernel_begin();
     __shared__ float zs[CNN_HEAD_MAX_OUT], ps[CNN_HEAD_MAX_OUT], gs[CNN_HEAD_MAX_OUT];
+    __shared__ float part[HEAD_CHUNK][HEAD_THREADS];
     __shared__ bool last;
     const int i = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int k = h.loss.k, n = h.loss.n, in = h.in;
     const float *xi = x + (size_t)i * in;
-    for (int c = warp; c < k; c += HEAD_WARPS) {
-        float acc = 0.0f;
-        for (int j = lane; j < in; j += 32) acc = fmaf(xi[j], w[(size_t)j * k + c], acc);
-        acc = warp_sum_float(acc);
-        if (lane == 0) zs[c] = b ? acc + b[c] : acc;
+    // z_c: each thread sums its inputs j = t, t + 128, ... (four loads in
+    // flight), then a fixed tree over the threads, HEAD_CHUNK classes a pass
+    for (int c0 = 0; c0 < k; c0 += HEAD_CHUNK) {
+        float acc[HEAD_CHUNK];
+#pragma unroll
+        for (int u = 0; u < HEAD_CHUNK; ++u) acc[u] = 0.0f;
+        for (int j0 = threadIdx.x; j0 < in; j0 += 4 * HEAD_THREADS) {
+            float xv[4];
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+                const int j = j0 + q * HEAD_THREADS;
+                xv[q] = j < in ? xi[j] : 0.0f;
+            }
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+                const int j = j0 + q * HEAD_THREADS;
+                if (j >= in) break;
+                const float *wj = w + (size_t)j * k + c0;
+#pragma unroll
+                for (int u = 0; u < HEAD_CHUNK; ++u)
+                    if (c0 + u < k) acc[u] = fmaf(xv[q], wj[u], acc[u]);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < HEAD_CHUNK; ++u) part[u][threadIdx.x] = acc[u];
+        __syncthreads();
+        // class c0 + u: warp u % HEAD_WARPS adds the 128 partial sums
+        for (int u = warp; u < HEAD_CHUNK && c0 + u < k; u += HEAD_WARPS) {
+            float v = part[u][lane] + part[u][lane + 32] + part[u][lane + 64] + part[u][lane + 96];
+            v = warp_sum_float(v);
+            if (lane == 0) zs[c0 + u] = b ? v + b[c0 + u] : v;
+        }
+        __syncthreads();
     }
-    __syncthreads();
     if (warp == 0) {
         for (int j = lane; j < k; j += 32) z[(size_t)i * k + j] = zs[j];
         float *g = dz + (size_t)i * k;
@@ -117,49 +148,62 @@ head_forward_kernel(head_args h, const float *__restrict__ x, const float *__res
     }
 }
 
+// KC: k rounded up to a multiple of HEAD_CHUNK (the weight row and the
+// weight gradient's sums in registers). Rows of dz go through shared memory
+// HEAD_ROWS at a time; x is read eight rows at a time (eight loads in flight).
+template <int KC>
 __global__ void __launch_bounds__(HEAD_THREADS)
 head_backward_kernel(head_args h, const float *__restrict__ x, const float *__restrict__ w,
                      const float *__restrict__ dz, float *__restrict__ dw,
                      float *__restrict__ db, float *__restrict__ dx)
 {
     cnn_kernel_begin();
-    __shared__ float wt[CNN_HEAD_MAX_OUT][HEAD_THREADS]; // wt[c][t] = w[j0 + t][c]
+    __shared__ float dzs[HEAD_ROWS][KC];
     const int k = h.loss.k, n = h.loss.n, in = h.in;
     const int t = threadIdx.x, j = blockIdx.x * HEAD_THREADS + t;
-    if (blockIdx.x == 0 && db)
-        for (int c = t; c < k; c += HEAD_THREADS) {
-            float s = 0.0f;
-            for (int r = 0; r < n; ++r) s += dz[(size_t)r * k + c];
-            db[c] = s;
-        }
-    if (dx) {
-        for (int c = 0; c < k; ++c) wt[c][t] = j < in ? w[(size_t)j * k + c] : 0.0f;
+    const bool mine = j < in, sums_db = blockIdx.x == 0 && db && t < k;
+    float wr[KC], acc[KC], dbs = 0.0f;
+#pragma unroll
+    for (int c = 0; c < KC; ++c) {
+        wr[c] = dx && mine && c < k ? w[(size_t)j * k + c] : 0.0f;
+        acc[c] = 0.0f;
+    }
+    for (int r0 = 0; r0 < n; r0 += HEAD_ROWS) {
+        const int rows = min(HEAD_ROWS, n - r0);
+        __syncthreads(); // the previous rows are no longer read
+        for (int e = t; e < rows * k; e += HEAD_THREADS)
+            dzs[e / k][e % k] = dz[(size_t)r0 * k + e];
         __syncthreads();
-    }
-    if (j >= in) return;
-    for (int c0 = 0; c0 < k; c0 += HEAD_CHUNK) {
-        float acc[HEAD_CHUNK];
+        if (sums_db)
+            for (int r = 0; r < rows; ++r) dbs += dzs[r][t];
+        if (!mine) continue;
+        for (int rr = 0; rr < rows; rr += 8) {
+            float xv[8];
 #pragma unroll
-        for (int u = 0; u < HEAD_CHUNK; ++u) acc[u] = 0.0f;
-        for (int r = 0; r < n; ++r) {
-            const float xv = x[(size_t)r * in + j];
-            const float *dzr = dz + (size_t)r * k + c0;
+            for (int q = 0; q < 8; ++q)
+                xv[q] = rr + q < rows ? x[(size_t)(r0 + rr + q) * in + j] : 0.0f;
 #pragma unroll
-            for (int u = 0; u < HEAD_CHUNK; ++u)
-                if (c0 + u < k) acc[u] = fmaf(xv, dzr[u], acc[u]);
+            for (int q = 0; q < 8; ++q) {
+                if (rr + q >= rows) break;
+                const float *g = dzs[rr + q];
+#pragma unroll
+                for (int c = 0; c < KC; ++c)
+                    if (c < k) acc[c] = fmaf(xv[q], g[c], acc[c]);
+                if (dx) {
+                    float v = 0.0f;
+#pragma unroll
+                    for (int c = 0; c < KC; ++c)
+                        if (c < k) v = fmaf(g[c], wr[c], v);
+                    dx[(size_t)(r0 + rr + q) * in + j] = h.relu && !(xv[q] > 0.0f) ? 0.0f : v;
+                }
+            }
         }
+    }
+    if (sums_db) db[t] = dbs;
+    if (!mine) return;
 #pragma unroll
-        for (int u = 0; u < HEAD_CHUNK; ++u)
-            if (c0 + u < k) dw[(size_t)j * k + c0 + u] = acc[u];
-    }
-    if (!dx) return;
-    for (int r = 0; r < n; ++r) {
-        const float *dzr = dz + (size_t)r * k;
-        float acc = 0.0f;
-        for (int c = 0; c < k; ++c) acc = fmaf(dzr[c], wt[c][t], acc);
-        const size_t o = (size_t)r * in + j;
-        dx[o] = h.relu && !(x[o] > 0.0f) ? 0.0f : acc;
-    }
+    for (int c = 0; c < KC; ++c)
+        if (c < k) dw[(size_t)j * k + c] = acc[c];
 }
 
 } // namespace
@@ -212,8 +256,15 @@ cnn_status cuda_dense_loss_head(cnn_ctx *ctx, const cnn_loss_desc *d, int in, in
     head_forward_kernel<<<n, HEAD_THREADS, 0, st>>>(h, x, w, b, labels, targets, z, p, dz, rows,
                                                    ticket, sums);
     CNN_CUDA_LAUNCHED("dense_loss_head forward");
-    head_backward_kernel<<<(in + HEAD_THREADS - 1) / HEAD_THREADS, HEAD_THREADS, 0, st>>>(
-        h, x, w, dz, dw, db, dx);
+    const unsigned blocks = (unsigned)((in + HEAD_THREADS - 1) / HEAD_THREADS);
+    if (k <= 16)
+        head_backward_kernel<16><<<blocks, HEAD_THREADS, 0, st>>>(h, x, w, dz, dw, db, dx);
+    else if (k <= 32)
+        head_backward_kernel<32><<<blocks, HEAD_THREADS, 0, st>>>(h, x, w, dz, dw, db, dx);
+    else if (k <= 48)
+        head_backward_kernel<48><<<blocks, HEAD_THREADS, 0, st>>>(h, x, w, dz, dw, db, dx);
+    else
+        head_backward_kernel<64><<<blocks, HEAD_THREADS, 0, st>>>(h, x, w, dz, dw, db, dx);
     CNN_CUDA_LAUNCHED("dense_loss_head backward");
     return CNN_OK;
 }
