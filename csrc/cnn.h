@@ -132,9 +132,9 @@ typedef struct cnn_loss_desc {
 } cnn_loss_desc;
 
 /* dense_loss_head: the most units it takes, and its workspace for a batch
- * of n rows of k units (a counter, two doubles and k floats per row). */
+ * of n rows of k units (two doubles and k floats per row). */
 #define CNN_HEAD_MAX_OUT 64
-#define CNN_HEAD_WS_BYTES(n, k) (16 + 16 * (size_t)(n) + 4 * (size_t)(n) * (size_t)(k))
+#define CNN_HEAD_WS_BYTES(n, k) (16 * (size_t)(n) + 4 * (size_t)(n) * (size_t)(k))
 
 /* Probabilities are clipped to [CNN_PROB_EPS, 1 - CNN_PROB_EPS], as Keras. */
 #define CNN_PROB_EPS 1e-7f
@@ -359,7 +359,7 @@ struct cnn_backend {
      * not NULL, dx = the gradient of the mean loss over scale_n samples
      * with respect to x, or with relu, with respect to the input of the ReLU
      * whose output x is (0 where x is not positive). ws: CNN_HEAD_WS_BYTES
-     * bytes, zero before the first call (each call leaves it so). */
+     * bytes (the rows' losses and the loss gradient, between its kernels). */
     cnn_status (*dense_loss_head)(cnn_ctx *ctx, const cnn_loss_desc *d, int in, int softmax,
                                   int relu,
                                   const float *x,        /* (n, in) */

@@ -11,23 +11,16 @@
 // Then warp 0 runs the row pieces of loss_rows.cuh that loss.cu and the
 // softmax kernels run (the same bits from the same z): softmax, the loss and
 // its gradient, the softmax's backward, into dz (ws). Each row's loss and
-// correct count go to ws; the block that finishes last (an integer ticket)
-// adds them up in a fixed order and adds the totals to sums: deterministic,
-// no float atomics.
-// head_backward_kernel: one thread per input j (rows of dz in shared
-// memory, the weight row in registers): dw_jc = sum_r x_rj dz_rc and
-// dx_rj = sum_c dz_rc w_jc, each a chain of fmaf in the order of the SGEMM's
-// k (the same bits as the GEMMs it replaces), then the ReLU's backward
-// (x > 0 ? dx : 0, as activation.cu); block 0 also sums the columns of dz
-// into db.
+// correct count go to ws too.
+// head_backward_kernel: the weight, input and bias gradients, and the loss
+// sums added up in a fixed order (deterministic, no float atomics).
 #include "cuda_common.cuh"
 #include "cuda_ops.h"
 #include "loss_rows.cuh"
 
 #define HEAD_WARPS 4
 #define HEAD_THREADS (HEAD_WARPS * 32)
-#define HEAD_CHUNK 16 // classes per pass of the logits' sums; KC's step
-#define HEAD_ROWS 32  // rows of dz in shared memory at a time
+#define HEAD_CHUNK 16 // classes per pass of the logits' sums
 
 namespace {
 
@@ -47,13 +40,11 @@ __global__ void __launch_bounds__(HEAD_THREADS)
 head_forward_kernel(head_args h, const float *__restrict__ x, const float *__restrict__ w,
                     const float *__restrict__ b, const int32_t *__restrict__ labels,
                     const float *__restrict__ targets, float *__restrict__ z,
-                    float *__restrict__ p, float *__restrict__ dz, double *rows,
-                    unsigned *ticket, float *sums)
+                    float *__restrict__ p, float *__restrict__ dz, double *__restrict__ rows)
 {
     cnn_kernel_begin();
     __shared__ float zs[CNN_HEAD_MAX_OUT], ps[CNN_HEAD_MAX_OUT], gs[CNN_HEAD_MAX_OUT];
     __shared__ float part[HEAD_CHUNK][HEAD_THREADS];
-    __shared__ bool last;
     const int i = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int k = h.loss.k, n = h.loss.n, in = h.in;
     const float *xi = x + (size_t)i * in;
@@ -125,85 +116,87 @@ head_forward_kernel(head_args h, const float *__restrict__ x, const float *__res
             rows[n + i] = correct;
         }
     }
-    // the last block to get here adds every row, in order
-    if (threadIdx.x == 0) {
-        __threadfence(); // this block's rows are visible before its ticket
-        last = atomicAdd(ticket, 1u) == (unsigned)n - 1u;
-    }
-    __syncthreads();
-    if (last && warp == 0) {
-        __threadfence();
-        double l = 0.0, c = 0.0;
-        for (int r = lane; r < n; r += 32) {
-            l += __ldcg(&rows[r]);
-            c += __ldcg(&rows[n + r]);
-        }
-        l = warp_sum(l);
-        c = warp_sum(c);
-        if (lane == 0) {
-            sums[0] += (float)l;
-            sums[1] += (float)c;
-            *ticket = 0u; // ready for the next call (and the next replay)
-        }
-    }
 }
 
-// KC: k rounded up to a multiple of HEAD_CHUNK (the weight row and the
-// weight gradient's sums in registers). Rows of dz go through shared memory
-// HEAD_ROWS at a time; x is read eight rows at a time (eight loads in flight).
-template <int KC>
+// Three kinds of threads, so that no thread runs a long chain (at batch 32
+// one thread per input j took 13 us for cifar's 64 x 10 layer: a block of
+// dependent steps): blocks [0, dw_blocks) one thread per weight (j, c):
+// dw_jc = sum_r x_rj dz_rc; then, when dx is wanted, one thread per input
+// element (r, j): dx_rj = sum_c dz_rc w_jc (then x > 0 ? dx : 0 with relu, as
+// activation.cu); the last block one thread per class: db_c = sum_r dz_rc,
+// and thread 0 also adds the rows' losses and correct counts (rows, in
+// order) to sums. Each sum is a chain of fmaf in the order of the SGEMM's k
+// (the same bits as the GEMMs it replaces).
 __global__ void __launch_bounds__(HEAD_THREADS)
-head_backward_kernel(head_args h, const float *__restrict__ x, const float *__restrict__ w,
-                     const float *__restrict__ dz, float *__restrict__ dw,
-                     float *__restrict__ db, float *__restrict__ dx)
+head_backward_kernel(head_args h, int dw_blocks, int dx_blocks, const float *__restrict__ x,
+                     const float *__restrict__ w, const float *__restrict__ dz,
+                     const double *__restrict__ rows, float *__restrict__ dw,
+                     float *__restrict__ db, float *__restrict__ dx, float *sums)
 {
     cnn_kernel_begin();
-    __shared__ float dzs[HEAD_ROWS][KC];
     const int k = h.loss.k, n = h.loss.n, in = h.in;
-    const int t = threadIdx.x, j = blockIdx.x * HEAD_THREADS + t;
-    const bool mine = j < in, sums_db = blockIdx.x == 0 && db && t < k;
-    float wr[KC], acc[KC], dbs = 0.0f;
-#pragma unroll
-    for (int c = 0; c < KC; ++c) {
-        wr[c] = dx && mine && c < k ? w[(size_t)j * k + c] : 0.0f;
-        acc[c] = 0.0f;
-    }
-    for (int r0 = 0; r0 < n; r0 += HEAD_ROWS) {
-        const int rows = min(HEAD_ROWS, n - r0);
-        __syncthreads(); // the previous rows are no longer read
-        for (int e = t; e < rows * k; e += HEAD_THREADS)
-            dzs[e / k][e % k] = dz[(size_t)r0 * k + e];
-        __syncthreads();
-        if (sums_db)
-            for (int r = 0; r < rows; ++r) dbs += dzs[r][t];
-        if (!mine) continue;
-        for (int rr = 0; rr < rows; rr += 8) {
-            float xv[8];
-#pragma unroll
-            for (int q = 0; q < 8; ++q)
-                xv[q] = rr + q < rows ? x[(size_t)(r0 + rr + q) * in + j] : 0.0f;
+    const int block = blockIdx.x, t = threadIdx.x;
+    if (block < dw_blocks) {
+        const long long e = (long long)block * HEAD_THREADS + t;
+        if (e >= (long long)in * k) return;
+        const int j = (int)(e / k), c = (int)(e - (long long)j * k);
+        float acc = 0.0f;
+        for (int r0 = 0; r0 < n; r0 += 8) {
+            float xv[8], g[8];
 #pragma unroll
             for (int q = 0; q < 8; ++q) {
-                if (rr + q >= rows) break;
-                const float *g = dzs[rr + q];
-#pragma unroll
-                for (int c = 0; c < KC; ++c)
-                    if (c < k) acc[c] = fmaf(xv[q], g[c], acc[c]);
-                if (dx) {
-                    float v = 0.0f;
-#pragma unroll
-                    for (int c = 0; c < KC; ++c)
-                        if (c < k) v = fmaf(g[c], wr[c], v);
-                    dx[(size_t)(r0 + rr + q) * in + j] = h.relu && !(xv[q] > 0.0f) ? 0.0f : v;
-                }
+                const bool ok = r0 + q < n;
+                xv[q] = ok ? x[(size_t)(r0 + q) * in + j] : 0.0f;
+                g[q] = ok ? dz[(size_t)(r0 + q) * k + c] : 0.0f;
             }
+#pragma unroll
+            for (int q = 0; q < 8; ++q)
+                if (r0 + q < n) acc = fmaf(xv[q], g[q], acc);
+        }
+        dw[e] = acc;
+        return;
+    }
+    if (block < dw_blocks + dx_blocks) {
+        const long long e = (long long)(block - dw_blocks) * HEAD_THREADS + t;
+        if (e >= (long long)n * in) return;
+        const int r = (int)(e / in), j = (int)(e - (long long)r * in);
+        const float *g = dz + (size_t)r * k, *wj = w + (size_t)j * k;
+        float v = 0.0f;
+        for (int c0 = 0; c0 < k; c0 += 8) {
+            float gv[8], wv[8];
+#pragma unroll
+            for (int q = 0; q < 8; ++q) {
+                const bool ok = c0 + q < k;
+                gv[q] = ok ? g[c0 + q] : 0.0f;
+                wv[q] = ok ? wj[c0 + q] : 0.0f;
+            }
+#pragma unroll
+            for (int q = 0; q < 8; ++q)
+                if (c0 + q < k) v = fmaf(gv[q], wv[q], v);
+        }
+        dx[e] = h.relu && !(x[e] > 0.0f) ? 0.0f : v;
+        return;
+    }
+    // the last block: the bias gradient and the loss sums
+    if (db)
+        for (int c = t; c < k; c += HEAD_THREADS) {
+            float s = 0.0f;
+            for (int r = 0; r < n; ++r) s += dz[(size_t)r * k + c];
+            db[c] = s;
+        }
+    if (t < 32) {
+        double l = 0.0, cc = 0.0;
+        for (int r = t; r < n; r += 32) {
+            l += rows[r];
+            cc += rows[n + r];
+        }
+        l = warp_sum(l);
+        cc = warp_sum(cc);
+        if (t == 0) {
+            sums[0] += (float)l;
+            sums[1] += (float)cc;
         }
     }
-    if (sums_db) db[t] = dbs;
-    if (!mine) return;
-#pragma unroll
-    for (int c = 0; c < KC; ++c)
-        if (c < k) dw[(size_t)j * k + c] = acc[c];
 }
 
 } // namespace
@@ -250,21 +243,16 @@ cnn_status cuda_dense_loss_head(cnn_ctx *ctx, const cnn_loss_desc *d, int in, in
     h.in = in;
     h.softmax = softmax != 0;
     h.relu = relu != 0;
-    unsigned *ticket = (unsigned *)ws;
-    double *rows = (double *)((char *)ws + 16);
+    double *rows = (double *)ws;
     float *dz = (float *)(rows + 2 * (size_t)n);
-    head_forward_kernel<<<n, HEAD_THREADS, 0, st>>>(h, x, w, b, labels, targets, z, p, dz, rows,
-                                                   ticket, sums);
+    head_forward_kernel<<<n, HEAD_THREADS, 0, st>>>(h, x, w, b, labels, targets, z, p, dz, rows);
     CNN_CUDA_LAUNCHED("dense_loss_head forward");
-    const unsigned blocks = (unsigned)((in + HEAD_THREADS - 1) / HEAD_THREADS);
-    if (k <= 16)
-        head_backward_kernel<16><<<blocks, HEAD_THREADS, 0, st>>>(h, x, w, dz, dw, db, dx);
-    else if (k <= 32)
-        head_backward_kernel<32><<<blocks, HEAD_THREADS, 0, st>>>(h, x, w, dz, dw, db, dx);
-    else if (k <= 48)
-        head_backward_kernel<48><<<blocks, HEAD_THREADS, 0, st>>>(h, x, w, dz, dw, db, dx);
-    else
-        head_backward_kernel<64><<<blocks, HEAD_THREADS, 0, st>>>(h, x, w, dz, dw, db, dx);
+    const long long dw_blocks = ((long long)in * k + HEAD_THREADS - 1) / HEAD_THREADS;
+    const long long dx_blocks = dx ? ((long long)n * in + HEAD_THREADS - 1) / HEAD_THREADS : 0;
+    if (dw_blocks + dx_blocks + 1 > INT32_MAX)
+        return cnn_set_error(CNN_ERR_VALUE, "dense_loss_head: %d x %d inputs are too many", n, in);
+    head_backward_kernel<<<(unsigned)(dw_blocks + dx_blocks + 1), HEAD_THREADS, 0, st>>>(
+        h, (int)dw_blocks, (int)dx_blocks, x, w, dz, rows, dw, db, dx, sums);
     CNN_CUDA_LAUNCHED("dense_loss_head backward");
     return CNN_OK;
 }
