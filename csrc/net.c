@@ -61,6 +61,8 @@ struct cnn_net {
     float *params, *grads, *opt_m, *opt_v, *state;
     float *x_stage;  /* (max_batch, in_count), the user's layout */
     float *x;        /* (max_batch, in_count), NCHW; == x_stage for (N, F) */
+    int transpose_in; /* the input's NHWC and NCHW differ (images of more than
+                         one channel and pixel): x_stage is transposed into x */
     float *y_stage;  /* (max_batch, max of in/out count), Keras layout */
     float *grad_a, *grad_b; /* (max_batch, largest activation) */
     int32_t *labels; /* (max_batch) */
@@ -70,7 +72,8 @@ struct cnn_net {
 
     /* resident training data (set_data) and an epoch's order (set_order) */
     long data_n, order_n;
-    float *data_x;         /* (data_n, in_count), the user's layout */
+    float *data_x;         /* (data_n, in_count), NCHW (the layout inside, so
+                              that a step gathers straight into x) */
     int32_t *data_labels;  /* (data_n) for sparse losses */
     float *data_targets;   /* (data_n, k) otherwise */
     int32_t *order;        /* (order_n) indices into the data */
@@ -104,6 +107,11 @@ struct cnn_net {
     /* ReLU fusion where the engine has the entry (fusable_relu): on unless
      * CNNCUDA_FUSE is "0" in the environment (read once, at creation) */
     int fuse_relu;
+    /* the softmax of the last layer run inside the loss where the engine has
+     * softmax_loss_forward_backward (fused_softmax_loss): on unless
+     * CNNCUDA_FUSE_SOFTMAX is "0" (read once, at creation). Not the same
+     * bits as apart: the gradient is formed in one expression. */
+    int fuse_softmax;
 
     int counting;   /* net_alloc only adds up bytes in planned (cnn_net_create) */
     size_t planned;
@@ -593,10 +601,10 @@ static cnn_status alloc_buffers(cnn_net *net, size_t largest)
     }
     ALLOC(net->state, net->n_state * F);
     ALLOC(net->x_stage, mb * net->in_count * F);
-    if (net->in_rank == 4) {
+    if (net->transpose_in) {
         ALLOC(net->x, mb * net->in_count * F);
     } else {
-        net->x = net->x_stage;
+        net->x = net->x_stage; /* the same bytes in either layout */
     }
     ALLOC(net->y_stage, mb * largest * F);
     ALLOC(net->grad_a, mb * largest * F);
@@ -645,6 +653,8 @@ cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn
     {
         const char *fuse = getenv("CNNCUDA_FUSE");
         net->fuse_relu = !(fuse && strcmp(fuse, "0") == 0);
+        const char *fuse_softmax = getenv("CNNCUDA_FUSE_SOFTMAX");
+        net->fuse_softmax = !(fuse_softmax && strcmp(fuse_softmax, "0") == 0);
     }
     net->n_layers = spec->n_layers;
     net->max_batch = spec->max_batch;
@@ -662,6 +672,7 @@ cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn
         goto fail;
     }
     net->in_count = (size_t)net->in_h * net->in_w * net->in_c;
+    net->transpose_in = net->in_rank == 4 && net->in_c > 1 && (size_t)net->in_h * net->in_w > 1;
     net->layers = calloc((size_t)spec->n_layers, sizeof *net->layers);
     net->weights = calloc(4 * (size_t)spec->n_layers, sizeof *net->weights);
     if (!net->layers || !net->weights) {
@@ -762,16 +773,32 @@ static int fusable_relu(const cnn_net *net, int i)
     return s->kind == CNN_LAYER_ACTIVATION && s->activation == CNN_ACT_RELU;
 }
 
-/* Forward of the n samples already in net->x; leaves the output in the last
- * layer's y. */
-static cnn_status forward_device(cnn_net *net, int n, int training)
+/* Whether the last layer's softmax runs inside the loss of a training step
+ * (cnn.h: softmax_loss_forward_backward): a softmax as the last layer, a
+ * sparse or categorical cross-entropy from probabilities, and the engine has
+ * the entry. The softmax's output is written as usual. CNNCUDA_FUSE_SOFTMAX=0
+ * turns it off. */
+static int fused_softmax_loss(const cnn_net *net)
+{
+    const cnn_layer_spec *s = &net->layers[net->n_layers - 1].spec;
+    return net->fuse_softmax && net->be->softmax_loss_forward_backward &&
+           s->kind == CNN_LAYER_ACTIVATION && s->activation == CNN_ACT_SOFTMAX &&
+           !net->loss.from_logits &&
+           (net->loss.kind == CNN_LOSS_SPARSE_CE || net->loss.kind == CNN_LOSS_CATEGORICAL_CE);
+}
+
+/* Forward of the n samples already in net->x through layers [0, top);
+ * leaves the output in layer top - 1's y. A training forward moves the
+ * engine's forward counter on, unless `counted` (the step's gather_batch
+ * has). */
+static cnn_status forward_device(cnn_net *net, int n, int training, int counted, int top)
 {
     const cnn_backend *be = net->be;
     cnn_ctx *ctx = net->ctx;
     const float *in = net->x;
     net->last_n = 0; /* the activations a backward needs are being replaced */
-    if (training) CNN_TRY(be->advance_counters(ctx, net->counters, 1, 0, 0));
-    for (int i = 0; i < net->n_layers; i++) {
+    if (training && !counted) CNN_TRY(be->advance_counters(ctx, net->counters, 1, 0, 0));
+    for (int i = 0; i < top; i++) {
         layer *L = &net->layers[i];
         const cnn_layer_spec *s = &L->spec;
         switch (s->kind) {
@@ -779,7 +806,7 @@ static cnn_status forward_device(cnn_net *net, int n, int training)
             cnn_conv_desc d = L->conv;
             d.n = n;
             const float *b = s->use_bias ? net->params + L->b_off : NULL;
-            if (be->conv2d_forward_relu && fusable_relu(net, i + 1)) { /* conv and the ReLU after it, into its output */
+            if (be->conv2d_forward_relu && i + 1 < top && fusable_relu(net, i + 1)) { /* conv and the ReLU after it, into its output */
                 L = &net->layers[++i];
                 CNN_TRY(be->conv2d_forward_relu(ctx, &d, in, net->params + net->layers[i - 1].w_off,
                                                 b, L->y, net->layers[i - 1].ws));
@@ -836,16 +863,17 @@ static cnn_status forward_device(cnn_net *net, int n, int training)
     return CNN_OK;
 }
 
-/* Backward of the last training forward from dy in net->grad_a (internal
- * layout); fills the gradient block. When want_dx, returns through *dx_out the
+/* Backward of the last training forward through layers top, ..., 0 from
+ * the gradient of layer top's output in net->grad_a (internal layout);
+ * fills the gradient block. When want_dx, returns through *dx_out the
  * buffer holding the input gradient (internal layout). */
-static cnn_status backward_device(cnn_net *net, int want_dx, float **dx_out)
+static cnn_status backward_device(cnn_net *net, int top, int want_dx, float **dx_out)
 {
     const cnn_backend *be = net->be;
     cnn_ctx *ctx = net->ctx;
     int n = net->last_n;
     float *dy = net->grad_a, *dx = net->grad_b;
-    for (int i = net->n_layers - 1; i >= 0; i--) {
+    for (int i = top; i >= 0; i--) {
         layer *L = &net->layers[i];
         const cnn_layer_spec *s = &L->spec;
         const float *in = i ? net->layers[i - 1].y : net->x;
@@ -919,13 +947,15 @@ static cnn_status backward_device(cnn_net *net, int want_dx, float **dx_out)
     return CNN_OK;
 }
 
+/* The user's NHWC batch into net->x (NCHW): uploaded and transposed, or
+ * uploaded there directly where the two layouts are the same bytes. */
 static cnn_status stage_input(cnn_net *net, int n, const float *x_host)
 {
-    CNN_TRY(net->be->upload(net->ctx, net->x_stage, x_host, (size_t)n * net->in_count * sizeof(float)));
-    if (net->in_rank == 4)
-        CNN_TRY(net->be->nchw_from_nhwc(net->ctx, n, net->in_h, net->in_w, net->in_c, net->x_stage,
-                                        net->x));
-    return CNN_OK;
+    const size_t bytes = (size_t)n * net->in_count * sizeof(float);
+    if (!net->transpose_in) return net->be->upload(net->ctx, net->x, x_host, bytes);
+    CNN_TRY(net->be->upload(net->ctx, net->x_stage, x_host, bytes));
+    return net->be->nchw_from_nhwc(net->ctx, n, net->in_h, net->in_w, net->in_c, net->x_stage,
+                                   net->x);
 }
 
 static cnn_status stage_targets(cnn_net *net, int n, const int32_t *labels_host,
@@ -973,11 +1003,39 @@ static cnn_status loss_device(cnn_net *net, int n, int want_grad)
                                           want_grad ? net->grad_a : NULL, net->sums);
 }
 
+/* A training forward, the loss (added to `sums`, its gradient that of the
+ * mean over scale_n samples) and the backward, of the n samples in net->x
+ * against the staged targets. `counted`: the step's gather_batch has moved
+ * the engine's forward counter on. Where the last layer's softmax is fused
+ * into the loss, the forward stops before it and the backward starts below
+ * it. */
+static cnn_status train_pass(cnn_net *net, int n, int scale_n, int counted, float *sums)
+{
+    const int fused = fused_softmax_loss(net);
+    const int top = net->n_layers - fused; /* the layers the forward runs */
+    CNN_TRY(forward_device(net, n, 1, counted, top));
+    cnn_loss_desc d = net->loss;
+    d.n = n;
+    const int sparse = d.kind == CNN_LOSS_SPARSE_CE;
+    const int32_t *labels = sparse ? net->labels : NULL;
+    const float *targets = sparse ? NULL : net->targets;
+    float *last_y = net->layers[net->n_layers - 1].y;
+    if (fused) {
+        const float *x = net->n_layers > 1 ? net->layers[net->n_layers - 2].y : net->x;
+        CNN_TRY(net->be->softmax_loss_forward_backward(net->ctx, &d, x, last_y, labels, targets,
+                                                       scale_n, net->grad_a, sums));
+    } else {
+        CNN_TRY(net->be->loss_forward_backward(net->ctx, &d, last_y, labels, targets, scale_n,
+                                               net->grad_a, sums));
+    }
+    return backward_device(net, top - 1, 0, NULL);
+}
+
 cnn_status cnn_net_forward(cnn_net *net, int n, const float *x_host, int training, float *y_host)
 {
     CNN_TRY(check_batch(net, n));
     CNN_TRY(stage_input(net, n, x_host));
-    CNN_TRY(forward_device(net, n, training));
+    CNN_TRY(forward_device(net, n, training, 0, net->n_layers));
     if (!y_host) return CNN_OK;
     const layer *last = &net->layers[net->n_layers - 1];
     const float *y = last->y;
@@ -1009,7 +1067,7 @@ cnn_status cnn_net_backward(cnn_net *net, int n, const float *dy_host, float *dx
         CNN_TRY(net->be->upload(net->ctx, net->grad_a, dy_host, dy_bytes));
     }
     float *dx = NULL;
-    CNN_TRY(backward_device(net, dx_host != NULL, &dx));
+    CNN_TRY(backward_device(net, net->n_layers - 1, dx_host != NULL, &dx));
     if (!dx_host) return CNN_OK;
     size_t bytes = (size_t)n * net->in_count * sizeof(float);
     if (net->in_rank == 4) {
@@ -1028,10 +1086,8 @@ cnn_status cnn_net_compute_gradients(cnn_net *net, int n, const float *x_host,
     CNN_TRY(check_loss_ready(net));
     CNN_TRY(stage_input(net, n, x_host));
     CNN_TRY(stage_targets(net, n, labels_host, targets_host));
-    CNN_TRY(forward_device(net, n, 1));
     CNN_TRY(net->be->zero(net->ctx, net->sums, 2 * sizeof(float)));
-    CNN_TRY(loss_device(net, n, 1));
-    CNN_TRY(backward_device(net, 0, NULL));
+    CNN_TRY(train_pass(net, n, n, 0, net->sums));
     float sums[2];
     CNN_TRY(net->be->download(net->ctx, sums, net->sums, sizeof sums));
     if (loss_sum) *loss_sum = sums[0];
@@ -1039,10 +1095,11 @@ cnn_status cnn_net_compute_gradients(cnn_net *net, int n, const float *x_host,
     return CNN_OK;
 }
 
-/* One optimizer step; also moves the resident-data position on by `rows`. */
-static cnn_status optimizer_step(cnn_net *net, long rows)
+/* One optimizer step; also moves the resident-data position on by `rows`,
+ * unless `counted` (the step's gather_batch has moved the counters on). */
+static cnn_status optimizer_step(cnn_net *net, long rows, int counted)
 {
-    CNN_TRY(net->be->advance_counters(net->ctx, net->counters, 0, 1, rows));
+    if (!counted) CNN_TRY(net->be->advance_counters(net->ctx, net->counters, 0, 1, rows));
     net->steps++;
     if (net->opt.kind == CNN_OPT_ADAM)
         return net->be->adam_step(net->ctx, &net->opt, net->counters + CNN_COUNT_STEPS,
@@ -1057,7 +1114,7 @@ static cnn_status refuse_replica(const cnn_net *net, const char *what);
 cnn_status cnn_net_apply_gradients(cnn_net *net)
 {
     if (net->comm) return refuse_replica(net, "apply_gradients");
-    return optimizer_step(net, 0);
+    return optimizer_step(net, 0, 0);
 }
 
 cnn_status cnn_net_train_batch(cnn_net *net, int n, const float *x_host,
@@ -1083,7 +1140,7 @@ cnn_status cnn_net_evaluate(cnn_net *net, long n, const float *x_host, const int
         CNN_TRY(stage_input(net, m, x_host + (size_t)start * net->in_count));
         CNN_TRY(stage_targets(net, m, sparse ? labels_host + start : NULL,
                               sparse ? NULL : targets_host + (size_t)start * net->loss.k));
-        CNN_TRY(forward_device(net, m, 0));
+        CNN_TRY(forward_device(net, m, 0, 0, net->n_layers));
         CNN_TRY(net->be->zero(net->ctx, net->sums, 2 * sizeof(float)));
         CNN_TRY(loss_device(net, m, 0));
         float sums[2];
@@ -1128,6 +1185,33 @@ static void free_data(cnn_net *net)
     net->data_n = net->order_n = 0;
 }
 
+/* n images (NHWC, the user's layout) into dst as NCHW, the layout inside:
+ * through a staging buffer of at most 64 MiB of whole rows, each chunk
+ * transposed into place (one copy where the layouts are the same bytes). */
+#define CNN_UPLOAD_CHUNK_BYTES ((size_t)64 << 20)
+static cnn_status upload_images(cnn_net *net, float *dst, long n, const float *x_host)
+{
+    const cnn_backend *be = net->be;
+    const size_t row = net->in_count * sizeof(float);
+    if (!net->transpose_in) return be->upload(net->ctx, dst, x_host, (size_t)n * row);
+    long chunk = (long)(CNN_UPLOAD_CHUNK_BYTES / row);
+    if (chunk < 1) chunk = 1;
+    if (chunk > n) chunk = n;
+    void *tmp = NULL;
+    CNN_TRY(be->alloc(net->ctx, &tmp, (size_t)chunk * row));
+    cnn_status st = CNN_OK;
+    for (long at = 0; at < n && st == CNN_OK; at += chunk) {
+        const long m = n - at < chunk ? n - at : chunk;
+        st = be->upload(net->ctx, tmp, x_host + (size_t)at * net->in_count, (size_t)m * row);
+        if (st == CNN_OK)
+            st = be->nchw_from_nhwc(net->ctx, (int)m, net->in_h, net->in_w, net->in_c, tmp,
+                                    dst + (size_t)at * net->in_count);
+    }
+    cnn_status done = be->synchronize(net->ctx); /* the transposes have read tmp */
+    be->free(net->ctx, tmp);
+    return st != CNN_OK ? st : done;
+}
+
 cnn_status cnn_net_set_data(cnn_net *net, long n, const float *x_host, const int32_t *labels_host,
                             const float *targets_host)
 {
@@ -1143,7 +1227,7 @@ cnn_status cnn_net_set_data(cnn_net *net, long n, const float *x_host, const int
     cnn_status st = net->be->alloc(net->ctx, &x, x_bytes);
     if (st == CNN_OK) st = net->be->alloc(net->ctx, &t, t_bytes);
     if (st == CNN_OK) st = net->be->alloc(net->ctx, &order, (size_t)n * sizeof(int32_t));
-    if (st == CNN_OK) st = net->be->upload(net->ctx, x, x_host, x_bytes);
+    if (st == CNN_OK) st = upload_images(net, x, n, x_host);
     if (st == CNN_OK)
         st = net->be->upload(net->ctx, t, sparse ? (const void *)labels_host : (const void *)targets_host,
                              t_bytes);
@@ -1207,7 +1291,6 @@ static cnn_status reduce_gradients(cnn_net *net)
 static cnn_status range_step(cnn_net *net, int m)
 {
     const cnn_backend *be = net->be;
-    const int64_t *at = net->counters + CNN_COUNT_POSITION;
     int sparse = net->loss.kind == CNN_LOSS_SPARSE_CE;
     int mine;
     batch_share(net, m, &mine, &net->row0);
@@ -1220,30 +1303,19 @@ static cnn_status range_step(cnn_net *net, int m)
         net->train_forwards++;
         net->last_n = 0;
     } else {
-        CNN_TRY(be->gather_rows(net->ctx, order, at, mine, net->in_count * sizeof(float),
-                                net->data_x, net->x_stage));
-        if (net->in_rank == 4)
-            CNN_TRY(be->nchw_from_nhwc(net->ctx, mine, net->in_h, net->in_w, net->in_c,
-                                       net->x_stage, net->x));
-        if (sparse)
-            CNN_TRY(be->gather_rows(net->ctx, order, at, mine, sizeof(int32_t),
-                                    net->data_labels, net->labels));
-        else
-            CNN_TRY(be->gather_rows(net->ctx, order, at, mine,
-                                    (size_t)net->loss.k * sizeof(float), net->data_targets,
-                                    net->targets));
-        CNN_TRY(forward_device(net, mine, 1));
-        cnn_loss_desc d = net->loss;
-        d.n = mine;
-        CNN_TRY(be->loss_forward_backward(net->ctx, &d, net->layers[net->n_layers - 1].y,
-                                          sparse ? net->labels : NULL,
-                                          sparse ? NULL : net->targets, m, net->grad_a,
-                                          net->run_sums));
-        CNN_TRY(backward_device(net, 0, NULL));
+        /* the rows (already NCHW) and their targets, and the counters moved
+         * on for the whole step: one launch on a GPU */
+        CNN_TRY(be->gather_batch(net->ctx, order, net->counters, mine, m,
+                                 net->in_count * sizeof(float), net->data_x, net->x,
+                                 sparse ? sizeof(int32_t) : (size_t)net->loss.k * sizeof(float),
+                                 sparse ? (const void *)net->data_labels
+                                        : (const void *)net->data_targets,
+                                 sparse ? (void *)net->labels : (void *)net->targets));
+        CNN_TRY(train_pass(net, mine, m, 1, net->run_sums));
     }
     net->row0 = 0;
     CNN_TRY(reduce_gradients(net));
-    return optimizer_step(net, m);
+    return optimizer_step(net, m, mine > 0);
 }
 
 /* CNNCUDA_GRAPHS=0 in the environment turns recording off (every step is
