@@ -304,13 +304,13 @@ __global__ void __launch_bounds__(LOSS_WARPS * 32)
         if (a.kind == CNN_LOSS_SPARSE_CE) {
             label = labels[i];
             if (label < 0 || label >= k) { // skipped: see the top of the file
-                if (g)
-                    for (int j = lane; j < k; j += 32) g[j] = 0.0f;
                 if (a.softmax && y_out) { // the softmax's output is still written
                     double none = 0.0;
                     softmax_categorical_row(a, z, NULL, 0, y_out + (size_t)i * k, NULL, &none,
                                             lane);
                 }
+                if (g)
+                    for (int j = lane; j < k; j += 32) g[j] = 0.0f;
                 continue;
             }
         }
