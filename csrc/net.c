@@ -43,6 +43,13 @@ typedef struct layer {
     int32_t *argmax;            /* max pooling: (max_batch, out_count) */
     float *save_mean, *save_invstd; /* batchnorm: (c) */
     uint64_t dropout_key;
+    /* flatten before a dense layer: a no-op whose y is its input's buffer
+     * (not allocated); the dense layer reads the NCHW features as they are */
+    int alias_in;
+    /* dense after such a flatten of (rows_c, rows_hw) images, both > 1: its
+     * kernel's rows are stored in NCHW feature order (row ch*rows_hw + s),
+     * exchanged in Keras's NHWC order (row s*rows_c + ch); 0 otherwise */
+    int rows_c, rows_hw;
 } layer;
 
 struct cnn_net {
@@ -112,6 +119,11 @@ struct cnn_net {
      * CNNCUDA_FUSE_SOFTMAX is "0" (read once, at creation). Not the same
      * bits as apart: the gradient is formed in one expression. */
     int fuse_softmax;
+    /* a Flatten before a Dense layer costs nothing (layer.alias_in): on
+     * unless CNNCUDA_FUSE_FLATTEN is "0" (read once, at creation). Not the
+     * same bits as a transposing Flatten: the dense product sums its inputs
+     * in NCHW order. */
+    int fuse_flatten;
 
     int counting;   /* net_alloc only adds up bytes in planned (cnn_net_create) */
     size_t planned;
@@ -314,13 +326,18 @@ static void list_weights(cnn_net *net)
     }
 }
 
-/* Where weight i lives: the block, its offset, and whether it is a conv kernel
- * (stored (F, C, KH, KW), exchanged (KH, KW, C, F)). */
-static float *weight_place(cnn_net *net, float *trainable_block, int i, int *is_conv_kernel)
+/* How a weight is stored against Keras's layout. */
+enum { LAYOUT_KERAS = 0, LAYOUT_CONV = 1 /* (F, C, KH, KW) for (KH, KW, C, F) */,
+       LAYOUT_NCHW_ROWS = 2 /* a dense kernel's rows in NCHW feature order (layer.rows_c) */ };
+
+/* Where weight i lives: the block, its offset, and its layout. */
+static float *weight_place(cnn_net *net, float *trainable_block, int i, int *layout)
 {
     const cnn_weight_info *w = &net->weights[i];
     const layer *L = &net->layers[w->layer];
-    *is_conv_kernel = L->spec.kind == CNN_LAYER_CONV2D && w->role == 0;
+    *layout = w->role != 0 ? LAYOUT_KERAS
+              : L->spec.kind == CNN_LAYER_CONV2D ? LAYOUT_CONV
+              : L->rows_c ? LAYOUT_NCHW_ROWS : LAYOUT_KERAS;
     switch (w->role) {
     case 0: return trainable_block + L->w_off;
     case 1: return trainable_block + L->b_off;
@@ -352,16 +369,34 @@ static void fckk_to_keras(const float *o, float *k, int kh, int kw, int c, int f
                         o[(((size_t)fi * c + ch) * kh + a) * kw + b];
 }
 
+/* A dense kernel (c*hw, out) after a Flatten of (c, hw) images: Keras's
+ * row s*c + ch <-> our row ch*hw + s (to_keras 0: Keras's k to our o). */
+static void permute_rows(const float *from, float *to, int c, int hw, int out, int to_keras)
+{
+    const size_t row = (size_t)out * sizeof(float);
+    for (int s = 0; s < hw; s++)
+        for (int ch = 0; ch < c; ch++) {
+            const size_t keras = ((size_t)s * c + ch) * out, ours = ((size_t)ch * hw + s) * out;
+            memcpy(to + (to_keras ? keras : ours), from + (to_keras ? ours : keras), row);
+        }
+}
+
 static cnn_status copy_weight_out(cnn_net *net, float *block, int i, float *host)
 {
-    int conv;
+    int layout;
     const cnn_weight_info *w = &net->weights[i];
-    float *src = weight_place(net, block, i, &conv);
-    if (!conv) return net->be->download(net->ctx, host, src, w->count * sizeof(float));
+    float *src = weight_place(net, block, i, &layout);
+    if (layout == LAYOUT_KERAS)
+        return net->be->download(net->ctx, host, src, w->count * sizeof(float));
     float *tmp = malloc(w->count * sizeof(float));
     if (!tmp) return cnn_set_error(CNN_ERR_MEMORY, "out of host memory reading a weight");
     cnn_status st = net->be->download(net->ctx, tmp, src, w->count * sizeof(float));
-    if (st == CNN_OK) fckk_to_keras(tmp, host, w->dims[0], w->dims[1], w->dims[2], w->dims[3]);
+    if (st == CNN_OK && layout == LAYOUT_CONV)
+        fckk_to_keras(tmp, host, w->dims[0], w->dims[1], w->dims[2], w->dims[3]);
+    if (st == CNN_OK && layout == LAYOUT_NCHW_ROWS) {
+        const layer *L = &net->layers[w->layer];
+        permute_rows(tmp, host, L->rows_c, L->rows_hw, w->dims[1], 1);
+    }
     free(tmp);
     return st;
 }
@@ -397,13 +432,19 @@ cnn_status cnn_net_get_gradient(cnn_net *net, int i, float *host)
 
 static cnn_status copy_weight_in(cnn_net *net, float *block, int i, const float *host)
 {
-    int conv;
+    int layout;
     const cnn_weight_info *w = &net->weights[i];
-    float *dst = weight_place(net, block, i, &conv);
-    if (!conv) return net->be->upload(net->ctx, dst, host, w->count * sizeof(float));
+    float *dst = weight_place(net, block, i, &layout);
+    if (layout == LAYOUT_KERAS)
+        return net->be->upload(net->ctx, dst, host, w->count * sizeof(float));
     float *tmp = malloc(w->count * sizeof(float));
     if (!tmp) return cnn_set_error(CNN_ERR_MEMORY, "out of host memory writing a weight");
-    keras_to_fckk(host, tmp, w->dims[0], w->dims[1], w->dims[2], w->dims[3]);
+    if (layout == LAYOUT_CONV) {
+        keras_to_fckk(host, tmp, w->dims[0], w->dims[1], w->dims[2], w->dims[3]);
+    } else {
+        const layer *L = &net->layers[w->layer];
+        permute_rows(host, tmp, L->rows_c, L->rows_hw, w->dims[1], 0);
+    }
     cnn_status st = net->be->upload(net->ctx, dst, tmp, w->count * sizeof(float));
     free(tmp);
     return st;
@@ -528,7 +569,7 @@ void cnn_net_destroy(cnn_net *net)
         if (net->recording) be->recording_free(ctx, net->recording);
         for (int i = 0; net->layers && i < net->n_layers; i++) {
             layer *L = &net->layers[i];
-            if (L->y) be->free(ctx, L->y);
+            if (L->y && !L->alias_in) be->free(ctx, L->y);
             if (L->ws) be->free(ctx, L->ws);
             if (L->argmax) be->free(ctx, L->argmax);
             if (L->save_mean) be->free(ctx, L->save_mean);
@@ -616,7 +657,11 @@ static cnn_status alloc_buffers(cnn_net *net, size_t largest)
     ALLOC(net->counters, CNN_COUNTERS * sizeof(int64_t));
     for (int i = 0; i < net->n_layers; i++) {
         layer *L = &net->layers[i];
-        ALLOC(L->y, mb * L->out_count * F);
+        if (L->alias_in) {
+            L->y = i ? net->layers[i - 1].y : net->x; /* NULL while counting */
+        } else {
+            ALLOC(L->y, mb * L->out_count * F);
+        }
         if (L->spec.kind == CNN_LAYER_CONV2D) {
             cnn_conv_desc d = L->conv;
             d.n = net->max_batch;
@@ -655,6 +700,8 @@ cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn
         net->fuse_relu = !(fuse && strcmp(fuse, "0") == 0);
         const char *fuse_softmax = getenv("CNNCUDA_FUSE_SOFTMAX");
         net->fuse_softmax = !(fuse_softmax && strcmp(fuse_softmax, "0") == 0);
+        const char *fuse_flatten = getenv("CNNCUDA_FUSE_FLATTEN");
+        net->fuse_flatten = !(fuse_flatten && strcmp(fuse_flatten, "0") == 0);
     }
     net->n_layers = spec->n_layers;
     net->max_batch = spec->max_batch;
@@ -698,6 +745,17 @@ cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn
                                "large",
                                i, kind_name(L->spec.kind), spec->max_batch, L->out_count);
             goto fail;
+        }
+    }
+    /* a Flatten followed by a Dense layer: the dense kernel's rows take the
+     * NCHW order instead of the Flatten transposing to NHWC */
+    for (int i = 0; net->fuse_flatten && i + 1 < net->n_layers; i++) {
+        layer *F = &net->layers[i], *D = &net->layers[i + 1];
+        if (F->spec.kind != CNN_LAYER_FLATTEN || D->spec.kind != CNN_LAYER_DENSE) continue;
+        F->alias_in = 1;
+        if (F->in_c > 1 && (size_t)F->in_h * F->in_w > 1) {
+            D->rows_c = F->in_c;
+            D->rows_hw = F->in_h * F->in_w;
         }
     }
     const layer *last = &net->layers[net->n_layers - 1];
@@ -823,7 +881,8 @@ static cnn_status forward_device(cnn_net *net, int n, int training, int counted,
             break;
         }
         case CNN_LAYER_FLATTEN:
-            CNN_TRY(be->nhwc_from_nchw(ctx, n, L->in_h, L->in_w, L->in_c, in, L->y));
+            if (!L->alias_in) /* else its y is `in` */
+                CNN_TRY(be->nhwc_from_nchw(ctx, n, L->in_h, L->in_w, L->in_c, in, L->y));
             break;
         case CNN_LAYER_DENSE:
             CNN_TRY(be->dense_forward(ctx, n, L->in_c, s->units, in, net->params + L->w_off,
@@ -903,6 +962,7 @@ static cnn_status backward_device(cnn_net *net, int top, int want_dx, float **dx
             break;
         }
         case CNN_LAYER_FLATTEN:
+            if (L->alias_in) continue; /* dx is dy, where it is: no swap */
             if (need_dx) CNN_TRY(be->nchw_from_nhwc(ctx, n, L->in_h, L->in_w, L->in_c, dy, dx));
             break;
         case CNN_LAYER_DENSE:

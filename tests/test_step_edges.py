@@ -240,3 +240,66 @@ def test_gpu_partial_batch_gradients_match_the_cpu_engine(engine, name, batch, c
     np.testing.assert_allclose(gpu.read_sums(), cpu.read_sums(), rtol=1e-5)
     for i, (a, b) in enumerate(zip(gpu.get_gradients(), cpu.get_gradients())):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6, err_msg="gradient %d" % i)
+
+
+FLATTEN_NETS = {
+    # conv output (3, 3, 5) flattened into a dense layer: the kernel's rows permuted
+    "conv_flatten_dense": [{"kind": "conv2d", "units": 5, "kernel": (3, 3)},
+                           {"kind": "activation", "activation": "relu"},
+                           {"kind": "flatten"}, {"kind": "dense", "units": 4}],
+    # the input itself flattened (3 channels): the dense layer reads net->x
+    "flatten_first": [{"kind": "flatten"}, {"kind": "dense", "units": 6},
+                      {"kind": "activation", "activation": "tanh"}, {"kind": "dense", "units": 4}],
+    # a Flatten before dropout keeps its transpose (the masks are NHWC-numbered)
+    "flatten_dropout": [{"kind": "conv2d", "units": 3, "kernel": (2, 2)}, {"kind": "flatten"},
+                        {"kind": "dropout", "rate": 0.3}, {"kind": "dense", "units": 4}],
+}
+
+
+@pytest.mark.parametrize("engine", C_ENGINES)
+@pytest.mark.parametrize("name", sorted(FLATTEN_NETS))
+def test_flatten_before_dense_is_free(engine, name, monkeypatch):
+    """A Flatten before a Dense layer is no op (the dense kernel's rows kept
+    in NCHW order, exchanged in Keras's) against the transposing Flatten
+    (CNNCUDA_FUSE_FLATTEN=0): weights, optimizer state and gradients in
+    Keras's layout within rounding (the dense product sums its inputs in
+    another order), the input gradient too, and set/get round trips exact."""
+    shape = (5, 5, 3)
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((6,) + shape).astype(np.float32)
+    y = rng.integers(0, 4, 6).astype(np.int32)
+    out = {}
+    for fuse in ("1", "0"):
+        monkeypatch.setenv("CNNCUDA_FUSE_FLATTEN", fuse)
+        net = make_net(engine, FLATTEN_NETS[name], shape, 6,
+                       {"kind": "sparse_categorical_crossentropy", "from_logits": True}, ADAM,
+                       seed=2)
+        weights = [rng.standard_normal(w.shape).astype(np.float32) for w in net.get_weights()]
+        net.set_weights(weights)
+        for a, b in zip(net.get_weights(), weights):
+            assert np.array_equal(a, b), "set_weights then get_weights"
+        for _ in range(2):
+            net.train_batch(x, y)
+        state = net.get_optimizer_state()
+        net.set_optimizer_state(state)
+        for slots, again in zip(state["slots"], net.get_optimizer_state()["slots"]):
+            for a, b in zip(slots, again):
+                assert np.array_equal(a, b), "optimizer state round trip"
+        loss = net.compute_gradients(x, y)
+        grads = net.get_gradients()
+        net.forward(x, training=True)
+        dx = net.backward(np.ones((6, 4), np.float32))
+        out[fuse] = loss, grads, state, dx, net.get_weights()
+        rng = np.random.default_rng(11)  # the same draws for the second net
+        rng.standard_normal((6,) + shape)
+        rng.integers(0, 4, 6)
+    (l1, g1, s1, dx1, w1), (l0, g0, s0, dx0, w0) = out["1"], out["0"]
+    assert_close(l1[0], l0[0], 1e-5, 1e-6, "loss")
+    for i, (a, b) in enumerate(zip(g1, g0)):
+        assert_close(a, b, 1e-4, 1e-5, "gradient %d" % i)
+    for i, (a, b) in enumerate(zip(w1, w0)):
+        assert_close(a, b, 1e-4, 1e-5, "weight %d" % i)
+    for slots_a, slots_b in zip(s1["slots"], s0["slots"]):
+        for a, b in zip(slots_a, slots_b):
+            assert_close(a, b, 1e-3, 1e-6, "optimizer slot")
+    assert_close(dx1, dx0, 1e-4, 1e-5, "input gradient")
