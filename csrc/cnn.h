@@ -7,9 +7,11 @@
  * compiled in.
  *
  * Layouts inside the core: images are NCHW, dense activations (N, F).
- * Conv kernels are stored (F, C, KH, KW); dense kernels (IN, OUT) as Keras.
- * The Net converts to and from Keras layouts (NHWC images, conv kernels
- * (KH, KW, C, F)) at its edges only.
+ * Conv kernels are stored (F, C, KH, KW); dense kernels (IN, OUT) as Keras,
+ * except that a dense layer right after a Flatten of images keeps its rows in
+ * NCHW feature order (the Flatten is then a no-op). The Net converts to and
+ * from Keras layouts (NHWC images, conv kernels (KH, KW, C, F), those dense
+ * kernels' NHWC rows) at its edges only.
  */
 #ifndef CNN_H
 #define CNN_H
