@@ -7,9 +7,11 @@
  * compiled in.
  *
  * Layouts inside the core: images are NCHW, dense activations (N, F).
- * Conv kernels are stored (F, C, KH, KW); dense kernels (IN, OUT) as Keras.
- * The Net converts to and from Keras layouts (NHWC images, conv kernels
- * (KH, KW, C, F)) at its edges only.
+ * Conv kernels are stored (F, C, KH, KW); dense kernels (IN, OUT) as Keras,
+ * except that a dense layer right after a Flatten of images keeps its rows in
+ * NCHW feature order (the Flatten is then a no-op). The Net converts to and
+ * from Keras layouts (NHWC images, conv kernels (KH, KW, C, F), those dense
+ * kernels' NHWC rows) at its edges only.
  */
 #ifndef CNN_H
 #define CNN_H
@@ -337,7 +339,8 @@ struct cnn_backend {
 
     /* loss and accuracy of y (n, k) against labels (sparse) or targets
      * (others). Adds the summed per-sample loss to sums[0] and the number of
-     * correct samples to sums[1] (binary: the mean over k per sample). When
+     * correct samples to sums[1] (binary: the mean over k per sample), each
+     * summed in a fixed order (the same bits every run). When
      * dy is not NULL writes the gradient of the MEAN loss over `scale_n`
      * samples into dy (n, k). */
     cnn_status (*loss_forward_backward)(cnn_ctx *ctx, const cnn_loss_desc *d,
@@ -347,6 +350,22 @@ struct cnn_backend {
                                         int scale_n,
                                         float *dy,             /* (n, k) or NULL */
                                         float *sums);          /* (2), accumulated */
+    /* Optional (NULL: the Net runs the softmax layer and the loss apart):
+     * a network whose last layer is a softmax, with a sparse or categorical
+     * cross-entropy from probabilities (d->from_logits 0), from the
+     * softmax's input x (n, k): writes the softmax's output y (n, k), adds
+     * to sums what loss_forward_backward would add for that y, and when dx
+     * is not NULL writes the gradient of the mean loss over scale_n samples
+     * with respect to x (the loss's backward and the softmax's in one: where
+     * Keras's clip of q = y / sum(y) cuts the gradient, the same holds). */
+    cnn_status (*softmax_loss_forward_backward)(cnn_ctx *ctx, const cnn_loss_desc *d,
+                                                const float *x,        /* (n, k) logits */
+                                                float *y,              /* (n, k) */
+                                                const int32_t *labels, /* (n) or NULL */
+                                                const float *targets,  /* (n, k) or NULL */
+                                                int scale_n,
+                                                float *dx,             /* (n, k) or NULL */
+                                                float *sums);          /* (2), accumulated */
 
     /* Optional (NULL: the Net runs the layers and the loss one by one): the
      * last dense layer of a training step, the softmax after it (softmax =
@@ -376,11 +395,17 @@ struct cnn_backend {
                                   float *sums,           /* (2), accumulated */
                                   void *ws);
 
-    /* dst row i = src row order[*position + i] for i < count; rows of
-     * row_bytes bytes; order and position are backend memory, position read
-     * when the op runs (the Net checks that the rows exist) */
-    cnn_status (*gather_rows)(cnn_ctx *ctx, const int32_t *order, const int64_t *position,
-                              int count, size_t row_bytes, const void *src, void *dst);
+    /* The start of a training step of train_range: for i < count, dst_x
+     * row i = src_x row r and dst_t row i = src_t row r with r = order[
+     * counters[POSITION] + i] (rows of x_row_bytes and t_row_bytes bytes;
+     * src_t may be NULL: no t), read when the op runs; then the counters
+     * move on as the step will: a training forward begins
+     * (counters[MASK] = counters[FORWARDS]++), one optimizer step
+     * (counters[STEPS] += 1), and counters[POSITION] += rows. order and
+     * counters are backend memory (the Net checks that the rows exist). */
+    cnn_status (*gather_batch)(cnn_ctx *ctx, const int32_t *order, int64_t *counters, int count,
+                               long rows, size_t x_row_bytes, const void *src_x, void *dst_x,
+                               size_t t_row_bytes, const void *src_t, void *dst_t);
 
     /* the Net's counters (backend memory, CNN_COUNTERS of them): when
      * `forward`, counters[MASK] = counters[FORWARDS]++; then counters[STEPS]

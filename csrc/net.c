@@ -43,6 +43,13 @@ typedef struct layer {
     int32_t *argmax;            /* max pooling: (max_batch, out_count) */
     float *save_mean, *save_invstd; /* batchnorm: (c) */
     uint64_t dropout_key;
+    /* flatten before a dense layer: a no-op whose y is its input's buffer
+     * (not allocated); the dense layer reads the NCHW features as they are */
+    int alias_in;
+    /* dense after such a flatten of (rows_c, rows_hw) images, both > 1: its
+     * kernel's rows are stored in NCHW feature order (row ch*rows_hw + s),
+     * exchanged in Keras's NHWC order (row s*rows_c + ch); 0 otherwise */
+    int rows_c, rows_hw;
 } layer;
 
 struct cnn_net {
@@ -61,6 +68,8 @@ struct cnn_net {
     float *params, *grads, *opt_m, *opt_v, *state;
     float *x_stage;  /* (max_batch, in_count), the user's layout */
     float *x;        /* (max_batch, in_count), NCHW; == x_stage for (N, F) */
+    int transpose_in; /* the input's NHWC and NCHW differ (images of more than
+                         one channel and pixel): x_stage is transposed into x */
     float *y_stage;  /* (max_batch, max of in/out count), Keras layout */
     float *grad_a, *grad_b; /* (max_batch, largest activation) */
     int32_t *labels; /* (max_batch) */
@@ -70,7 +79,8 @@ struct cnn_net {
 
     /* resident training data (set_data) and an epoch's order (set_order) */
     long data_n, order_n;
-    float *data_x;         /* (data_n, in_count), the user's layout */
+    float *data_x;         /* (data_n, in_count), NCHW (the layout inside, so
+                              that a step gathers straight into x) */
     int32_t *data_labels;  /* (data_n) for sparse losses */
     float *data_targets;   /* (data_n, k) otherwise */
     int32_t *order;        /* (order_n) indices into the data */
@@ -104,6 +114,16 @@ struct cnn_net {
     /* ReLU fusion where the engine has the entry (fusable_relu): on unless
      * CNNCUDA_FUSE is "0" in the environment (read once, at creation) */
     int fuse_relu;
+    /* the softmax of the last layer run inside the loss where the engine has
+     * softmax_loss_forward_backward (fused_softmax_loss): on unless
+     * CNNCUDA_FUSE_SOFTMAX is "0" (read once, at creation). Not the same
+     * bits as apart: the gradient is formed in one expression. */
+    int fuse_softmax;
+    /* a Flatten before a Dense layer costs nothing (layer.alias_in): on
+     * unless CNNCUDA_FUSE_FLATTEN is "0" (read once, at creation). Not the
+     * same bits as a transposing Flatten: the dense product sums its inputs
+     * in NCHW order. */
+    int fuse_flatten;
 
     /* dense_loss_head where the engine has it (plan_head): the index of the
      * last dense layer, or -1; whether a softmax layer follows it; whether
@@ -313,13 +333,18 @@ static void list_weights(cnn_net *net)
     }
 }
 
-/* Where weight i lives: the block, its offset, and whether it is a conv kernel
- * (stored (F, C, KH, KW), exchanged (KH, KW, C, F)). */
-static float *weight_place(cnn_net *net, float *trainable_block, int i, int *is_conv_kernel)
+/* How a weight is stored against Keras's layout. */
+enum { LAYOUT_KERAS = 0, LAYOUT_CONV = 1 /* (F, C, KH, KW) for (KH, KW, C, F) */,
+       LAYOUT_NCHW_ROWS = 2 /* a dense kernel's rows in NCHW feature order (layer.rows_c) */ };
+
+/* Where weight i lives: the block, its offset, and its layout. */
+static float *weight_place(cnn_net *net, float *trainable_block, int i, int *layout)
 {
     const cnn_weight_info *w = &net->weights[i];
     const layer *L = &net->layers[w->layer];
-    *is_conv_kernel = L->spec.kind == CNN_LAYER_CONV2D && w->role == 0;
+    *layout = w->role != 0 ? LAYOUT_KERAS
+              : L->spec.kind == CNN_LAYER_CONV2D ? LAYOUT_CONV
+              : L->rows_c ? LAYOUT_NCHW_ROWS : LAYOUT_KERAS;
     switch (w->role) {
     case 0: return trainable_block + L->w_off;
     case 1: return trainable_block + L->b_off;
@@ -351,16 +376,34 @@ static void fckk_to_keras(const float *o, float *k, int kh, int kw, int c, int f
                         o[(((size_t)fi * c + ch) * kh + a) * kw + b];
 }
 
+/* A dense kernel (c*hw, out) after a Flatten of (c, hw) images: Keras's
+ * row s*c + ch <-> our row ch*hw + s (to_keras 0: Keras's k to our o). */
+static void permute_rows(const float *from, float *to, int c, int hw, int out, int to_keras)
+{
+    const size_t row = (size_t)out * sizeof(float);
+    for (int s = 0; s < hw; s++)
+        for (int ch = 0; ch < c; ch++) {
+            const size_t keras = ((size_t)s * c + ch) * out, ours = ((size_t)ch * hw + s) * out;
+            memcpy(to + (to_keras ? keras : ours), from + (to_keras ? ours : keras), row);
+        }
+}
+
 static cnn_status copy_weight_out(cnn_net *net, float *block, int i, float *host)
 {
-    int conv;
+    int layout;
     const cnn_weight_info *w = &net->weights[i];
-    float *src = weight_place(net, block, i, &conv);
-    if (!conv) return net->be->download(net->ctx, host, src, w->count * sizeof(float));
+    float *src = weight_place(net, block, i, &layout);
+    if (layout == LAYOUT_KERAS)
+        return net->be->download(net->ctx, host, src, w->count * sizeof(float));
     float *tmp = malloc(w->count * sizeof(float));
     if (!tmp) return cnn_set_error(CNN_ERR_MEMORY, "out of host memory reading a weight");
     cnn_status st = net->be->download(net->ctx, tmp, src, w->count * sizeof(float));
-    if (st == CNN_OK) fckk_to_keras(tmp, host, w->dims[0], w->dims[1], w->dims[2], w->dims[3]);
+    if (st == CNN_OK && layout == LAYOUT_CONV)
+        fckk_to_keras(tmp, host, w->dims[0], w->dims[1], w->dims[2], w->dims[3]);
+    if (st == CNN_OK && layout == LAYOUT_NCHW_ROWS) {
+        const layer *L = &net->layers[w->layer];
+        permute_rows(tmp, host, L->rows_c, L->rows_hw, w->dims[1], 1);
+    }
     free(tmp);
     return st;
 }
@@ -396,13 +439,19 @@ cnn_status cnn_net_get_gradient(cnn_net *net, int i, float *host)
 
 static cnn_status copy_weight_in(cnn_net *net, float *block, int i, const float *host)
 {
-    int conv;
+    int layout;
     const cnn_weight_info *w = &net->weights[i];
-    float *dst = weight_place(net, block, i, &conv);
-    if (!conv) return net->be->upload(net->ctx, dst, host, w->count * sizeof(float));
+    float *dst = weight_place(net, block, i, &layout);
+    if (layout == LAYOUT_KERAS)
+        return net->be->upload(net->ctx, dst, host, w->count * sizeof(float));
     float *tmp = malloc(w->count * sizeof(float));
     if (!tmp) return cnn_set_error(CNN_ERR_MEMORY, "out of host memory writing a weight");
-    keras_to_fckk(host, tmp, w->dims[0], w->dims[1], w->dims[2], w->dims[3]);
+    if (layout == LAYOUT_CONV) {
+        keras_to_fckk(host, tmp, w->dims[0], w->dims[1], w->dims[2], w->dims[3]);
+    } else {
+        const layer *L = &net->layers[w->layer];
+        permute_rows(host, tmp, L->rows_c, L->rows_hw, w->dims[1], 0);
+    }
     cnn_status st = net->be->upload(net->ctx, dst, tmp, w->count * sizeof(float));
     free(tmp);
     return st;
@@ -527,7 +576,7 @@ void cnn_net_destroy(cnn_net *net)
         if (net->recording) be->recording_free(ctx, net->recording);
         for (int i = 0; net->layers && i < net->n_layers; i++) {
             layer *L = &net->layers[i];
-            if (L->y) be->free(ctx, L->y);
+            if (L->y && !L->alias_in) be->free(ctx, L->y);
             if (L->ws) be->free(ctx, L->ws);
             if (L->argmax) be->free(ctx, L->argmax);
             if (L->save_mean) be->free(ctx, L->save_mean);
@@ -603,10 +652,10 @@ static cnn_status alloc_buffers(cnn_net *net, size_t largest)
     }
     ALLOC(net->state, net->n_state * F);
     ALLOC(net->x_stage, mb * net->in_count * F);
-    if (net->in_rank == 4) {
+    if (net->transpose_in) {
         ALLOC(net->x, mb * net->in_count * F);
     } else {
-        net->x = net->x_stage;
+        net->x = net->x_stage; /* the same bytes in either layout */
     }
     ALLOC(net->y_stage, mb * largest * F);
     ALLOC(net->grad_a, mb * largest * F);
@@ -619,7 +668,11 @@ static cnn_status alloc_buffers(cnn_net *net, size_t largest)
     if (net->head >= 0) ALLOC(net->head_ws, CNN_HEAD_WS_BYTES(mb, net->loss.k));
     for (int i = 0; i < net->n_layers; i++) {
         layer *L = &net->layers[i];
-        ALLOC(L->y, mb * L->out_count * F);
+        if (L->alias_in) {
+            L->y = i ? net->layers[i - 1].y : net->x; /* NULL while counting */
+        } else {
+            ALLOC(L->y, mb * L->out_count * F);
+        }
         if (L->spec.kind == CNN_LAYER_CONV2D) {
             cnn_conv_desc d = L->conv;
             d.n = net->max_batch;
@@ -656,6 +709,10 @@ cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn
     {
         const char *fuse = getenv("CNNCUDA_FUSE");
         net->fuse_relu = !(fuse && strcmp(fuse, "0") == 0);
+        const char *fuse_softmax = getenv("CNNCUDA_FUSE_SOFTMAX");
+        net->fuse_softmax = !(fuse_softmax && strcmp(fuse_softmax, "0") == 0);
+        const char *fuse_flatten = getenv("CNNCUDA_FUSE_FLATTEN");
+        net->fuse_flatten = !(fuse_flatten && strcmp(fuse_flatten, "0") == 0);
     }
     net->n_layers = spec->n_layers;
     net->max_batch = spec->max_batch;
@@ -673,6 +730,7 @@ cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn
         goto fail;
     }
     net->in_count = (size_t)net->in_h * net->in_w * net->in_c;
+    net->transpose_in = net->in_rank == 4 && net->in_c > 1 && (size_t)net->in_h * net->in_w > 1;
     net->layers = calloc((size_t)spec->n_layers, sizeof *net->layers);
     net->weights = calloc(4 * (size_t)spec->n_layers, sizeof *net->weights);
     if (!net->layers || !net->weights) {
@@ -698,6 +756,17 @@ cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn
                                "large",
                                i, kind_name(L->spec.kind), spec->max_batch, L->out_count);
             goto fail;
+        }
+    }
+    /* a Flatten followed by a Dense layer: the dense kernel's rows take the
+     * NCHW order instead of the Flatten transposing to NHWC */
+    for (int i = 0; net->fuse_flatten && i + 1 < net->n_layers; i++) {
+        layer *F = &net->layers[i], *D = &net->layers[i + 1];
+        if (F->spec.kind != CNN_LAYER_FLATTEN || D->spec.kind != CNN_LAYER_DENSE) continue;
+        F->alias_in = 1;
+        if (F->in_c > 1 && (size_t)F->in_h * F->in_w > 1) {
+            D->rows_c = F->in_c;
+            D->rows_hw = F->in_h * F->in_w;
         }
     }
     const layer *last = &net->layers[net->n_layers - 1];
@@ -802,16 +871,32 @@ static void plan_head(cnn_net *net)
     net->head_relu = fusable_relu(net, h - 1);
 }
 
-/* Forward of the n samples already in net->x through layers [0, upto);
- * leaves the output in layer upto - 1's y. */
-static cnn_status forward_device(cnn_net *net, int n, int training, int upto)
+/* Whether the last layer's softmax runs inside the loss of a training step
+ * (cnn.h: softmax_loss_forward_backward): a softmax as the last layer, a
+ * sparse or categorical cross-entropy from probabilities, and the engine has
+ * the entry. The softmax's output is written as usual. CNNCUDA_FUSE_SOFTMAX=0
+ * turns it off. */
+static int fused_softmax_loss(const cnn_net *net)
+{
+    const cnn_layer_spec *s = &net->layers[net->n_layers - 1].spec;
+    return net->fuse_softmax && net->be->softmax_loss_forward_backward &&
+           s->kind == CNN_LAYER_ACTIVATION && s->activation == CNN_ACT_SOFTMAX &&
+           !net->loss.from_logits &&
+           (net->loss.kind == CNN_LOSS_SPARSE_CE || net->loss.kind == CNN_LOSS_CATEGORICAL_CE);
+}
+
+/* Forward of the n samples already in net->x through layers [0, top);
+ * leaves the output in layer top - 1's y. A training forward moves the
+ * engine's forward counter on, unless `counted` (the step's gather_batch
+ * has). */
+static cnn_status forward_device(cnn_net *net, int n, int training, int counted, int top)
 {
     const cnn_backend *be = net->be;
     cnn_ctx *ctx = net->ctx;
     const float *in = net->x;
     net->last_n = 0; /* the activations a backward needs are being replaced */
-    if (training) CNN_TRY(be->advance_counters(ctx, net->counters, 1, 0, 0));
-    for (int i = 0; i < upto; i++) {
+    if (training && !counted) CNN_TRY(be->advance_counters(ctx, net->counters, 1, 0, 0));
+    for (int i = 0; i < top; i++) {
         layer *L = &net->layers[i];
         const cnn_layer_spec *s = &L->spec;
         switch (s->kind) {
@@ -819,7 +904,7 @@ static cnn_status forward_device(cnn_net *net, int n, int training, int upto)
             cnn_conv_desc d = L->conv;
             d.n = n;
             const float *b = s->use_bias ? net->params + L->b_off : NULL;
-            if (be->conv2d_forward_relu && i + 1 < upto && fusable_relu(net, i + 1)) { /* conv and the ReLU after it, into its output */
+            if (be->conv2d_forward_relu && i + 1 < top && fusable_relu(net, i + 1)) { /* conv and the ReLU after it, into its output */
                 L = &net->layers[++i];
                 CNN_TRY(be->conv2d_forward_relu(ctx, &d, in, net->params + net->layers[i - 1].w_off,
                                                 b, L->y, net->layers[i - 1].ws));
@@ -836,7 +921,8 @@ static cnn_status forward_device(cnn_net *net, int n, int training, int upto)
             break;
         }
         case CNN_LAYER_FLATTEN:
-            CNN_TRY(be->nhwc_from_nchw(ctx, n, L->in_h, L->in_w, L->in_c, in, L->y));
+            if (!L->alias_in) /* else its y is `in` */
+                CNN_TRY(be->nhwc_from_nchw(ctx, n, L->in_h, L->in_w, L->in_c, in, L->y));
             break;
         case CNN_LAYER_DENSE:
             CNN_TRY(be->dense_forward(ctx, n, L->in_c, s->units, in, net->params + L->w_off,
@@ -876,17 +962,17 @@ static cnn_status forward_device(cnn_net *net, int n, int training, int upto)
     return CNN_OK;
 }
 
-/* Backward of the last training forward through layers from, from - 1, ...,
- * 0, from dy in net->grad_a (internal layout: the gradient of layer from's
- * output); fills their gradients. When want_dx, returns through *dx_out the
+/* Backward of the last training forward through layers top, ..., 0 from
+ * the gradient of layer top's output in net->grad_a (internal layout);
+ * fills the gradient block. When want_dx, returns through *dx_out the
  * buffer holding the input gradient (internal layout). */
-static cnn_status backward_device(cnn_net *net, int want_dx, float **dx_out, int from)
+static cnn_status backward_device(cnn_net *net, int top, int want_dx, float **dx_out)
 {
     const cnn_backend *be = net->be;
     cnn_ctx *ctx = net->ctx;
     int n = net->last_n;
     float *dy = net->grad_a, *dx = net->grad_b;
-    for (int i = from; i >= 0; i--) {
+    for (int i = top; i >= 0; i--) {
         layer *L = &net->layers[i];
         const cnn_layer_spec *s = &L->spec;
         const float *in = i ? net->layers[i - 1].y : net->x;
@@ -916,6 +1002,7 @@ static cnn_status backward_device(cnn_net *net, int want_dx, float **dx_out, int
             break;
         }
         case CNN_LAYER_FLATTEN:
+            if (L->alias_in) continue; /* dx is dy, where it is: no swap */
             if (need_dx) CNN_TRY(be->nchw_from_nhwc(ctx, n, L->in_h, L->in_w, L->in_c, dy, dx));
             break;
         case CNN_LAYER_DENSE:
@@ -960,13 +1047,15 @@ static cnn_status backward_device(cnn_net *net, int want_dx, float **dx_out, int
     return CNN_OK;
 }
 
+/* The user's NHWC batch into net->x (NCHW): uploaded and transposed, or
+ * uploaded there directly where the two layouts are the same bytes. */
 static cnn_status stage_input(cnn_net *net, int n, const float *x_host)
 {
-    CNN_TRY(net->be->upload(net->ctx, net->x_stage, x_host, (size_t)n * net->in_count * sizeof(float)));
-    if (net->in_rank == 4)
-        CNN_TRY(net->be->nchw_from_nhwc(net->ctx, n, net->in_h, net->in_w, net->in_c, net->x_stage,
-                                        net->x));
-    return CNN_OK;
+    const size_t bytes = (size_t)n * net->in_count * sizeof(float);
+    if (!net->transpose_in) return net->be->upload(net->ctx, net->x, x_host, bytes);
+    CNN_TRY(net->be->upload(net->ctx, net->x_stage, x_host, bytes));
+    return net->be->nchw_from_nhwc(net->ctx, n, net->in_h, net->in_w, net->in_c, net->x_stage,
+                                   net->x);
 }
 
 static cnn_status stage_targets(cnn_net *net, int n, const int32_t *labels_host,
@@ -1014,42 +1103,54 @@ static cnn_status loss_device(cnn_net *net, int n, int want_grad)
                                           want_grad ? net->grad_a : NULL, net->sums);
 }
 
-/* A training step's forward, loss and backward of the n staged rows (labels
- * or targets staged too): the loss and correct count added to sums, the
- * gradient of the mean loss over scale_n rows in the gradient block. The
- * last dense layer, softmax and loss in the engine's dense_loss_head where
- * plan_head chose it, else layer by layer. */
-static cnn_status train_pass(cnn_net *net, int n, int scale_n, float *sums)
+/* A training forward, the loss (added to `sums`, its gradient that of the
+ * mean over scale_n samples) and the backward, of the n samples in net->x
+ * against the staged targets. `counted`: the step's gather_batch has moved
+ * the engine's forward counter on. The last dense layer, softmax and loss in
+ * the engine's dense_loss_head where plan_head chose it; else, where the
+ * last layer's softmax is fused into the loss, the forward stops before it
+ * and the backward starts below it. */
+static cnn_status train_pass(cnn_net *net, int n, int scale_n, int counted, float *sums)
 {
-    const int sparse = net->loss.kind == CNN_LOSS_SPARSE_CE;
     cnn_loss_desc d = net->loss;
     d.n = n;
-    if (net->head < 0) {
-        CNN_TRY(forward_device(net, n, 1, net->n_layers));
-        CNN_TRY(net->be->loss_forward_backward(net->ctx, &d, net->layers[net->n_layers - 1].y,
-                                               sparse ? net->labels : NULL,
-                                               sparse ? NULL : net->targets, scale_n,
-                                               net->grad_a, sums));
-        return backward_device(net, 0, NULL, net->n_layers - 1);
+    const int sparse = d.kind == CNN_LOSS_SPARSE_CE;
+    const int32_t *labels = sparse ? net->labels : NULL;
+    const float *targets = sparse ? NULL : net->targets;
+    if (net->head >= 0) { /* the last dense layer, softmax and loss in one call */
+        const int h = net->head;
+        const int below = h - 1 - net->head_relu; /* the first layer the backward runs */
+        layer *L = &net->layers[h];
+        const float *b = L->spec.use_bias ? net->params + L->b_off : NULL;
+        CNN_TRY(forward_device(net, n, 1, counted, h));
+        CNN_TRY(net->be->dense_loss_head(
+            net->ctx, &d, L->in_c, net->head_softmax, net->head_relu,
+            h ? net->layers[h - 1].y : net->x, net->params + L->w_off, b, labels, targets, scale_n,
+            L->y, net->head_softmax ? net->layers[h + 1].y : NULL, net->grads + L->w_off,
+            b ? net->grads + L->b_off : NULL, below >= 0 ? net->grad_a : NULL, sums,
+            net->head_ws));
+        return backward_device(net, below, 0, NULL);
     }
-    const int h = net->head;
-    const int below = h - 1 - net->head_relu; /* the first layer the backward runs */
-    layer *L = &net->layers[h];
-    const float *b = L->spec.use_bias ? net->params + L->b_off : NULL;
-    CNN_TRY(forward_device(net, n, 1, h));
-    CNN_TRY(net->be->dense_loss_head(
-        net->ctx, &d, L->in_c, net->head_softmax, net->head_relu, h ? net->layers[h - 1].y : net->x,
-        net->params + L->w_off, b, sparse ? net->labels : NULL, sparse ? NULL : net->targets,
-        scale_n, L->y, net->head_softmax ? net->layers[h + 1].y : NULL, net->grads + L->w_off,
-        b ? net->grads + L->b_off : NULL, below >= 0 ? net->grad_a : NULL, sums, net->head_ws));
-    return backward_device(net, 0, NULL, below);
+    const int fused = fused_softmax_loss(net);
+    const int top = net->n_layers - fused; /* the layers the forward runs */
+    CNN_TRY(forward_device(net, n, 1, counted, top));
+    float *last_y = net->layers[net->n_layers - 1].y;
+    if (fused) {
+        const float *x = net->n_layers > 1 ? net->layers[net->n_layers - 2].y : net->x;
+        CNN_TRY(net->be->softmax_loss_forward_backward(net->ctx, &d, x, last_y, labels, targets,
+                                                       scale_n, net->grad_a, sums));
+    } else {
+        CNN_TRY(net->be->loss_forward_backward(net->ctx, &d, last_y, labels, targets, scale_n,
+                                               net->grad_a, sums));
+    }
+    return backward_device(net, top - 1, 0, NULL);
 }
 
 cnn_status cnn_net_forward(cnn_net *net, int n, const float *x_host, int training, float *y_host)
 {
     CNN_TRY(check_batch(net, n));
     CNN_TRY(stage_input(net, n, x_host));
-    CNN_TRY(forward_device(net, n, training, net->n_layers));
+    CNN_TRY(forward_device(net, n, training, 0, net->n_layers));
     if (!y_host) return CNN_OK;
     const layer *last = &net->layers[net->n_layers - 1];
     const float *y = last->y;
@@ -1081,7 +1182,7 @@ cnn_status cnn_net_backward(cnn_net *net, int n, const float *dy_host, float *dx
         CNN_TRY(net->be->upload(net->ctx, net->grad_a, dy_host, dy_bytes));
     }
     float *dx = NULL;
-    CNN_TRY(backward_device(net, dx_host != NULL, &dx, net->n_layers - 1));
+    CNN_TRY(backward_device(net, net->n_layers - 1, dx_host != NULL, &dx));
     if (!dx_host) return CNN_OK;
     size_t bytes = (size_t)n * net->in_count * sizeof(float);
     if (net->in_rank == 4) {
@@ -1101,7 +1202,7 @@ cnn_status cnn_net_compute_gradients(cnn_net *net, int n, const float *x_host,
     CNN_TRY(stage_input(net, n, x_host));
     CNN_TRY(stage_targets(net, n, labels_host, targets_host));
     CNN_TRY(net->be->zero(net->ctx, net->sums, 2 * sizeof(float)));
-    CNN_TRY(train_pass(net, n, n, net->sums));
+    CNN_TRY(train_pass(net, n, n, 0, net->sums));
     float sums[2];
     CNN_TRY(net->be->download(net->ctx, sums, net->sums, sizeof sums));
     if (loss_sum) *loss_sum = sums[0];
@@ -1109,10 +1210,11 @@ cnn_status cnn_net_compute_gradients(cnn_net *net, int n, const float *x_host,
     return CNN_OK;
 }
 
-/* One optimizer step; also moves the resident-data position on by `rows`. */
-static cnn_status optimizer_step(cnn_net *net, long rows)
+/* One optimizer step; also moves the resident-data position on by `rows`,
+ * unless `counted` (the step's gather_batch has moved the counters on). */
+static cnn_status optimizer_step(cnn_net *net, long rows, int counted)
 {
-    CNN_TRY(net->be->advance_counters(net->ctx, net->counters, 0, 1, rows));
+    if (!counted) CNN_TRY(net->be->advance_counters(net->ctx, net->counters, 0, 1, rows));
     net->steps++;
     if (net->opt.kind == CNN_OPT_ADAM)
         return net->be->adam_step(net->ctx, &net->opt, net->counters + CNN_COUNT_STEPS,
@@ -1127,7 +1229,7 @@ static cnn_status refuse_replica(const cnn_net *net, const char *what);
 cnn_status cnn_net_apply_gradients(cnn_net *net)
 {
     if (net->comm) return refuse_replica(net, "apply_gradients");
-    return optimizer_step(net, 0);
+    return optimizer_step(net, 0, 0);
 }
 
 cnn_status cnn_net_train_batch(cnn_net *net, int n, const float *x_host,
@@ -1153,7 +1255,7 @@ cnn_status cnn_net_evaluate(cnn_net *net, long n, const float *x_host, const int
         CNN_TRY(stage_input(net, m, x_host + (size_t)start * net->in_count));
         CNN_TRY(stage_targets(net, m, sparse ? labels_host + start : NULL,
                               sparse ? NULL : targets_host + (size_t)start * net->loss.k));
-        CNN_TRY(forward_device(net, m, 0, net->n_layers));
+        CNN_TRY(forward_device(net, m, 0, 0, net->n_layers));
         CNN_TRY(net->be->zero(net->ctx, net->sums, 2 * sizeof(float)));
         CNN_TRY(loss_device(net, m, 0));
         float sums[2];
@@ -1198,6 +1300,33 @@ static void free_data(cnn_net *net)
     net->data_n = net->order_n = 0;
 }
 
+/* n images (NHWC, the user's layout) into dst as NCHW, the layout inside:
+ * through a staging buffer of at most 64 MiB of whole rows, each chunk
+ * transposed into place (one copy where the layouts are the same bytes). */
+#define CNN_UPLOAD_CHUNK_BYTES ((size_t)64 << 20)
+static cnn_status upload_images(cnn_net *net, float *dst, long n, const float *x_host)
+{
+    const cnn_backend *be = net->be;
+    const size_t row = net->in_count * sizeof(float);
+    if (!net->transpose_in) return be->upload(net->ctx, dst, x_host, (size_t)n * row);
+    long chunk = (long)(CNN_UPLOAD_CHUNK_BYTES / row);
+    if (chunk < 1) chunk = 1;
+    if (chunk > n) chunk = n;
+    void *tmp = NULL;
+    CNN_TRY(be->alloc(net->ctx, &tmp, (size_t)chunk * row));
+    cnn_status st = CNN_OK;
+    for (long at = 0; at < n && st == CNN_OK; at += chunk) {
+        const long m = n - at < chunk ? n - at : chunk;
+        st = be->upload(net->ctx, tmp, x_host + (size_t)at * net->in_count, (size_t)m * row);
+        if (st == CNN_OK)
+            st = be->nchw_from_nhwc(net->ctx, (int)m, net->in_h, net->in_w, net->in_c, tmp,
+                                    dst + (size_t)at * net->in_count);
+    }
+    cnn_status done = be->synchronize(net->ctx); /* the transposes have read tmp */
+    be->free(net->ctx, tmp);
+    return st != CNN_OK ? st : done;
+}
+
 cnn_status cnn_net_set_data(cnn_net *net, long n, const float *x_host, const int32_t *labels_host,
                             const float *targets_host)
 {
@@ -1213,7 +1342,7 @@ cnn_status cnn_net_set_data(cnn_net *net, long n, const float *x_host, const int
     cnn_status st = net->be->alloc(net->ctx, &x, x_bytes);
     if (st == CNN_OK) st = net->be->alloc(net->ctx, &t, t_bytes);
     if (st == CNN_OK) st = net->be->alloc(net->ctx, &order, (size_t)n * sizeof(int32_t));
-    if (st == CNN_OK) st = net->be->upload(net->ctx, x, x_host, x_bytes);
+    if (st == CNN_OK) st = upload_images(net, x, n, x_host);
     if (st == CNN_OK)
         st = net->be->upload(net->ctx, t, sparse ? (const void *)labels_host : (const void *)targets_host,
                              t_bytes);
@@ -1277,7 +1406,6 @@ static cnn_status reduce_gradients(cnn_net *net)
 static cnn_status range_step(cnn_net *net, int m)
 {
     const cnn_backend *be = net->be;
-    const int64_t *at = net->counters + CNN_COUNT_POSITION;
     int sparse = net->loss.kind == CNN_LOSS_SPARSE_CE;
     int mine;
     batch_share(net, m, &mine, &net->row0);
@@ -1290,23 +1418,19 @@ static cnn_status range_step(cnn_net *net, int m)
         net->train_forwards++;
         net->last_n = 0;
     } else {
-        CNN_TRY(be->gather_rows(net->ctx, order, at, mine, net->in_count * sizeof(float),
-                                net->data_x, net->x_stage));
-        if (net->in_rank == 4)
-            CNN_TRY(be->nchw_from_nhwc(net->ctx, mine, net->in_h, net->in_w, net->in_c,
-                                       net->x_stage, net->x));
-        if (sparse)
-            CNN_TRY(be->gather_rows(net->ctx, order, at, mine, sizeof(int32_t),
-                                    net->data_labels, net->labels));
-        else
-            CNN_TRY(be->gather_rows(net->ctx, order, at, mine,
-                                    (size_t)net->loss.k * sizeof(float), net->data_targets,
-                                    net->targets));
-        CNN_TRY(train_pass(net, mine, m, net->run_sums));
+        /* the rows (already NCHW) and their targets, and the counters moved
+         * on for the whole step: one launch on a GPU */
+        CNN_TRY(be->gather_batch(net->ctx, order, net->counters, mine, m,
+                                 net->in_count * sizeof(float), net->data_x, net->x,
+                                 sparse ? sizeof(int32_t) : (size_t)net->loss.k * sizeof(float),
+                                 sparse ? (const void *)net->data_labels
+                                        : (const void *)net->data_targets,
+                                 sparse ? (void *)net->labels : (void *)net->targets));
+        CNN_TRY(train_pass(net, mine, m, 1, net->run_sums));
     }
     net->row0 = 0;
     CNN_TRY(reduce_gradients(net));
-    return optimizer_step(net, m);
+    return optimizer_step(net, m, mine > 0);
 }
 
 /* CNNCUDA_GRAPHS=0 in the environment turns recording off (every step is

@@ -36,6 +36,19 @@ cnn_status cnn_cuda_impl_init(cnn_cuda_impl *impl, int device)
         err = cudaMalloc((void **)&impl->scratch, CNN_CUDA_SCRATCH_FLOATS * sizeof(float));
         if (err != cudaSuccess) cudaStreamDestroy(impl->stream);
     }
+    if (err == cudaSuccess) {
+        err = cudaMalloc((void **)&impl->meet, sizeof(cnn_cuda_meet));
+        // on the stream (non-blocking: a plain cudaMemset would not be
+        // ordered before its kernels)
+        if (err == cudaSuccess)
+            err = cudaMemsetAsync(impl->meet, 0, sizeof(cnn_cuda_meet), impl->stream);
+        if (err != cudaSuccess) {
+            cudaFree(impl->meet); // NULL or the failed memset's block
+            impl->meet = NULL;
+            cudaFree(impl->scratch);
+            cudaStreamDestroy(impl->stream);
+        }
+    }
     if (err != cudaSuccess) return cnn_cuda_status(err, "creating a cuda context");
     impl->scratch_floats = CNN_CUDA_SCRATCH_FLOATS;
     return CNN_OK;
@@ -48,6 +61,7 @@ void cnn_cuda_impl_fini(cnn_cuda_impl *impl)
     for (int i = 0; i < 2; i++)
         if (impl->marks[i]) cudaEventDestroy(impl->marks[i]);
     cudaFree(impl->scratch);
+    cudaFree(impl->meet);
     cudaStreamDestroy(impl->stream);
 }
 
@@ -216,8 +230,9 @@ extern "C" const cnn_backend cnn_backend_cuda = {
     .batchnorm_forward_infer = cuda_batchnorm_forward_infer,
     .batchnorm_backward = cuda_batchnorm_backward,
     .loss_forward_backward = cuda_loss_forward_backward,
+    .softmax_loss_forward_backward = cuda_softmax_loss_forward_backward,
     .dense_loss_head = cuda_dense_loss_head, // CNNCUDA_FUSE_HEAD=0: the Net runs them apart
-    .gather_rows = cuda_gather_rows,
+    .gather_batch = cuda_gather_batch,
     .advance_counters = cuda_advance_counters,
     .adam_step = cuda_adam_step,
     .sgd_step = cuda_sgd_step,

@@ -137,7 +137,8 @@ extern "C" const cnn_backend cnn_backend_cudnn = {
     .batchnorm_forward_infer = cuda_batchnorm_forward_infer,
     .batchnorm_backward = cuda_batchnorm_backward,
     .loss_forward_backward = cuda_loss_forward_backward,
-    .gather_rows = cuda_gather_rows,
+    // softmax_loss_forward_backward: none (its softmax is cuDNN's)
+    .gather_batch = cuda_gather_batch,
     .advance_counters = cuda_advance_counters,
     .adam_step = cuda_adam_step,
     .sgd_step = cuda_sgd_step,

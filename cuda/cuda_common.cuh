@@ -8,6 +8,18 @@
 
 #include "cnn.h"
 
+// Device memory of a context for kernels whose blocks meet at the end: the
+// last block to take a ticket (an integer atomic, handed back to 0 by that
+// block) finishes the kernel's work, so no float atomics are needed and the
+// sums come out in one order. Zeroed when the context is made; a kernel that
+// uses a ticket is never in flight twice (one stream, kernels in order).
+enum { CNN_TICKET_GATHER = 0, CNN_TICKET_LOSS = 1, CNN_TICKETS = 8 };
+#define CNN_LOSS_MAX_BLOCKS 1024 // the loss kernel's grid (its rows grid-stride)
+struct cnn_cuda_meet {
+    unsigned int tickets[CNN_TICKETS];
+    double loss_parts[2][CNN_LOSS_MAX_BLOCKS]; // per block: loss sum, correct count
+};
+
 // The cuda context's impl: the stream every kernel of one Net runs on, and
 // scratch for the SGEMM's split-K partial sums, allocated once.
 struct cnn_cuda_impl {
@@ -16,6 +28,7 @@ struct cnn_cuda_impl {
     int sm_count;
     float *scratch;
     size_t scratch_floats;
+    cnn_cuda_meet *meet; // device memory, zeroed at creation
     cudaEvent_t marks[2]; // record.cu's timer, made on first use
     int sgemm_kernel;     // CNN_SGEMM_*: CNNCUDA_SGEMM when the context was made
     int early_launch;     // record.cu: recordings launch each kernel early (see
@@ -46,6 +59,26 @@ void cnn_cuda_device_leave(int previous, int device);
 static inline cudaStream_t cnn_stream(cnn_ctx *ctx)
 {
     return ((cnn_cuda_impl *)ctx->impl)->stream;
+}
+
+static inline cnn_cuda_meet *cnn_meet(cnn_ctx *ctx)
+{
+    return ((cnn_cuda_impl *)ctx->impl)->meet;
+}
+
+// Called by thread 0 of every block, once, after the block's part that the
+// others must not overtake (its reads, or its writes of partial results,
+// which __threadfence makes visible to the last block first): true in the
+// block that takes the last ticket, which also hands the ticket back to 0
+// for the kernel's next launch.
+__device__ __forceinline__ bool cnn_last_block(unsigned int *ticket)
+{
+    __threadfence();
+    const unsigned int t = atomicAdd(ticket, 1u);
+    if (t != gridDim.x - 1) return false;
+    __threadfence(); // the others' writes before their tickets are seen from here on
+    *ticket = 0u;
+    return true;
 }
 
 // Turns a CUDA error into a recorded message and a status.

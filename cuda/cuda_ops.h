@@ -96,10 +96,15 @@ cnn_status cuda_dense_loss_head(cnn_ctx *ctx, const cnn_loss_desc *d, int in, in
                                 const int32_t *labels, const float *targets, int scale_n,
                                 float *z, float *p, float *dw, float *db, float *dx,
                                 float *sums, void *ws);
+cnn_status cuda_softmax_loss_forward_backward(cnn_ctx *ctx, const cnn_loss_desc *d,
+                                              const float *x, float *y, const int32_t *labels,
+                                              const float *targets, int scale_n, float *dx,
+                                              float *sums);
 
 /* gather.cu */
-cnn_status cuda_gather_rows(cnn_ctx *ctx, const int32_t *order, const int64_t *position,
-                           int count, size_t row_bytes, const void *src, void *dst);
+cnn_status cuda_gather_batch(cnn_ctx *ctx, const int32_t *order, int64_t *counters, int count,
+                             long rows, size_t x_row_bytes, const void *src_x, void *dst_x,
+                             size_t t_row_bytes, const void *src_t, void *dst_t);
 cnn_status cuda_advance_counters(cnn_ctx *ctx, int64_t *counters, int forward, int steps,
                                  long rows);
 

@@ -236,6 +236,7 @@ cnn_status cuda_dense_loss_head(cnn_ctx *ctx, const cnn_loss_desc *d, int in, in
     head_args h;
     h.loss.kind = d->kind;
     h.loss.logits = !softmax;
+    h.loss.softmax = 0; // loss.cu's fused softmax; the head runs its own
     h.loss.n = n;
     h.loss.k = k;
     h.loss.scale = (float)scale_n;

@@ -13,6 +13,7 @@ namespace { // internal linkage: every .cu that includes this has its own copy
 
 struct loss_args {
     int kind, logits, n, k;
+    int softmax;    // loss.cu: y holds the logits of a softmax layer
     float scale;    // (float)scale_n
     float scale_nk; // (float)scale_n * (float)k, binary
 };
@@ -48,13 +49,29 @@ static __device__ __forceinline__ int warp_sum_int(int v)
     return v;
 }
 
-// Index of the first maximum of v[0, k), k >= 1, to every lane of the warp.
-static __device__ __forceinline__ int warp_argmax(const float *v, int k, int lane)
+// v[j] of a row as stored
+struct row_values {
+    const float *v;
+    __device__ __forceinline__ float operator()(int j) const { return v[j]; }
+};
+
+// The softmax of a row of logits x with max m and sum s: activation.cu's
+// softmax_forward_kernel's expression, so the same bits
+struct softmax_values {
+    const float *x;
+    float m, s;
+    __device__ __forceinline__ float operator()(int j) const { return expf(x[j] - m) / s; }
+};
+
+// Index of the first maximum of v(0 .. k-1), k >= 1, to every lane of the
+// warp.
+template <typename V>
+static __device__ __forceinline__ int warp_argmax_of(const V &v, int k, int lane)
 {
     float best = 0.0f;
     int at = -1; // none yet
     for (int j = lane; j < k; j += 32) {
-        const float u = v[j];
+        const float u = v(j);
         if (at < 0 || u > best) {
             best = u;
             at = j;
@@ -70,6 +87,11 @@ static __device__ __forceinline__ int warp_argmax(const float *v, int k, int lan
         }
     }
     return at;
+}
+
+static __device__ __forceinline__ int warp_argmax(const float *v, int k, int lane)
+{
+    return warp_argmax_of(row_values{v}, k, lane);
 }
 
 // Sparse (t NULL, one-hot of label) or categorical CE of row z (k); writes

@@ -160,8 +160,9 @@ cnn_status cpu_loss_forward_backward(cnn_ctx *ctx, const cnn_loss_desc *d, const
                                      float *dy, float *sums);
 
 /* gather.c */
-cnn_status cpu_gather_rows(cnn_ctx *ctx, const int32_t *order, const int64_t *position,
-                           int count, size_t row_bytes, const void *src, void *dst);
+cnn_status cpu_gather_batch(cnn_ctx *ctx, const int32_t *order, int64_t *counters, int count,
+                            long rows, size_t x_row_bytes, const void *src_x, void *dst_x,
+                            size_t t_row_bytes, const void *src_t, void *dst_t);
 cnn_status cpu_advance_counters(cnn_ctx *ctx, int64_t *counters, int forward, int steps,
                                 long rows);
 
