@@ -128,7 +128,9 @@ struct cnn_net {
     /* dense_loss_head where the engine has it (plan_head): the index of the
      * last dense layer, or -1; whether a softmax layer follows it; whether
      * the layer before it is a ReLU whose backward the head runs; its
-     * workspace. CNNCUDA_FUSE_HEAD=0 (or CNNCUDA_FUSE=0) turns it off. */
+     * workspace. CNNCUDA_FUSE_HEAD=0 turns it off (CNNCUDA_FUSE=0 only
+     * leaves the ReLU's backward to its own layer: the head computes the
+     * same bits either way, so the ReLU fusions compare bit for bit). */
     int head, head_softmax, head_relu;
     void *head_ws;
 
@@ -855,7 +857,7 @@ static void plan_head(cnn_net *net)
     net->head = -1;
     net->head_softmax = net->head_relu = 0;
     const char *env = getenv("CNNCUDA_FUSE_HEAD");
-    if (!net->be->dense_loss_head || !net->fuse_relu || (env && strcmp(env, "0") == 0)) return;
+    if (!net->be->dense_loss_head || (env && strcmp(env, "0") == 0)) return;
     if (net->loss.kind != CNN_LOSS_SPARSE_CE && net->loss.kind != CNN_LOSS_CATEGORICAL_CE) return;
     int h = net->n_layers - 1, softmax = 0;
     const cnn_layer_spec *s = &net->layers[h].spec;
