@@ -55,20 +55,23 @@ head_forward_kernel(head_args h, const float *__restrict__ x, const float *__res
 #pragma unroll
         for (int u = 0; u < HEAD_CHUNK; ++u) acc[u] = 0.0f;
         for (int j0 = threadIdx.x; j0 < in; j0 += 4 * HEAD_THREADS) {
-            float xv[4];
+            // every load of the four rows first, then the multiply-adds
+            float xv[4], wv[4][HEAD_CHUNK];
 #pragma unroll
             for (int q = 0; q < 4; ++q) {
                 const int j = j0 + q * HEAD_THREADS;
-                xv[q] = j < in ? xi[j] : 0.0f;
+                const bool ok = j < in;
+                xv[q] = ok ? xi[j] : 0.0f;
+#pragma unroll
+                for (int u = 0; u < HEAD_CHUNK; ++u)
+                    wv[q][u] = ok && c0 + u < k ? w[(size_t)j * k + c0 + u] : 0.0f;
             }
 #pragma unroll
             for (int q = 0; q < 4; ++q) {
-                const int j = j0 + q * HEAD_THREADS;
-                if (j >= in) break;
-                const float *wj = w + (size_t)j * k + c0;
+                if (j0 + q * HEAD_THREADS >= in) break;
 #pragma unroll
                 for (int u = 0; u < HEAD_CHUNK; ++u)
-                    if (c0 + u < k) acc[u] = fmaf(xv[q], wj[u], acc[u]);
+                    if (c0 + u < k) acc[u] = fmaf(xv[q], wv[q][u], acc[u]);
             }
         }
 #pragma unroll
@@ -181,7 +184,14 @@ head_backward_kernel(head_args h, int dw_blocks, int dx_blocks, const float *__r
     if (db)
         for (int c = t; c < k; c += HEAD_THREADS) {
             float s = 0.0f;
-            for (int r = 0; r < n; ++r) s += dz[(size_t)r * k + c];
+            for (int r0 = 0; r0 < n; r0 += 8) {
+                float g[8];
+#pragma unroll
+                for (int q = 0; q < 8; ++q) g[q] = r0 + q < n ? dz[(size_t)(r0 + q) * k + c] : 0.0f;
+#pragma unroll
+                for (int q = 0; q < 8; ++q)
+                    if (r0 + q < n) s += g[q];
+            }
             db[c] = s;
         }
     if (t < 32) {
