@@ -137,6 +137,7 @@ extern "C" const cnn_backend cnn_backend_cudnn = {
     .batchnorm_forward_infer = cuda_batchnorm_forward_infer,
     .batchnorm_backward = cuda_batchnorm_backward,
     .loss_forward_backward = cuda_loss_forward_backward,
+    .dense_loss_head = cuda_dense_loss_head, // the cuda engine's (cuda/dense_head.cu)
     // softmax_loss_forward_backward: none (its softmax is cuDNN's)
     .gather_batch = cuda_gather_batch,
     .advance_counters = cuda_advance_counters,

@@ -1,4 +1,4 @@
-"""The cuda engine's dense_loss_head (cuda/dense_head.cu): in a training step
+"""The GPU engines' dense_loss_head (cuda/dense_head.cu): in a training step
 the last Dense layer, a softmax after it and the crossentropy run as two
 kernels instead of six to eight. Its gradients must be the reference's
 (numpy engine) and, but for the order of the forward's sums, the unfused
@@ -13,7 +13,7 @@ from cnncuda.engine import make_net
 from cnncuda.seeds import seed_network, synthetic_data
 from conftest import engine_params
 
-CUDA = engine_params(("cuda",))
+CUDA = engine_params(("cuda", "cudnn"))
 
 SPARSE_LOGITS = {"kind": "sparse_categorical_crossentropy", "from_logits": True}
 CATEGORICAL_PROBS = {"kind": "categorical_crossentropy", "from_logits": False}
@@ -90,11 +90,11 @@ def test_head_matches_the_unfused_path(engine, name, monkeypatch):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg="gradient %d" % i)
 
 
-def train_seed(model, monkeypatch, fuse, graphs=True, images=256, batch=32):
+def train_seed(engine, model, monkeypatch, fuse, graphs=True, images=256, batch=32):
     monkeypatch.setenv("CNNCUDA_FUSE_HEAD", "1" if fuse else "0")
     monkeypatch.setenv("CNNCUDA_GRAPHS", "1" if graphs else "0")
     s = seed_network(model)
-    net = make_net("cuda", s["layers"], s["input_shape"], batch, s["loss"], s["optimizer"],
+    net = make_net(engine, s["layers"], s["input_shape"], batch, s["loss"], s["optimizer"],
                    seed=2)
     x, y = synthetic_data(model, images, seed=4)
     net.set_data(x, y)
@@ -112,14 +112,14 @@ def test_seed_training_same_bits_run_to_run_and_recorded(engine, model, monkeypa
     """Deterministic sums (no float atomics): two runs, and a run one kernel
     at a time, give the same loss sums and weights bit for bit; the unfused
     path ends close."""
-    s1, w1 = train_seed(model, monkeypatch, fuse=True)
-    s2, w2 = train_seed(model, monkeypatch, fuse=True)
-    s3, w3 = train_seed(model, monkeypatch, fuse=True, graphs=False)
+    s1, w1 = train_seed(engine, model, monkeypatch, fuse=True)
+    s2, w2 = train_seed(engine, model, monkeypatch, fuse=True)
+    s3, w3 = train_seed(engine, model, monkeypatch, fuse=True, graphs=False)
     assert s1 == s2 == s3
     for a, b, c in zip(w1, w2, w3):
         np.testing.assert_array_equal(a, b)
         np.testing.assert_array_equal(a, c)
-    s0, w0 = train_seed(model, monkeypatch, fuse=False)
+    s0, w0 = train_seed(engine, model, monkeypatch, fuse=False)
     for (l1, c1), (l0, c0) in zip(s1, s0):
         assert abs(l1 - l0) <= 1e-4 * abs(l0) and abs(c1 - c0) <= 2
     for a, b in zip(w1, w0):
