@@ -121,6 +121,28 @@ head_forward_kernel(head_args h, const float *__restrict__ x, const float *__res
     }
 }
 
+// sum_i a[i * sa] b[i * sb] for i < len: one chain of fmaf in the order of
+// i (the SGEMM's order of k), the loads of eight terms issued before their
+// multiply-adds.
+__device__ __forceinline__ float dot_in_order(const float *a, size_t sa, const float *b, size_t sb,
+                                              int len)
+{
+    float acc = 0.0f;
+    for (int i0 = 0; i0 < len; i0 += 8) {
+        float av[8], bv[8];
+#pragma unroll
+        for (int q = 0; q < 8; ++q) {
+            const bool ok = i0 + q < len;
+            av[q] = ok ? a[(size_t)(i0 + q) * sa] : 0.0f;
+            bv[q] = ok ? b[(size_t)(i0 + q) * sb] : 0.0f;
+        }
+#pragma unroll
+        for (int q = 0; q < 8; ++q)
+            if (i0 + q < len) acc = fmaf(av[q], bv[q], acc);
+    }
+    return acc;
+}
+
 // Three kinds of threads, so that no thread runs a long chain (at batch 32
 // one thread per input j took 13 us for cifar's 64 x 10 layer: a block of
 // dependent steps): blocks [0, dw_blocks) one thread per weight (j, c):
@@ -143,40 +165,14 @@ head_backward_kernel(head_args h, int dw_blocks, int dx_blocks, const float *__r
         const long long e = (long long)block * HEAD_THREADS + t;
         if (e >= (long long)in * k) return;
         const int j = (int)(e / k), c = (int)(e - (long long)j * k);
-        float acc = 0.0f;
-        for (int r0 = 0; r0 < n; r0 += 8) {
-            float xv[8], g[8];
-#pragma unroll
-            for (int q = 0; q < 8; ++q) {
-                const bool ok = r0 + q < n;
-                xv[q] = ok ? x[(size_t)(r0 + q) * in + j] : 0.0f;
-                g[q] = ok ? dz[(size_t)(r0 + q) * k + c] : 0.0f;
-            }
-#pragma unroll
-            for (int q = 0; q < 8; ++q)
-                if (r0 + q < n) acc = fmaf(xv[q], g[q], acc);
-        }
-        dw[e] = acc;
+        dw[e] = dot_in_order(x + j, in, dz + c, k, n);
         return;
     }
     if (block < dw_blocks + dx_blocks) {
         const long long e = (long long)(block - dw_blocks) * HEAD_THREADS + t;
         if (e >= (long long)n * in) return;
         const int r = (int)(e / in), j = (int)(e - (long long)r * in);
-        const float *g = dz + (size_t)r * k, *wj = w + (size_t)j * k;
-        float v = 0.0f;
-        for (int c0 = 0; c0 < k; c0 += 8) {
-            float gv[8], wv[8];
-#pragma unroll
-            for (int q = 0; q < 8; ++q) {
-                const bool ok = c0 + q < k;
-                gv[q] = ok ? g[c0 + q] : 0.0f;
-                wv[q] = ok ? wj[c0 + q] : 0.0f;
-            }
-#pragma unroll
-            for (int q = 0; q < 8; ++q)
-                if (c0 + q < k) v = fmaf(gv[q], wv[q], v);
-        }
+        const float v = dot_in_order(dz + (size_t)r * k, 1, w + (size_t)j * k, 1, k);
         dx[e] = h.relu && !(x[e] > 0.0f) ? 0.0f : v;
         return;
     }
