@@ -27,17 +27,6 @@ cnn_status cnn_cuda_impl_init(cnn_cuda_impl *impl, int device)
     else
         return cnn_set_error(CNN_ERR_VALUE,
                              "CNNCUDA_SGEMM: expected 'auto', 'wide' or 'tile64', got '%s'", kernel);
-    const char *waves = getenv("CNNCUDA_SPLITK_WAVES");
-    impl->splitk_waves = 2.0f;
-    if (waves && *waves) {
-        char *end = NULL;
-        const double v = strtod(waves, &end);
-        if (*end || !(v > 0.0 && v <= 16.0))
-            return cnn_set_error(CNN_ERR_VALUE,
-                                 "CNNCUDA_SPLITK_WAVES: expected a number in (0, 16], got '%s'",
-                                 waves);
-        impl->splitk_waves = (float)v;
-    }
     CNN_CUDA_TRY(cudaSetDevice(device), "selecting the context's GPU");
     impl->device = device;
     cudaError_t err =

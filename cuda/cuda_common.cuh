@@ -31,8 +31,6 @@ struct cnn_cuda_impl {
     cnn_cuda_meet *meet; // device memory, zeroed at creation
     cudaEvent_t marks[2]; // record.cu's timer, made on first use
     int sgemm_kernel;     // CNN_SGEMM_*: CNNCUDA_SGEMM when the context was made
-    float splitk_waves;   // gemm.cu's split-K aims at this many blocks per SM
-                          // (CNNCUDA_SPLITK_WAVES, default 2)
     int early_launch;     // record.cu: recordings launch each kernel early (see
                           // cnn_kernel_begin); set by the cuda engine's table on
                           // sm_90 and later unless CNNCUDA_EARLY_LAUNCH=0

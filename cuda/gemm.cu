@@ -25,17 +25,15 @@ using namespace cnn_gemm;
 
 namespace {
 
-// Slices of K for a product of `tiles` output tiles: enough blocks for
-// CNNCUDA_SPLITK_WAVES (default 2) waves over the SMs, at least 64 columns
-// of K per slice, and partial sums
+// Slices of K for a product of `tiles` output tiles: enough blocks for two
+// waves over the SMs, at least 64 columns of K per slice, and partial sums
 // that fit the scratch. Sets *k_slice (a multiple of 16) and returns the
 // number of slices.
 int plan_slices(const cnn_cuda_impl *impl, int m, int n, int k, int tiles, int *k_slice)
 {
     int slices = 1;
-    const int want = (int)(impl->splitk_waves * impl->sm_count); // blocks to aim for
-    if (tiles < want && k >= 256) {
-        slices = (want + tiles - 1) / tiles;
+    if (tiles < 2 * impl->sm_count && k >= 256) {
+        slices = (2 * impl->sm_count + tiles - 1) / tiles;
         slices = min(slices, k / 64);
         slices = (int)min((size_t)slices, impl->scratch_floats / ((size_t)m * n));
         if (slices < 1) slices = 1;

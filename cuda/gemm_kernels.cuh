@@ -164,17 +164,8 @@ __global__ void sum_slices(int m, int n, int slices, const float *__restrict__ p
 {
     cnn_kernel_begin();
     CNN_GRID_LOOP(t, (size_t)m * n) {
-        const size_t mn = (size_t)m * n;
         float sum = 0.0f;
-        int z = 0;
-        for (; z + 7 < slices; z += 8) { // eight loads ahead of their adds, in order
-            float v[8];
-#pragma unroll
-            for (int q = 0; q < 8; ++q) v[q] = partial[(size_t)(z + q) * mn + t];
-#pragma unroll
-            for (int q = 0; q < 8; ++q) sum += v[q];
-        }
-        for (; z < slices; ++z) sum += partial[(size_t)z * mn + t];
+        for (int z = 0; z < slices; ++z) sum += partial[(size_t)z * m * n + t];
         float *out = c + (t / n) * ldc + t % n;
         *out = beta == 0.0f ? sum : sum + beta * *out;
     }

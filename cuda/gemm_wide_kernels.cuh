@@ -268,16 +268,8 @@ sum_slices_wide(int m, int n, int slices, const float *__restrict__ partial, flo
         const size_t t = base + threadIdx.x;
         float sum = 0.0f;
         if (t < total) {
-            // eight loads in flight ahead of their adds, which stay in order
-            int z = threadIdx.y;
-            for (; z + 7 * SUM_GROUPS < slices; z += 8 * SUM_GROUPS) {
-                float v[8];
-#pragma unroll
-                for (int q = 0; q < 8; ++q) v[q] = partial[(size_t)(z + q * SUM_GROUPS) * total + t];
-#pragma unroll
-                for (int q = 0; q < 8; ++q) sum += v[q];
-            }
-            for (; z < slices; z += SUM_GROUPS) sum += partial[(size_t)z * total + t];
+#pragma unroll 4 // loads ahead of the adds, which stay in order
+            for (int z = threadIdx.y; z < slices; z += SUM_GROUPS) sum += partial[(size_t)z * total + t];
         }
         part[threadIdx.y][threadIdx.x] = sum;
         __syncthreads();
