@@ -29,12 +29,6 @@ struct head_args {
     int in, softmax, relu;
 };
 
-__device__ __forceinline__ float warp_sum_float(float v)
-{
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
 // rows (2, n): the per-row losses, then the per-row correct counts
 __global__ void __launch_bounds__(HEAD_THREADS)
 head_forward_kernel(head_args h, const float *__restrict__ x, const float *__restrict__ w,
@@ -80,7 +74,7 @@ head_forward_kernel(head_args h, const float *__restrict__ x, const float *__res
         // class c0 + u: warp u % HEAD_WARPS adds the 128 partial sums
         for (int u = warp; u < HEAD_CHUNK && c0 + u < k; u += HEAD_WARPS) {
             float v = part[u][lane] + part[u][lane + 32] + part[u][lane + 64] + part[u][lane + 96];
-            v = warp_sum_float(v);
+            v = warp_sum(v);
             if (lane == 0) zs[c0 + u] = b ? v + b[c0 + u] : v;
         }
         __syncthreads();

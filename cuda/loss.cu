@@ -108,7 +108,7 @@ static __device__ __forceinline__ double binary_row(const loss_args &a, const fl
         }
         if (g) g[j] = gj;
     }
-    hits = warp_sum_int(hits);
+    hits = warp_sum(hits);
     loss = warp_sum(loss);
     *correct += (double)hits / (double)k;
     return loss / (double)k;

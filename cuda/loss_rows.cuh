@@ -37,13 +37,10 @@ static __device__ __forceinline__ float sigmoid_f(float v)
     return e / (1.0f + e);
 }
 
-static __device__ __forceinline__ double warp_sum(double v)
-{
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-static __device__ __forceinline__ int warp_sum_int(int v)
+// The sum of v over the warp, in every lane (a fixed butterfly: the same
+// bits every run); double, float or int.
+template <typename T>
+static __device__ __forceinline__ T warp_sum(T v)
 {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
