@@ -131,6 +131,7 @@ struct cnn_net {
      * workspace. CNNCUDA_FUSE_HEAD=0 turns it off (CNNCUDA_FUSE=0 only
      * leaves the ReLU's backward to its own layer: the head computes the
      * same bits either way, so the ReLU fusions compare bit for bit). */
+    int fuse_head; /* CNNCUDA_FUSE_HEAD, read once, at creation */
     int head, head_softmax, head_relu;
     void *head_ws;
 
@@ -715,6 +716,8 @@ cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn
         net->fuse_softmax = !(fuse_softmax && strcmp(fuse_softmax, "0") == 0);
         const char *fuse_flatten = getenv("CNNCUDA_FUSE_FLATTEN");
         net->fuse_flatten = !(fuse_flatten && strcmp(fuse_flatten, "0") == 0);
+        const char *fuse_head = getenv("CNNCUDA_FUSE_HEAD");
+        net->fuse_head = !(fuse_head && strcmp(fuse_head, "0") == 0);
     }
     net->n_layers = spec->n_layers;
     net->max_batch = spec->max_batch;
@@ -856,8 +859,7 @@ static void plan_head(cnn_net *net)
 {
     net->head = -1;
     net->head_softmax = net->head_relu = 0;
-    const char *env = getenv("CNNCUDA_FUSE_HEAD");
-    if (!net->be->dense_loss_head || (env && strcmp(env, "0") == 0)) return;
+    if (!net->be->dense_loss_head || !net->fuse_head) return;
     if (net->loss.kind != CNN_LOSS_SPARSE_CE && net->loss.kind != CNN_LOSS_CATEGORICAL_CE) return;
     int h = net->n_layers - 1, softmax = 0;
     const cnn_layer_spec *s = &net->layers[h].spec;
@@ -1092,17 +1094,16 @@ static cnn_status check_loss_ready(const cnn_net *net)
     return CNN_OK;
 }
 
-/* Loss (and its gradient into grad_a when want_grad) of the last layer's
- * output against the staged targets, added to net->sums. */
-static cnn_status loss_device(cnn_net *net, int n, int want_grad)
+/* Loss of the last layer's output against the staged targets, added to
+ * net->sums; no gradient (evaluate: training steps go through train_pass). */
+static cnn_status loss_device(cnn_net *net, int n)
 {
     cnn_loss_desc d = net->loss;
     d.n = n;
     int sparse = d.kind == CNN_LOSS_SPARSE_CE;
     return net->be->loss_forward_backward(net->ctx, &d, net->layers[net->n_layers - 1].y,
                                           sparse ? net->labels : NULL,
-                                          sparse ? NULL : net->targets, n,
-                                          want_grad ? net->grad_a : NULL, net->sums);
+                                          sparse ? NULL : net->targets, n, NULL, net->sums);
 }
 
 /* A training forward, the loss (added to `sums`, its gradient that of the
@@ -1259,7 +1260,7 @@ cnn_status cnn_net_evaluate(cnn_net *net, long n, const float *x_host, const int
                               sparse ? NULL : targets_host + (size_t)start * net->loss.k));
         CNN_TRY(forward_device(net, m, 0, 0, net->n_layers));
         CNN_TRY(net->be->zero(net->ctx, net->sums, 2 * sizeof(float)));
-        CNN_TRY(loss_device(net, m, 0));
+        CNN_TRY(loss_device(net, m));
         float sums[2];
         CNN_TRY(net->be->download(net->ctx, sums, net->sums, sizeof sums));
         total[0] += sums[0];
