@@ -32,6 +32,25 @@ SPARSE_LOGITS = {"kind": "sparse_categorical_crossentropy", "from_logits": True}
 ADAM = {"kind": "adam"}
 
 
+def train_seed_epochs(engine, name, batch, images, net_seed, data_seed, epochs=2):
+    """`epochs` of seed `name` on `images` resident synthetic samples through
+    train_range (a new order each epoch): each epoch's running (loss,
+    correct) sums and the final weights."""
+    from cnncuda.engine import make_net
+    from cnncuda.seeds import seed_network, synthetic_data
+    s = seed_network(name)
+    net = make_net(engine, s["layers"], s["input_shape"], batch, s["loss"], s["optimizer"],
+                   seed=net_seed)
+    x, y = synthetic_data(name, images, seed=data_seed)
+    net.set_data(x, y)
+    sums = []
+    for epoch in range(epochs):
+        net.set_order(np.random.default_rng(epoch).permutation(images))
+        net.train_range(0, images, batch)
+        sums.append(net.read_sums(reset=True))
+    return sums, net.get_weights()
+
+
 def assert_close(actual, expected, rtol, atol, what=""):
     """assert_allclose with the largest error in the message."""
     actual = np.asarray(actual, dtype=np.float64)

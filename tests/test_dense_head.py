@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 from cnncuda.engine import make_net
-from cnncuda.seeds import seed_network, synthetic_data
-from conftest import engine_params
+from conftest import engine_params, train_seed_epochs
 
 CUDA = engine_params(("cuda",))
 
@@ -93,17 +92,7 @@ def test_head_matches_the_unfused_path(engine, name, monkeypatch):
 def train_seed(engine, model, monkeypatch, fuse, graphs=True, images=256, batch=32):
     monkeypatch.setenv("CNNCUDA_FUSE_HEAD", "1" if fuse else "0")
     monkeypatch.setenv("CNNCUDA_GRAPHS", "1" if graphs else "0")
-    s = seed_network(model)
-    net = make_net(engine, s["layers"], s["input_shape"], batch, s["loss"], s["optimizer"],
-                   seed=2)
-    x, y = synthetic_data(model, images, seed=4)
-    net.set_data(x, y)
-    sums = []
-    for epoch in range(2):
-        net.set_order(np.random.default_rng(epoch).permutation(images))
-        net.train_range(0, images, batch)
-        sums.append(net.read_sums(reset=True))
-    return sums, net.get_weights()
+    return train_seed_epochs(engine, model, batch, images, net_seed=2, data_seed=4)
 
 
 @pytest.mark.parametrize("model", ["cifar10_cnn", "lenet5", "tiny_mnist"])

@@ -10,7 +10,7 @@ import pytest
 from cnncuda import reference as ref
 from cnncuda.engine import make_net
 from cnncuda.seeds import seed_network, synthetic_data
-from conftest import ADAM, C_ENGINES, assert_close, engine_params
+from conftest import ADAM, C_ENGINES, assert_close, engine_params, train_seed_epochs
 
 ENGINES = C_ENGINES + ["numpy"]
 
@@ -125,17 +125,8 @@ def test_labels_of_every_dtype_train_alike(engine):
 
 def train_sums(engine, name, batch, monkeypatch, graphs=True, images_n=300, epochs=2):
     monkeypatch.setenv("CNNCUDA_GRAPHS", "1" if graphs else "0")
-    s = seed_network(name)
-    net = make_net(engine, s["layers"], s["input_shape"], batch, s["loss"], s["optimizer"],
-                   seed=9)
-    x, y = synthetic_data(name, images_n, seed=3)
-    net.set_data(x, y)
-    sums = []
-    for epoch in range(epochs):
-        net.set_order(np.random.default_rng(epoch).permutation(images_n))
-        net.train_range(0, images_n, batch)
-        sums.append(net.read_sums(reset=True))
-    return sums, net.get_weights()
+    return train_seed_epochs(engine, name, batch, images_n, net_seed=9, data_seed=3,
+                             epochs=epochs)
 
 
 @pytest.mark.parametrize("engine", C_ENGINES)
