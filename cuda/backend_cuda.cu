@@ -27,6 +27,17 @@ cnn_status cnn_cuda_impl_init(cnn_cuda_impl *impl, int device)
     else
         return cnn_set_error(CNN_ERR_VALUE,
                              "CNNCUDA_SGEMM: expected 'auto', 'wide' or 'tile64', got '%s'", kernel);
+    const char *tile = getenv("CNNCUDA_SGEMM_TILE");
+    if (!tile || !*tile || !strcmp(tile, "shaped"))
+        impl->sgemm_tile = CNN_TILE_SHAPED;
+    else if (!strcmp(tile, "square"))
+        impl->sgemm_tile = CNN_TILE_SQUARE;
+    else if (!strcmp(tile, "scalar"))
+        impl->sgemm_tile = CNN_TILE_SCALAR;
+    else
+        return cnn_set_error(CNN_ERR_VALUE,
+                             "CNNCUDA_SGEMM_TILE: expected 'shaped', 'square' or 'scalar', got '%s'",
+                             tile);
     CNN_CUDA_TRY(cudaSetDevice(device), "selecting the context's GPU");
     impl->device = device;
     cudaError_t err =

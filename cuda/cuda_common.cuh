@@ -31,6 +31,7 @@ struct cnn_cuda_impl {
     cnn_cuda_meet *meet; // device memory, zeroed at creation
     cudaEvent_t marks[2]; // record.cu's timer, made on first use
     int sgemm_kernel;     // CNN_SGEMM_*: CNNCUDA_SGEMM when the context was made
+    int sgemm_tile;       // CNN_TILE_*: CNNCUDA_SGEMM_TILE when the context was made
     int early_launch;     // record.cu: recordings launch each kernel early (see
                           // cnn_kernel_begin); set by the cuda engine's table on
                           // sm_90 and later unless CNNCUDA_EARLY_LAUNCH=0
@@ -44,6 +45,14 @@ struct cnn_cuda_impl {
 // TILE64 ("tile64"): the 64x64 tile everywhere, the convolution
 // rearranging through its workspace: the engine before the fused layouts.
 enum { CNN_SGEMM_AUTO = 0, CNN_SGEMM_TILE64 = 1, CNN_SGEMM_WIDE = 2 };
+
+// The small-product tile of gemm.cu (gemm_kernels.cuh sgemm_tile), chosen by
+// CNNCUDA_SGEMM_TILE. SHAPED ("shaped", the default): 16/32/64 x 32/64 tiles
+// fitted to the product, 16-byte shared loads and stores; SQUARE ("square"):
+// the same kernel at 64x64 only; SCALAR ("scalar"): 64x64 with scalar shared
+// loads and stores, the engine's tile before the shaped ones (kept as a
+// stage; the same bits as SQUARE).
+enum { CNN_TILE_SHAPED = 0, CNN_TILE_SQUARE = 1, CNN_TILE_SCALAR = 2 };
 
 #define CNN_CUDA_SCRATCH_FLOATS ((size_t)4 << 20) // 16 MiB
 

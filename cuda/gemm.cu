@@ -4,14 +4,16 @@
 // gemm_wide_kernels.cuh, BM x 128 tiles with 8x8 outputs per thread (BM =
 // 32, 64 or 128, whichever pads m least), for large products (at least
 // WIDE_MIN_FMAS multiply-adds: the convolutions of the seed CNN at batch
-// 512); gemm_kernels.cuh, the 64x64 tile with 4x4 per thread, for the rest
-// and for every product under CNNCUDA_SGEMM=tile64 (kept to compare);
-// CNNCUDA_SGEMM=wide puts every product on the wide kernel (for its tests).
-// Below the threshold the 64x64 tile's four times as many blocks fill the
-// GPU better: on an H100 (2026-11-25) the wide kernel was 10-40% slower on
-// the seed CNN's products at batch 32 (dev/cuda/sgemm v5 against v6).
-// Both take the convolution's fused layouts, bias and ReLU (cnn_sgemm_extra).
-// This file plans and launches them.
+// 512); gemm_kernels.cuh, tiles of 16, 32 or 64 rows by 32 or 64 columns
+// with 4x4 outputs per thread, fitted to the product's m and n
+// (CNNCUDA_SGEMM_TILE, cuda_common.cuh), for the rest and for every product
+// under CNNCUDA_SGEMM=tile64 (kept to compare); CNNCUDA_SGEMM=wide puts
+// every product on the wide kernel (for its tests). Below the threshold the
+// small tiles' many blocks fill the GPU better: on an H100 (2026-11-25) the
+// wide kernel was 10-40% slower on the seed CNN's products at batch 32
+// (dev/cuda/sgemm v5 against v6). Both take the convolution's fused
+// layouts, bias and ReLU (cnn_sgemm_extra). This file plans and launches
+// them.
 //
 // Split-K: when C has too few tiles to fill the GPU and K is long (the
 // convolution's filter gradient: a 32x27 result summed over 28,800 columns;
@@ -26,14 +28,17 @@ using namespace cnn_gemm;
 namespace {
 
 // Slices of K for a product of `tiles` output tiles: enough blocks for two
-// waves over the SMs, at least 64 columns of K per slice, and partial sums
+// waves of 256-thread blocks over the SMs (`per_block` blocks of a smaller
+// tile count as one), at least 64 columns of K per slice, and partial sums
 // that fit the scratch. Sets *k_slice (a multiple of 16) and returns the
 // number of slices.
-int plan_slices(const cnn_cuda_impl *impl, int m, int n, int k, int tiles, int *k_slice)
+int plan_slices(const cnn_cuda_impl *impl, int m, int n, int k, int tiles, int per_block,
+                int *k_slice)
 {
     int slices = 1;
-    if (tiles < 2 * impl->sm_count && k >= 256) {
-        slices = (2 * impl->sm_count + tiles - 1) / tiles;
+    const int target = 2 * impl->sm_count * per_block;
+    if (tiles < target && k >= 256) {
+        slices = (target + tiles - 1) / tiles;
         slices = min(slices, k / 64);
         slices = (int)min((size_t)slices, impl->scratch_floats / ((size_t)m * n));
         if (slices < 1) slices = 1;
@@ -82,7 +87,7 @@ cnn_status sgemm_wide_path(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n,
         return cnn_set_error(CNN_ERR_VALUE, "sgemm: m = %d rows is too many for one grid", m);
     const int tiles = ((n + WBN - 1) / WBN) * ((m + bm - 1) / bm);
     int k_slice;
-    const int slices = plan_slices(impl, m, n, k, tiles, &k_slice);
+    const int slices = plan_slices(impl, m, n, k, tiles, 1, &k_slice);
     float *partial = slices > 1 ? impl->scratch : nullptr;
     dim3 grid((n + WBN - 1) / WBN, (m + bm - 1) / bm, slices);
     cudaStream_t st = cnn_stream(ctx);
@@ -100,30 +105,76 @@ cnn_status sgemm_wide_path(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n,
     return CNN_OK;
 }
 
-cnn_status sgemm_tile64_path(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n, int k,
-                             float alpha, const float *a, int lda, const float *b, int ldb,
-                             float beta, float *c, int ldc, const cnn_sgemm_extra &x, bool extras)
+// The shaped tile for an (m, n) product: 16, 32 or 64 rows and 32 or 64
+// columns, the smallest that covers m (n), else 64, so that a 32x28 filter
+// gradient does not leave 3/4 of a 64x64 tile idle. 16x32 is the smallest:
+// one warp.
+int shaped_rows(int m) { return m <= 16 ? 16 : m <= 32 ? 32 : 64; }
+int shaped_cols(int n) { return n <= 32 ? 32 : 64; }
+
+template <int TBM, int TBN>
+void launch_tile(cudaStream_t st, dim3 grid, int trans_a, int trans_b, int m, int n, int k,
+                 int k_slice, float alpha, const float *a, int lda, const float *b, int ldb,
+                 float beta, float *c, int ldc, float *partial, const cnn_sgemm_extra &x)
 {
-    if (m > 65535 * BM)
-        return cnn_set_error(CNN_ERR_VALUE, "sgemm: m = %d rows is too many for one grid", m);
+#define CNN_SGEMM_ARGS m, n, k, k_slice, alpha, a, lda, b, ldb, beta, c, ldc, partial, x
+    constexpr int threads = (TBM / 4) * (TBN / 4);
+    if (!trans_a && !trans_b)
+        sgemm_tile<false, false, TBM, TBN><<<grid, threads, 0, st>>>(CNN_SGEMM_ARGS);
+    else if (trans_a && !trans_b)
+        sgemm_tile<true, false, TBM, TBN><<<grid, threads, 0, st>>>(CNN_SGEMM_ARGS);
+    else if (!trans_a && trans_b)
+        sgemm_tile<false, true, TBM, TBN><<<grid, threads, 0, st>>>(CNN_SGEMM_ARGS);
+    else if constexpr (TBM == BM && TBN == BN) // both transposed: 64x64 only (unused by the layers)
+        sgemm_tile<true, true, BM, BN><<<grid, threads, 0, st>>>(CNN_SGEMM_ARGS);
+}
+
+// The engine's 64x64 tile before the shaped tiles (scalar shared loads and
+// stores; CNNCUDA_SGEMM_TILE=scalar).
+void launch_scalar_tile(cudaStream_t st, dim3 grid, int trans_a, int trans_b, int m, int n,
+                        int k, int k_slice, float alpha, const float *a, int lda, const float *b,
+                        int ldb, float beta, float *c, int ldc, float *partial,
+                        const cnn_sgemm_extra &x)
+{
+    if (!trans_a && !trans_b)
+        sgemm_tile<false, false, BM, BN, false><<<grid, TPB, 0, st>>>(CNN_SGEMM_ARGS);
+    else if (trans_a && !trans_b)
+        sgemm_tile<true, false, BM, BN, false><<<grid, TPB, 0, st>>>(CNN_SGEMM_ARGS);
+    else if (!trans_a && trans_b)
+        sgemm_tile<false, true, BM, BN, false><<<grid, TPB, 0, st>>>(CNN_SGEMM_ARGS);
+    else
+        sgemm_tile<true, true, BM, BN, false><<<grid, TPB, 0, st>>>(CNN_SGEMM_ARGS);
+#undef CNN_SGEMM_ARGS
+}
+
+cnn_status sgemm_tile_path(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n, int k,
+                           float alpha, const float *a, int lda, const float *b, int ldb,
+                           float beta, float *c, int ldc, const cnn_sgemm_extra &x, bool extras)
+{
     const cnn_cuda_impl *impl = (const cnn_cuda_impl *)ctx->impl;
     const int nc = x.row_sums ? n + 1 : n; // with the column of ones
-    const int tiles = ((nc + BN - 1) / BN) * ((m + BM - 1) / BM);
+    int tbm = BM, tbn = BN;
+    if (impl->sgemm_tile == CNN_TILE_SHAPED && !(trans_a && trans_b)) {
+        tbm = shaped_rows(m);
+        tbn = shaped_cols(nc);
+    }
+    if (m > 65535 * tbm)
+        return cnn_set_error(CNN_ERR_VALUE, "sgemm: m = %d rows is too many for one grid", m);
+    const int tiles = ((nc + tbn - 1) / tbn) * ((m + tbm - 1) / tbm);
     int k_slice;
-    const int slices = plan_slices(impl, m, nc, k, tiles, &k_slice);
+    const int slices = plan_slices(impl, m, nc, k, tiles, TPB / ((tbm / 4) * (tbn / 4)), &k_slice);
     float *partial = slices > 1 ? impl->scratch : nullptr;
-    dim3 grid((nc + BN - 1) / BN, (m + BM - 1) / BM, slices);
+    dim3 grid((nc + tbn - 1) / tbn, (m + tbm - 1) / tbm, slices);
     cudaStream_t st = cnn_stream(ctx);
-#define CNN_SGEMM_ARGS m, n, k, k_slice, alpha, a, lda, b, ldb, beta, c, ldc, partial, x
-    if (!trans_a && !trans_b)
-        sgemm_tile<false, false><<<grid, TPB, 0, st>>>(CNN_SGEMM_ARGS);
-    else if (trans_a && !trans_b)
-        sgemm_tile<true, false><<<grid, TPB, 0, st>>>(CNN_SGEMM_ARGS);
-    else if (!trans_a && trans_b)
-        sgemm_tile<false, true><<<grid, TPB, 0, st>>>(CNN_SGEMM_ARGS);
-    else
-        sgemm_tile<true, true><<<grid, TPB, 0, st>>>(CNN_SGEMM_ARGS);
-#undef CNN_SGEMM_ARGS
+#define CNN_TILE_ARGS st, grid, trans_a, trans_b, m, n, k, k_slice, alpha, a, lda, b, ldb, beta, c, ldc, partial, x
+    if (impl->sgemm_tile == CNN_TILE_SCALAR) launch_scalar_tile(CNN_TILE_ARGS);
+    else if (tbm == 64 && tbn == 64) launch_tile<64, 64>(CNN_TILE_ARGS);
+    else if (tbm == 64) launch_tile<64, 32>(CNN_TILE_ARGS);
+    else if (tbm == 32 && tbn == 64) launch_tile<32, 64>(CNN_TILE_ARGS);
+    else if (tbm == 32) launch_tile<32, 32>(CNN_TILE_ARGS);
+    else if (tbn == 64) launch_tile<16, 64>(CNN_TILE_ARGS);
+    else launch_tile<16, 32>(CNN_TILE_ARGS);
+#undef CNN_TILE_ARGS
     CNN_CUDA_LAUNCHED("sgemm");
     if (slices > 1 && extras) {
         launch_sum_slices_wide(st, m, nc, slices, partial, beta, c, ldc, x);
@@ -163,7 +214,7 @@ cnn_status cnn_cuda_sgemm_ex(cnn_ctx *ctx, int trans_a, int trans_b, int m, int 
     if (wide)
         return sgemm_wide_path(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
                                ldc, x);
-    return sgemm_tile64_path(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+    return sgemm_tile_path(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
                              x, extras);
 }
 

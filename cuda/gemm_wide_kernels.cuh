@@ -247,35 +247,41 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
 // then the ReLU) + beta C, C plain or batched (x.cp > 0). With x.row_sums,
 // the partial tiles' last column n - 1 is the row sums of the 64x64 tile's
 // column of ones, and C has n - 1 columns.
-// A block of SUM_COLS x SUM_GROUPS threads sums SUM_COLS consecutive
-// outputs: group g (threadIdx.y) adds the slices g, g + SUM_GROUPS, ... in
-// order, then the first group adds the groups' sums in order. A fixed order,
-// so deterministic; the groups take the long chains of dependent loads
-// apart (a 32x27 filter gradient summed over 258 slices: 4.3 us a call on an
-// H100 with one thread per output, 2026-11-25).
-constexpr int SUM_COLS = 32, SUM_GROUPS = 8;
+// A block of 256 threads sums 256 / G consecutive outputs: group g
+// (threadIdx.y, G groups) adds the slices g, g + G, ... in order, then the
+// first group adds the groups' sums in order. A fixed order for a given
+// slice count, so deterministic. G is the smallest power of two (at most
+// 32) that leaves each thread at most SUM_CHAIN slices: their loads are
+// all in flight at once, and a long chain of dependent loads (a 32x28
+// filter gradient summed over 258 slices) is taken apart, while a short
+// one (4 slices of a convolution's forward) does not leave threads idle.
+constexpr int SUM_THREADS = 256, SUM_CHAIN = 8;
 
-__global__ void __launch_bounds__(SUM_COLS * SUM_GROUPS)
+template <int G>
+__global__ void __launch_bounds__(SUM_THREADS)
 sum_slices_wide(int m, int n, int slices, const float *__restrict__ partial, float beta,
                 float *__restrict__ c, int ldc, WideExtra x)
 {
     cnn_kernel_begin();
-    __shared__ float part[SUM_GROUPS][SUM_COLS];
+    constexpr int COLS = SUM_THREADS / G;
+    __shared__ float part[G][COLS];
     const size_t total = (size_t)m * n;
-    const int groups = min(slices, SUM_GROUPS);
-    for (size_t base = (size_t)blockIdx.x * SUM_COLS; base < total;
-         base += (size_t)gridDim.x * SUM_COLS) {
+    for (size_t base = (size_t)blockIdx.x * COLS; base < total; base += (size_t)gridDim.x * COLS) {
         const size_t t = base + threadIdx.x;
         float sum = 0.0f;
         if (t < total) {
-#pragma unroll 4 // loads ahead of the adds, which stay in order
-            for (int z = threadIdx.y; z < slices; z += SUM_GROUPS) sum += partial[(size_t)z * total + t];
+#pragma unroll SUM_CHAIN // loads ahead of the adds, which stay in order
+            for (int z = threadIdx.y; z < slices; z += G) sum += partial[(size_t)z * total + t];
         }
-        part[threadIdx.y][threadIdx.x] = sum;
-        __syncthreads();
+        if (G > 1) {
+            part[threadIdx.y][threadIdx.x] = sum;
+            __syncthreads();
+        }
         if (threadIdx.y == 0 && t < total) {
-            sum = part[0][threadIdx.x];
-            for (int g = 1; g < groups; ++g) sum += part[g][threadIdx.x];
+            if (G > 1) {
+                sum = part[0][threadIdx.x];
+                for (int g = 1; g < G && g < slices; ++g) sum += part[g][threadIdx.x];
+            }
             const int gi = (int)(t / n), gj = (int)(t % n);
             if (x.row_sums && gj == n - 1) { // the column of ones (gemm_kernels.cuh)
                 x.row_sums[gi] = sum;
@@ -286,7 +292,7 @@ sum_slices_wide(int m, int n, int slices, const float *__restrict__ partial, flo
                 *out = beta == 0.0f ? sum : sum + beta * *out;
             }
         }
-        __syncthreads(); // part is written again at the next base
+        if (G > 1) __syncthreads(); // part is written again at the next base
     }
 }
 
@@ -295,8 +301,17 @@ inline void launch_sum_slices_wide(cudaStream_t st, int m, int n, int slices,
                                    const float *partial, float beta, float *c, int ldc,
                                    WideExtra x)
 {
-    sum_slices_wide<<<cnn_blocks((size_t)m * n, SUM_COLS), dim3(SUM_COLS, SUM_GROUPS), 0, st>>>(
-        m, n, slices, partial, beta, c, ldc, x);
+    const size_t total = (size_t)m * n;
+#define CNN_SUM_LAUNCH(G)                                                                       \
+    sum_slices_wide<G><<<cnn_blocks(total, SUM_THREADS / G), dim3(SUM_THREADS / G, G), 0, st>>>( \
+        m, n, slices, partial, beta, c, ldc, x)
+    if (slices <= SUM_CHAIN) CNN_SUM_LAUNCH(1);
+    else if (slices <= 2 * SUM_CHAIN) CNN_SUM_LAUNCH(2);
+    else if (slices <= 4 * SUM_CHAIN) CNN_SUM_LAUNCH(4);
+    else if (slices <= 8 * SUM_CHAIN) CNN_SUM_LAUNCH(8);
+    else if (slices <= 16 * SUM_CHAIN) CNN_SUM_LAUNCH(16);
+    else CNN_SUM_LAUNCH(32);
+#undef CNN_SUM_LAUNCH
 }
 
 } // namespace

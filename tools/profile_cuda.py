@@ -33,4 +33,4 @@ with profile(activities=[ProfilerActivity.CUDA, ProfilerActivity.CPU]) as prof:
     net.read_sums()
 steps = (images + batch - 1) // batch
 print("steps:", steps)
-print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=30, max_name_column_width=60))
+print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=30, max_name_column_width=110))

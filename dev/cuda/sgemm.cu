@@ -12,13 +12,15 @@
 //   3  64x64 tiles, a column of 8 outputs per thread (1-D register blocking)
 //   4  the engine's tile kernel as it was until 2026-11-25 (64x64, 4x4
 //      outputs per thread), no split-K
-//   5  the engine under CNNCUDA_SGEMM=tile64: cnn_cuda_sgemm (4 with the
-//      next k step loaded into registers while the current one is
-//      multiplied, plus deterministic split-K)
+//   5  the engine under CNNCUDA_SGEMM=tile64 CNNCUDA_SGEMM_TILE=scalar:
+//      cnn_cuda_sgemm (4 with the next k step loaded into registers while
+//      the current one is multiplied, plus deterministic split-K)
 //   6  the wide kernel on every product (CNNCUDA_SGEMM=wide): BM x 128
 //      tiles, 8x8 outputs per thread, a cp.async pipeline; split-K
-//   7  the engine: cnn_cuda_sgemm, products of >= 2^27 multiply-adds on
-//      the wide kernel, the others on version 5's
+//   7  cnn_cuda_sgemm as it was until the shaped tiles: products of >= 2^27
+//      multiply-adds on the wide kernel, the others on version 5's tile
+//   8  the engine: cnn_cuda_sgemm, the small products on tiles fitted to
+//      their shape (16/32/64 x 32/64) with float4 shared loads and stores
 #include "common.cuh"
 #include "sgemm_stages.cuh"
 
@@ -181,8 +183,10 @@ const Version VERSIONS[] = {
      [](const stages::Gemm &g, Engine &e) { return stages::sgemm_v5(g, e.ctx); }},
     {"wide kernel everywhere (BM x 128, 8x8 per thread, cp.async) + split-K",
      [](const stages::Gemm &g, Engine &e) { return stages::sgemm_v6(g, e.ctx); }},
-    {"engine cnn_cuda_sgemm: wide kernel for >= 2^27 multiply-adds",
+    {"cnn_cuda_sgemm auto, scalar 64x64 tile: wide kernel for >= 2^27 multiply-adds",
      [](const stages::Gemm &g, Engine &e) { return stages::sgemm_v7(g, e.ctx); }},
+    {"engine cnn_cuda_sgemm: shaped tiles (16-64 x 32-64, float4 shared loads), wide >= 2^27",
+     [](const stages::Gemm &g, Engine &e) { return stages::sgemm_v8(g, e.ctx); }},
 };
 constexpr int N_VERSIONS = sizeof VERSIONS / sizeof VERSIONS[0];
 

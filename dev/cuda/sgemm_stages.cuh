@@ -278,25 +278,31 @@ inline bool sgemm_v4(const Gemm &g, cudaStream_t st)
     return dev::launched("sgemm v4");
 }
 
-// The engine's SGEMM with its kernel choice set as CNNCUDA_SGEMM would set it.
-inline cnn_status engine_sgemm(const Gemm &g, cnn_ctx *ctx, int kernel)
+// The engine's SGEMM with its kernel choice set as CNNCUDA_SGEMM and its
+// small-product tile as CNNCUDA_SGEMM_TILE would set them.
+inline cnn_status engine_sgemm(const Gemm &g, cnn_ctx *ctx, int kernel, int tile)
 {
     cnn_cuda_impl *impl = (cnn_cuda_impl *)ctx->impl;
-    const int saved = impl->sgemm_kernel;
+    const int saved = impl->sgemm_kernel, saved_tile = impl->sgemm_tile;
     impl->sgemm_kernel = kernel;
+    impl->sgemm_tile = tile;
     const cnn_status s = cnn_cuda_sgemm(ctx, g.ta, g.tb, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b,
                                         g.ldb, g.beta, g.c, g.ldc);
     impl->sgemm_kernel = saved;
+    impl->sgemm_tile = saved_tile;
     return s;
 }
 
-// ---- version 5: the engine's cnn_cuda_sgemm under CNNCUDA_SGEMM=tile64
-// (cuda/gemm.cu): version 4's kernel, with K cut into slices when C has too
-// few tiles to fill the GPU and K is long; the slices' partial tiles are
-// summed in a fixed order. The engine's only SGEMM until the wide kernel.
+// ---- version 5: the engine's cnn_cuda_sgemm under CNNCUDA_SGEMM=tile64 and
+// CNNCUDA_SGEMM_TILE=scalar (cuda/gemm.cu): version 4's kernel with the next
+// k step loaded into registers while the current one is multiplied, and K
+// cut into slices when C has too few tiles to fill the GPU and K is long;
+// the slices' partial tiles are summed in a fixed order. The engine's only
+// SGEMM until the wide kernel.
 inline bool sgemm_v5(const Gemm &g, cnn_ctx *ctx)
 {
-    return dev::engine_ok(engine_sgemm(g, ctx, CNN_SGEMM_TILE64), "sgemm v5 (cnn_cuda_sgemm, tile64)");
+    return dev::engine_ok(engine_sgemm(g, ctx, CNN_SGEMM_TILE64, CNN_TILE_SCALAR),
+                          "sgemm v5 (cnn_cuda_sgemm, tile64, scalar tile)");
 }
 
 // ---- version 6: the wide kernel on every product (cnn_cuda_sgemm under
@@ -306,17 +312,34 @@ inline bool sgemm_v5(const Gemm &g, cnn_ctx *ctx)
 // as in version 5.
 inline bool sgemm_v6(const Gemm &g, cnn_ctx *ctx)
 {
-    return dev::engine_ok(engine_sgemm(g, ctx, CNN_SGEMM_WIDE), "sgemm v6 (cnn_cuda_sgemm, wide)");
+    return dev::engine_ok(engine_sgemm(g, ctx, CNN_SGEMM_WIDE, CNN_TILE_SHAPED),
+                          "sgemm v6 (cnn_cuda_sgemm, wide)");
 }
 
-// ---- version 7: the engine, cnn_cuda_sgemm (its default, CNNCUDA_SGEMM=auto):
-// products of at least 2^27 multiply-adds on version 6's kernel, the others
-// on version 5's. At these batch-32 shapes every product is below it, so
+// ---- version 7: cnn_cuda_sgemm under CNNCUDA_SGEMM=auto and
+// CNNCUDA_SGEMM_TILE=scalar (the engine until the shaped tiles): products
+// of at least 2^27 multiply-adds on version 6's kernel, the others on
+// version 5's. At these batch-32 shapes every product is below it, so
 // version 7 times like version 5 here; at batch 512 the convolutions' are
 // above it (BENCHMARKS.md).
 inline bool sgemm_v7(const Gemm &g, cnn_ctx *ctx)
 {
-    return dev::engine_ok(engine_sgemm(g, ctx, CNN_SGEMM_AUTO), "sgemm v7 (cnn_cuda_sgemm, auto)");
+    return dev::engine_ok(engine_sgemm(g, ctx, CNN_SGEMM_AUTO, CNN_TILE_SCALAR),
+                          "sgemm v7 (cnn_cuda_sgemm, auto, scalar tile)");
+}
+
+// ---- version 8: the engine, cnn_cuda_sgemm (its defaults: CNNCUDA_SGEMM=
+// auto, CNNCUDA_SGEMM_TILE=shaped): below 2^27 multiply-adds, tiles of 16,
+// 32 or 64 rows by 32 or 64 columns fitted to m and n (a 32x27 filter
+// gradient on a 32x32 tile, not a quarter of a 64x64 one), each thread's
+// 4x4 outputs read from shared memory as float4 (2 loads per 16
+// multiply-adds instead of 8) and stored as float4 where aligned; split-K
+// aims at two waves of 256 threads' worth of blocks, and the slices are
+// summed with up to 32 groups per output so that no thread adds more than 8.
+inline bool sgemm_v8(const Gemm &g, cnn_ctx *ctx)
+{
+    return dev::engine_ok(engine_sgemm(g, ctx, CNN_SGEMM_AUTO, CNN_TILE_SHAPED),
+                          "sgemm v8 (cnn_cuda_sgemm, auto, shaped tiles)");
 }
 
 } // namespace stages
