@@ -241,3 +241,47 @@ def test_gpu_seed_networks_same_bits_fused_or_not(monkeypatch, engine, model):
     for i, (a, b, c) in enumerate(zip(w1, w0, w2)):
         assert a.tobytes() == b.tobytes(), "weight %d differs fused and apart" % i
         assert a.tobytes() == c.tobytes(), "weight %d differs recorded and eager" % i
+
+
+@pytest.mark.parametrize("engine", CUDA)
+@pytest.mark.parametrize("model,per_step", [("lenet5", 2), ("cifar10_cnn", 1), ("tiny_mnist", 0)])
+def test_gpu_fused_steps_launch_no_column_sums(monkeypatch, engine, model, per_step):
+    """The launches the dense fusions remove, counted by the PyTorch profiler
+    (CUPTI sees every kernel in the process) over two steps run one kernel
+    at a time: the seed's `per_step` column_sums and ReLU act_forward
+    launches (LeNet-5: Dense(120)'s and Dense(84)'s; CIFAR-10: Dense(64)'s;
+    tiny MNIST: none) with CNNCUDA_FUSE_DENSE=0, none fused, where a ReLU or
+    the head's backward kernel sums the bias gradient instead."""
+    pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile
+    from cnncuda.seeds import seed_network, synthetic_data
+
+    def counts(fuse):
+        monkeypatch.setenv("CNNCUDA_FUSE_DENSE", fuse)
+        monkeypatch.setenv("CNNCUDA_GRAPHS", "0")
+        s = seed_network(model)
+        net = make_net(engine, s["layers"], s["input_shape"], 32, s["loss"], s["optimizer"])
+        x, y = synthetic_data(model, 64)
+        net.set_data(x, y)
+        net.set_order(np.arange(64))
+        net.train_range(0, 64, 32)  # warm: the first steps of a batch size
+        net.read_sums()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            net.train_range(0, 64, 32)
+            net.read_sums()
+        found = {"column_sums_kernel": 0, "act_forward_kernel": 0, "act_backward_bias_kernel": 0}
+        for e in prof.key_averages():
+            for name in found:
+                if name in e.key:
+                    found[name] += e.count
+        return found
+
+    fused, apart = counts("1"), counts("0")
+    assert apart["column_sums_kernel"] == 2 * per_step, apart
+    assert apart["act_forward_kernel"] == 2 * per_step, apart
+    assert apart["act_backward_bias_kernel"] == 0, apart
+    assert fused["column_sums_kernel"] == 0, fused
+    assert fused["act_forward_kernel"] == 0, fused
+    # LeNet-5's Dense(120) ReLU backward sums its db; the others' dense
+    # layers below the head have theirs summed by the head
+    assert fused["act_backward_bias_kernel"] == (2 if model == "lenet5" else 0), fused
