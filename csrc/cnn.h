@@ -305,6 +305,29 @@ struct cnn_backend {
                                      const float *y,        /* (n, c, h, w): the pool's input */
                                      float *dx);            /* (n, c, h, w), overwritten */
 
+    /* Optional, the cuda engine only (NULL elsewhere: the Net runs the
+     * entries they replace); CNNCUDA_FUSE=0 or CNNCUDA_FUSE_DENSE=0 turns
+     * them off. Each gives the bits of the entries it replaces.
+     * dense_forward_relu: dense_forward, then activation_forward(RELU) into
+     * y: y = relu(x w + b), written once (the GEMM applies the ReLU after
+     * the bias as it stores y).
+     * activation_backward_bias: activation_backward (act RELU, SIGMOID,
+     * TANH or SOFTMAX), then the column sums of dx into db: the bias
+     * gradient of the dense layer before the activation (the db of its
+     * dense_backward_filter, which the Net then calls with db NULL), summed
+     * over the rows in order from 0 (as the cuda engine's
+     * dense_backward_filter sums db), in the launch that writes dx. */
+    cnn_status (*dense_forward_relu)(cnn_ctx *ctx, int n, int in, int out,
+                                     const float *x, /* (n, in) */
+                                     const float *w, /* (in, out) */
+                                     const float *b, /* (out) or NULL */
+                                     float *y);      /* (n, out) */
+    cnn_status (*activation_backward_bias)(cnn_ctx *ctx, int act, int rows, int cols,
+                                           const float *y,  /* (rows, cols) */
+                                           const float *dy, /* (rows, cols) */
+                                           float *dx,       /* (rows, cols), overwritten */
+                                           float *db);      /* (cols), overwritten */
+
     /* inverted dropout over x (n, c, h, w) (h = w = 1 for (n, c)): element
      * (i, ch, r, s) is kept when cnn_uniform(key, (((row0 + i)*h + r)*w + s)*c
      * + ch) >= rate (the Keras NHWC index of row row0 + i of the whole batch,
@@ -377,8 +400,12 @@ struct cnn_backend {
      * and db (may be NULL) with the dense layer's gradients; and when dx is
      * not NULL, dx = the gradient of the mean loss over scale_n samples
      * with respect to x, or with relu, with respect to the input of the ReLU
-     * whose output x is (0 where x is not positive). ws: CNN_HEAD_WS_BYTES
-     * bytes (the rows' losses and the loss gradient, between its kernels). */
+     * whose output x is (0 where x is not positive); and when db_below is
+     * not NULL (dx too), db_below (in) = the column sums of dx, summed over
+     * the rows in order from 0 (the bias gradient of a dense layer whose
+     * output's gradient dx is: the bits of its dense_backward_filter's db,
+     * which the Net then skips). ws: CNN_HEAD_WS_BYTES bytes (the rows'
+     * losses and the loss gradient, between its kernels). */
     cnn_status (*dense_loss_head)(cnn_ctx *ctx, const cnn_loss_desc *d, int in, int softmax,
                                   int relu,
                                   const float *x,        /* (n, in) */
@@ -392,6 +419,7 @@ struct cnn_backend {
                                   float *dw,             /* (in, k) */
                                   float *db,             /* (k) or NULL */
                                   float *dx,             /* (n, in) or NULL */
+                                  float *db_below,       /* (in) or NULL */
                                   float *sums,           /* (2), accumulated */
                                   void *ws);
 

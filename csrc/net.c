@@ -114,6 +114,13 @@ struct cnn_net {
     /* ReLU fusion where the engine has the entry (fusable_relu): on unless
      * CNNCUDA_FUSE is "0" in the environment (read once, at creation) */
     int fuse_relu;
+    /* the dense fusions where the engine has the entries: a ReLU after a
+     * dense layer in its GEMM (dense_relu_fused), a dense layer's bias
+     * gradient in the backward of the activation after it
+     * (dense_bias_in_activation) or in the training head above it
+     * (head_db_below): on unless CNNCUDA_FUSE or CNNCUDA_FUSE_DENSE is "0"
+     * (read once, at creation). The same bits either way. */
+    int fuse_dense;
     /* the softmax of the last layer run inside the loss where the engine has
      * softmax_loss_forward_backward (fused_softmax_loss): on unless
      * CNNCUDA_FUSE_SOFTMAX is "0" (read once, at creation). Not the same
@@ -133,6 +140,9 @@ struct cnn_net {
      * same bits either way, so the ReLU fusions compare bit for bit). */
     int fuse_head; /* CNNCUDA_FUSE_HEAD, read once, at creation */
     int head, head_softmax, head_relu;
+    /* the layer below the head's (and its ReLU's) is a dense layer with a
+     * bias whose bias gradient the head sums (fuse_dense) */
+    int head_db_below;
     void *head_ws;
 
     int counting;   /* net_alloc only adds up bytes in planned (cnn_net_create) */
@@ -718,6 +728,8 @@ cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn
         net->fuse_flatten = !(fuse_flatten && strcmp(fuse_flatten, "0") == 0);
         const char *fuse_head = getenv("CNNCUDA_FUSE_HEAD");
         net->fuse_head = !(fuse_head && strcmp(fuse_head, "0") == 0);
+        const char *fuse_dense = getenv("CNNCUDA_FUSE_DENSE");
+        net->fuse_dense = net->fuse_relu && !(fuse_dense && strcmp(fuse_dense, "0") == 0);
     }
     net->n_layers = spec->n_layers;
     net->max_batch = spec->max_batch;
@@ -849,16 +861,47 @@ static int fusable_relu(const cnn_net *net, int i)
     return s->kind == CNN_LAYER_ACTIVATION && s->activation == CNN_ACT_RELU;
 }
 
+/* Whether layer i is a dense layer whose ReLU after it (layer i + 1, run in
+ * a forward through layers [0, top)) is applied by the dense layer's GEMM
+ * (cnn.h: dense_forward_relu); its own output is left unwritten, as a
+ * fused convolution's. */
+static int dense_relu_fused(const cnn_net *net, int i, int top)
+{
+    return net->fuse_dense && net->be->dense_forward_relu && i + 1 < top &&
+           net->layers[i].spec.kind == CNN_LAYER_DENSE && fusable_relu(net, i + 1);
+}
+
+/* Whether layer i is a dense layer with a bias whose bias gradient another
+ * launch writes (cnn.h): that of the backward of activation layer i + 1
+ * (activation_backward_bias: ReLU, sigmoid, tanh, softmax) when the
+ * backward runs that layer (i + 1 <= top, the first layer it runs). Then
+ * its dense_backward_filter gets db NULL. (The training head's db_below is
+ * the other: train_pass says so to backward_device.) The activation's
+ * output has rank 2, so no pooling after it takes its backward
+ * (pool_backward_relu). */
+static int dense_bias_in_activation(const cnn_net *net, int i, int top)
+{
+    if (!net->fuse_dense || !net->be->activation_backward_bias || i < 0 || i + 1 > top ||
+        i + 1 >= net->n_layers)
+        return 0;
+    const cnn_layer_spec *d = &net->layers[i].spec, *s = &net->layers[i + 1].spec;
+    if (d->kind != CNN_LAYER_DENSE || !d->use_bias || s->kind != CNN_LAYER_ACTIVATION) return 0;
+    return s->activation == CNN_ACT_RELU || s->activation == CNN_ACT_SIGMOID ||
+           s->activation == CNN_ACT_TANH || s->activation == CNN_ACT_SOFTMAX;
+}
+
 /* Whether a training step ends in the engine's dense_loss_head: the last
  * layers are Dense (at most CNN_HEAD_MAX_OUT units) and, with a crossentropy
  * on probabilities, a softmax; the loss is sparse or categorical
  * crossentropy, on logits without the softmax layer. Sets net->head (the
- * dense layer, or -1), head_softmax and head_relu (the layer before the
- * dense one is a ReLU whose backward the head runs). */
+ * dense layer, or -1), head_softmax, head_relu (the layer before the
+ * dense one is a ReLU whose backward the head runs) and head_db_below (the
+ * layer the backward then starts at is a dense layer with a bias, whose
+ * bias gradient the head sums from the input gradient it writes). */
 static void plan_head(cnn_net *net)
 {
     net->head = -1;
-    net->head_softmax = net->head_relu = 0;
+    net->head_softmax = net->head_relu = net->head_db_below = 0;
     if (!net->be->dense_loss_head || !net->fuse_head) return;
     if (net->loss.kind != CNN_LOSS_SPARSE_CE && net->loss.kind != CNN_LOSS_CATEGORICAL_CE) return;
     int h = net->n_layers - 1, softmax = 0;
@@ -873,6 +916,10 @@ static void plan_head(cnn_net *net)
     net->head = h;
     net->head_softmax = softmax;
     net->head_relu = fusable_relu(net, h - 1);
+    const int below = h - 1 - net->head_relu;
+    net->head_db_below = net->fuse_dense && below >= 0 &&
+                         net->layers[below].spec.kind == CNN_LAYER_DENSE &&
+                         net->layers[below].spec.use_bias;
 }
 
 /* Whether the last layer's softmax runs inside the loss of a training step
@@ -928,10 +975,18 @@ static cnn_status forward_device(cnn_net *net, int n, int training, int counted,
             if (!L->alias_in) /* else its y is `in` */
                 CNN_TRY(be->nhwc_from_nchw(ctx, n, L->in_h, L->in_w, L->in_c, in, L->y));
             break;
-        case CNN_LAYER_DENSE:
-            CNN_TRY(be->dense_forward(ctx, n, L->in_c, s->units, in, net->params + L->w_off,
-                                      s->use_bias ? net->params + L->b_off : NULL, L->y));
+        case CNN_LAYER_DENSE: {
+            const float *w = net->params + L->w_off;
+            const float *b = s->use_bias ? net->params + L->b_off : NULL;
+            if (dense_relu_fused(net, i, top)) { /* and the ReLU after it, into its output */
+                const int in_c = L->in_c;
+                L = &net->layers[++i];
+                CNN_TRY(be->dense_forward_relu(ctx, n, in_c, s->units, in, w, b, L->y));
+            } else {
+                CNN_TRY(be->dense_forward(ctx, n, L->in_c, s->units, in, w, b, L->y));
+            }
             break;
+        }
         case CNN_LAYER_ACTIVATION:
             CNN_TRY(be->activation_forward(ctx, s->activation, n, (int)L->in_count, in, L->y));
             break;
@@ -969,8 +1024,11 @@ static cnn_status forward_device(cnn_net *net, int n, int training, int counted,
 /* Backward of the last training forward through layers top, ..., 0 from
  * the gradient of layer top's output in net->grad_a (internal layout);
  * fills the gradient block. When want_dx, returns through *dx_out the
- * buffer holding the input gradient (internal layout). */
-static cnn_status backward_device(cnn_net *net, int top, int want_dx, float **dx_out)
+ * buffer holding the input gradient (internal layout). top_db: layer top
+ * is a dense layer whose bias gradient is written already (the head's
+ * db_below). */
+static cnn_status backward_device(cnn_net *net, int top, int top_db, int want_dx,
+                                  float **dx_out)
 {
     const cnn_backend *be = net->be;
     cnn_ctx *ctx = net->ctx;
@@ -1009,16 +1067,23 @@ static cnn_status backward_device(cnn_net *net, int top, int want_dx, float **dx
             if (L->alias_in) continue; /* dx is dy, where it is: no swap */
             if (need_dx) CNN_TRY(be->nchw_from_nhwc(ctx, n, L->in_h, L->in_w, L->in_c, dy, dx));
             break;
-        case CNN_LAYER_DENSE:
-            CNN_TRY(be->dense_backward_filter(ctx, n, L->in_c, s->units, in, dy,
-                                              net->grads + L->w_off,
-                                              s->use_bias ? net->grads + L->b_off : NULL));
+        case CNN_LAYER_DENSE: {
+            /* db written by the launch that wrote dy, or to be written by the next one */
+            const int db_elsewhere = (i == top && top_db) || dense_bias_in_activation(net, i, top);
+            CNN_TRY(be->dense_backward_filter(
+                ctx, n, L->in_c, s->units, in, dy, net->grads + L->w_off,
+                s->use_bias && !db_elsewhere ? net->grads + L->b_off : NULL));
             if (need_dx)
                 CNN_TRY(be->dense_backward_data(ctx, n, L->in_c, s->units, dy,
                                                 net->params + L->w_off, dx));
             break;
+        }
         case CNN_LAYER_ACTIVATION:
-            if (need_dx)
+            if (dense_bias_in_activation(net, i - 1, top)) /* and the dense layer's db */
+                CNN_TRY(be->activation_backward_bias(ctx, s->activation, n, (int)L->in_count,
+                                                     L->y, dy, dx,
+                                                     net->grads + net->layers[i - 1].b_off));
+            else if (need_dx)
                 CNN_TRY(be->activation_backward(ctx, s->activation, n, (int)L->in_count, L->y, dy,
                                                 dx));
             break;
@@ -1130,9 +1195,10 @@ static cnn_status train_pass(cnn_net *net, int n, int scale_n, int counted, floa
             net->ctx, &d, L->in_c, net->head_softmax, net->head_relu,
             h ? net->layers[h - 1].y : net->x, net->params + L->w_off, b, labels, targets, scale_n,
             L->y, net->head_softmax ? net->layers[h + 1].y : NULL, net->grads + L->w_off,
-            b ? net->grads + L->b_off : NULL, below >= 0 ? net->grad_a : NULL, sums,
+            b ? net->grads + L->b_off : NULL, below >= 0 ? net->grad_a : NULL,
+            net->head_db_below ? net->grads + net->layers[below].b_off : NULL, sums,
             net->head_ws));
-        return backward_device(net, below, 0, NULL);
+        return backward_device(net, below, net->head_db_below, 0, NULL);
     }
     const int fused = fused_softmax_loss(net);
     const int top = net->n_layers - fused; /* the layers the forward runs */
@@ -1146,7 +1212,7 @@ static cnn_status train_pass(cnn_net *net, int n, int scale_n, int counted, floa
         CNN_TRY(net->be->loss_forward_backward(net->ctx, &d, last_y, labels, targets, scale_n,
                                                net->grad_a, sums));
     }
-    return backward_device(net, top - 1, 0, NULL);
+    return backward_device(net, top - 1, 0, 0, NULL);
 }
 
 cnn_status cnn_net_forward(cnn_net *net, int n, const float *x_host, int training, float *y_host)
@@ -1185,7 +1251,7 @@ cnn_status cnn_net_backward(cnn_net *net, int n, const float *dy_host, float *dx
         CNN_TRY(net->be->upload(net->ctx, net->grad_a, dy_host, dy_bytes));
     }
     float *dx = NULL;
-    CNN_TRY(backward_device(net, net->n_layers - 1, dx_host != NULL, &dx));
+    CNN_TRY(backward_device(net, net->n_layers - 1, 0, dx_host != NULL, &dx));
     if (!dx_host) return CNN_OK;
     size_t bytes = (size_t)n * net->in_count * sizeof(float);
     if (net->in_rank == 4) {

@@ -235,6 +235,8 @@ extern "C" const cnn_backend cnn_backend_cuda = {
     .activation_backward = cuda_activation_backward,
     .conv2d_forward_relu = cuda_conv2d_forward_relu, // CNNCUDA_FUSE=0: the Net runs it apart
     .pool_backward_relu = cuda_pool_backward_relu,
+    .dense_forward_relu = cuda_dense_forward_relu,             // NULL in the other engines
+    .activation_backward_bias = cuda_activation_backward_bias, // (the cudnn one's dense is cuBLAS)
     .dropout_forward = cuda_dropout_forward,
     .dropout_backward = cuda_dropout_backward,
     .batchnorm_forward_train = cuda_batchnorm_forward_train,

@@ -58,12 +58,16 @@ cnn_status cuda_dense_backward_data(cnn_ctx *ctx, int n, int in, int out, const 
                                    const float *w, float *dx);
 cnn_status cuda_dense_backward_filter(cnn_ctx *ctx, int n, int in, int out, const float *x,
                                      const float *dy, float *dw, float *db);
+cnn_status cuda_dense_forward_relu(cnn_ctx *ctx, int n, int in, int out, const float *x,
+                                   const float *w, const float *b, float *y);
 
 /* activation.cu */
 cnn_status cuda_activation_forward(cnn_ctx *ctx, int act, int rows, int cols, const float *x,
                                   float *y);
 cnn_status cuda_activation_backward(cnn_ctx *ctx, int act, int rows, int cols, const float *y,
                                    const float *dy, float *dx);
+cnn_status cuda_activation_backward_bias(cnn_ctx *ctx, int act, int rows, int cols,
+                                         const float *y, const float *dy, float *dx, float *db);
 
 /* dropout.cu */
 cnn_status cuda_dropout_forward(cnn_ctx *ctx, int n, int c, int h, int w, float rate,
@@ -95,7 +99,7 @@ cnn_status cuda_dense_loss_head(cnn_ctx *ctx, const cnn_loss_desc *d, int in, in
                                 int relu, const float *x, const float *w, const float *b,
                                 const int32_t *labels, const float *targets, int scale_n,
                                 float *z, float *p, float *dw, float *db, float *dx,
-                                float *sums, void *ws);
+                                float *db_below, float *sums, void *ws);
 cnn_status cuda_softmax_loss_forward_backward(cnn_ctx *ctx, const cnn_loss_desc *d,
                                               const float *x, float *y, const int32_t *labels,
                                               const float *targets, int scale_n, float *dx,

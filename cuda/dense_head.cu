@@ -13,7 +13,10 @@
 // its gradient, the softmax's backward, into dz (ws). Each row's loss and
 // correct count go to ws too.
 // head_backward_kernel: the weight, input and bias gradients, and the loss
-// sums added up in a fixed order (deterministic, no float atomics).
+// sums added up in a fixed order (deterministic, no float atomics); where
+// the layer below is a dense layer with a bias, also its bias gradient (the
+// column sums of the input gradient, db_below), so that it needs no
+// column-sums launch of its own.
 #include "cuda_common.cuh"
 #include "cuda_ops.h"
 #include "loss_rows.cuh"
@@ -21,6 +24,10 @@
 #define HEAD_WARPS 4
 #define HEAD_THREADS (HEAD_WARPS * 32)
 #define HEAD_CHUNK 16 // classes per pass of the logits' sums
+// with db_below, a dx block takes DXC_COLS inputs over every row, DXC_ROWS
+// rows at a time (one element per thread)
+#define DXC_COLS 4
+#define DXC_ROWS (HEAD_THREADS / DXC_COLS)
 
 namespace {
 
@@ -137,20 +144,36 @@ __device__ __forceinline__ float dot_in_order(const float *a, size_t sa, const f
     return acc;
 }
 
+// dx_rj = sum_c dz_rc w_jc (then x > 0 ? dx : 0 with relu, as activation.cu)
+__device__ __forceinline__ float head_dx(const head_args &h, const float *x, const float *w,
+                                         const float *dz, int r, int j)
+{
+    const int k = h.loss.k;
+    const float v = dot_in_order(dz + (size_t)r * k, 1, w + (size_t)j * k, 1, k);
+    return h.relu && !(x[(size_t)r * h.in + j] > 0.0f) ? 0.0f : v;
+}
+
 // Three kinds of threads, so that no thread runs a long chain (at batch 32
 // one thread per input j took 13 us for cifar's 64 x 10 layer: a block of
 // dependent steps): blocks [0, dw_blocks) one thread per weight (j, c):
 // dw_jc = sum_r x_rj dz_rc; then, when dx is wanted, one thread per input
-// element (r, j): dx_rj = sum_c dz_rc w_jc (then x > 0 ? dx : 0 with relu, as
-// activation.cu); the last block one thread per class: db_c = sum_r dz_rc,
-// and thread 0 also adds the rows' losses and correct counts (rows, in
-// order) to sums. Each sum is a chain of fmaf in the order of the SGEMM's k
-// (the same bits as the GEMMs it replaces).
+// element (r, j): dx_rj (head_dx); the last block one thread per class:
+// db_c = sum_r dz_rc, and thread 0 also adds the rows' losses and correct
+// counts (rows, in order) to sums. Each sum is a chain of fmaf in the order
+// of the SGEMM's k (the same bits as the GEMMs it replaces).
+// With db_below the dx blocks are laid out by columns instead: block b takes
+// inputs [b * DXC_COLS, + DXC_COLS) and every row, DXC_ROWS rows a pass,
+// thread (r, c) of the pass one element (the same dx_rj), also kept in the
+// block's copy of the pass; after the barrier thread c of the first row adds
+// column c of the pass in row order onto its sum from 0.0f, which ends as
+// db_below[j]: the order of cnn_cuda_column_sums (reduce.cu), which the
+// dense layer below would run over this dx (the same bits).
 __global__ void __launch_bounds__(HEAD_THREADS)
 head_backward_kernel(head_args h, int dw_blocks, int dx_blocks, const float *__restrict__ x,
                      const float *__restrict__ w, const float *__restrict__ dz,
                      const double *__restrict__ rows, float *__restrict__ dw,
-                     float *__restrict__ db, float *__restrict__ dx, float *sums)
+                     float *__restrict__ db, float *__restrict__ dx,
+                     float *__restrict__ db_below, float *sums)
 {
     cnn_kernel_begin();
     const int k = h.loss.k, n = h.loss.n, in = h.in;
@@ -162,12 +185,34 @@ head_backward_kernel(head_args h, int dw_blocks, int dx_blocks, const float *__r
         dw[e] = dot_in_order(x + j, in, dz + c, k, n);
         return;
     }
+    if (block < dw_blocks + dx_blocks && db_below) { // block-uniform: every thread below
+        __shared__ float pass[DXC_ROWS][DXC_COLS];
+        const int c = t % DXC_COLS, q = t / DXC_COLS;
+        const int j = (block - dw_blocks) * DXC_COLS + c;
+        float sum = 0.0f;
+        for (int r0 = 0; r0 < n; r0 += DXC_ROWS) { // the same r0 in every thread
+            const int r = r0 + q;
+            if (j < in && r < n) {
+                const float v = head_dx(h, x, w, dz, r, j);
+                dx[(size_t)r * in + j] = v;
+                pass[q][c] = v;
+            }
+            __syncthreads();
+            if (q == 0 && j < in) {
+                const int end = min(DXC_ROWS, n - r0);
+#pragma unroll 8
+                for (int u = 0; u < end; ++u) sum += pass[u][c];
+            }
+            __syncthreads(); // the pass is read before the next one is written
+        }
+        if (q == 0 && j < in) db_below[j] = sum;
+        return;
+    }
     if (block < dw_blocks + dx_blocks) {
         const long long e = (long long)(block - dw_blocks) * HEAD_THREADS + t;
         if (e >= (long long)n * in) return;
         const int r = (int)(e / in), j = (int)(e - (long long)r * in);
-        const float v = dot_in_order(dz + (size_t)r * k, 1, w + (size_t)j * k, 1, k);
-        dx[e] = h.relu && !(x[e] > 0.0f) ? 0.0f : v;
+        dx[e] = head_dx(h, x, w, dz, r, j);
         return;
     }
     // the last block: the bias gradient and the loss sums
@@ -205,7 +250,7 @@ cnn_status cuda_dense_loss_head(cnn_ctx *ctx, const cnn_loss_desc *d, int in, in
                                 int relu, const float *x, const float *w, const float *b,
                                 const int32_t *labels, const float *targets, int scale_n,
                                 float *z, float *p, float *dw, float *db, float *dx,
-                                float *sums, void *ws)
+                                float *db_below, float *sums, void *ws)
 {
     const int n = d->n, k = d->k;
     if (d->kind != CNN_LOSS_SPARSE_CE && d->kind != CNN_LOSS_CATEGORICAL_CE)
@@ -227,10 +272,15 @@ cnn_status cuda_dense_loss_head(cnn_ctx *ctx, const cnn_loss_desc *d, int in, in
                              d->kind == CNN_LOSS_SPARSE_CE ? "labels" : "targets");
     if (!x || !w || !z || !dw || !sums || !ws || (softmax && !p))
         return cnn_set_error(CNN_ERR_VALUE, "dense_loss_head: a buffer is NULL");
+    if (db_below && !dx)
+        return cnn_set_error(CNN_ERR_VALUE, "dense_loss_head: db_below needs dx");
     cudaStream_t st = cnn_stream(ctx);
     if (n == 0) { // no rows: zero gradients, as the GEMMs with k = 0 write
         CNN_CUDA_TRY(cudaMemsetAsync(dw, 0, (size_t)in * k * sizeof(float), st), "dense_loss_head");
         if (db) CNN_CUDA_TRY(cudaMemsetAsync(db, 0, (size_t)k * sizeof(float), st), "dense_loss_head");
+        if (db_below)
+            CNN_CUDA_TRY(cudaMemsetAsync(db_below, 0, (size_t)in * sizeof(float), st),
+                         "dense_loss_head");
         return CNN_OK;
     }
     head_args h;
@@ -249,11 +299,13 @@ cnn_status cuda_dense_loss_head(cnn_ctx *ctx, const cnn_loss_desc *d, int in, in
     head_forward_kernel<<<n, HEAD_THREADS, 0, st>>>(h, x, w, b, labels, targets, z, p, dz, rows);
     CNN_CUDA_LAUNCHED("dense_loss_head forward");
     const long long dw_blocks = ((long long)in * k + HEAD_THREADS - 1) / HEAD_THREADS;
-    const long long dx_blocks = dx ? ((long long)n * in + HEAD_THREADS - 1) / HEAD_THREADS : 0;
+    const long long dx_blocks = !dx         ? 0
+                                : db_below ? ((long long)in + DXC_COLS - 1) / DXC_COLS
+                                           : ((long long)n * in + HEAD_THREADS - 1) / HEAD_THREADS;
     if (dw_blocks + dx_blocks + 1 > INT32_MAX)
         return cnn_set_error(CNN_ERR_VALUE, "dense_loss_head: %d x %d inputs are too many", n, in);
     head_backward_kernel<<<(unsigned)(dw_blocks + dx_blocks + 1), HEAD_THREADS, 0, st>>>(
-        h, (int)dw_blocks, (int)dx_blocks, x, w, dz, rows, dw, db, dx, sums);
+        h, (int)dw_blocks, (int)dx_blocks, x, w, dz, rows, dw, db, dx, db_below, sums);
     CNN_CUDA_LAUNCHED("dense_loss_head backward");
     return CNN_OK;
 }
