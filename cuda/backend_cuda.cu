@@ -224,6 +224,8 @@ extern "C" const cnn_backend cnn_backend_cuda = {
     .activation_backward = cuda_activation_backward,
     .conv2d_forward_relu = cuda_conv2d_forward_relu, // CNNCUDA_FUSE=0: the Net runs it apart
     .pool_backward_relu = cuda_pool_backward_relu,
+    // CNNCUDA_FUSE_POOL_COL2IM=0: the Net runs col2im and the pool's backward apart
+    .conv2d_backward_data_pool = cuda_conv2d_backward_data_pool,
     .dropout_forward = cuda_dropout_forward,
     .dropout_backward = cuda_dropout_backward,
     .batchnorm_forward_train = cuda_batchnorm_forward_train,
