@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "cnn.h"
 #include "cpu/cpu.h"
 
@@ -32,15 +33,6 @@ extern const cnn_backend cnn_backend_cpu;
 
 static int failures;
 static int calls, calls_with_y;
-
-#define CHECK(expr)                                                                    \
-    do {                                                                               \
-        if ((expr) != CNN_OK) {                                                        \
-            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #expr,       \
-                    cnn_last_error());                                                 \
-            exit(2);                                                                   \
-        }                                                                              \
-    } while (0)
 
 /* The stand-in: cnn.h's preconditions, then the two entries apart. */
 static cnn_status stand_in(cnn_ctx *ctx, const cnn_conv_desc *d, const cnn_pool_desc *p,
@@ -68,34 +60,47 @@ static cnn_status stand_in(cnn_ctx *ctx, const cnn_conv_desc *d, const cnn_pool_
     return st;
 }
 
-static cnn_layer_spec conv(int f, int k, int s, int same, int bias)
-{
-    return (cnn_layer_spec){.kind = CNN_LAYER_CONV2D, .units = f, .kh = k, .kw = k, .sh = s,
-                            .sw = s, .same = same, .use_bias = bias};
-}
-static cnn_layer_spec pool(int kind, int k, int s, int same)
-{
-    return (cnn_layer_spec){.kind = kind, .kh = k, .kw = k, .sh = s, .sw = s, .same = same};
-}
-static cnn_layer_spec relu(void)
-{
-    return (cnn_layer_spec){.kind = CNN_LAYER_ACTIVATION, .activation = CNN_ACT_RELU};
-}
-static cnn_layer_spec other(int kind, int units)
-{
-    return (cnn_layer_spec){.kind = kind, .units = units, .use_bias = 1, .momentum = 0.99f,
-                            .epsilon = 1e-3f};
-}
-
 #define MAXL 16
-#define MAXP CNN_LAYER_MAXPOOL
-#define AVGP CNN_LAYER_AVGPOOL
+
+/* A network as a line of layers: "C5,3" conv of 5 filters 3x3 (",2":
+ * strides 2, ",s": padding 'same', ",n": no bias, in any order after the
+ * size), "M2" and "A2" max and average pools 2x2 (",3": strides 3, ",s":
+ * 'same'), "R" ReLU, "B" batchnorm, "F" flatten, "D4" dense of 4 units.
+ * Returns the layer count. */
+static int parse_layers(const char *text, cnn_layer_spec *out)
+{
+    int n = 0;
+    for (const char *p = text; *p && n < MAXL;) {
+        cnn_layer_spec s = {.use_bias = 1, .momentum = 0.99f, .epsilon = 1e-3f};
+        const char kind = *p++;
+        const int size = (int)strtol(p, (char **)&p, 10);
+        s.kind = kind == 'C'   ? CNN_LAYER_CONV2D
+                 : kind == 'M' ? CNN_LAYER_MAXPOOL
+                 : kind == 'A' ? CNN_LAYER_AVGPOOL
+                 : kind == 'R' ? CNN_LAYER_ACTIVATION
+                 : kind == 'B' ? CNN_LAYER_BATCHNORM
+                 : kind == 'F' ? CNN_LAYER_FLATTEN
+                               : CNN_LAYER_DENSE;
+        s.activation = CNN_ACT_RELU;
+        s.units = size;
+        s.kh = s.kw = s.sh = s.sw = kind == 'C' ? 1 : size;
+        if (kind == 'C' && *p == ',') s.kh = s.kw = (int)strtol(p + 1, (char **)&p, 10);
+        while (*p == ',') {
+            ++p;
+            if (*p == 's') s.same = 1, ++p;
+            else if (*p == 'n') s.use_bias = 0, ++p;
+            else s.sh = s.sw = (int)strtol(p, (char **)&p, 10);
+        }
+        while (*p == ' ') ++p;
+        out[n++] = s;
+    }
+    return n;
+}
 
 typedef struct {
     const char *name;
     int h, w, c;
-    int n_layers;
-    cnn_layer_spec layers[MAXL];
+    const char *layers; /* parse_layers */
     /* the stand-in's calls per training step and per backward that wants
      * the input gradient, and how many of them fuse a ReLU (CNNCUDA_FUSE=1) */
     int train_calls, dx_calls, relu_calls;
@@ -142,8 +147,9 @@ static void put_weights(out_t *o, cnn_net *net, int gradients)
  * computation, on `be`; checks the stand-in's calls against the case. */
 static out_t run(const cnn_backend *be, const case_t *t, int batch, int planned, int fuse_relu)
 {
+    cnn_layer_spec layers[MAXL];
     cnn_net_spec spec = {.in_h = t->h, .in_w = t->w, .in_c = t->c, .max_batch = batch,
-                         .layers = t->layers, .n_layers = t->n_layers,
+                         .layers = layers, .n_layers = parse_layers(t->layers, layers),
                          .loss = {.kind = CNN_LOSS_SPARSE_CE, .from_logits = 1},
                          .optimizer = {.kind = CNN_OPT_ADAM, .lr = 1e-3f, .beta_1 = 0.9f,
                                        .beta_2 = 0.999f, .epsilon = 1e-7f},
@@ -194,50 +200,17 @@ int main(void)
 {
     /* the cases of tests/test_pool_col2im_fusion.py (15x13x3 images) and
      * the CIFAR-10 and LeNet-5 seeds */
-    const cnn_layer_spec flat = other(CNN_LAYER_FLATTEN, 0), dense4 = other(CNN_LAYER_DENSE, 4);
     const case_t cases[] = {
-        {"max_relu", 15, 13, 3, 9,
-         {conv(5, 3, 1, 0, 1), relu(), pool(MAXP, 2, 2, 0), conv(33, 3, 1, 1, 1), relu(),
-          pool(MAXP, 2, 2, 0), conv(6, 2, 1, 0, 1), flat, dense4},
-         2, 2, 2},
-        {"avg_relu", 15, 13, 3, 9,
-         {conv(6, 5, 1, 1, 1), relu(), pool(AVGP, 2, 2, 0), conv(16, 3, 2, 0, 1), relu(),
-          pool(AVGP, 2, 2, 0), conv(3, 1, 1, 0, 1), flat, dense4},
-         2, 2, 2},
-        {"no_relu", 15, 13, 3, 7,
-         {conv(4, 3, 1, 0, 1), pool(MAXP, 2, 2, 0), conv(5, 3, 1, 0, 0), pool(AVGP, 2, 2, 0),
-          conv(3, 1, 1, 0, 1), flat, dense4},
-         2, 2, 0},
-        {"padded_and_gaps", 15, 13, 3, 9,
-         {conv(4, 3, 1, 0, 1), relu(), pool(MAXP, 3, 3, 1), conv(5, 2, 1, 0, 1), relu(),
-          pool(AVGP, 2, 3, 1), conv(3, 1, 1, 0, 1), flat, dense4},
-         2, 2, 2},
-        {"pool_first", 15, 13, 3, 7,
-         {pool(MAXP, 2, 2, 0), conv(4, 3, 1, 0, 1), relu(), pool(MAXP, 2, 2, 0),
-          conv(3, 1, 1, 0, 1), flat, dense4},
-         1, 2, 1},
-        {"relu_first", 15, 13, 3, 8,
-         {relu(), pool(AVGP, 2, 2, 0), conv(4, 3, 1, 0, 1), relu(), pool(MAXP, 2, 2, 0),
-          conv(3, 2, 1, 0, 1), flat, dense4},
-         2, 2, 2},
-        {"batchnorm", 15, 13, 3, 7,
-         {conv(4, 3, 1, 0, 1), other(CNN_LAYER_BATCHNORM, 0), relu(), pool(MAXP, 2, 2, 0),
-          conv(5, 3, 1, 0, 1), flat, dense4},
-         1, 1, 1},
-        {"overlapping", 15, 13, 3, 9,
-         {conv(4, 3, 1, 0, 1), relu(), pool(MAXP, 3, 2, 0), conv(5, 2, 1, 0, 1), relu(),
-          pool(AVGP, 3, 2, 1), conv(3, 1, 1, 0, 1), flat, dense4},
-         0, 0, 0},
-        {"cifar10_cnn", 32, 32, 3, 12,
-         {conv(32, 3, 1, 0, 1), relu(), pool(MAXP, 2, 2, 0), conv(64, 3, 1, 0, 1), relu(),
-          pool(MAXP, 2, 2, 0), conv(64, 3, 1, 0, 1), relu(), flat, other(CNN_LAYER_DENSE, 64),
-          relu(), dense4},
-         2, 2, 2},
-        {"lenet5", 28, 28, 1, 12,
-         {conv(6, 5, 1, 1, 1), relu(), pool(AVGP, 2, 2, 0), conv(16, 5, 1, 0, 1), relu(),
-          pool(AVGP, 2, 2, 0), flat, other(CNN_LAYER_DENSE, 120), relu(),
-          other(CNN_LAYER_DENSE, 84), relu(), dense4},
-         1, 1, 1},
+        {"max_relu", 15, 13, 3, "C5,3 R M2 C33,3,s R M2 C6,2 F D4", 2, 2, 2},
+        {"avg_relu", 15, 13, 3, "C6,5,s R A2 C16,3,2 R A2 C3,1 F D4", 2, 2, 2},
+        {"no_relu", 15, 13, 3, "C4,3 M2 C5,3,n A2 C3,1 F D4", 2, 2, 0},
+        {"padded_and_gaps", 15, 13, 3, "C4,3 R M3,s C5,2 R A2,3,s C3,1 F D4", 2, 2, 2},
+        {"pool_first", 15, 13, 3, "M2 C4,3 R M2 C3,1 F D4", 1, 2, 1},
+        {"relu_first", 15, 13, 3, "R A2 C4,3 R M2 C3,2 F D4", 2, 2, 2},
+        {"batchnorm", 15, 13, 3, "C4,3 B R M2 C5,3 F D4", 1, 1, 1},
+        {"overlapping", 15, 13, 3, "C4,3 R M3,2 C5,2 R A3,2,s C3,1 F D4", 0, 0, 0},
+        {"cifar10_cnn", 32, 32, 3, "C32,3 R M2 C64,3 R M2 C64,3 R F D64 R D4", 2, 2, 2},
+        {"lenet5", 28, 28, 1, "C6,5,s R A2 C16,5 R A2 F D120 R D84 R D4", 1, 1, 1},
     };
     cnn_backend with_entry = cnn_backend_cpu;
     with_entry.conv2d_backward_data_pool = stand_in;
