@@ -19,8 +19,9 @@
 // window's in-image elements), 0 where it receives none. The same bits as
 // the two kernels (and as the ReLU's backward after an average pool's), and
 // dpool is never written: one launch and dpool's trip through memory fewer.
-// Where a window has no argmax (max) only one of its threads sums; average
-// windows' threads each sum (the same addresses, one load for the warp).
+// In a max window only the argmax's thread sums (the warp's other lanes
+// idle through its loop); in an average window every thread sums, the same
+// addresses (one load for the warp's lanes that share them).
 #include "conv2d_kernels.cuh"
 #include "cuda_ops.h"
 

@@ -108,6 +108,18 @@ def test_gpu_networks_same_bits_fused_or_not(engine, name, batch, fuse_relu, mon
     assert_same_bits(fused, plain)
 
 
+@pytest.mark.parametrize("sgemm", ["tile64", "wide"])
+@pytest.mark.parametrize("name", ["max_relu", "avg_relu"])
+@pytest.mark.parametrize("engine", CUDA)
+def test_gpu_every_sgemm_path_same_bits(engine, name, sgemm, monkeypatch):
+    """The fused call forms dcol as conv2d_backward_data does under every
+    CNNCUDA_SGEMM: tile64 (dy rearranged into the workspace by the filter
+    gradient), wide (the wide kernel for every product)."""
+    monkeypatch.setenv("CNNCUDA_SGEMM", sgemm)
+    assert_same_bits(train(engine, NETWORKS[name], 7, True, monkeypatch),
+                     train(engine, NETWORKS[name], 7, False, monkeypatch))
+
+
 @pytest.mark.parametrize("name", ["max_relu", "pool_first"])
 @pytest.mark.parametrize("engine", HOST)
 def test_host_engines_ignore_the_switch(engine, name, monkeypatch):
