@@ -327,6 +327,24 @@ struct cnn_backend {
                                            const float *dy, /* (rows, cols) */
                                            float *dx,       /* (rows, cols), overwritten */
                                            float *db);      /* (cols), overwritten */
+    /* Optional (NULL: the Net runs the two apart; the cuda engine only): a
+     * convolution's data gradient and the backward of the pooling layer
+     * whose output is the convolution's input, in one call, the pool's
+     * output gradient never written. p: a max or average pool whose windows
+     * do not overlap (p->ph <= p->sh, p->pw <= p->sw, pads >= 0) with
+     * p->n, p->c, p->oh, p->ow equal to d->n, d->c, d->h, d->w; y: NULL, or
+     * the pool's input when it is a ReLU's output whose backward is run too
+     * (as pool_backward_relu). The bits of conv2d_backward_data into the
+     * pool's output gradient, then pool_backward (or pool_backward_relu).
+     * ws: the convolution's, as conv2d_backward_data. */
+    cnn_status (*conv2d_backward_data_pool)(cnn_ctx *ctx, const cnn_conv_desc *d,
+                                            const cnn_pool_desc *p,
+                                            const float *dy,       /* (n, f, oh, ow) */
+                                            const float *w,        /* (f, c, kh, kw) */
+                                            const int32_t *argmax, /* (n, c, h, w), max */
+                                            const float *y,  /* (n, c, p->h, p->w) or NULL */
+                                            float *dx,       /* (n, c, p->h, p->w) */
+                                            void *ws);
 
     /* inverted dropout over x (n, c, h, w) (h = w = 1 for (n, c)): element
      * (i, ch, r, s) is kept when cnn_uniform(key, (((row0 + i)*h + r)*w + s)*c

@@ -50,6 +50,9 @@ typedef struct layer {
      * kernel's rows are stored in NCHW feature order (row ch*rows_hw + s),
      * exchanged in Keras's NHWC order (row s*rows_c + ch); 0 otherwise */
     int rows_c, rows_hw;
+    /* convolution after a pooling layer: its data gradient and the pool's
+     * backward in one call (plan_pool_col) */
+    int pool_col;
 } layer;
 
 struct cnn_net {
@@ -144,6 +147,11 @@ struct cnn_net {
      * bias whose bias gradient the head sums (fuse_dense) */
     int head_db_below;
     void *head_ws;
+
+    /* conv2d_backward_data_pool where the engine has it (plan_pool_col,
+     * layer.pool_col): on unless CNNCUDA_FUSE_POOL_COL2IM is "0" (read
+     * once, at creation); the same bits either way */
+    int fuse_pool_col;
 
     int counting;   /* net_alloc only adds up bytes in planned (cnn_net_create) */
     size_t planned;
@@ -611,6 +619,7 @@ void cnn_net_destroy(cnn_net *net)
 }
 
 static void plan_head(cnn_net *net);
+static void plan_pool_col(cnn_net *net);
 
 static cnn_status validate_spec(const cnn_net_spec *spec)
 {
@@ -730,6 +739,8 @@ cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn
         net->fuse_head = !(fuse_head && strcmp(fuse_head, "0") == 0);
         const char *fuse_dense = getenv("CNNCUDA_FUSE_DENSE");
         net->fuse_dense = net->fuse_relu && !(fuse_dense && strcmp(fuse_dense, "0") == 0);
+        const char *fuse_pool_col = getenv("CNNCUDA_FUSE_POOL_COL2IM");
+        net->fuse_pool_col = !(fuse_pool_col && strcmp(fuse_pool_col, "0") == 0);
     }
     net->n_layers = spec->n_layers;
     net->max_batch = spec->max_batch;
@@ -796,6 +807,7 @@ cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn
     net->ctx->allow_tf32 = spec->allow_tf32;
 
     plan_head(net);
+    plan_pool_col(net);
 
     /* every buffer, once. A first pass adds up the bytes: on a host engine
      * a network larger than the machine's memory is refused before anything
@@ -922,6 +934,24 @@ static void plan_head(cnn_net *net)
                          net->layers[below].spec.use_bias;
 }
 
+/* Marks the convolutions whose data gradient and the backward of the
+ * pooling layer just before them (and of the ReLU before that, where
+ * fusable_relu) run in one call, the engine's conv2d_backward_data_pool: a
+ * max or average pool whose windows do not overlap (pool no larger than
+ * its stride; pads are never negative). CNNCUDA_FUSE_POOL_COL2IM=0: none. */
+static void plan_pool_col(cnn_net *net)
+{
+    for (int i = 1; i < net->n_layers; i++) {
+        layer *L = &net->layers[i];
+        const layer *P = &net->layers[i - 1];
+        const cnn_pool_desc *p = &P->pool;
+        L->pool_col = net->fuse_pool_col && net->be->conv2d_backward_data_pool &&
+                      L->spec.kind == CNN_LAYER_CONV2D &&
+                      (P->spec.kind == CNN_LAYER_MAXPOOL || P->spec.kind == CNN_LAYER_AVGPOOL) &&
+                      p->ph <= p->sh && p->pw <= p->sw && p->pad_top >= 0 && p->pad_left >= 0;
+    }
+}
+
 /* Whether the last layer's softmax runs inside the loss of a training step
  * (cnn.h: softmax_loss_forward_backward): a softmax as the last layer, a
  * sparse or categorical cross-entropy from probabilities, and the engine has
@@ -1046,8 +1076,23 @@ static cnn_status backward_device(cnn_net *net, int top, int top_db, int want_dx
             CNN_TRY(be->conv2d_backward_filter(ctx, &d, in, dy, net->grads + L->w_off,
                                                s->use_bias ? net->grads + L->b_off : NULL,
                                                L->ws));
-            if (need_dx)
+            if (!need_dx) break;
+            /* and the backward of the pool before it, in one call, where
+             * plan_pool_col chose it and the pool's backward would run (as in
+             * the pool's case below: with the ReLU before the pool where fused) */
+            const layer *P = L->pool_col ? &net->layers[i - 1] : NULL;
+            const int relu = P && be->pool_backward_relu && fusable_relu(net, i - 2);
+            if (P && (relu || i - 1 > 0 || want_dx)) {
+                cnn_pool_desc pd = P->pool;
+                pd.n = n;
+                CNN_TRY(be->conv2d_backward_data_pool(ctx, &d, &pd, dy, net->params + L->w_off,
+                                                      P->argmax,
+                                                      relu ? net->layers[i - 2].y : NULL, dx,
+                                                      L->ws));
+                i -= 1 + relu; /* dx: the pool's input gradient, or the ReLU's */
+            } else {
                 CNN_TRY(be->conv2d_backward_data(ctx, &d, dy, net->params + L->w_off, dx, L->ws));
+            }
             break;
         }
         case CNN_LAYER_MAXPOOL:

@@ -131,6 +131,7 @@ extern "C" const cnn_backend cnn_backend_cudnn = {
     .activation_backward = cudnn_activation_backward,
     .conv2d_forward_relu = cudnn_conv2d_forward_relu,
     .pool_backward_relu = cuda_pool_backward_relu,
+    // conv2d_backward_data_pool: none (its data gradient is cuDNN's)
     .dropout_forward = cuda_dropout_forward,
     .dropout_backward = cuda_dropout_backward,
     .batchnorm_forward_train = cuda_batchnorm_forward_train,

@@ -160,19 +160,30 @@ cnn_status cuda_conv2d_backward_filter_from_x(cnn_ctx *ctx, const cnn_conv_desc 
     return cuda_conv2d_backward_filter(ctx, d, x, dy, dw, db, ws);
 }
 
-cnn_status cuda_conv2d_backward_data(cnn_ctx *ctx, const cnn_conv_desc *d, const float *dy,
-                                     const float *w, float *dx, void *ws)
+// The backward data's product: dcol (K, NP) = W^T dy into the start of ws
+// (where the column matrix was). Also the first half of
+// conv2d_backward_data_pool (conv2d_pool_backward.cu).
+cnn_status cnn_cuda_conv2d_dcol(cnn_ctx *ctx, const char *what, const cnn_conv_desc *d,
+                                const float *dy, const float *w, void *ws)
 {
-    CNN_TRY(check_desc("conv2d_backward_data", d));
+    CNN_TRY(check_desc(what, d));
     if (d->n == 0) return CNN_OK;
     float *col = (float *)ws, *t = col + col_floats(d);
     const int k = d->c * d->kh * d->kw, np = d->n * d->oh * d->ow;
     if (fused_layouts(ctx)) { // B = dy (n, f, P) read in place
         const cnn_sgemm_extra extra = {0, d->oh * d->ow, 0, nullptr, 0, 0, nullptr};
-        CNN_TRY(cnn_cuda_sgemm_ex(ctx, 1, 0, k, np, d->f, 1.0f, w, k, dy, np, 0.0f, col, np, &extra));
-    } else { // dy rearranged into t by the backward filter
-        CNN_TRY(cnn_cuda_sgemm(ctx, 1, 0, k, np, d->f, 1.0f, w, k, t, np, 0.0f, col, np));
+        return cnn_cuda_sgemm_ex(ctx, 1, 0, k, np, d->f, 1.0f, w, k, dy, np, 0.0f, col, np, &extra);
     }
+    // dy rearranged into t by the backward filter
+    return cnn_cuda_sgemm(ctx, 1, 0, k, np, d->f, 1.0f, w, k, t, np, 0.0f, col, np);
+}
+
+cnn_status cuda_conv2d_backward_data(cnn_ctx *ctx, const cnn_conv_desc *d, const float *dy,
+                                     const float *w, float *dx, void *ws)
+{
+    CNN_TRY(cnn_cuda_conv2d_dcol(ctx, "conv2d_backward_data", d, dy, w, ws));
+    if (d->n == 0) return CNN_OK;
+    const float *col = (const float *)ws;
     size_t total = (size_t)d->n * d->c * d->h * d->w;
     const unsigned blocks = cnn_blocks(total, CNN_THREADS);
     // 32-bit indices where every index of dx and of a column of col fits,

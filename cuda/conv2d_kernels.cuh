@@ -79,6 +79,34 @@ __global__ void col2im_kernel(cnn_conv_desc d, const float *__restrict__ col,
     }
 }
 
+// The value col2im gives dx[i, ch, row, column]: the sum over the (ki, kj)
+// that read it, in that order, of dcol's terms, with base = col + i*P and
+// np = n*P (32-bit index arithmetic; UNIT: strides of 1, no remainders).
+// col2im32_kernel writes it for every element of dx; conv2d_pool_backward.cu
+// for the elements a pooling layer's backward reads.
+template <bool UNIT>
+__device__ __forceinline__ float col2im_sum32(const cnn_conv_desc &d,
+                                              const float *__restrict__ base, int np, int ch,
+                                              int row, int column)
+{
+    float sum = 0.0f;
+    for (int ki = 0; ki < d.kh; ++ki) {
+        const int rr = row + d.pad_top - ki; // = r * sh
+        if (rr < 0 || (!UNIT && rr % d.sh)) continue;
+        const int r = UNIT ? rr : rr / d.sh;
+        if (r >= d.oh) continue;
+        for (int kj = 0; kj < d.kw; ++kj) {
+            const int cc = column + d.pad_left - kj; // = s * sw
+            if (cc < 0 || (!UNIT && cc % d.sw)) continue;
+            const int s = UNIT ? cc : cc / d.sw;
+            if (s >= d.ow) continue;
+            const int k = (ch * d.kh + ki) * d.kw + kj;
+            sum += base[(size_t)k * np + r * d.ow + s];
+        }
+    }
+    return sum;
+}
+
 // col2im_kernel in 32-bit index arithmetic (when the sizes allow it:
 // conv2d.cu checks), the same grid-stride loop over dx and the same order
 // of the additions (the same bits); UNIT: strides of 1, no remainders.
@@ -94,23 +122,7 @@ __global__ void col2im32_kernel(cnn_conv_desc d, const float *__restrict__ col,
         const int column = t % d.w, t1 = t / d.w;
         const int row = t1 % d.h, t2 = t1 / d.h;
         const int ch = t2 % d.c, i = t2 / d.c;
-        const float *base = col + (size_t)i * p;
-        float sum = 0.0f;
-        for (int ki = 0; ki < d.kh; ++ki) {
-            const int rr = row + d.pad_top - ki; // = r * sh
-            if (rr < 0 || (!UNIT && rr % d.sh)) continue;
-            const int r = UNIT ? rr : rr / d.sh;
-            if (r >= d.oh) continue;
-            for (int kj = 0; kj < d.kw; ++kj) {
-                const int cc = column + d.pad_left - kj; // = s * sw
-                if (cc < 0 || (!UNIT && cc % d.sw)) continue;
-                const int s = UNIT ? cc : cc / d.sw;
-                if (s >= d.ow) continue;
-                const int k = (ch * d.kh + ki) * d.kw + kj;
-                sum += base[(size_t)k * np + r * d.ow + s];
-            }
-        }
-        dx[t] = sum;
+        dx[t] = col2im_sum32<UNIT>(d, col + (size_t)i * p, np, ch, row, column);
     }
 }
 

@@ -177,6 +177,16 @@ cnn_status cnn_cuda_sgemm_ex(cnn_ctx *ctx, int trans_a, int trans_b, int m, int 
                              float alpha, const float *a, int lda, const float *b, int ldb,
                              float beta, float *c, int ldc, const cnn_sgemm_extra *extra);
 
+// conv2d.cu: a convolution's backward-data product, dcol (K, NP) = W^T dy,
+// into the start of its workspace ws (what checks d); the first half of
+// cuda_conv2d_backward_data, whose col2im follows.
+cnn_status cnn_cuda_conv2d_dcol(cnn_ctx *ctx, const char *what, const cnn_conv_desc *d,
+                                const float *dy, const float *w, void *ws);
+
+// pool.cu: CNN_ERR_VALUE, naming `what`, for a descriptor the pooling
+// kernels do not take (mode, sizes, an image plane past an int32 argmax).
+cnn_status cnn_cuda_check_pool_desc(const char *what, const cnn_pool_desc *d);
+
 // reduce.cu: bias gradients.
 // out[r] = sum_j x[r * cols + j] for x (rows, cols): one block per row.
 cnn_status cnn_cuda_row_sums(cnn_ctx *ctx, int rows, int cols, const float *x, float *out);

@@ -43,6 +43,12 @@ cnn_status cuda_conv2d_backward_filter_from_x(cnn_ctx *ctx, const cnn_conv_desc 
                                               const float *x, const float *dy, float *dw,
                                               float *db, void *ws);
 
+/* conv2d_pool_backward.cu */
+cnn_status cuda_conv2d_backward_data_pool(cnn_ctx *ctx, const cnn_conv_desc *d,
+                                          const cnn_pool_desc *p, const float *dy,
+                                          const float *w, const int32_t *argmax, const float *y,
+                                          float *dx, void *ws);
+
 /* pool.cu */
 cnn_status cuda_pool_forward(cnn_ctx *ctx, const cnn_pool_desc *d, const float *x, float *y,
                             int32_t *argmax);

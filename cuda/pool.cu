@@ -17,7 +17,8 @@
 #include "cuda_common.cuh"
 #include "cuda_ops.h"
 
-static cnn_status check_desc(const char *what, const cnn_pool_desc *d)
+// Also conv2d_pool_backward.cu's check of its pooling (cuda_common.cuh).
+cnn_status cnn_cuda_check_pool_desc(const char *what, const cnn_pool_desc *d)
 {
     if (d->mode != CNN_POOL_MAX && d->mode != CNN_POOL_AVG)
         return cnn_set_error(CNN_ERR_VALUE, "%s: unknown pool mode %d", what, d->mode);
@@ -259,7 +260,7 @@ static int fits_32(const cnn_pool_desc *d)
 cnn_status cuda_pool_forward(cnn_ctx *ctx, const cnn_pool_desc *d, const float *x, float *y,
                              int32_t *argmax)
 {
-    CNN_TRY(check_desc("pool_forward", d));
+    CNN_TRY(cnn_cuda_check_pool_desc("pool_forward", d));
     if (d->mode == CNN_POOL_MAX && !argmax)
         return cnn_set_error(CNN_ERR_VALUE, "pool_forward: max pooling needs an argmax buffer");
     const size_t total = (size_t)d->n * d->c * d->oh * d->ow;
@@ -295,7 +296,7 @@ static cnn_status pool_backward(cnn_ctx *ctx, const char *what, const cnn_pool_d
                                 const float *dy, const int32_t *argmax, const float *relu_y,
                                 float *dx)
 {
-    CNN_TRY(check_desc(what, d));
+    CNN_TRY(cnn_cuda_check_pool_desc(what, d));
     if (d->mode == CNN_POOL_MAX && !argmax)
         return cnn_set_error(CNN_ERR_VALUE, "%s: max pooling needs an argmax buffer", what);
     const size_t total = (size_t)d->n * d->c * d->h * d->w;

@@ -16,18 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "cnn.h"
 
 static int failures;
-
-#define CHECK(expr)                                                                    \
-    do {                                                                               \
-        if ((expr) != CNN_OK) {                                                        \
-            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #expr,       \
-                    cnn_last_error());                                                 \
-            exit(2);                                                                   \
-        }                                                                              \
-    } while (0)
 
 /* expr must fail with CNN_ERR_VALUE and a message that contains `words` */
 #define EXPECT_ERROR(expr, words)                                                      \
