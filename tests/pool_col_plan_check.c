@@ -16,7 +16,8 @@
  * writes; and the stand-in must be called exactly where planned: per
  * convolution after a disjoint pool whose backward runs, with the ReLU's
  * output where a ReLU before the pool is fused (CNNCUDA_FUSE), never with
- * CNNCUDA_FUSE_POOL_COL2IM=0. Prints "ok" and exits 0, or names what failed.
+ * CNNCUDA_FUSE_POOL_COL2IM=0 or unset (off by default). Prints "ok" and
+ * exits 0, or names what failed.
  *
  * usage: pool_col_plan_check
  */
@@ -216,10 +217,15 @@ int main(void)
     with_entry.conv2d_backward_data_pool = stand_in;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
         const case_t *t = &cases[i];
-        for (int planned = 0; planned < 2; ++planned) {
+        /* mode 2: the variable unset, which must plan nothing (off by default) */
+        for (int mode = 0; mode < 3; ++mode) {
+            const int planned = mode == 1;
             for (int fuse_relu = 0; fuse_relu < 2; ++fuse_relu) {
                 for (int batch = 1; batch <= 7; batch += 6) {
-                    setenv("CNNCUDA_FUSE_POOL_COL2IM", planned ? "1" : "0", 1);
+                    if (mode == 2)
+                        unsetenv("CNNCUDA_FUSE_POOL_COL2IM");
+                    else
+                        setenv("CNNCUDA_FUSE_POOL_COL2IM", planned ? "1" : "0", 1);
                     setenv("CNNCUDA_FUSE", fuse_relu ? "1" : "0", 1);
                     out_t a = run(&with_entry, t, batch, planned, fuse_relu);
                     out_t b = run(&cnn_backend_cpu, t, batch, planned, fuse_relu);
@@ -227,9 +233,9 @@ int main(void)
                         size_t k = 0;
                         while (k < a.n && k < b.n && memcmp(a.v + k, b.v + k, sizeof(float)) == 0)
                             ++k;
-                        fprintf(stderr, "%s (planned %d, CNNCUDA_FUSE %d, batch %d): value %zu "
+                        fprintf(stderr, "%s (mode %d, CNNCUDA_FUSE %d, batch %d): value %zu "
                                         "of %zu differs\n",
-                                t->name, planned, fuse_relu, batch, k, a.n);
+                                t->name, mode, fuse_relu, batch, k, a.n);
                         failures++;
                     }
                     free(a.v), free(b.v);
