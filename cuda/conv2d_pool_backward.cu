@@ -7,21 +7,21 @@
 // pool's output, dpool, from the product dcol (K, NP); then the pool's
 // backward (pool.cu), which reads dpool and the argmax and writes the
 // gradient of the pool's input. Where the pool's windows do not overlap
-// (pool no larger than the stride, pads >= 0: pool.cu's disjoint case) an
-// input element lies in at most one window, so its gradient needs one
-// element of dpool: here each thread, one per element of the pool's INPUT,
-// finds its window's output (r, s), decides as the pool's backward does
-// whether it receives gradient (max: it is the window's argmax; with the
-// ReLU, whose output is the pool's input, that output > 0; average: always),
-// and if so forms dpool[r, s] itself, the sum col2im forms (col2im_sum32,
-// conv2d_kernels.cuh: the same terms in the same order), then applies the
-// pool's arithmetic to it: 0 + v (max), 0 + v / count (average, count the
-// window's in-image elements), 0 where it receives none. The same bits as
-// the two kernels (and as the ReLU's backward after an average pool's), and
+// (pool no larger than the stride, pads >= 0: pool.cu's disjoint case) each
+// element of dpool feeds one window only: here each thread, one per element
+// of the pool's OUTPUT (n, c, oh, ow), forms dpool[r, s] itself, the sum
+// col2im forms (col2im_sum32, conv2d_kernels.cuh: the same terms in the same
+// order), and writes the part of the pool's input it owns (its window, and
+// the rows and columns after it up to the next window), applying the pool's
+// backward as pool.cu does: 0 + v where the element is the window's argmax
+// (max) or 0 + v / count (average, count the window's in-image elements),
+// 0 where it is not, or where the ReLU before the pool (whose output is the
+// pool's input) is not > 0, or outside every window. The same bits as the
+// two kernels (and as the ReLU's backward after an average pool's), and
 // dpool is never written: one launch and dpool's trip through memory fewer.
-// In a max window only the argmax's thread sums (the warp's other lanes
-// idle through its loop); in an average window every thread sums, the same
-// addresses (one load for the warp's lanes that share them).
+// (A first version ran one thread per element of the pool's INPUT: in a max
+// window only the argmax's lane summed, and it was slower than the two
+// kernels apart on an H100: BENCHMARKS.md.)
 #include "conv2d_kernels.cuh"
 #include "cuda_ops.h"
 
@@ -32,11 +32,20 @@ struct pool_geom {
     int h, w, ph, pw, sh, sw, pad_top, pad_left, oh, ow;
 };
 
-// One thread per element e of the pool's input (n, c, g.h, g.w), grid-
-// stride (total <= INT32_MAX: e and e + the stride fit 32 bits unsigned).
-// d: the convolution, whose input (n, c, d.h = g.oh, d.w = g.ow) is the
-// pool's output. MAX: max pooling (argmax), else average. UNIT: the
-// convolution's strides are 1 (col2im32_kernel's UNIT).
+// One thread per element o of the pool's output (n, c, g.oh, g.ow), which is
+// the convolution's input: it forms that element's col2im sum once (as
+// col2im32_kernel does, the lanes of a warp on neighbouring elements), then
+// writes every element of the pool's input that it owns: the rows from its
+// window's first (r sh - pad_top, at least 0; 0 for r = 0) up to the next
+// window's first (h for the last r), the same for the columns, so that the
+// owners partition the input (rows in the padding, in gaps between windows
+// or past the last window are written 0 by the nearest owner before them).
+// An owned element in the window gets the pool's backward of v: 0 + v where
+// it is the argmax (max), 0 + v / count (average), in both cases 0 where the
+// ReLU's output there is not > 0; 0 outside the window. Grid-stride, total
+// <= INT32_MAX. d: the convolution, whose input (n, c, d.h = g.oh, d.w =
+// g.ow) is the pool's output. MAX: max pooling (argmax), else average. UNIT:
+// the convolution's strides are 1 (col2im32_kernel's UNIT).
 template <bool MAX, bool UNIT>
 __global__ void col2im_pool_backward_kernel(unsigned total, cnn_conv_desc d, pool_geom g,
                                             const float *__restrict__ col,
@@ -47,30 +56,39 @@ __global__ void col2im_pool_backward_kernel(unsigned total, cnn_conv_desc d, poo
     cnn_kernel_begin();
     const unsigned in_plane = (unsigned)g.h * g.w, out_plane = (unsigned)g.oh * g.ow;
     const int p = d.oh * d.ow, np = d.n * p;
-    for (unsigned e = blockIdx.x * blockDim.x + threadIdx.x; e < total;
-         e += blockDim.x * gridDim.x) {
-        const unsigned q = e / in_plane; // the plane: image q / c, channel q % c
-        const int me = (int)(e - q * in_plane);
-        const int i = me / g.w, j = me - (me / g.w) * g.w;
-        const int ti = i + g.pad_top, tj = j + g.pad_left; // both >= 0
-        const int r = ti / g.sh, s = tj / g.sw;            // the only window that may hold it
-        float acc = 0.0f;
-        if (r < g.oh && s < g.ow && ti - r * g.sh < g.ph && tj - s * g.sw < g.pw &&
-            (!relu_y || relu_y[e] > 0.0f) &&
-            (!MAX || argmax[q * out_plane + (unsigned)(r * g.ow + s)] == me)) {
-            const int image = (int)(q / (unsigned)d.c), ch = (int)(q - (unsigned)image * d.c);
-            const float v =
-                cnn_conv2d::col2im_sum32<UNIT>(d, col + (size_t)image * p, np, ch, r, s);
-            if (MAX) {
-                acc += v;
-            } else { // pool.cu's avg_pool_backward_kernel: the window clipped to the image
-                const int top = r * g.sh - g.pad_top, left = s * g.sw - g.pad_left;
-                const int r0 = max(top, 0), r1 = min(top + g.ph, g.h);
-                const int c0 = max(left, 0), c1 = min(left + g.pw, g.w);
-                acc += v / (float)((r1 - r0) * (c1 - c0));
+    for (unsigned o = blockIdx.x * blockDim.x + threadIdx.x; o < total;
+         o += blockDim.x * gridDim.x) {
+        const unsigned q = o / out_plane; // the plane: image q / c, channel q % c
+        const int mo = (int)(o - q * out_plane);
+        const int r = mo / g.ow, s = mo - r * g.ow;
+        const int image = (int)(q / (unsigned)d.c), ch = (int)(q - (unsigned)image * d.c);
+        const float v = cnn_conv2d::col2im_sum32<UNIT>(d, col + (size_t)image * p, np, ch, r, s);
+        const int top = r * g.sh - g.pad_top, left = s * g.sw - g.pad_left; // the window
+        const int win_r1 = min(top + g.ph, g.h), win_c1 = min(left + g.pw, g.w);
+        const int rows0 = r == 0 ? 0 : min(max(top, 0), g.h);
+        const int rows1 = r == g.oh - 1 ? g.h : min(max(top + g.sh, 0), g.h);
+        const int cols0 = s == 0 ? 0 : min(max(left, 0), g.w);
+        const int cols1 = s == g.ow - 1 ? g.w : min(max(left + g.sw, 0), g.w);
+        float grad; // what an element of the window that passes gradient gets
+        int mark = -1; // max: the argmax's index in the plane
+        if (MAX) {
+            grad = 0.0f + v;
+            mark = argmax[o];
+        } else { // pool.cu's avg_pool_backward_kernel: the window clipped to the image
+            const int r0 = max(top, 0), c0 = max(left, 0);
+            grad = 0.0f + v / (float)((win_r1 - r0) * (win_c1 - c0));
+        }
+        const unsigned plane0 = q * in_plane;
+        for (int i = rows0; i < rows1; ++i) {
+            for (int j = cols0; j < cols1; ++j) {
+                const int me = i * g.w + j;
+                const unsigned e = plane0 + (unsigned)me;
+                const bool in_window = i >= top && i < win_r1 && j >= left && j < win_c1;
+                const bool passes = in_window && (!MAX || mark == me) &&
+                                    (!relu_y || relu_y[e] > 0.0f);
+                dx[e] = passes ? grad : 0.0f;
             }
         }
-        dx[e] = acc;
     }
 }
 
@@ -78,7 +96,7 @@ template <bool MAX>
 void launch(cnn_ctx *ctx, unsigned total, const cnn_conv_desc *d, const pool_geom &g,
             const float *col, const int32_t *argmax, const float *y, float *dx)
 {
-    const unsigned blocks = cnn_blocks(total, CNN_THREADS);
+    const unsigned blocks = cnn_blocks(total, CNN_THREADS); // total: the pool's outputs
     cudaStream_t st = cnn_stream(ctx);
     if (d->sh == 1 && d->sw == 1)
         col2im_pool_backward_kernel<MAX, true><<<blocks, CNN_THREADS, 0, st>>>(total, *d, g, col,
@@ -114,13 +132,14 @@ cnn_status cuda_conv2d_backward_data_pool(cnn_ctx *ctx, const cnn_conv_desc *d,
         return cnn_set_error(CNN_ERR_VALUE, "%s: %zu input elements of the pool, more than %d",
                              what, total, INT32_MAX);
     CNN_TRY(cnn_cuda_conv2d_dcol(ctx, what, d, dy, w, ws)); // dcol at the start of ws
-    if (total == 0) return CNN_OK;
+    const size_t outputs = (size_t)p->n * p->c * p->oh * p->ow; // the kernel's threads
+    if (total == 0 || outputs == 0) return CNN_OK;
     const pool_geom g = {p->h, p->w, p->ph, p->pw, p->sh, p->sw, p->pad_top, p->pad_left,
                          p->oh, p->ow};
     if (p->mode == CNN_POOL_MAX)
-        launch<true>(ctx, (unsigned)total, d, g, (const float *)ws, argmax, y, dx);
+        launch<true>(ctx, (unsigned)outputs, d, g, (const float *)ws, argmax, y, dx);
     else
-        launch<false>(ctx, (unsigned)total, d, g, (const float *)ws, nullptr, y, dx);
+        launch<false>(ctx, (unsigned)outputs, d, g, (const float *)ws, nullptr, y, dx);
     CNN_CUDA_LAUNCHED(what);
     return CNN_OK;
 }
