@@ -17,7 +17,7 @@
 // t is never formed by default: the GEMMs (either SGEMM kernel of gemm.cu)
 // read dy and write y in their NCHW layout (n, f, P) themselves, the
 // forward's adding the bias as it stores y, and db is a deterministic sum
-// per channel of dy (on the 64x64 tile, the filter gradient's product with
+// per channel of dy (on the tile kernel, the filter gradient's product with
 // one more column, of ones: no pass of its own). So the forward writes y
 // once instead of t and then y, and the backward skips dy's rearranging.
 // conv2d_forward_relu (cnn.h) applies the ReLU in the pass that writes y:
@@ -135,7 +135,7 @@ cnn_status cuda_conv2d_backward_filter(cnn_ctx *ctx, const cnn_conv_desc *d, con
     float *col = (float *)ws, *t = col + col_floats(d);
     if (fused_layouts(ctx)) {
         const int p = d->oh * d->ow;
-        // A = dy (n, f, P); on the 64x64 tile, db as the product's column of ones
+        // A = dy (n, f, P); on the tile kernel, db as the product's column of ones
         const bool sums_in_gemm = db && !cnn_cuda_sgemm_wide_fits(ctx, d->f, k, np);
         const cnn_sgemm_extra extra = {p, 0, 0, nullptr, 0, 0, sums_in_gemm ? db : nullptr};
         CNN_TRY(cnn_cuda_sgemm_ex(ctx, 0, 1, d->f, k, np, 1.0f, dy, np, col, np, 0.0f, dw, k, &extra));

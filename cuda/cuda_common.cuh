@@ -39,10 +39,11 @@ struct cnn_cuda_impl {
 
 // The SGEMM kernels of gemm.cu, chosen by CNNCUDA_SGEMM. AUTO (the default,
 // "auto"): BM x 128 tiles with 8x8 outputs per thread (gemm_wide_kernels.cuh)
-// for large products, the 64x64 tile for the others, the convolution's bias
-// and NCHW layouts fused into both; WIDE ("wide"): the wide kernel for
-// every product and every convolution (to test it on small shapes);
-// TILE64 ("tile64"): the 64x64 tile everywhere, the convolution
+// for large products, the tile kernel (gemm_kernels.cuh) for the others,
+// the convolution's bias and NCHW layouts fused into both; WIDE ("wide"):
+// the wide kernel for every product and every convolution (to test it on
+// small shapes);
+// TILE64 ("tile64"): the tile kernel everywhere, the convolution
 // rearranging through its workspace: the engine before the fused layouts.
 enum { CNN_SGEMM_AUTO = 0, CNN_SGEMM_TILE64 = 1, CNN_SGEMM_WIDE = 2 };
 
@@ -169,7 +170,7 @@ struct cnn_sgemm_extra {
     int relu;
     int bias_columns; // bias[column] instead (a dense layer's y (n, out))
     float *row_sums;  // also op(A)'s row sums, to row_sums[row]: a column
-                      // of ones after op(B)'s last (64x64 tile, trans_b,
+                      // of ones after op(B)'s last (the tile kernel, trans_b,
                       // beta == 0 only: a convolution's bias gradient)
 };
 // cnn_cuda_sgemm with extras (NULL: none); both kernels take them.

@@ -1,5 +1,5 @@
 // gemm_wide_kernels.cuh: the cuda engine's SGEMM for large products (gemm.cu
-// chooses it; gemm_kernels.cuh keeps the 64x64 tile for small ones and as the
+// chooses it; gemm_kernels.cuh keeps the tile kernel for small ones and as the
 // CNNCUDA_SGEMM=tile64 path). In a header so that dev/cuda/sgemm.cu launches
 // the very kernels the engine runs.
 //
@@ -15,7 +15,7 @@
 // dimension; zeros past the edges) while the current one is multiplied, one
 // barrier per step, no registers held for the copies. Strict fp32: fmaf in
 // the order of k, one chain per output (no TF32, no atomics), so a product
-// without split-K gives the same bits as the 64x64 tile kernel.
+// without split-K gives the same bits as the tile kernel.
 //
 // Operands and output may also be in the "batched" layout of a
 // convolution's tensors: a matrix X (R, n*P) stored as a tensor (n, R, P),
@@ -245,7 +245,7 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
 
 // C (m, n) = sum over the slices of partial (slices, m, n) (+ bias[row],
 // then the ReLU) + beta C, C plain or batched (x.cp > 0). With x.row_sums,
-// the partial tiles' last column n - 1 is the row sums of the 64x64 tile's
+// the partial tiles' last column n - 1 is the row sums of the tile kernel's
 // column of ones, and C has n - 1 columns.
 // A block of 256 threads sums 256 / G consecutive outputs: group g
 // (threadIdx.y, G groups) adds the slices g, g + G, ... in order, then the
