@@ -5,9 +5,10 @@
 // softmax backward, the weight and input gradients, the bias sums, the
 // ReLU's backward before the layer) on matrices of a few hundred numbers.
 //
-// head_forward_kernel: one block per sample row: z_c = sum_j x_j w_jc + b_c,
-// each thread summing its j (several loads in flight), then a fixed tree
-// over the threads (deterministic; not the SGEMM's order).
+// head_forward_kernel: one block of 512 threads per sample row:
+// z_c = sum_j x_j w_jc + b_c, w read coalesced (each thread one class, a
+// warp's load 32 consecutive floats of w), then a fixed tree over the
+// threads (deterministic; not the SGEMM's order).
 // Then warp 0 runs the row pieces of loss_rows.cuh that loss.cu and the
 // softmax kernels run (the same bits from the same z): softmax, the loss and
 // its gradient, the softmax's backward, into dz (ws). Each row's loss and
@@ -23,7 +24,9 @@
 
 #define HEAD_WARPS 4
 #define HEAD_THREADS (HEAD_WARPS * 32)
-#define HEAD_CHUNK 16 // classes per pass of the logits' sums
+// the forward: one block of HEAD_FWD_THREADS per sample row
+#define HEAD_FWD_WARPS 16
+#define HEAD_FWD_THREADS (HEAD_FWD_WARPS * 32)
 // with db_below, a dx block takes DXC_COLS inputs over every row, DXC_ROWS
 // rows at a time (one element per thread)
 #define DXC_COLS 4
@@ -31,13 +34,66 @@
 
 namespace {
 
+// A hint: the line of global memory at a, into L1 (no register, no wait).
+__device__ __forceinline__ void prefetch_l1(const void *a)
+{
+    asm volatile("prefetch.global.L1 [%0];" ::"l"(a));
+}
+
 struct head_args {
     loss_args loss; // kind, logits, n, k, scale
     int in, softmax, relu;
 };
 
-// rows (2, n): the per-row losses, then the per-row correct counts
-__global__ void __launch_bounds__(HEAD_THREADS)
+// One thread's sum for its class of the logits (head_forward_kernel):
+// sum_m x[m * xs] wp[m * ws] for m < cnt, one chain of fmaf from 0.0f in
+// the order of m (the same bits for any U). U loads of w and of x issued
+// before their multiply-adds: past the end a load repeats the last element
+// (not used), so that no load is predicated and ptxas issues them all first
+// (with predicated loads, or without the launch bounds' one block per SM,
+// it interleaved them with the adds: 8 to 14 loads in flight; sm_90 SASS
+// looked at with cuobjdump).
+template <int U>
+__device__ __forceinline__ float head_class_sum(const float *__restrict__ xp, int xs,
+                                                const float *__restrict__ wp, int ws, int cnt)
+{
+    float acc = 0.0f;
+    for (int m0 = 0; m0 < cnt; m0 += U) {
+        const int last = cnt - 1 - m0; // >= 0
+        float xv[U], wv[U];
+#pragma unroll
+        for (int q = 0; q < U; ++q) {
+            const int o = min(q, last);
+            xv[q] = xp[o * xs];
+            wv[q] = wp[o * ws];
+        }
+#pragma unroll
+        for (int q = 0; q < U; ++q)
+            if (q <= last) acc = fmaf(xv[q], wv[q], acc);
+        xp += (size_t)U * xs;
+        wp += (size_t)U * ws;
+    }
+    return acc;
+}
+
+// rows (2, n): the per-row losses, then the per-row correct counts.
+// The logits z_c = sum_j x_j w_jc + b_c, read coalesced: w (in, k) is read as
+// the flat array it is, thread t < G k (G = HEAD_FWD_THREADS / k rounded
+// down) taking the elements t, t + G k, t + 2 G k, ...: always class
+// c = t % k, of the rows j = g, g + G, g + 2 G, ... (g = t / k); a warp's
+// load is 32 consecutive floats of w (one or two 128-byte lines, whatever
+// w's alignment), and its x loads a few consecutive floats of the row. No
+// shared-memory staging: the reads need none to be coalesced, and the sums
+// need no bank-conflict-free transpose. Up to 32 loads of w (and of x) in
+// flight per thread: one round for tiny MNIST's 1352 x 10 (27 rows a thread).
+// Order of additions (fixed; deterministic, not the SGEMM's): thread (g, c)
+// P_gc = fmaf chain over its rows in ascending j from 0.0f; then class c's
+// warp: lane l adds P_gc for g = l, l + 32, ... in ascending g from 0.0f,
+// then warp_sum's fixed butterfly over the lanes; then + b_c.
+// The bias, and the label or the targets' row that the tail below reads,
+// are fetched at the start (the bias into a register, the others
+// prefetched into L1) so that no global load waits after the sums.
+__global__ void __launch_bounds__(HEAD_FWD_THREADS, 1)
 head_forward_kernel(head_args h, const float *__restrict__ x, const float *__restrict__ w,
                     const float *__restrict__ b, const int32_t *__restrict__ labels,
                     const float *__restrict__ targets, float *__restrict__ z,
@@ -45,47 +101,37 @@ head_forward_kernel(head_args h, const float *__restrict__ x, const float *__res
 {
     cnn_kernel_begin();
     __shared__ float zs[CNN_HEAD_MAX_OUT], ps[CNN_HEAD_MAX_OUT], gs[CNN_HEAD_MAX_OUT];
-    __shared__ float part[HEAD_CHUNK][HEAD_THREADS];
-    const int i = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    __shared__ float bs[CNN_HEAD_MAX_OUT];
+    __shared__ float part[HEAD_FWD_THREADS];
+    const int i = blockIdx.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int k = h.loss.k, n = h.loss.n, in = h.in;
-    const float *xi = x + (size_t)i * in;
-    // z_c: each thread sums its inputs j = t, t + 128, ... (four loads in
-    // flight), then a fixed tree over the threads, HEAD_CHUNK classes a pass
-    for (int c0 = 0; c0 < k; c0 += HEAD_CHUNK) {
-        float acc[HEAD_CHUNK];
-#pragma unroll
-        for (int u = 0; u < HEAD_CHUNK; ++u) acc[u] = 0.0f;
-        for (int j0 = threadIdx.x; j0 < in; j0 += 4 * HEAD_THREADS) {
-            // every load of the four rows first, then the multiply-adds
-            float xv[4], wv[4][HEAD_CHUNK];
-#pragma unroll
-            for (int q = 0; q < 4; ++q) {
-                const int j = j0 + q * HEAD_THREADS;
-                const bool ok = j < in;
-                xv[q] = ok ? xi[j] : 0.0f;
-#pragma unroll
-                for (int u = 0; u < HEAD_CHUNK; ++u)
-                    wv[q][u] = ok && c0 + u < k ? w[(size_t)j * k + c0 + u] : 0.0f;
-            }
-#pragma unroll
-            for (int q = 0; q < 4; ++q) {
-                if (j0 + q * HEAD_THREADS >= in) break;
-#pragma unroll
-                for (int u = 0; u < HEAD_CHUNK; ++u)
-                    if (c0 + u < k) acc[u] = fmaf(xv[q], wv[q][u], acc[u]);
-            }
+    const float bias = b && tid < k ? b[tid] : 0.0f;
+    if (warp == 0) { // the tail's reads, into L1 now (hints only)
+        if (h.loss.kind == CNN_LOSS_SPARSE_CE) {
+            if (lane == 0) prefetch_l1(labels + i);
+        } else if (lane < 3) { // the row's lines (k <= 64 floats: at most 3)
+            const int j = lane == 0 ? 0 : lane == 1 ? min(32, k - 1) : k - 1;
+            prefetch_l1(targets + (size_t)i * k + j);
         }
-#pragma unroll
-        for (int u = 0; u < HEAD_CHUNK; ++u) part[u][threadIdx.x] = acc[u];
-        __syncthreads();
-        // class c0 + u: warp u % HEAD_WARPS adds the 128 partial sums
-        for (int u = warp; u < HEAD_CHUNK && c0 + u < k; u += HEAD_WARPS) {
-            float v = part[u][lane] + part[u][lane + 32] + part[u][lane + 64] + part[u][lane + 96];
-            v = warp_sum(v);
-            if (lane == 0) zs[c0 + u] = b ? v + b[c0 + u] : v;
-        }
-        __syncthreads();
     }
+    const int G = HEAD_FWD_THREADS / k; // rows a pass, >= 8
+    if (tid < G * k) {
+        const int g = tid / k;
+        const int cnt = g < in ? (in - 1 - g) / G + 1 : 0; // rows of this thread
+        const float *xp = x + (size_t)i * in + g, *wp = w + tid;
+        part[tid] = cnt <= 8 ? head_class_sum<8>(xp, G, wp, G * k, cnt)
+                           : head_class_sum<32>(xp, G, wp, G * k, cnt);
+    }
+    if (tid < k) bs[tid] = bias;
+    __syncthreads();
+    // class c: warp c % HEAD_FWD_WARPS adds the G partial sums
+    for (int c = warp; c < k; c += HEAD_FWD_WARPS) {
+        float v = 0.0f;
+        for (int g = lane; g < G; g += 32) v += part[g * k + c];
+        v = warp_sum(v);
+        if (lane == 0) zs[c] = b ? v + bs[c] : v;
+    }
+    __syncthreads();
     if (warp == 0) {
         for (int j = lane; j < k; j += 32) z[(size_t)i * k + j] = zs[j];
         float *g = dz + (size_t)i * k;
@@ -296,7 +342,8 @@ cnn_status cuda_dense_loss_head(cnn_ctx *ctx, const cnn_loss_desc *d, int in, in
     h.relu = relu != 0;
     double *rows = (double *)ws;
     float *dz = (float *)(rows + 2 * (size_t)n);
-    head_forward_kernel<<<n, HEAD_THREADS, 0, st>>>(h, x, w, b, labels, targets, z, p, dz, rows);
+    head_forward_kernel<<<n, HEAD_FWD_THREADS, 0, st>>>(h, x, w, b, labels, targets, z, p, dz,
+                                                         rows);
     CNN_CUDA_LAUNCHED("dense_loss_head forward");
     const long long dw_blocks = ((long long)in * k + HEAD_THREADS - 1) / HEAD_THREADS;
     const long long dx_blocks = !dx         ? 0
