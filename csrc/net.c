@@ -149,11 +149,8 @@ struct cnn_net {
     void *head_ws;
 
     /* conv2d_backward_data_pool where the engine has it (plan_pool_col,
-     * layer.pool_col): off unless CNNCUDA_FUSE_POOL_COL2IM is "1" (read
-     * once, at creation); the same bits either way. Off by default: on an
-     * H100 the fused kernel was slower on the seed CIFAR-10 CNN (0.240 ->
-     * 0.245 s per epoch at batch 32) and no faster on LeNet-5
-     * (BENCHMARKS.md) */
+     * layer.pool_col): on unless CNNCUDA_FUSE_POOL_COL2IM is "0" (read
+     * once, at creation); the same bits either way */
     int fuse_pool_col;
 
     int counting;   /* net_alloc only adds up bytes in planned (cnn_net_create) */
@@ -743,7 +740,7 @@ cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn
         const char *fuse_dense = getenv("CNNCUDA_FUSE_DENSE");
         net->fuse_dense = net->fuse_relu && !(fuse_dense && strcmp(fuse_dense, "0") == 0);
         const char *fuse_pool_col = getenv("CNNCUDA_FUSE_POOL_COL2IM");
-        net->fuse_pool_col = fuse_pool_col && strcmp(fuse_pool_col, "1") == 0;
+        net->fuse_pool_col = !(fuse_pool_col && strcmp(fuse_pool_col, "0") == 0);
     }
     net->n_layers = spec->n_layers;
     net->max_batch = spec->max_batch;
@@ -941,7 +938,7 @@ static void plan_head(cnn_net *net)
  * pooling layer just before them (and of the ReLU before that, where
  * fusable_relu) run in one call, the engine's conv2d_backward_data_pool: a
  * max or average pool whose windows do not overlap (pool no larger than
- * its stride; pads are never negative). Only under CNNCUDA_FUSE_POOL_COL2IM=1. */
+ * its stride; pads are never negative). CNNCUDA_FUSE_POOL_COL2IM=0: none. */
 static void plan_pool_col(cnn_net *net)
 {
     for (int i = 1; i < net->n_layers; i++) {

@@ -16,8 +16,8 @@
  * writes; and the stand-in must be called exactly where planned: per
  * convolution after a disjoint pool whose backward runs, with the ReLU's
  * output where a ReLU before the pool is fused (CNNCUDA_FUSE), never with
- * CNNCUDA_FUSE_POOL_COL2IM=0 or unset (off by default). Prints "ok" and
- * exits 0, or names what failed.
+ * CNNCUDA_FUSE_POOL_COL2IM=0, and as with "1" when it is unset (on by
+ * default). Prints "ok" and exits 0, or names what failed.
  *
  * usage: pool_col_plan_check
  */
@@ -217,9 +217,9 @@ int main(void)
     with_entry.conv2d_backward_data_pool = stand_in;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
         const case_t *t = &cases[i];
-        /* mode 2: the variable unset, which must plan nothing (off by default) */
+        /* mode 2: the variable unset, which must plan as "1" (on by default) */
         for (int mode = 0; mode < 3; ++mode) {
-            const int planned = mode == 1;
+            const int planned = mode != 0;
             for (int fuse_relu = 0; fuse_relu < 2; ++fuse_relu) {
                 for (int batch = 1; batch <= 7; batch += 6) {
                     if (mode == 2)

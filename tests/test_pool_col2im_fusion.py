@@ -5,7 +5,7 @@ not overlap, each element of the pool's input takes its gradient straight
 from the convolution's column-matrix gradient, the pool's output gradient
 never written. It must give the bits of col2im then the pool's backward
 (and the ReLU's before it, fused or not): whole networks train with it on
-and off (CNNCUDA_FUSE_POOL_COL2IM=1 or 0, read when a Net is made; off by default) and must
+and off (CNNCUDA_FUSE_POOL_COL2IM=1 or 0, read when a Net is made; on by default) and must
 agree bit for bit. Where it does not apply (overlapping windows, a pool as
 the first layer when no input gradient is wanted, engines without the
 entry) nothing changes."""
