@@ -652,6 +652,8 @@ def sgd_step(p, g, velocity=None, learning_rate=0.01, momentum=0.0, nesterov=Fal
 
 def _pair(v, name):
     """An int or a pair of ints as a tuple of two positive ints."""
+    if v is None:  # as the C binding: no default window here
+        raise TypeError(f"{name}: expected an int or a pair of ints, got None")
     t = (int(v), int(v)) if np.isscalar(v) else tuple(int(e) for e in v)
     if len(t) != 2 or min(t) < 1:
         raise ValueError(f"{name} must be a positive int or a pair of them, got {v!r}")

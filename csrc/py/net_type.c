@@ -215,11 +215,19 @@ static int parse_layer(PyObject *d, int i, cnn_layer_spec *s)
         return -1;
     int pool = s->kind == CNN_LAYER_MAXPOOL || s->kind == CNN_LAYER_AVGPOOL;
     /* a window has no default size here (Keras's layers give theirs): as the
-     * reference, a conv or pool layer without one is refused */
-    if ((pool || s->kind == CNN_LAYER_CONV2D) && !PyDict_GetItemString(d, "kernel")) {
-        PyErr_Format(PyExc_ValueError, "layers[%d] (%s): missing 'kernel'", i,
-                     layer_kinds[s->kind]);
-        return -1;
+     * reference, a conv or pool layer without one (or with None) is refused */
+    if (pool || s->kind == CNN_LAYER_CONV2D) {
+        PyObject *kernel = PyDict_GetItemString(d, "kernel");
+        if (!kernel) {
+            PyErr_Format(PyExc_ValueError, "layers[%d] (%s): missing 'kernel'", i,
+                         layer_kinds[s->kind]);
+            return -1;
+        }
+        if (kernel == Py_None) {
+            PyErr_Format(PyExc_TypeError,
+                         "layers[%d]['kernel']: expected an int or a pair of ints, got None", i);
+            return -1;
+        }
     }
     if (dict_pair(d, "kernel", 1, 1, &s->kh, &s->kw, i) < 0) return -1;
     if (dict_pair(d, "strides", pool ? s->kh : 1, pool ? s->kw : 1, &s->sh, &s->sw, i) < 0)
