@@ -15,9 +15,11 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEV = os.path.join(ROOT, "dev", "cuda")
-PROGRAMS = ("sgemm", "conv2d_forward", "maxpool_forward", "conv2d_backward_filter")
+PROGRAMS = ("sgemm", "conv2d_forward", "maxpool_forward", "conv2d_backward_filter",
+            "conv2d_backward_data_pool")
 # versions per program; the last one is the engine's own code
-VERSIONS = {"sgemm": 8, "conv2d_forward": 6, "maxpool_forward": 2, "conv2d_backward_filter": 5}
+VERSIONS = {"sgemm": 8, "conv2d_forward": 6, "maxpool_forward": 2, "conv2d_backward_filter": 5,
+            "conv2d_backward_data_pool": 3}
 
 
 def find_nvcc():
