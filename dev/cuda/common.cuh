@@ -81,9 +81,14 @@ struct DeviceBuffer {
     DeviceBuffer(const DeviceBuffer &) = delete;
     DeviceBuffer &operator=(const DeviceBuffer &) = delete;
     ~DeviceBuffer() { cudaFree(p); }
+    // upload and fill_nan end with a device-wide synchronize: the engine's
+    // stream is non-blocking, so a copy or memset on the legacy default
+    // stream (a pageable copy may return before its DMA ends; a memset is
+    // asynchronous) would not be ordered before the kernels run there next
     void upload(const std::vector<T> &v)
     {
         CUDA_CHECK(cudaMemcpy(p, v.data(), std::min(n, v.size()) * sizeof(T), cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaDeviceSynchronize());
     }
     std::vector<T> download() const
     {
@@ -91,7 +96,11 @@ struct DeviceBuffer {
         CUDA_CHECK(cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
         return v;
     }
-    void fill_nan() { CUDA_CHECK(cudaMemset(p, 0xff, n * sizeof(T))); } // all-ones bits: a NaN
+    void fill_nan() // all-ones bits: a NaN
+    {
+        CUDA_CHECK(cudaMemset(p, 0xff, n * sizeof(T)));
+        CUDA_CHECK(cudaDeviceSynchronize());
+    }
 };
 
 // ---------------------------------------------------------------- the engine
