@@ -699,7 +699,8 @@ class _Conv2D(_Layer):
         h, w, c = self.in_shape
         f = int(_require(spec, "units", index))
         self.kernel = _pair(_require(spec, "kernel", index), "kernel")
-        self.strides = _pair(spec.get("strides", (1, 1)), "strides")
+        strides = spec.get("strides")  # absent or None: 1, as the C binding
+        self.strides = _pair((1, 1) if strides is None else strides, "strides")
         self.padding = spec.get("padding", "valid")
         self.use_bias = bool(spec.get("use_bias", True))
         kh, kw = self.kernel

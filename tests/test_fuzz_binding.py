@@ -193,11 +193,16 @@ def targets_for(net, loss_kind, n, rng):
 @settings(max_examples=1500, **FUZZ)
 @given(spec=specs(), data_seed=st.integers(0, 2**32 - 1))
 # found by hypothesis: a pool window of None (the binding built it as 1x1,
-# the reference failed with a bare TypeError; both refuse it now), and SGD
+# the reference failed with a bare TypeError; both refuse it now; and a
+# conv's strides of None, which both take as 1 now, as for an absent pair), and SGD
 # at lr 2**31 over a dense bias that a batchnorm cancels (float32 rounding
 # times lr: the tolerance scales with lr)
 @example(spec=([{"kind": "maxpool", "kernel": None}, {"kind": "maxpool", "kernel": 1}], [1, 1, 1],
                1, {"kind": "sparse_categorical_crossentropy", "from_logits": True},
+               {"kind": "adam", "learning_rate": 0.001}, 0), data_seed=0)
+@example(spec=([{"kind": "conv2d", "units": 2, "kernel": 1, "strides": None}, {"kind": "flatten"},
+                {"kind": "dense", "units": 2}], [3, 3, 1], 2,
+               {"kind": "sparse_categorical_crossentropy", "from_logits": True},
                {"kind": "adam", "learning_rate": 0.001}, 0), data_seed=0)
 @example(spec=([{"kind": "activation", "activation": "linear", "units": 0},
                 {"kind": "dense", "units": 1}, {"kind": "batchnorm"}], [1], 2,
