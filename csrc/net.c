@@ -719,6 +719,14 @@ static size_t host_memory_bytes(const cnn_backend *be)
     return pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;
 }
 
+/* A fusion switch read from the environment at creation: on unless the
+ * variable is "0". */
+static int switch_on(const char *name)
+{
+    const char *v = getenv(name);
+    return !(v && strcmp(v, "0") == 0);
+}
+
 cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn_net_spec *spec,
                           cnn_net **out)
 {
@@ -728,20 +736,12 @@ cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn
     if (!net) return cnn_set_error(CNN_ERR_MEMORY, "out of host memory creating a network");
     cnn_status st = CNN_OK;
     net->be = backend;
-    {
-        const char *fuse = getenv("CNNCUDA_FUSE");
-        net->fuse_relu = !(fuse && strcmp(fuse, "0") == 0);
-        const char *fuse_softmax = getenv("CNNCUDA_FUSE_SOFTMAX");
-        net->fuse_softmax = !(fuse_softmax && strcmp(fuse_softmax, "0") == 0);
-        const char *fuse_flatten = getenv("CNNCUDA_FUSE_FLATTEN");
-        net->fuse_flatten = !(fuse_flatten && strcmp(fuse_flatten, "0") == 0);
-        const char *fuse_head = getenv("CNNCUDA_FUSE_HEAD");
-        net->fuse_head = !(fuse_head && strcmp(fuse_head, "0") == 0);
-        const char *fuse_dense = getenv("CNNCUDA_FUSE_DENSE");
-        net->fuse_dense = net->fuse_relu && !(fuse_dense && strcmp(fuse_dense, "0") == 0);
-        const char *fuse_pool_col = getenv("CNNCUDA_FUSE_POOL_COL2IM");
-        net->fuse_pool_col = !(fuse_pool_col && strcmp(fuse_pool_col, "0") == 0);
-    }
+    net->fuse_relu = switch_on("CNNCUDA_FUSE");
+    net->fuse_softmax = switch_on("CNNCUDA_FUSE_SOFTMAX");
+    net->fuse_flatten = switch_on("CNNCUDA_FUSE_FLATTEN");
+    net->fuse_head = switch_on("CNNCUDA_FUSE_HEAD");
+    net->fuse_dense = net->fuse_relu && switch_on("CNNCUDA_FUSE_DENSE");
+    net->fuse_pool_col = switch_on("CNNCUDA_FUSE_POOL_COL2IM");
     net->n_layers = spec->n_layers;
     net->max_batch = spec->max_batch;
     net->loss = spec->loss;

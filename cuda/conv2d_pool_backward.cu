@@ -24,13 +24,9 @@
 // kernels apart on an H100: BENCHMARKS.md.)
 #include "conv2d_kernels.cuh"
 #include "cuda_ops.h"
+#include "pool_geom.cuh"
 
 namespace {
-
-// The pooling's geometry, by value to the kernel (as pool.cu's pool_geom).
-struct pool_geom {
-    int h, w, ph, pw, sh, sw, pad_top, pad_left, oh, ow;
-};
 
 // One thread per element o of the pool's output (n, c, g.oh, g.ow), which is
 // the convolution's input: it forms that element's col2im sum once (as
@@ -64,7 +60,9 @@ __global__ void col2im_pool_backward_kernel(unsigned total, cnn_conv_desc d, poo
         const int image = (int)(q / (unsigned)d.c), ch = (int)(q - (unsigned)image * d.c);
         const float v = cnn_conv2d::col2im_sum32<UNIT>(d, col + (size_t)image * p, np, ch, r, s);
         const int top = r * g.sh - g.pad_top, left = s * g.sw - g.pad_left; // the window
-        const int win_r1 = min(top + g.ph, g.h), win_c1 = min(left + g.pw, g.w);
+        int win_r0, win_r1, win_c0, win_c1; // it clipped to the image
+        window(r, g.sh, g.pad_top, g.ph, g.h, &win_r0, &win_r1);
+        window(s, g.sw, g.pad_left, g.pw, g.w, &win_c0, &win_c1);
         const int rows0 = r == 0 ? 0 : min(max(top, 0), g.h);
         const int rows1 = r == g.oh - 1 ? g.h : min(max(top + g.sh, 0), g.h);
         const int cols0 = s == 0 ? 0 : min(max(left, 0), g.w);
@@ -74,16 +72,15 @@ __global__ void col2im_pool_backward_kernel(unsigned total, cnn_conv_desc d, poo
         if (MAX) {
             grad = 0.0f + v;
             mark = argmax[o];
-        } else { // pool.cu's avg_pool_backward_kernel: the window clipped to the image
-            const int r0 = max(top, 0), c0 = max(left, 0);
-            grad = 0.0f + v / (float)((win_r1 - r0) * (win_c1 - c0));
+        } else { // as pool.cu's avg_pool_backward_kernel: over the clipped window's count
+            grad = 0.0f + v / (float)((win_r1 - win_r0) * (win_c1 - win_c0));
         }
         const unsigned plane0 = q * in_plane;
         for (int i = rows0; i < rows1; ++i) {
             for (int j = cols0; j < cols1; ++j) {
                 const int me = i * g.w + j;
                 const unsigned e = plane0 + (unsigned)me;
-                const bool in_window = i >= top && i < win_r1 && j >= left && j < win_c1;
+                const bool in_window = i >= win_r0 && i < win_r1 && j >= win_c0 && j < win_c1;
                 const bool passes = in_window && (!MAX || mark == me) &&
                                     (!relu_y || relu_y[e] > 0.0f);
                 dx[e] = passes ? grad : 0.0f;
@@ -134,8 +131,7 @@ cnn_status cuda_conv2d_backward_data_pool(cnn_ctx *ctx, const cnn_conv_desc *d,
     CNN_TRY(cnn_cuda_conv2d_dcol(ctx, what, d, dy, w, ws)); // dcol at the start of ws
     const size_t outputs = (size_t)p->n * p->c * p->oh * p->ow; // the kernel's threads
     if (total == 0 || outputs == 0) return CNN_OK;
-    const pool_geom g = {p->h, p->w, p->ph, p->pw, p->sh, p->sw, p->pad_top, p->pad_left,
-                         p->oh, p->ow};
+    const pool_geom g = geom_of(p);
     if (p->mode == CNN_POOL_MAX)
         launch<true>(ctx, (unsigned)outputs, d, g, (const float *)ws, argmax, y, dx);
     else

@@ -16,6 +16,7 @@
 
 #include "cuda_common.cuh"
 #include "cuda_ops.h"
+#include "pool_geom.cuh"
 
 // Also conv2d_pool_backward.cu's check of its pooling (cuda_common.cuh).
 cnn_status cnn_cuda_check_pool_desc(const char *what, const cnn_pool_desc *d)
@@ -33,26 +34,6 @@ cnn_status cnn_cuda_check_pool_desc(const char *what, const cnn_pool_desc *d)
         return cnn_set_error(CNN_ERR_VALUE, "%s: a %dx%d plane does not fit an int32 argmax",
                              what, d->h, d->w);
     return CNN_OK;
-}
-
-// The geometry, passed by value to the kernels.
-struct pool_geom {
-    int h, w, ph, pw, sh, sw, pad_top, pad_left, oh, ow;
-};
-
-static pool_geom geom_of(const cnn_pool_desc *d)
-{
-    pool_geom g = {d->h, d->w, d->ph, d->pw, d->sh, d->sw, d->pad_top, d->pad_left, d->oh, d->ow};
-    return g;
-}
-
-// The window [*lo, *hi) of output o along an axis of length in.
-static __device__ __forceinline__ void window(int o, int stride, int pad, int k, int in, int *lo,
-                                              int *hi)
-{
-    const int start = o * stride - pad;
-    *lo = start < 0 ? 0 : start;
-    *hi = start + k > in ? in : start + k;
 }
 
 // floor(a / b) for b > 0 and any a.

@@ -3,7 +3,8 @@
 // dev/cuda/conv2d_backward_data_pool.cu (version 2) after the engine replaced
 // it (2026-11-25) by one thread per pool OUTPUT (cuda/conv2d_pool_backward.cu).
 // The kernel is the engine's of commit 38e5aed (cuda/conv2d_pool_backward.cu,
-// col2im_pool_backward_kernel), unchanged but for its namespace; the col2im
+// col2im_pool_backward_kernel), unchanged but for its namespace (and the engine's pool_geom, now in
+// cuda/pool_geom.cuh); the col2im
 // sum it calls, cnn_conv2d::col2im_sum32, is still the engine's
 // (cuda/conv2d_kernels.cuh).
 //
@@ -25,13 +26,9 @@
 #include <cuda_runtime.h>
 
 #include "conv2d_kernels.cuh"
+#include "pool_geom.cuh" // the engine's pool_geom and geom_of
 
 namespace pool_col_stages {
-
-// The pooling's geometry, by value to the kernel (as pool.cu's pool_geom).
-struct pool_geom {
-    int h, w, ph, pw, sh, sw, pad_top, pad_left, oh, ow;
-};
 
 // One thread per element e of the pool's input (n, c, g.h, g.w), grid-
 // stride (total <= INT32_MAX: e and e + the stride fit 32 bits unsigned).
@@ -86,7 +83,7 @@ inline void launch(cudaStream_t st, const cnn_conv_desc &d, const cnn_pool_desc 
     const size_t total = (size_t)p.n * p.c * p.h * p.w;
     if (total == 0) return;
     const unsigned blocks = cnn_blocks(total, CNN_THREADS);
-    const pool_geom g = {p.h, p.w, p.ph, p.pw, p.sh, p.sw, p.pad_top, p.pad_left, p.oh, p.ow};
+    const pool_geom g = geom_of(&p);
     const bool unit = d.sh == 1 && d.sw == 1;
     if (p.mode == CNN_POOL_MAX) {
         if (unit)
