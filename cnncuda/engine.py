@@ -62,9 +62,9 @@ def make_net(device, layers, input_shape, max_batch, loss, optimizer, seed=0,
         threads = get_num_threads()
     if precision not in ("float32", "tf32"):
         raise ValueError("precision: expected 'float32' or 'tf32', got %r" % (precision,))
-    if precision == "tf32" and name != "cudnn":
-        raise ValueError("precision: 'tf32' is offered by the cudnn engine only; the %s engine "
-                         "computes in float32" % name)
+    if precision == "tf32" and name not in ("cuda", "cudnn"):
+        raise ValueError("precision: 'tf32' is offered by the cuda and cudnn engines only; the "
+                         "%s engine computes in float32" % name)
     if name in ("cpu", "cuda", "cudnn") and threads != 1:
         raise ValueError("device: the %s engine takes no thread count (use 'omp:N' for N CPU "
                          "threads), got %r" % (name, device))

@@ -196,7 +196,7 @@ typedef struct cnn_ctx {
     const cnn_backend *backend;
     int num_threads;
     int device;     /* GPU engines: the CUDA device the context lives on */
-    int allow_tf32; /* set by the Net from its spec; only cudnn reads it */
+    int allow_tf32; /* set by the Net from its spec: cudnn (cuDNN, cuBLAS) and cuda (its wide SGEMM) read it */
     void *impl;
 } cnn_ctx;
 

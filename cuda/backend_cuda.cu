@@ -40,8 +40,12 @@ cnn_status cnn_cuda_impl_init(cnn_cuda_impl *impl, int device)
                              tile);
     CNN_CUDA_TRY(cudaSetDevice(device), "selecting the context's GPU");
     impl->device = device;
+    int major = 0;
     cudaError_t err =
         cudaDeviceGetAttribute(&impl->sm_count, cudaDevAttrMultiProcessorCount, impl->device);
+    if (err == cudaSuccess)
+        err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, impl->device);
+    impl->tensor_cores = major >= 8;
     if (err == cudaSuccess) err = cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking);
     if (err == cudaSuccess) {
         err = cudaMalloc((void **)&impl->scratch, CNN_CUDA_SCRATCH_FLOATS * sizeof(float));

@@ -32,6 +32,7 @@ struct cnn_cuda_impl {
     cudaEvent_t marks[2]; // record.cu's timer, made on first use
     int sgemm_kernel;     // CNN_SGEMM_*: CNNCUDA_SGEMM when the context was made
     int sgemm_tile;       // CNN_TILE_*: CNNCUDA_SGEMM_TILE when the context was made
+    int tensor_cores;     // compute capability 8.0 or later: TF32 mma (gemm.cu)
     int early_launch;     // record.cu: recordings launch each kernel early (see
                           // cnn_kernel_begin); set by the cuda engine's table on
                           // sm_90 and later unless CNNCUDA_EARLY_LAUNCH=0
@@ -154,6 +155,9 @@ __device__ __forceinline__ void cnn_kernel_begin()
 cnn_status cnn_cuda_sgemm(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n, int k,
                           float alpha, const float *a, int lda, const float *b, int ldb,
                           float beta, float *c, int ldc);
+// Whether cnn_cuda_sgemm multiplies on TF32 tensor cores (its wide kernel):
+// the Net asked for precision "tf32" and the GPU has them.
+bool cnn_cuda_sgemm_tf32(cnn_ctx *ctx);
 // Whether cnn_cuda_sgemm runs a product of this size on the wide kernel
 // (the same answer for every transpose: it depends on m * n * k alone).
 bool cnn_cuda_sgemm_wide_fits(cnn_ctx *ctx, int m, int n, int k);

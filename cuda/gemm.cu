@@ -15,6 +15,11 @@
 // layouts, bias and ReLU (cnn_sgemm_extra). This file plans and launches
 // them.
 //
+// Precision "tf32" (ctx->allow_tf32, on a GPU of compute capability 8.0 or
+// later): the wide kernel's TF32 instance, which multiplies on tensor cores
+// (mma.sync m16n8k8, operands rounded to TF32, sums in fp32); the tile
+// kernel's small products stay fp32.
+//
 // Split-K: when C has too few tiles to fill the GPU and K is long (the
 // convolution's filter gradient: a 32x27 result summed over 28,800 columns;
 // a dense layer of batch 32: a 32x64 result summed over 1,024 inputs),
@@ -60,20 +65,32 @@ int wide_rows(int m)
     return cost64 <= cost32 ? 64 : 32;
 }
 
-template <int BM>
+template <int BM, bool TF32>
 void launch_wide(cudaStream_t st, dim3 grid, int trans_a, int trans_b, int m, int n, int k,
                  int k_slice, float alpha, const float *a, int lda, const float *b, int ldb,
                  float beta, float *c, int ldc, float *partial, WideExtra x)
 {
 #define CNN_WIDE_ARGS m, n, k, k_slice, alpha, a, lda, b, ldb, beta, c, ldc, partial, x
     if (!trans_a && !trans_b)
-        sgemm_wide<BM, false, false><<<grid, wide_threads(BM), 0, st>>>(CNN_WIDE_ARGS);
+        sgemm_wide<BM, false, false, TF32><<<grid, wide_threads(BM), 0, st>>>(CNN_WIDE_ARGS);
     else if (trans_a && !trans_b)
-        sgemm_wide<BM, true, false><<<grid, wide_threads(BM), 0, st>>>(CNN_WIDE_ARGS);
+        sgemm_wide<BM, true, false, TF32><<<grid, wide_threads(BM), 0, st>>>(CNN_WIDE_ARGS);
     else if (!trans_a && trans_b)
-        sgemm_wide<BM, false, true><<<grid, wide_threads(BM), 0, st>>>(CNN_WIDE_ARGS);
+        sgemm_wide<BM, false, true, TF32><<<grid, wide_threads(BM), 0, st>>>(CNN_WIDE_ARGS);
     else
-        sgemm_wide<BM, true, true><<<grid, wide_threads(BM), 0, st>>>(CNN_WIDE_ARGS);
+        sgemm_wide<BM, true, true, TF32><<<grid, wide_threads(BM), 0, st>>>(CNN_WIDE_ARGS);
+#undef CNN_WIDE_ARGS
+}
+
+template <bool TF32>
+void launch_wide_rows(cudaStream_t st, int bm, dim3 grid, int trans_a, int trans_b, int m, int n,
+                      int k, int k_slice, float alpha, const float *a, int lda, const float *b,
+                      int ldb, float beta, float *c, int ldc, float *partial, WideExtra x)
+{
+#define CNN_WIDE_ARGS st, grid, trans_a, trans_b, m, n, k, k_slice, alpha, a, lda, b, ldb, beta, c, ldc, partial, x
+    if (bm == 128) launch_wide<128, TF32>(CNN_WIDE_ARGS);
+    else if (bm == 64) launch_wide<64, TF32>(CNN_WIDE_ARGS);
+    else launch_wide<32, TF32>(CNN_WIDE_ARGS);
 #undef CNN_WIDE_ARGS
 }
 
@@ -91,12 +108,10 @@ cnn_status sgemm_wide_path(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n,
     float *partial = slices > 1 ? impl->scratch : nullptr;
     dim3 grid((n + WBN - 1) / WBN, (m + bm - 1) / bm, slices);
     cudaStream_t st = cnn_stream(ctx);
-    if (bm == 128)
-        launch_wide<128>(st, grid, trans_a, trans_b, m, n, k, k_slice, alpha, a, lda, b, ldb, beta, c, ldc, partial, x);
-    else if (bm == 64)
-        launch_wide<64>(st, grid, trans_a, trans_b, m, n, k, k_slice, alpha, a, lda, b, ldb, beta, c, ldc, partial, x);
+    if (cnn_cuda_sgemm_tf32(ctx))
+        launch_wide_rows<true>(st, bm, grid, trans_a, trans_b, m, n, k, k_slice, alpha, a, lda, b, ldb, beta, c, ldc, partial, x);
     else
-        launch_wide<32>(st, grid, trans_a, trans_b, m, n, k, k_slice, alpha, a, lda, b, ldb, beta, c, ldc, partial, x);
+        launch_wide_rows<false>(st, bm, grid, trans_a, trans_b, m, n, k, k_slice, alpha, a, lda, b, ldb, beta, c, ldc, partial, x);
     CNN_CUDA_LAUNCHED("sgemm wide");
     if (slices > 1) {
         launch_sum_slices_wide(st, m, n, slices, partial, beta, c, ldc, x);
@@ -190,6 +205,11 @@ cnn_status sgemm_tile_path(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n,
 constexpr double WIDE_MIN_FMAS = 134217728.0; // 2^27
 
 } // namespace
+
+bool cnn_cuda_sgemm_tf32(cnn_ctx *ctx)
+{
+    return ctx->allow_tf32 && ((const cnn_cuda_impl *)ctx->impl)->tensor_cores;
+}
 
 bool cnn_cuda_sgemm_wide_fits(cnn_ctx *ctx, int m, int n, int k)
 {

@@ -14,8 +14,9 @@
 // asynchronously (cp.async, one float each, so any layout and leading
 // dimension; zeros past the edges) while the current one is multiplied, one
 // barrier per step, no registers held for the copies. Strict fp32: fmaf in
-// the order of k, one chain per output (no TF32, no atomics), so a product
-// without split-K gives the same bits as the tile kernel.
+// the order of k, one chain per output (no atomics), so a product without
+// split-K gives the same bits as the tile kernel. The opt-in TF32 instance
+// (precision "tf32") multiplies on tensor cores instead (see below).
 //
 // Operands and output may also be in the "batched" layout of a
 // convolution's tensors: a matrix X (R, n*P) stored as a tensor (n, R, P),
@@ -83,7 +84,44 @@ __device__ __forceinline__ void wide_wait()
 #endif
 }
 
-template <int BM, bool TRANS_A, bool TRANS_B>
+// TF32 tensor cores (sm_80 and later): D = A B + D on a 16x8 tile over 8 of
+// k, one warp, A and B already rounded to TF32 (wide_tf32), fp32 sums.
+// Fragments (PTX ISA, mma.m16n8k8 .tf32): lane = 4 g + t; a0..a3 hold A
+// (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4); b0, b1 hold B (t, g),
+// (t + 4, g); d0..d3 hold D (g, 2t), (g, 2t + 1), (g + 8, 2t), (g + 8, 2t + 1).
+__device__ __forceinline__ void wide_mma_tf32(float (&d)[4], const unsigned (&a)[4],
+                                              const unsigned (&b)[2])
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+
+// x rounded to TF32 (10 bits of mantissa; to nearest, ties away from zero),
+// as the bits the mma takes.
+__device__ __forceinline__ unsigned wide_tf32(float x)
+{
+    unsigned r;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+#else
+    r = __float_as_uint(x);
+#endif
+    return r;
+}
+
+// TF32 = true: the same tiles, copies and epilogue, the multiply on tensor
+// cores (precision "tf32", sm_80 and later; gemm.cu launches it only
+// there). The BM / 32 x 2 warps each take a 32 x 64 piece of the tile: two
+// rows of 16 by eight columns of 8 mma tiles, 64 sums a thread as in the
+// fp32 kernel. The shared rows are padded by 8 instead of 4, so that a
+// warp's fragment loads (rows t and t + 4, 8 consecutive floats each) hit
+// 32 different banks. The sums are the tensor cores' (their order within a
+// k step of 8 is the hardware's): deterministic, not the fp32 kernel's bits.
+template <int BM, bool TRANS_A, bool TRANS_B, bool TF32 = false>
 __global__ void __launch_bounds__(BM * 2, BM == 128 ? 2 : (BM == 64 ? 3 : 5))
 sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restrict__ a, int lda,
            const float *__restrict__ b, int ldb, float beta, float *__restrict__ c, int ldc,
@@ -94,8 +132,9 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
     constexpr int EA = BM * WBK / T;      // 8
     constexpr int EB = WBN * WBK / T;     // 32, 16 or 8
     constexpr int NJ = T >= WBN ? 1 : WBN / T; // distinct columns of B (not transposed) per thread
-    __shared__ __align__(16) float as[S][WBK][BM + 4];  // as[kk][i] = op(A)(row0 + i, k0 + kk)
-    __shared__ __align__(16) float bs[S][WBK][WBN + 4]; // bs[kk][j] = op(B)(k0 + kk, col0 + j)
+    constexpr int PAD = TF32 ? 8 : 4;
+    __shared__ __align__(16) float as[S][WBK][BM + PAD];  // as[kk][i] = op(A)(row0 + i, k0 + kk)
+    __shared__ __align__(16) float bs[S][WBK][WBN + PAD]; // bs[kk][j] = op(B)(k0 + kk, col0 + j)
     const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * WBN;
     const int k_begin = blockIdx.z * k_slice;
@@ -173,11 +212,25 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
         }
     };
 
-    float acc[8][8];
+    // acc[r][s]: the output (row_of(r), col_of(s)) of the tile; 8 x 8, or
+    // with TF32 4 x 16: r = 2 mi + h (row wm 32 + 16 mi + g + 8 h), s = 2 ni
+    // + e (column wn 64 + 8 ni + 2 t + e) of the warp's mma tiles
+    constexpr int RR = TF32 ? 4 : 8, CC = TF32 ? 16 : 8;
+    const int lane = tid & 31, g = lane >> 2, t4 = lane & 3;
+    const int wm = (tid >> 5) % (BM / 32), wn = (tid >> 5) / (BM / 32);
+    auto row_of = [&](int r) {
+        if (TF32) return wm * 32 + (r >> 1) * 16 + g + (r & 1) * 8;
+        return r < 4 ? ty * 4 + r : BM / 2 + ty * 4 + r - 4;
+    };
+    auto col_of = [&](int s) {
+        if (TF32) return wn * 64 + (s >> 1) * 8 + 2 * t4 + (s & 1);
+        return s < 4 ? tx * 4 + s : WBN / 2 + tx * 4 + s - 4;
+    };
+    float acc[RR][CC];
 #pragma unroll
-    for (int r = 0; r < 8; ++r)
+    for (int r = 0; r < RR; ++r)
 #pragma unroll
-        for (int s = 0; s < 8; ++s) acc[r][s] = 0.0f;
+        for (int s = 0; s < CC; ++s) acc[r][s] = 0.0f;
 
     // S - 1 tiles in flight before the first multiply; then, at each step,
     // wait for this step's tile, let every thread see it (the barrier also
@@ -194,28 +247,73 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
         if (st + S - 1 < steps) issue((st + S - 1) % S);
         wide_commit();
         const int cur = st % S;
+        if constexpr (TF32) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+            // no tensor cores (gemm.cu does not launch it there; here for a
+            // build whose PTX is compiled for a later GPU): fp32 sums
 #pragma unroll
-        for (int kk = 0; kk < WBK; ++kk) {
-            const float4 a0 = *reinterpret_cast<const float4 *>(&as[cur][kk][ty * 4]);
-            const float4 a1 = *reinterpret_cast<const float4 *>(&as[cur][kk][BM / 2 + ty * 4]);
-            const float4 b0 = *reinterpret_cast<const float4 *>(&bs[cur][kk][tx * 4]);
-            const float4 b1 = *reinterpret_cast<const float4 *>(&bs[cur][kk][WBN / 2 + tx * 4]);
-            const float ar[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
-            const float br[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+            for (int kk = 0; kk < WBK; ++kk)
 #pragma unroll
-            for (int r = 0; r < 8; ++r)
+                for (int r = 0; r < RR; ++r)
 #pragma unroll
-                for (int s = 0; s < 8; ++s) acc[r][s] = fmaf(ar[r], br[s], acc[r][s]);
+                    for (int s = 0; s < CC; ++s)
+                        acc[r][s] = fmaf(as[cur][kk][row_of(r)], bs[cur][kk][col_of(s)], acc[r][s]);
+#else
+#pragma unroll
+            for (int k8 = 0; k8 < WBK; k8 += 8) {
+                unsigned af[2][4], bf[8][2];
+#pragma unroll
+                for (int mi = 0; mi < 2; ++mi) {
+                    const int i = wm * 32 + mi * 16 + g;
+                    af[mi][0] = wide_tf32(as[cur][k8 + t4][i]);
+                    af[mi][1] = wide_tf32(as[cur][k8 + t4][i + 8]);
+                    af[mi][2] = wide_tf32(as[cur][k8 + t4 + 4][i]);
+                    af[mi][3] = wide_tf32(as[cur][k8 + t4 + 4][i + 8]);
+                }
+#pragma unroll
+                for (int ni = 0; ni < 8; ++ni) {
+                    const int j = wn * 64 + ni * 8 + g;
+                    bf[ni][0] = wide_tf32(bs[cur][k8 + t4][j]);
+                    bf[ni][1] = wide_tf32(bs[cur][k8 + t4 + 4][j]);
+                }
+#pragma unroll
+                for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+                    for (int ni = 0; ni < 8; ++ni) {
+                        float d[4] = {acc[2 * mi][2 * ni], acc[2 * mi][2 * ni + 1],
+                                      acc[2 * mi + 1][2 * ni], acc[2 * mi + 1][2 * ni + 1]};
+                        wide_mma_tf32(d, af[mi], bf[ni]);
+                        acc[2 * mi][2 * ni] = d[0];
+                        acc[2 * mi][2 * ni + 1] = d[1];
+                        acc[2 * mi + 1][2 * ni] = d[2];
+                        acc[2 * mi + 1][2 * ni + 1] = d[3];
+                    }
+            }
+#endif
+        } else {
+#pragma unroll
+            for (int kk = 0; kk < WBK; ++kk) {
+                const float4 a0 = *reinterpret_cast<const float4 *>(&as[cur][kk][ty * 4]);
+                const float4 a1 = *reinterpret_cast<const float4 *>(&as[cur][kk][BM / 2 + ty * 4]);
+                const float4 b0 = *reinterpret_cast<const float4 *>(&bs[cur][kk][tx * 4]);
+                const float4 b1 = *reinterpret_cast<const float4 *>(&bs[cur][kk][WBN / 2 + tx * 4]);
+                const float ar[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+                const float br[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+#pragma unroll
+                for (int r = 0; r < 8; ++r)
+#pragma unroll
+                    for (int s = 0; s < 8; ++s) acc[r][s] = fmaf(ar[r], br[s], acc[r][s]);
+            }
         }
     }
 
     // the columns' offsets in C, once (a division each where C is batched)
-    size_t c_col[8];
-    bool c_in[8];
-    int c_gj[8];
+    size_t c_col[CC];
+    bool c_in[CC];
+    int c_gj[CC];
 #pragma unroll
-    for (int s = 0; s < 8; ++s) {
-        const int gj = col0 + (s < 4 ? tx * 4 + s : WBN / 2 + tx * 4 + s - 4);
+    for (int s = 0; s < CC; ++s) {
+        const int gj = col0 + col_of(s);
         c_gj[s] = gj;
         c_in[s] = gj < n;
         c_col[s] = c_in[s] ? (partial ? (size_t)gj : wide_offset(0, gj, m, ldc, x.cp)) : 0;
@@ -223,12 +321,12 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
     const size_t c_row_step = partial ? (size_t)n : x.cp > 0 ? (size_t)x.cp : (size_t)ldc;
     float *out0 = partial ? partial + (size_t)blockIdx.z * m * n : c;
 #pragma unroll
-    for (int r = 0; r < 8; ++r) {
-        const int gi = row0 + (r < 4 ? ty * 4 + r : BM / 2 + ty * 4 + r - 4);
+    for (int r = 0; r < RR; ++r) {
+        const int gi = row0 + row_of(r);
         if (gi >= m) continue;
         const float bv = x.bias && !partial && !x.bias_columns ? x.bias[gi] : 0.0f;
 #pragma unroll
-        for (int s = 0; s < 8; ++s) {
+        for (int s = 0; s < CC; ++s) {
             if (!c_in[s]) continue;
             float *out = out0 + c_col[s] + (size_t)gi * c_row_step;
             float v = alpha * acc[r][s];

@@ -114,7 +114,7 @@ def test_tf32_is_opt_in_and_close(engine):
 
 def test_tf32_is_refused_where_it_does_not_exist():
     s = seed_network("tiny_mnist")
-    with pytest.raises(ValueError, match="precision: 'tf32' is offered by the cudnn engine only"):
+    with pytest.raises(ValueError, match="precision: 'tf32' is offered by the cuda and cudnn engines only"):
         make_net("cpu", s["layers"], s["input_shape"], 4, s["loss"], s["optimizer"],
                  precision="tf32")
     with pytest.raises(ValueError, match="precision: expected 'float32' or 'tf32'"):

@@ -1,0 +1,133 @@
+"""precision='tf32' on the cuda engine: its wide SGEMM kernel multiplies on
+TF32 tensor cores (cuda/gemm_wide_kernels.cuh, mma.sync m16n8k8; operands
+rounded to TF32's 10-bit mantissa, sums in fp32).
+
+Each product runs on the wide kernel (CNNCUDA_SGEMM=wide) in every layout a
+layer uses (forward NN with the batched NCHW operands, the filter gradient
+with B transposed, the data gradient with A transposed; the dense layer's
+three), on the shapes of test_gpu_sgemm (each row tile, ragged edges,
+split-K, strides, uneven padding). Against the float64 reference the error
+must be TF32's: normwise under 4e-3 of the result (a wrong fragment, tile
+or slice gives errors of order 1), and above 5e-5 for each of the three
+products (TF32's is some 3e-4, the float32 kernel's under 2e-5: the tensor
+cores were used, not a silent float32 path).
+"""
+import numpy as np
+import pytest
+
+from cnncuda.engine import make_net
+from conftest import ADAM, SPARSE_LOGITS, engine_params
+from test_gpu_sgemm import CONV_CASES
+
+CUDA = engine_params(("cuda",))
+TF32_MAX = 4e-3   # normwise relative error allowed with TF32 operands
+TF32_MIN = 5e-5   # ... and seen with them (rounding to 10 bits of mantissa)
+FP32_MAX = 2e-5   # the float32 kernel stays under this on these shapes
+
+
+def normwise(got, ref):
+    got = np.asarray(got, np.float64)
+    ref = np.asarray(ref, np.float64)
+    assert got.shape == ref.shape
+    return np.linalg.norm(got - ref) / max(np.linalg.norm(ref), 1e-30)
+
+
+def errors(engine, layers, shape, n, precision, weights=None, seed=3):
+    """Normwise errors of forward, backward data and each gradient of
+    `layers` on `engine` against the float64 reference."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n,) + tuple(shape)).astype(np.float32)
+    net = make_net(engine, layers, shape, n, SPARSE_LOGITS, ADAM, seed=seed, precision=precision)
+    ref = make_net("numpy", layers, shape, n, SPARSE_LOGITS, ADAM, seed=seed)
+    ref = type(ref)(layers, shape, n, SPARSE_LOGITS, ADAM, seed=seed, dtype=np.float64)
+    if weights is not None:
+        net.set_weights(weights)
+        ref.set_weights(weights)
+    y = net.forward(x, training=True)
+    errs = {"forward": normwise(y, ref.forward(x.astype(np.float64), training=True))}
+    dy = rng.standard_normal(y.shape).astype(np.float32)
+    errs["backward data"] = normwise(net.backward(dy), ref.backward(dy.astype(np.float64)))
+    for i, (g, g_ref) in enumerate(zip(net.get_gradients(), ref.get_gradients())):
+        if np.any(g_ref):
+            errs["gradient %d" % i] = normwise(g, g_ref)
+    return net, errs
+
+
+def check_tf32(engine, layers, shape, n, weights=None):
+    _, tf = errors(engine, layers, shape, n, "tf32", weights)
+    _, fp = errors(engine, layers, shape, n, "float32", weights)
+    for what, e in tf.items():
+        assert e < TF32_MAX, "%s: TF32 error %.3g over %.3g" % (what, e, TF32_MAX)
+        assert fp[what] < FP32_MAX, "%s: float32 error %.3g" % (what, fp[what])
+    # the three products (y, dx, dw) go through the SGEMM: TF32's rounding
+    for what in ("forward", "backward data", "gradient 0"):
+        assert tf[what] > TF32_MIN, "%s: error %.3g, no TF32 rounding seen" % (what, tf[what])
+
+
+@pytest.mark.parametrize("engine", CUDA)
+@pytest.mark.parametrize("shape,filters,size,strides,padding,n", CONV_CASES)
+def test_conv2d_tf32_against_the_reference(monkeypatch, engine, shape, filters, size, strides,
+                                           padding, n):
+    monkeypatch.setenv("CNNCUDA_SGEMM", "wide")
+    layers = [{"kind": "conv2d", "units": filters, "kernel": size, "strides": strides,
+               "padding": padding}]
+    net = make_net(engine, layers, shape, n, SPARSE_LOGITS, ADAM, seed=3)
+    rng = np.random.default_rng(2)
+    w = [a + 0.5 * rng.standard_normal(a.shape).astype(np.float32) for a in net.get_weights()]
+    check_tf32(engine, layers, shape, n, w)
+
+
+@pytest.mark.parametrize("engine", CUDA)
+@pytest.mark.parametrize("fan_in,units,n", [(300, 130, 70), (1024, 64, 150), (129, 257, 33)])
+def test_dense_tf32_against_the_reference(monkeypatch, engine, fan_in, units, n):
+    monkeypatch.setenv("CNNCUDA_SGEMM", "wide")
+    layers = [{"kind": "dense", "units": units}]
+    net = make_net(engine, layers, (fan_in,), n, SPARSE_LOGITS, ADAM, seed=3)
+    rng = np.random.default_rng(4)
+    w = [a + 0.1 * rng.standard_normal(a.shape).astype(np.float32) for a in net.get_weights()]
+    check_tf32(engine, layers, (fan_in,), n, w)
+
+
+@pytest.mark.parametrize("engine", CUDA)
+def test_auto_takes_tf32_on_large_products_only(monkeypatch, engine):
+    """auto: the conv's 64 x 8112 x 288 products go to the wide kernel (TF32),
+    a small dense layer stays on the float32 tile: the same bits as float32."""
+    monkeypatch.delenv("CNNCUDA_SGEMM", raising=False)
+    big = [{"kind": "conv2d", "units": 64, "kernel": (3, 3)}]
+    _, tf = errors(engine, big, (15, 15, 32), 48, "tf32")
+    assert TF32_MIN < tf["forward"] < TF32_MAX
+    small = [{"kind": "dense", "units": 10}]
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((8, 40)).astype(np.float32)
+    outs = [make_net(engine, small, (40,), 8, SPARSE_LOGITS, ADAM, seed=1, precision=p)
+            .forward(x, training=True) for p in ("float32", "tf32")]
+    assert np.array_equal(outs[0], outs[1])
+
+
+@pytest.mark.parametrize("engine", CUDA)
+def test_tf32_training_is_deterministic_and_float32_unchanged(monkeypatch, engine):
+    monkeypatch.setenv("CNNCUDA_SGEMM", "wide")
+    layers = [{"kind": "conv2d", "units": 32, "kernel": (3, 3)},
+              {"kind": "activation", "activation": "relu"}, {"kind": "maxpool", "kernel": (2, 2)},
+              {"kind": "conv2d", "units": 64, "kernel": (3, 3)},
+              {"kind": "activation", "activation": "relu"},
+              {"kind": "flatten"}, {"kind": "dense", "units": 10}]
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((96, 16, 16, 3)).astype(np.float32)
+    y = rng.integers(0, 10, 96)
+
+    def train(precision):
+        net = make_net(engine, layers, (16, 16, 3), 32, SPARSE_LOGITS, ADAM, seed=4,
+                       precision=precision)
+        losses = [net.train_batch(x[32 * i:32 * (i + 1)], y[32 * i:32 * (i + 1)])[0]
+                  for i in range(3)]
+        return losses, net.get_weights()
+
+    l1, w1 = train("tf32")
+    l2, w2 = train("tf32")
+    assert l1 == l2
+    for a, b in zip(w1, w2):
+        assert np.array_equal(a, b)
+    l3, w3 = train("float32")
+    assert not all(np.array_equal(a, b) for a, b in zip(w1, w3)), "tf32 gave float32's bits"
+    np.testing.assert_allclose(l1, l3, rtol=1e-2)
