@@ -1,9 +1,10 @@
 """Per-kernel GPU time of one training epoch chunk on an engine, through the
 PyTorch profiler (CUPTI sees every kernel in the process, ours included).
 
-    python3 tools/profile_cuda.py [engine] [batch] [images] [model]
+    python3 tools/profile_cuda.py [engine] [batch] [images] [model] [precision]
 
-model is a seed name (cnncuda.seeds.SEEDS), cifar10_cnn by default.
+model is a seed name (cnncuda.seeds.SEEDS), cifar10_cnn by default;
+precision float32 (the default) or tf32.
 """
 import os
 import sys
@@ -21,8 +22,10 @@ engine = sys.argv[1] if len(sys.argv) > 1 else "cuda"
 batch = int(sys.argv[2]) if len(sys.argv) > 2 else 32
 images = int(sys.argv[3]) if len(sys.argv) > 3 else 3200
 model = sys.argv[4] if len(sys.argv) > 4 else "cifar10_cnn"
+precision = sys.argv[5] if len(sys.argv) > 5 else "float32"
 s = seed_network(model)
-net = make_net(engine, s["layers"], s["input_shape"], batch, s["loss"], s["optimizer"])
+net = make_net(engine, s["layers"], s["input_shape"], batch, s["loss"], s["optimizer"],
+               precision=precision)
 x, y = synthetic_data(model, images)
 net.set_data(x, y)
 net.set_order(np.arange(images))
