@@ -104,7 +104,8 @@ def test_tf32_is_opt_in_and_close(engine):
     """precision='tf32' lets cuDNN and cuBLAS (cudnn) or the engine's own SGEMM
     (cuda: mma.sync on its large products) use TF32 tensor cores. At batch
     512, where the seed CNN's convolutions are the cuda engine's large
-    products: the loss within 1e-2 of strict float32's and every gradient
+    products: the loss within 1e-2 of strict float32's (the correct count
+    within 1% of the batch) and every gradient
     within 2e-2 of the largest of its array; TF32 does change the bits; and
     float32 stays the default (the same bits as precision='float32')."""
     s = seed_network("cifar10_cnn")
@@ -116,7 +117,8 @@ def test_tf32_is_opt_in_and_close(engine):
                         **kwargs)
     default, strict, fast = net(), net(precision="float32"), net(precision="tf32")
     a, b = strict.compute_gradients(x, y), fast.compute_gradients(x, y)
-    np.testing.assert_allclose(b, a, rtol=1e-2)
+    np.testing.assert_allclose(b[0], a[0], rtol=1e-2)      # the loss sums
+    assert abs(b[1] - a[1]) <= 0.01 * batch                 # near-ties may flip a few argmaxes
     assert default.compute_gradients(x, y) == a
     ga, gb = strict.get_gradients(), fast.get_gradients()
     for i, (g32, gtf) in enumerate(zip(ga, gb)):
