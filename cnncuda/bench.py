@@ -25,6 +25,15 @@ PyTorch on one CPU thread; JAX with a jitted step on its default device.
 ``--torch-threads 1,2,4`` and ``--torch-gpu`` ask for PyTorch rows
 explicitly.
 
+Precision (``--precision``): ``float32``, the default, is strict IEEE
+float32 everywhere (PyTorch and JAX with TF32 off). ``tf32`` builds our GPU
+engines' networks with TF32 tensor cores allowed (make_net's
+``precision='tf32'``; rows ``cuda-tf32``, ``cudnn-tf32``), lets PyTorch's GPU
+rows use TF32 in cuDNN and matrix products (``torch-cuda-tf32``) and JAX's
+GPU row its default matmul precision (``jax-gpu-tf32``), so GPU rows stay
+like for like; CPU rows have no TF32 and stay float32. Every row's
+``precision`` says which it ran at.
+
 CPU scaling: ``--threads 1,2,4,8,16`` adds an ``omp:N`` row per count (and,
 without ``--device``, times only numpy and cpu besides); ``--torch-threads``
 at the same counts gives each of our rows its ratio to PyTorch (``vs
@@ -40,7 +49,7 @@ import os
 import sys
 
 from . import EngineUnavailableError, _C, devices, get_num_threads
-from .bench_cnncuda import EngineRunner
+from .bench_cnncuda import EngineRunner, row_precision
 from .bench_data import DATA_MODES, bench_data, check_real
 from .bench_env import environment, format_environment
 from .bench_table import add_speedups, format_table
@@ -146,8 +155,9 @@ class _Plan:
 
 
 def _plan(models, engines, batch_size, images, epochs, seed, torch_threads, torch_gpu, threads,
-          steps, data, val_images, frameworks, download, verbose, plot_path):
+          steps, data, val_images, frameworks, download, verbose, plot_path, precision="float32"):
     p = _Plan()
+    p.precision = row_precision(True, precision)
     if isinstance(models, str):
         models = [models]
     if not models:
@@ -221,12 +231,13 @@ def _framework_rows(p, model, batch, data, log):
     rows = []
     for variant, threads in p.torch_variants:
         from .bench_torch import TorchRunner
-        rows.append(_row(lambda: TorchRunner(model, data, batch, variant, threads, p.seed),
+        rows.append(_row(lambda: TorchRunner(model, data, batch, variant, threads, p.seed,
+                                             precision=p.precision),
                          "torch-%s" % variant, p, model, batch, data, log))
     if p.jax:
         from .bench_jax import JaxRunner
-        rows.append(_row(lambda: JaxRunner(model, data, batch, p.seed), "jax", p, model, batch,
-                         data, log))
+        rows.append(_row(lambda: JaxRunner(model, data, batch, p.seed, precision=p.precision),
+                         "jax", p, model, batch, data, log))
     return [r for r in rows if r is not None]
 
 
@@ -256,7 +267,7 @@ def write_json(path, rows, env, command=None):
 def run(models=("cifar10_cnn",), engines=None, batch_size=None, images=None, epochs=1, seed=0,
         torch_threads=(), torch_gpu=False, log=print, threads=(), steps=None, data="auto",
         val_images=None, frameworks="auto", download=False, verbose=1, json_path=None,
-        plot_path=None, command=None):
+        plot_path=None, command=None, precision="float32"):
     """Times every model on every engine (and on ``omp:N`` for each N of
     `threads`), then PyTorch and JAX where asked and installed; returns the
     rows, printed as a table through `log`, and written to `json_path` and
@@ -270,9 +281,12 @@ def run(models=("cifar10_cnn",), engines=None, batch_size=None, images=None, epo
     not timed (default: the whole test split for whole epochs, else a fifth
     of the training images; 0: none);
     frameworks: 'auto', 'none', 'torch', 'jax' or 'torch,jax'; verbose: 0,
-    1 (Keras's bar line per epoch) or 2 (Keras's verbose=2 line)."""
+    1 (Keras's bar line per epoch) or 2 (Keras's verbose=2 line); precision:
+    'float32' (strict, every row) or 'tf32' (the GPU rows, ours and the
+    frameworks', with TF32 tensor cores allowed; see the module docstring)."""
     p = _plan(models, engines, batch_size, images, epochs, seed, torch_threads, torch_gpu,
-              threads, steps, data, val_images, frameworks, download, verbose, plot_path)
+              threads, steps, data, val_images, frameworks, download, verbose, plot_path,
+              precision)
     return _execute(p, log, json_path, plot_path, command)
 
 
@@ -295,7 +309,8 @@ def _execute(p, log, json_path, plot_path, command):
             for device in p.engines:
                 if p.verbose:
                     log("-- %s on %s" % (model, device))
-                rows.append(time_row(lambda: EngineRunner(model, device, data, batch, p.seed),
+                rows.append(time_row(lambda: EngineRunner(model, device, data, batch, p.seed,
+                                                          precision=p.precision),
                                      model, batch, data, p.epochs, log, p.verbose))
                 gc.collect()
             rows += _framework_rows(p, model, batch, data, log)
@@ -363,6 +378,9 @@ def _parser():
                         "a list such as 1,2,4,8,16 (repeatable; skipped without torch)")
     p.add_argument("--torch-gpu", action="store_true",
                    help="also time PyTorch on the GPU, eager and with the step in a CUDA graph")
+    p.add_argument("--precision", choices=("float32", "tf32"), default="float32",
+                   help="float32 (default): strict float32 everywhere; tf32: the GPU rows "
+                        "(cuda, cudnn, PyTorch's and JAX's) with TF32 tensor cores allowed")
     p.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2),
                    help="progress: 0 none, 1 Keras's bar line per epoch, 2 Keras's verbose=2 line")
     p.add_argument("--json", help="write the environment and the rows to this file")
@@ -379,7 +397,7 @@ def main(argv=None):
         plan = _plan(args.model or ["cifar10_cnn"], args.device, flat(args.batch_size) or None,
                      args.images, args.epochs, args.seed, flat(args.torch_threads),
                      args.torch_gpu, flat(args.threads), args.steps, args.data, args.val_images,
-                     args.frameworks, args.download, args.verbose, args.plot)
+                     args.frameworks, args.download, args.verbose, args.plot, args.precision)
     except (TypeError, ValueError, ImportError, EngineUnavailableError,
             DatasetNotFoundError) as err:
         parser.error(str(err))

@@ -8,17 +8,35 @@ only synchronisation). The timer starts after a synchronisation and stops
 after the read. On the GPU engines the epoch's time is the GPU time between
 CUDA events recorded on the engine's stream (``net.last_range_seconds``)
 where the binding reports it, else the wall clock, and the row says which.
+
+Precision: strict float32 by default; ``precision='tf32'`` builds the GPU
+engines' networks with TF32 tensor cores allowed (make_net's precision) and
+labels their rows ``cuda-tf32``, ``cudnn-tf32``; CPU engines have no TF32,
+so their rows stay float32 and keep their labels.
 """
 import time
 
 import numpy as np
 
-from .engine import make_net, parse_device
+from .engine import PRECISIONS, make_net, parse_device
 from .seeds import parameter_count, seed_network
 
-__all__ = ["EngineRunner", "GPU_ENGINES"]
+__all__ = ["EngineRunner", "GPU_ENGINES", "row_precision", "row_label"]
 
 GPU_ENGINES = ("cuda", "cudnn")
+
+
+def row_precision(gpu, precision):
+    """The precision a row runs at: `precision` on the GPU, 'float32' on the
+    CPU (where no engine or framework here has TF32)."""
+    if precision not in PRECISIONS:
+        raise ValueError("precision: expected 'float32' or 'tf32', got %r" % (precision,))
+    return precision if gpu else "float32"
+
+
+def row_label(name, precision):
+    """A row's label: `name`, with '-tf32' added for a TF32 row."""
+    return name + "-tf32" if precision == "tf32" else name
 
 
 class EngineRunner:
@@ -27,10 +45,11 @@ class EngineRunner:
 
     framework = "cnncuda"
 
-    def __init__(self, model, device, data, batch, seed=0):
+    def __init__(self, model, device, data, batch, seed=0, precision="float32"):
         spec = seed_network(model)
-        self.name = device
         self.gpu = parse_device(device)[0] in GPU_ENGINES
+        self.precision = row_precision(self.gpu, precision)
+        self.name = row_label(device, self.precision)
         self.batch = batch
         self.images = len(data.x)
         self.version = None
@@ -38,7 +57,7 @@ class EngineRunner:
         self._rng = np.random.default_rng(seed)
         self._sums = (0.0, 0.0)
         self.net = make_net(device, spec["layers"], spec["input_shape"], batch, spec["loss"],
-                            spec["optimizer"], seed=seed)
+                            spec["optimizer"], seed=seed, precision=self.precision)
 
     def warm_up(self):
         """Uploads the data and runs one full batch and, where the epoch ends

@@ -17,7 +17,10 @@ the correct count to sums kept on the device. An epoch is timed by the wall
 clock between two waits for the device (``block_until_ready``): JAX has no
 CUDA events to read. Strict float32: matrix products and convolutions run at
 ``precision=HIGHEST`` (XLA may otherwise use TF32 on the GPU, where our
-engines do not).
+engines do not). With ``precision='tf32'`` (the bench's ``--precision
+tf32``, beside our GPU engines in TF32) a GPU runner leaves JAX's default
+matmul precision instead, which lets XLA use TF32 there, and is labelled
+``jax-gpu-tf32``; on the CPU it stays at HIGHEST, float32.
 """
 import functools
 import math
@@ -26,6 +29,7 @@ import time
 
 import numpy as np
 
+from .bench_cnncuda import row_label, row_precision
 from .seeds import seed_network
 
 __all__ = ["available", "JaxRunner"]
@@ -210,13 +214,13 @@ class JaxRunner:
 
     framework = "jax"
 
-    def __init__(self, model, data, batch, seed=0, weights=None):
+    def __init__(self, model, data, batch, seed=0, weights=None, precision="float32"):
+        row_precision(False, precision)  # checks the argument
         # XLA takes 75% of a GPU's memory when its backend starts unless told
         # not to: the other rows of the run need theirs, and the peak shown
         # should be what this row used
         os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
         import jax
-        jax.config.update("jax_default_matmul_precision", "highest")
         self.jax = jax
         jnp = jax.numpy
         spec = seed_network(model)
@@ -226,7 +230,13 @@ class JaxRunner:
         self.spec = spec
         self.platform = jax.default_backend()
         self.gpu = self.platform in ("gpu", "cuda", "rocm")
-        self.name = "jax-" + ("gpu" if self.gpu else self.platform)
+        self.precision = row_precision(self.gpu, precision)
+        # 'highest': strict float32; None: JAX's default (TF32 on the GPU).
+        # Set for every runner, before its step is traced: the setting is
+        # process-wide and read when jit traces.
+        jax.config.update("jax_default_matmul_precision",
+                          None if self.precision == "tf32" else "highest")
+        self.name = row_label("jax-" + ("gpu" if self.gpu else self.platform), self.precision)
         self.version = jax.__version__
         self.batch = batch
         self.images = len(data.x)

@@ -41,7 +41,7 @@ def _family(row):
     framework = row.get("framework", "cnncuda")
     if framework in ("torch", "jax"):
         return framework
-    return "gpu" if row["device"] in ("cuda", "cudnn") else "host"
+    return "gpu" if row["device"].partition("-")[0] in ("cuda", "cudnn") else "host"  # cuda-tf32
 
 
 def _machine_line(environment):

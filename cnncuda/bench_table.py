@@ -101,5 +101,8 @@ def format_table(rows):
                     for r in rows for n in r.get("notes", ())})
     notes += sorted({"%s: synthetic data (%s)" % (r["model"], r["data_note"])
                      for r in rows if r["data"] == "synthetic" and r.get("data_note")})
+    if any(r.get("precision") == "tf32" for r in rows):
+        lines.append("tf32: TF32 tensor cores allowed (inputs of products rounded to a 10-bit "
+                     "mantissa, sums in float32); rows without it are strict float32")
     lines += ["note: " + n for n in notes]
     return lines

@@ -5,7 +5,8 @@ A runner (bench_cnncuda.EngineRunner, bench_torch.TorchRunner,
 bench_jax.JaxRunner) has ``name``, ``framework``, ``version``, ``gpu``,
 ``images``, ``warm_up()``, ``epoch(meter=...)`` -> (seconds, timer,
 wall_seconds), ``sums()``, ``evaluate(x, y)``, ``parameters()``,
-``device_memory()``, ``engine_memory()``, ``notes()`` and ``close()``.
+``device_memory()``, ``engine_memory()``, ``notes()``, ``close()`` and
+``precision`` ('float32' or 'tf32', the row's; 'float32' where absent).
 Validation runs after each timed epoch, outside the timing.
 """
 import math
@@ -80,7 +81,8 @@ def time_row(make_runner, model, batch, data, epochs, log=print, verbose=1):
         host_peak = peak.bytes()
         row = {
             "model": model, "device": runner.name, "framework": runner.framework,
-            "framework_version": runner.version, "batch_size": batch,
+            "framework_version": runner.version,
+            "precision": getattr(runner, "precision", "float32"), "batch_size": batch,
             "images": runner.images, "steps": steps, "epochs": epochs,
             "data": data.kind, "dataset": data.dataset, "data_note": data.note,
             "parameters": runner.parameters(),

@@ -16,12 +16,17 @@ graph's static input on the GPU). GPU epochs are timed with CUDA events.
 Strict float32, as our engines by default: PyTorch lets cuDNN use TF32 in
 convolutions unless told not to (``torch.backends.cudnn.allow_tf32`` is True
 by default), so the runner turns TF32 off in cuDNN and in matrix products
-for its rows (and puts the settings back afterwards).
+for its rows (and puts the settings back afterwards). With
+``precision='tf32'`` (the bench's ``--precision tf32``, beside our GPU
+engines in TF32) the GPU variants turn it on in both instead and are
+labelled ``torch-cuda-tf32``, ``torch-cuda-graph-tf32``; the CPU variant
+stays float32.
 """
 import time
 
 import numpy as np
 
+from .bench_cnncuda import row_label, row_precision
 from .seeds import seed_network
 
 __all__ = ["available", "TorchRunner", "VARIANTS"]
@@ -104,20 +109,25 @@ class TorchRunner:
 
     framework = "torch"
 
-    def __init__(self, model, data, batch, variant="cpu", threads=1, seed=0):
-        import torch
+    def __init__(self, model, data, batch, variant="cpu", threads=1, seed=0,
+                 precision="float32"):
         if variant not in VARIANTS:
             raise ValueError("variant: expected one of %s, got %r" % (", ".join(VARIANTS), variant))
+        self.gpu = variant != "cpu"
+        self.precision = row_precision(self.gpu, precision)
+        import torch
         self.torch = torch
         self.variant = variant
-        self.gpu = variant != "cpu"
-        self.name = "torch-cpu:%d" % threads if variant == "cpu" else "torch-" + variant
+        self.name = row_label("torch-cpu:%d" % threads if variant == "cpu" else "torch-" + variant,
+                              self.precision)
         self.version = torch.__version__
         self.batch = batch
-        # strict fp32 (TF32 off) while this runner lives: see the docstring
+        # strict fp32 (TF32 off), or TF32 on where asked, while this runner
+        # lives: see the docstring
         self._tf32 = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)
-        torch.backends.cudnn.allow_tf32 = False
-        torch.backends.cuda.matmul.allow_tf32 = False
+        tf32 = self.precision == "tf32"
+        torch.backends.cudnn.allow_tf32 = tf32
+        torch.backends.cuda.matmul.allow_tf32 = tf32
         device = "cuda" if self.gpu else "cpu"
         if self.gpu:
             torch.cuda.reset_peak_memory_stats()

@@ -21,6 +21,18 @@ raises ``cnncuda.EngineUnavailableError`` saying why and what is available.
 
 ``list_physical_devices('GPU')`` lists a GPU only when a GPU engine can run
 (so a script's ``assert len(gpus) > 0`` means what it meant with TensorFlow).
+
+TF32, TensorFlow's names: ``experimental.enable_tensor_float_32_execution(True)``
+lets the networks that models build from then on, on a GPU engine (``cuda``,
+``cudnn``), multiply on TF32 tensor cores (``precision='tf32'`` of
+cnncuda.engine.make_net: inputs rounded to a 10-bit mantissa, about 3
+decimal digits per product, sums in float32); a model's network built
+before the change is rebuilt, weights and optimizer state carried over, at
+its next fit, evaluate or predict. ``tensor_float_32_execution_enabled()``
+says whether it is on. Unlike TensorFlow, which turns TF32 on by default on
+Ampere and later GPUs, cnncuda computes in strict float32 until the user
+opts in (False by default). The CPU engines ignore the setting, as
+TensorFlow's CPU kernels do.
 """
 import contextlib
 import os
@@ -29,19 +41,22 @@ import threading as _threading
 import types
 import warnings
 
+import numpy as np
+
 from . import _C, devices, get_num_threads
 from ._C import EngineUnavailableError
 from .checks import nonnegative_int
 
 __all__ = ["device", "resolve_device", "engine_for", "current_device_scope", "list_physical_devices",
-           "PhysicalDevice", "experimental", "threading"]
+           "PhysicalDevice", "experimental", "threading", "enable_tensor_float_32_execution",
+           "tensor_float_32_execution_enabled", "precision_for"]
 
 GPU_ENGINES = ("cudnn", "cuda")
 ENGINE_NAMES = ("numpy", "cpu", "omp", "cuda", "cudnn")
 _TF_SPELLING = re.compile(r"^/?(?:job:[^/]*/)?(?:replica:\d+/)?(?:task:\d+/)?(?:device:)?"
                           r"(CPU|GPU|cpu|gpu)(?::(\d+))?$")
 
-_settings = {"intra_op_threads": 1, "inter_op_threads": 0}
+_settings = {"intra_op_threads": 1, "inter_op_threads": 0, "tf32": False}
 _scope = _threading.local()
 
 
@@ -221,8 +236,38 @@ def get_inter_op_parallelism_threads():
     return _settings["inter_op_threads"]
 
 
-experimental = types.SimpleNamespace(list_physical_devices=list_physical_devices,
-                                     set_memory_growth=set_memory_growth)
+def enable_tensor_float_32_execution(enabled):
+    """TensorFlow's switch for TF32 (``tf.config.experimental.
+    enable_tensor_float_32_execution``): True lets the networks that models
+    build on a GPU engine (cuda, cudnn) multiply on TF32 tensor cores (inputs
+    rounded to a 10-bit mantissa, sums in float32); False, the default, keeps
+    strict float32. A model whose network was built under the other setting
+    rebuilds it (weights and optimizer state carried over) when next used.
+    CPU engines ignore it. Unlike TensorFlow, TF32 is off until asked for."""
+    if not isinstance(enabled, (bool, np.bool_)):
+        raise TypeError("enabled: expected a bool (True or False), got %r" % (enabled,))
+    _settings["tf32"] = bool(enabled)
+
+
+def tensor_float_32_execution_enabled():
+    """Whether TF32 is on for GPU engines (False unless
+    enable_tensor_float_32_execution(True) was called)."""
+    return _settings["tf32"]
+
+
+def precision_for(engine):
+    """The precision a model's network on `engine` ('cuda', 'cudnn:1', 'cpu',
+    'omp:4', ...) is built with now: 'tf32' on a GPU engine while TF32 is
+    enabled, else 'float32'."""
+    base = engine.partition(":")[0] if isinstance(engine, str) else None
+    return "tf32" if _settings["tf32"] and base in GPU_ENGINES else "float32"
+
+
+experimental = types.SimpleNamespace(
+    list_physical_devices=list_physical_devices,
+    set_memory_growth=set_memory_growth,
+    enable_tensor_float_32_execution=enable_tensor_float_32_execution,
+    tensor_float_32_execution_enabled=tensor_float_32_execution_enabled)
 threading = types.SimpleNamespace(
     set_intra_op_parallelism_threads=set_intra_op_parallelism_threads,
     get_intra_op_parallelism_threads=get_intra_op_parallelism_threads,

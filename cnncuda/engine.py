@@ -28,7 +28,10 @@ loss: ``{"kind": "sparse_categorical_crossentropy" | "categorical_crossentropy" 
 from . import _C
 from .reference import NumpyNet
 
-__all__ = ["make_net", "parse_device"]
+__all__ = ["make_net", "parse_device", "PRECISIONS", "TF32_ENGINES"]
+
+PRECISIONS = ("float32", "tf32")
+TF32_ENGINES = ("cuda", "cudnn")      # the engines that take precision='tf32'
 
 
 def parse_device(device):
@@ -52,19 +55,32 @@ def make_net(device, layers, input_shape, max_batch, loss, optimizer, seed=0,
     """A network on `device` ('numpy', 'cpu', ...); see the module docstring.
 
     precision: 'float32' (the default everywhere: strict IEEE float32) or
-    'tf32', an opt-in that lets the cudnn engine use TF32 tensor cores in
-    convolutions and matrix products (about 10 bits of mantissa).
+    'tf32', an opt-in of the GPU engines (``TF32_ENGINES``) that lets them
+    multiply on TF32 tensor cores, whose inputs are rounded to TF32's 10-bit
+    mantissa (about 3 decimal digits per product) while sums stay float32:
+
+    - ``cuda``: the engine's own SGEMM runs its large products on tensor
+      cores (mma.sync m16n8k8 TF32: inputs rounded to TF32, accumulation in
+      float32); smaller products and every other op stay float32.
+    - ``cudnn``: cuDNN may pick TF32 tensor-core convolution algorithms
+      (CUDNN_TENSOR_OP_MATH) and cuBLAS runs the dense layers in
+      CUBLAS_TF32_TENSOR_OP_MATH.
+
+    The CPU engines (numpy, cpu, omp) have no TF32 and refuse it. Results in
+    TF32 are not the bits of float32; losses track float32's within a
+    tolerance (tests/test_gpu_training.py), not exactly. Keras-level models
+    opt in with ``cnncuda.config.experimental.enable_tensor_float_32_execution``.
 
     device_index: the CUDA device of a GPU engine (0, the first, by default)."""
     name, threads = parse_device(device)
     if name == "omp" and ":" not in device:  # 'omp': cnncuda.get_num_threads()
         from . import get_num_threads
         threads = get_num_threads()
-    if precision not in ("float32", "tf32"):
+    if precision not in PRECISIONS:
         raise ValueError("precision: expected 'float32' or 'tf32', got %r" % (precision,))
-    if precision == "tf32" and name not in ("cuda", "cudnn"):
-        raise ValueError("precision: 'tf32' is offered by the cuda and cudnn engines only; the "
-                         "%s engine computes in float32" % name)
+    if precision == "tf32" and name not in TF32_ENGINES:
+        raise ValueError("precision: 'tf32' is offered by the %s engines only; the %s engine "
+                         "computes in float32" % (" and ".join(TF32_ENGINES), name))
     if name in ("cpu", "cuda", "cudnn") and threads != 1:
         raise ValueError("device: the %s engine takes no thread count (use 'omp:N' for N CPU "
                          "threads), got %r" % (name, device))

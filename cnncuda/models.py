@@ -10,8 +10,10 @@
 The model keeps its layers in Python and runs them as one network of the C
 core (or the NumPy reference) built by cnncuda.engine.make_net. That network
 is built when first needed and rebuilt, with the weights carried over, when
-the engine changes (``with cnncuda.device(...)``), when a fit asks for a
-larger batch than it was built for, or after ``compile``. Once training has
+the engine changes (``with cnncuda.device(...)``), when TF32 was switched on
+or off since it was built on a GPU engine
+(``cnncuda.config.experimental.enable_tensor_float_32_execution``), when a
+fit asks for a larger batch than it was built for, or after ``compile``. Once training has
 begun, a rebuilt network also takes over the optimizer's state (Adam's
 moments or SGD's velocity, the step count and the dropout counter), so
 training goes on as if the network had not changed; a model loaded from a
@@ -54,6 +56,7 @@ class Sequential:
         self._input_shape = None          # without the batch axis, once known
         self._net = None                  # the engine network, built when needed
         self._net_device = None
+        self._net_precision = None        # 'float32' or 'tf32' (config.precision_for)
         self._net_compile = None          # the compile it was built for (None: placeholder)
         self._carried = None              # weights of a dropped network, for the next one
         self._carried_state = None        # its optimizer state (or a file's), for the next one
@@ -283,7 +286,11 @@ class Sequential:
                                    and isinstance(net, distribute.ReplicaGroup)))
         if group:
             device = strategy.key
-        fits = net is not None and (purpose == "weights" or self._net_device == device)
+            precision = config.precision_for(strategy.engine)
+        else:
+            precision = config.precision_for(device)
+        fits = net is not None and (purpose == "weights" or (self._net_device == device and
+                                                             self._net_precision == precision))
         if fits and purpose in ("evaluate", "train"):
             fits = self._net_compile == self._compile_version
         if fits and purpose == "train":
@@ -295,16 +302,16 @@ class Sequential:
             raise RuntimeError("You must compile your model before training/testing. "
                                "Use `model.compile(optimizer, loss)`.")
         if purpose == "weights":     # any engine holds weights; cpu is always built
-            device, batch_size = "cpu", 32
+            device, batch_size, precision = "cpu", 32, "float32"
         elif purpose != "train" and net is not None:
             batch_size = net.max_batch
         args = (self._engine_layers(), self._input_shape, batch_size,
                 self.loss.engine_loss() if compiled else _PLACEHOLDER_LOSS,
                 self.optimizer.engine_optimizer() if compiled else _PLACEHOLDER_OPTIMIZER)
         if group:
-            new = strategy.make_group(*args, seed=self.seed)
+            new = strategy.make_group(*args, seed=self.seed, precision=precision)
         else:
-            new = make_net(device, *args, seed=self.seed)
+            new = make_net(device, *args, seed=self.seed, precision=precision)
         if net is not None:
             new.set_weights(net.get_weights())
         elif self._carried is not None:
@@ -320,6 +327,7 @@ class Sequential:
                 _set_optimizer_state(new, state)
             self._carried_state = None
         self._net, self._net_device, self._carried = new, device, None
+        self._net_precision = precision
         self._net_compile = self._compile_version if compiled else None
         return new
 

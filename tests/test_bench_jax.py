@@ -58,6 +58,26 @@ def check_row_in_a_run():
     assert row["notes"]  # the wall clock on a GPU, XLA's threads on the CPU
 
 
+def check_tf32_row():
+    """--precision tf32: on a GPU, JAX's default matmul precision (TF32
+    allowed) and a -tf32 label; on the CPU, HIGHEST and the float32 row."""
+    import jax
+    from cnncuda import bench
+    rows = bench.run(models=["tiny_mnist"], engines=["cpu"], images=64, val_images=0,
+                     data="synthetic", frameworks="jax", verbose=0, precision="tf32")
+    row = rows[1]
+    if jax.default_backend() in ("gpu", "cuda", "rocm"):
+        assert (row["device"], row["precision"]) == ("jax-gpu-tf32", "tf32")
+        assert jax.config.jax_default_matmul_precision is None
+    else:
+        assert (row["device"], row["precision"]) == ("jax-%s" % jax.default_backend(), "float32")
+        assert jax.config.jax_default_matmul_precision == "highest"
+    rows = bench.run(models=["tiny_mnist"], engines=["cpu"], images=64, val_images=0,
+                     data="synthetic", frameworks="jax", verbose=0)
+    assert rows[1]["precision"] == "float32" and not rows[1]["device"].endswith("-tf32")
+    assert jax.config.jax_default_matmul_precision == "highest"
+
+
 def check_weights_are_checked():
     from cnncuda.bench_data import bench_data
     from cnncuda.bench_jax import JaxRunner
@@ -76,6 +96,10 @@ def test_jax_trains_as_the_cpu_engine_does(child, model):
 
 def test_jax_row_in_a_run(child):
     child.apply(check_row_in_a_run)
+
+
+def test_jax_tf32_row(child):
+    child.apply(check_tf32_row)
 
 
 def test_jax_weights_are_checked(child):

@@ -143,6 +143,11 @@ class MirroredStrategy:
         return self._replicas[0][0] in config.GPU_ENGINES
 
     @property
+    def engine(self):
+        """The engine every replica runs on: 'cuda', 'cudnn', 'cpu' or 'omp'."""
+        return self._replicas[0][0]
+
+    @property
     def num_replicas_in_sync(self):
         """Replicas in the whole group (every process's)."""
         return len(self._replicas)
@@ -197,7 +202,9 @@ class MirroredStrategy:
 
     def make_group(self, layers, input_shape, batch, loss, optimizer, seed=0,
                    precision="float32"):
-        """The replicas of a network for whole batches of `batch` samples."""
+        """The replicas of a network for whole batches of `batch` samples.
+        precision: make_net's, for every replica ('tf32' on GPU engines only;
+        a model passes config.precision_for(self.engine))."""
         world = self._world()
         local = self._local_replicas()
         per_replica = max(1, -(-batch // world))
