@@ -72,13 +72,13 @@ void launch_wide(cudaStream_t st, dim3 grid, int trans_a, int trans_b, int m, in
 {
 #define CNN_WIDE_ARGS m, n, k, k_slice, alpha, a, lda, b, ldb, beta, c, ldc, partial, x
     if (!trans_a && !trans_b)
-        sgemm_wide<BM, false, false, TF32><<<grid, wide_threads(BM), 0, st>>>(CNN_WIDE_ARGS);
+        sgemm_wide<BM, false, false, TF32><<<grid, wide_threads(BM, TF32), 0, st>>>(CNN_WIDE_ARGS);
     else if (trans_a && !trans_b)
-        sgemm_wide<BM, true, false, TF32><<<grid, wide_threads(BM), 0, st>>>(CNN_WIDE_ARGS);
+        sgemm_wide<BM, true, false, TF32><<<grid, wide_threads(BM, TF32), 0, st>>>(CNN_WIDE_ARGS);
     else if (!trans_a && trans_b)
-        sgemm_wide<BM, false, true, TF32><<<grid, wide_threads(BM), 0, st>>>(CNN_WIDE_ARGS);
+        sgemm_wide<BM, false, true, TF32><<<grid, wide_threads(BM, TF32), 0, st>>>(CNN_WIDE_ARGS);
     else
-        sgemm_wide<BM, true, true, TF32><<<grid, wide_threads(BM), 0, st>>>(CNN_WIDE_ARGS);
+        sgemm_wide<BM, true, true, TF32><<<grid, wide_threads(BM, TF32), 0, st>>>(CNN_WIDE_ARGS);
 #undef CNN_WIDE_ARGS
 }
 

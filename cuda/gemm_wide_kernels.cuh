@@ -36,8 +36,22 @@ namespace cnn_gemm {
 namespace { // internal linkage: every .cu that includes this has its own copy
 
 constexpr int WBN = 128, WBK = 16;
+#ifndef WIDE_TF32_BLOCKS64
+#define WIDE_TF32_BLOCKS64 3
+#endif
 
-__host__ __device__ constexpr int wide_threads(int bm) { return bm * 2; } // (bm / 8) * (WBN / 8)
+// threads of a BM-row tile: (bm / 8) * (WBN / 8) with 8x8 outputs each in
+// fp32; with TF32, (bm / 32) * 4 warps of 32x32 outputs (32 a thread)
+__host__ __device__ constexpr int wide_threads(int bm, bool tf32 = false)
+{
+    return tf32 ? bm * 4 : bm * 2;
+}
+// blocks per SM the launch bounds ask for (the registers a thread may use)
+__host__ __device__ constexpr int wide_min_blocks(int bm, bool tf32)
+{
+    return tf32 ? (bm == 128 ? 1 : bm == 64 ? WIDE_TF32_BLOCKS64 : 5)
+                : (bm == 128 ? 2 : bm == 64 ? 3 : 5);
+}
 // stages of the shared-memory pipeline: 3, or 2 for 128-row tiles (whose
 // three would pass the 48 KB of static shared memory)
 __host__ __device__ constexpr int wide_stages(int bm) { return bm >= 128 ? 2 : 3; }
@@ -115,20 +129,21 @@ __device__ __forceinline__ unsigned wide_tf32(float x)
 
 // TF32 = true: the same tiles, copies and epilogue, the multiply on tensor
 // cores (precision "tf32", sm_80 and later; gemm.cu launches it only
-// there). The BM / 32 x 2 warps each take a 32 x 64 piece of the tile: two
-// rows of 16 by eight columns of 8 mma tiles, 64 sums a thread as in the
-// fp32 kernel. The shared rows are padded by 8 instead of 4, so that a
+// there), with twice the threads: the BM / 32 x 4 warps each take a 32 x 32
+// piece of the tile, two rows of 16 by four columns of 8 mma tiles, 32 sums
+// a thread (more warps to hide the copies' latency than the fp32 kernel's 64
+// sums a thread leave room for). The shared rows are padded by 8 instead of 4, so that a
 // warp's fragment loads (rows t and t + 4, 8 consecutive floats each) hit
 // 32 different banks. The sums are the tensor cores' (their order within a
 // k step of 8 is the hardware's): deterministic, not the fp32 kernel's bits.
 template <int BM, bool TRANS_A, bool TRANS_B, bool TF32 = false>
-__global__ void __launch_bounds__(BM * 2, BM == 128 ? 2 : (BM == 64 ? 3 : 5))
+__global__ void __launch_bounds__(wide_threads(BM, TF32), wide_min_blocks(BM, TF32))
 sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restrict__ a, int lda,
            const float *__restrict__ b, int ldb, float beta, float *__restrict__ c, int ldc,
            float *__restrict__ partial, WideExtra x)
 {
     cnn_kernel_begin();
-    constexpr int T = BM * 2, S = wide_stages(BM);
+    constexpr int T = wide_threads(BM, TF32), S = wide_stages(BM);
     constexpr int EA = BM * WBK / T;      // 8
     constexpr int EB = WBN * WBK / T;     // 32, 16 or 8
     constexpr int NJ = T >= WBN ? 1 : WBN / T; // distinct columns of B (not transposed) per thread
@@ -213,9 +228,9 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
     };
 
     // acc[r][s]: the output (row_of(r), col_of(s)) of the tile; 8 x 8, or
-    // with TF32 4 x 16: r = 2 mi + h (row wm 32 + 16 mi + g + 8 h), s = 2 ni
-    // + e (column wn 64 + 8 ni + 2 t + e) of the warp's mma tiles
-    constexpr int RR = TF32 ? 4 : 8, CC = TF32 ? 16 : 8;
+    // with TF32 4 x 8: r = 2 mi + h (row wm 32 + 16 mi + g + 8 h), s = 2 ni
+    // + e (column wn 32 + 8 ni + 2 t + e) of the warp's mma tiles
+    constexpr int RR = TF32 ? 4 : 8, CC = 8;
     const int lane = tid & 31, g = lane >> 2, t4 = lane & 3;
     const int wm = (tid >> 5) % (BM / 32), wn = (tid >> 5) / (BM / 32);
     auto row_of = [&](int r) {
@@ -223,7 +238,7 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
         return r < 4 ? ty * 4 + r : BM / 2 + ty * 4 + r - 4;
     };
     auto col_of = [&](int s) {
-        if (TF32) return wn * 64 + (s >> 1) * 8 + 2 * t4 + (s & 1);
+        if (TF32) return wn * 32 + (s >> 1) * 8 + 2 * t4 + (s & 1);
         return s < 4 ? tx * 4 + s : WBN / 2 + tx * 4 + s - 4;
     };
     float acc[RR][CC];
@@ -261,7 +276,7 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
 #else
 #pragma unroll
             for (int k8 = 0; k8 < WBK; k8 += 8) {
-                unsigned af[2][4], bf[8][2];
+                unsigned af[2][4], bf[4][2];
 #pragma unroll
                 for (int mi = 0; mi < 2; ++mi) {
                     const int i = wm * 32 + mi * 16 + g;
@@ -271,15 +286,15 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
                     af[mi][3] = wide_tf32(as[cur][k8 + t4 + 4][i + 8]);
                 }
 #pragma unroll
-                for (int ni = 0; ni < 8; ++ni) {
-                    const int j = wn * 64 + ni * 8 + g;
+                for (int ni = 0; ni < 4; ++ni) {
+                    const int j = wn * 32 + ni * 8 + g;
                     bf[ni][0] = wide_tf32(bs[cur][k8 + t4][j]);
                     bf[ni][1] = wide_tf32(bs[cur][k8 + t4 + 4][j]);
                 }
 #pragma unroll
                 for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
-                    for (int ni = 0; ni < 8; ++ni) {
+                    for (int ni = 0; ni < 4; ++ni) {
                         float d[4] = {acc[2 * mi][2 * ni], acc[2 * mi][2 * ni + 1],
                                       acc[2 * mi + 1][2 * ni], acc[2 * mi + 1][2 * ni + 1]};
                         wide_mma_tf32(d, af[mi], bf[ni]);
