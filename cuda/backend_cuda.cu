@@ -38,14 +38,6 @@ cnn_status cnn_cuda_impl_init(cnn_cuda_impl *impl, int device)
         return cnn_set_error(CNN_ERR_VALUE,
                              "CNNCUDA_SGEMM_TILE: expected 'shaped', 'square' or 'scalar', got '%s'",
                              tile);
-    const char *stages = getenv("CNNCUDA_TF32_STAGES");
-    if (!stages || !*stages || !strcmp(stages, "4"))
-        impl->tf32_stages = 4;
-    else if (!strcmp(stages, "3"))
-        impl->tf32_stages = 3;
-    else
-        return cnn_set_error(CNN_ERR_VALUE, "CNNCUDA_TF32_STAGES: expected '3' or '4', got '%s'",
-                             stages);
     CNN_CUDA_TRY(cudaSetDevice(device), "selecting the context's GPU");
     impl->device = device;
     int major = 0;

@@ -65,43 +65,32 @@ int wide_rows(int m)
     return cost64 <= cost32 ? 64 : 32;
 }
 
-template <int BM, bool TF32, int S>
-cnn_status launch_wide(cudaStream_t st, dim3 grid, int trans_a, int trans_b, int m, int n, int k,
-                       int k_slice, float alpha, const float *a, int lda, const float *b, int ldb,
-                       float beta, float *c, int ldc, float *partial, WideExtra x)
+template <int BM, bool TF32>
+void launch_wide(cudaStream_t st, dim3 grid, int trans_a, int trans_b, int m, int n, int k,
+                 int k_slice, float alpha, const float *a, int lda, const float *b, int ldb,
+                 float beta, float *c, int ldc, float *partial, WideExtra x)
 {
-    // the TF32 kernel's tiles are in dynamic shared memory: its size, and
-    // the permission past 48 KB (per function and device; cheap, and a
-    // recorded step replays the launch without calling this again)
-    const size_t smem = TF32 ? wide_smem_bytes(BM, true, S) : 0;
-#define CNN_WIDE_LAUNCH(TA, TB)                                                                     \
-    do {                                                                                            \
-        auto kernel = sgemm_wide<BM, TA, TB, TF32, TF32 ? S : 0>;                                   \
-        if (TF32)                                                                                   \
-            CNN_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,  \
-                                              (int)smem),                                           \
-                         "sgemm wide (tf32)");                                                      \
-        kernel<<<grid, wide_threads(BM, TF32), smem, st>>>(m, n, k, k_slice, alpha, a, lda, b, ldb, \
-                                                           beta, c, ldc, partial, x);               \
-    } while (0)
-    if (!trans_a && !trans_b) CNN_WIDE_LAUNCH(false, false);
-    else if (trans_a && !trans_b) CNN_WIDE_LAUNCH(true, false);
-    else if (!trans_a && trans_b) CNN_WIDE_LAUNCH(false, true);
-    else CNN_WIDE_LAUNCH(true, true);
-#undef CNN_WIDE_LAUNCH
-    return CNN_OK;
+#define CNN_WIDE_ARGS m, n, k, k_slice, alpha, a, lda, b, ldb, beta, c, ldc, partial, x
+    if (!trans_a && !trans_b)
+        sgemm_wide<BM, false, false, TF32><<<grid, wide_threads(BM, TF32), 0, st>>>(CNN_WIDE_ARGS);
+    else if (trans_a && !trans_b)
+        sgemm_wide<BM, true, false, TF32><<<grid, wide_threads(BM, TF32), 0, st>>>(CNN_WIDE_ARGS);
+    else if (!trans_a && trans_b)
+        sgemm_wide<BM, false, true, TF32><<<grid, wide_threads(BM, TF32), 0, st>>>(CNN_WIDE_ARGS);
+    else
+        sgemm_wide<BM, true, true, TF32><<<grid, wide_threads(BM, TF32), 0, st>>>(CNN_WIDE_ARGS);
+#undef CNN_WIDE_ARGS
 }
 
-template <bool TF32, int S>
-cnn_status launch_wide_rows(cudaStream_t st, int bm, dim3 grid, int trans_a, int trans_b, int m,
-                            int n, int k, int k_slice, float alpha, const float *a, int lda,
-                            const float *b, int ldb, float beta, float *c, int ldc,
-                            float *partial, WideExtra x)
+template <bool TF32>
+void launch_wide_rows(cudaStream_t st, int bm, dim3 grid, int trans_a, int trans_b, int m, int n,
+                      int k, int k_slice, float alpha, const float *a, int lda, const float *b,
+                      int ldb, float beta, float *c, int ldc, float *partial, WideExtra x)
 {
 #define CNN_WIDE_ARGS st, grid, trans_a, trans_b, m, n, k, k_slice, alpha, a, lda, b, ldb, beta, c, ldc, partial, x
-    if (bm == 128) return launch_wide<128, TF32, S>(CNN_WIDE_ARGS);
-    if (bm == 64) return launch_wide<64, TF32, S>(CNN_WIDE_ARGS);
-    return launch_wide<32, TF32, S>(CNN_WIDE_ARGS);
+    if (bm == 128) launch_wide<128, TF32>(CNN_WIDE_ARGS);
+    else if (bm == 64) launch_wide<64, TF32>(CNN_WIDE_ARGS);
+    else launch_wide<32, TF32>(CNN_WIDE_ARGS);
 #undef CNN_WIDE_ARGS
 }
 
@@ -119,13 +108,10 @@ cnn_status sgemm_wide_path(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n,
     float *partial = slices > 1 ? impl->scratch : nullptr;
     dim3 grid((n + WBN - 1) / WBN, (m + bm - 1) / bm, slices);
     cudaStream_t st = cnn_stream(ctx);
-#define CNN_WIDE_ARGS st, bm, grid, trans_a, trans_b, m, n, k, k_slice, alpha, a, lda, b, ldb, beta, c, ldc, partial, x
-    cnn_status launched;
-    if (!cnn_cuda_sgemm_tf32(ctx)) launched = launch_wide_rows<false, 0>(CNN_WIDE_ARGS);
-    else if (impl->tf32_stages == 3) launched = launch_wide_rows<true, 3>(CNN_WIDE_ARGS);
-    else launched = launch_wide_rows<true, 4>(CNN_WIDE_ARGS);
-    CNN_TRY(launched);
-#undef CNN_WIDE_ARGS
+    if (cnn_cuda_sgemm_tf32(ctx))
+        launch_wide_rows<true>(st, bm, grid, trans_a, trans_b, m, n, k, k_slice, alpha, a, lda, b, ldb, beta, c, ldc, partial, x);
+    else
+        launch_wide_rows<false>(st, bm, grid, trans_a, trans_b, m, n, k, k_slice, alpha, a, lda, b, ldb, beta, c, ldc, partial, x);
     CNN_CUDA_LAUNCHED("sgemm wide");
     if (slices > 1) {
         launch_sum_slices_wide(st, m, n, slices, partial, beta, c, ldc, x);

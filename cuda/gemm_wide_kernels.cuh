@@ -52,18 +52,9 @@ __host__ __device__ constexpr int wide_min_blocks(int bm, bool tf32)
     return tf32 ? (bm == 128 ? 1 : bm == 64 ? WIDE_TF32_BLOCKS64 : 5)
                 : (bm == 128 ? 2 : bm == 64 ? 3 : 5);
 }
-// stages of the fp32 kernel's shared-memory pipeline: 3, or 2 for 128-row
-// tiles (whose three would pass the 48 KB of static shared memory); the
-// TF32 kernel's (dynamic shared memory) are its STAGES (gemm.cu: 4, or 3
-// under CNNCUDA_TF32_STAGES=3)
+// stages of the shared-memory pipeline: 3, or 2 for 128-row tiles (whose
+// three would pass the 48 KB of static shared memory)
 __host__ __device__ constexpr int wide_stages(int bm) { return bm >= 128 ? 2 : 3; }
-// the shared rows' padding: 4 floats, 8 with TF32 (see sgemm_wide)
-__host__ __device__ constexpr int wide_pad(bool tf32) { return tf32 ? 8 : 4; }
-// the shared memory of a tile of bm rows and `stages` stages
-__host__ __device__ constexpr size_t wide_smem_bytes(int bm, bool tf32, int stages)
-{
-    return (size_t)stages * WBK * (bm + wide_pad(tf32) + WBN + wide_pad(tf32)) * sizeof(float);
-}
 
 // Where the element (r, j) of a matrix of `rows` rows lies: plain row-major
 // with leading dimension ld, or batched with image size p.
@@ -145,22 +136,20 @@ __device__ __forceinline__ unsigned wide_tf32(float x)
 // warp's fragment loads (rows t and t + 4, 8 consecutive floats each) hit
 // 32 different banks. The sums are the tensor cores' (their order within a
 // k step of 8 is the hardware's): deterministic, not the fp32 kernel's bits.
-// The kernel's body, on its shared tiles as[S][WBK][BM + PAD] (as[s][kk][i]
-// = op(A)(row0 + i, k0 + kk)) and bs[S][WBK][WBN + PAD] (bs[s][kk][j] =
-// op(B)(k0 + kk, col0 + j)): static in the fp32 kernel, dynamic in the TF32
-// one (its deeper pipeline passes the 48 KB of static shared memory).
-template <int BM, bool TRANS_A, bool TRANS_B, bool TF32, int S>
-__device__ __forceinline__ void
-sgemm_wide_body(float (*__restrict__ as)[WBK][BM + wide_pad(TF32)],
-                float (*__restrict__ bs)[WBK][WBN + wide_pad(TF32)], int m, int n, int k,
-                int k_slice, float alpha, const float *__restrict__ a, int lda,
-                const float *__restrict__ b, int ldb, float beta, float *__restrict__ c, int ldc,
-                float *__restrict__ partial, WideExtra x)
+template <int BM, bool TRANS_A, bool TRANS_B, bool TF32 = false>
+__global__ void __launch_bounds__(wide_threads(BM, TF32), wide_min_blocks(BM, TF32))
+sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restrict__ a, int lda,
+           const float *__restrict__ b, int ldb, float beta, float *__restrict__ c, int ldc,
+           float *__restrict__ partial, WideExtra x)
 {
-    constexpr int T = wide_threads(BM, TF32);
+    cnn_kernel_begin();
+    constexpr int T = wide_threads(BM, TF32), S = wide_stages(BM);
     constexpr int EA = BM * WBK / T;      // 8
     constexpr int EB = WBN * WBK / T;     // 32, 16 or 8
     constexpr int NJ = T >= WBN ? 1 : WBN / T; // distinct columns of B (not transposed) per thread
+    constexpr int PAD = TF32 ? 8 : 4;
+    __shared__ __align__(16) float as[S][WBK][BM + PAD];  // as[kk][i] = op(A)(row0 + i, k0 + kk)
+    __shared__ __align__(16) float bs[S][WBK][WBN + PAD]; // bs[kk][j] = op(B)(k0 + kk, col0 + j)
     const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * WBN;
     const int k_begin = blockIdx.z * k_slice;
@@ -364,29 +353,6 @@ sgemm_wide_body(float (*__restrict__ as)[WBK][BM + wide_pad(TF32)],
             if (x.relu) v = v < 0.0f ? 0.0f : v;
             *out = beta == 0.0f ? v : v + beta * *out;
         }
-    }
-}
-
-template <int BM, bool TRANS_A, bool TRANS_B, bool TF32 = false, int STAGES = 0>
-__global__ void __launch_bounds__(wide_threads(BM, TF32), wide_min_blocks(BM, TF32))
-sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restrict__ a, int lda,
-           const float *__restrict__ b, int ldb, float beta, float *__restrict__ c, int ldc,
-           float *__restrict__ partial, WideExtra x)
-{
-    cnn_kernel_begin();
-    static_assert(!TF32 || STAGES >= 2, "the TF32 kernel takes its stages");
-    constexpr int S = TF32 ? STAGES : wide_stages(BM), PAD = wide_pad(TF32);
-    if constexpr (TF32) {
-        extern __shared__ __align__(16) float wide_dynamic[]; // wide_smem_bytes
-        sgemm_wide_body<BM, TRANS_A, TRANS_B, TF32, S>(
-            reinterpret_cast<float (*)[WBK][BM + PAD]>(wide_dynamic),
-            reinterpret_cast<float (*)[WBK][WBN + PAD]>(wide_dynamic + S * WBK * (BM + PAD)), m,
-            n, k, k_slice, alpha, a, lda, b, ldb, beta, c, ldc, partial, x);
-    } else {
-        __shared__ __align__(16) float as[S][WBK][BM + PAD];
-        __shared__ __align__(16) float bs[S][WBK][WBN + PAD];
-        sgemm_wide_body<BM, TRANS_A, TRANS_B, TF32, S>(as, bs, m, n, k, k_slice, alpha, a, lda, b,
-                                                       ldb, beta, c, ldc, partial, x);
     }
 }
 
