@@ -38,6 +38,14 @@ cnn_status cnn_cuda_impl_init(cnn_cuda_impl *impl, int device)
         return cnn_set_error(CNN_ERR_VALUE,
                              "CNNCUDA_SGEMM_TILE: expected 'shaped', 'square' or 'scalar', got '%s'",
                              tile);
+    const char *split = getenv("CNNCUDA_WIDE_SPLITK");
+    if (!split || !*split || !strcmp(split, "occupancy"))
+        impl->wide_splitk_blocks = 0;
+    else if (!strcmp(split, "blocks"))
+        impl->wide_splitk_blocks = 1;
+    else
+        return cnn_set_error(CNN_ERR_VALUE,
+                             "CNNCUDA_WIDE_SPLITK: expected 'occupancy' or 'blocks', got '%s'", split);
     CNN_CUDA_TRY(cudaSetDevice(device), "selecting the context's GPU");
     impl->device = device;
     int major = 0;

@@ -33,9 +33,10 @@ using namespace cnn_gemm;
 namespace {
 
 // Slices of K for a product of `tiles` output tiles: enough blocks for two
-// waves of 256-thread blocks over the SMs (`per_block` blocks of a smaller
-// tile count as one), at least 64 columns of K per slice, and partial sums
-// that fit the scratch. Sets *k_slice (a multiple of 16) and returns the
+// waves of `per_block` blocks an SM (the tile kernel: 256 threads' worth,
+// so that blocks of a smaller tile count as one; the wide kernel: the
+// blocks of its launch bounds), at least 64 columns of K per slice, and
+// partial sums that fit the scratch. Sets *k_slice (a multiple of 16) and returns the
 // number of slices.
 int plan_slices(const cnn_cuda_impl *impl, int m, int n, int k, int tiles, int per_block,
                 int *k_slice)
@@ -104,11 +105,18 @@ cnn_status sgemm_wide_path(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n,
         return cnn_set_error(CNN_ERR_VALUE, "sgemm: m = %d rows is too many for one grid", m);
     const int tiles = ((n + WBN - 1) / WBN) * ((m + bm - 1) / bm);
     int k_slice;
-    const int slices = plan_slices(impl, m, n, k, tiles, 1, &k_slice);
+    // split-K aims at two waves of the blocks an SM holds (the launch
+    // bounds' count: 5 of the 64-thread 32-row tile), or, under
+    // CNNCUDA_WIDE_SPLITK=blocks, of one block an SM (before 2026-11-25:
+    // conv1's filter gradient at batch 512 ran as 262 blocks of 64 threads,
+    // 4 warps an SM)
+    const bool tf32 = cnn_cuda_sgemm_tf32(ctx);
+    const int per_sm = impl->wide_splitk_blocks ? 1 : wide_min_blocks(bm, tf32);
+    const int slices = plan_slices(impl, m, n, k, tiles, per_sm, &k_slice);
     float *partial = slices > 1 ? impl->scratch : nullptr;
     dim3 grid((n + WBN - 1) / WBN, (m + bm - 1) / bm, slices);
     cudaStream_t st = cnn_stream(ctx);
-    if (cnn_cuda_sgemm_tf32(ctx))
+    if (tf32)
         launch_wide_rows<true>(st, bm, grid, trans_a, trans_b, m, n, k, k_slice, alpha, a, lda, b, ldb, beta, c, ldc, partial, x);
     else
         launch_wide_rows<false>(st, bm, grid, trans_a, trans_b, m, n, k, k_slice, alpha, a, lda, b, ldb, beta, c, ldc, partial, x);
