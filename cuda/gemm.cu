@@ -105,13 +105,16 @@ cnn_status sgemm_wide_path(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n,
         return cnn_set_error(CNN_ERR_VALUE, "sgemm: m = %d rows is too many for one grid", m);
     const int tiles = ((n + WBN - 1) / WBN) * ((m + bm - 1) / bm);
     int k_slice;
-    // split-K aims at two waves of the blocks an SM holds (the launch
-    // bounds' count: 5 of the 64-thread 32-row tile), or, under
-    // CNNCUDA_WIDE_SPLITK=blocks, of one block an SM (before 2026-11-25:
-    // conv1's filter gradient at batch 512 ran as 262 blocks of 64 threads,
-    // 4 warps an SM)
+    // split-K aims at two waves of one block an SM; for the 32-row tile
+    // (64 or 128 threads) of the blocks an SM holds (its launch bounds' 5),
+    // unless CNNCUDA_WIDE_SPLITK=blocks. H100, b512 (ncu, call 19): conv1's
+    // filter gradient (32 x 27 over 460,800) ran as 262 blocks of 64
+    // threads, 4 warps an SM, 195 us; as 1,310 blocks 160 us (+3 us of
+    // sums). The 64-row products got slower with more slices (conv2's
+    // filter gradient 147 -> 157 us, conv3's 32 -> 45 us, its forward 27
+    // -> 44 us: more partial sums to write and add), so they keep one.
     const bool tf32 = cnn_cuda_sgemm_tf32(ctx);
-    const int per_sm = impl->wide_splitk_blocks ? 1 : wide_min_blocks(bm, tf32);
+    const int per_sm = impl->wide_splitk_blocks || bm > 32 ? 1 : wide_min_blocks(bm, tf32);
     const int slices = plan_slices(impl, m, n, k, tiles, per_sm, &k_slice);
     float *partial = slices > 1 ? impl->scratch : nullptr;
     dim3 grid((n + WBN - 1) / WBN, (m + bm - 1) / bm, slices);
