@@ -36,8 +36,8 @@ namespace {
 // waves of `per_block` blocks an SM (the tile kernel: 256 threads' worth,
 // so that blocks of a smaller tile count as one; the wide kernel: the
 // blocks of its launch bounds), at least 64 columns of K per slice, and
-// partial sums that fit the scratch. Sets *k_slice (a multiple of 16) and returns the
-// number of slices.
+// partial sums that fit the scratch. Sets *k_slice (a multiple of 16) and
+// returns the number of slices.
 int plan_slices(const cnn_cuda_impl *impl, int m, int n, int k, int tiles, int per_block,
                 int *k_slice)
 {

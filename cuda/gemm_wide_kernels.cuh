@@ -36,9 +36,6 @@ namespace cnn_gemm {
 namespace { // internal linkage: every .cu that includes this has its own copy
 
 constexpr int WBN = 128, WBK = 16;
-#ifndef WIDE_TF32_BLOCKS64
-#define WIDE_TF32_BLOCKS64 3
-#endif
 
 // threads of a BM-row tile: (bm / 8) * (WBN / 8) with 8x8 outputs each in
 // fp32; with TF32, (bm / 32) * 4 warps of 32x32 outputs (32 a thread)
@@ -49,7 +46,7 @@ __host__ __device__ constexpr int wide_threads(int bm, bool tf32 = false)
 // blocks per SM the launch bounds ask for (the registers a thread may use)
 __host__ __device__ constexpr int wide_min_blocks(int bm, bool tf32)
 {
-    return tf32 ? (bm == 128 ? 1 : bm == 64 ? WIDE_TF32_BLOCKS64 : 5)
+    return tf32 ? (bm == 128 ? 1 : bm == 64 ? 3 : 5)
                 : (bm == 128 ? 2 : bm == 64 ? 3 : 5);
 }
 // stages of the shared-memory pipeline: 3, or 2 for 128-row tiles (whose
