@@ -38,6 +38,13 @@ cnn_status cnn_cuda_impl_init(cnn_cuda_impl *impl, int device)
         return cnn_set_error(CNN_ERR_VALUE,
                              "CNNCUDA_SGEMM_TILE: expected 'shaped', 'square' or 'scalar', got '%s'",
                              tile);
+    const char *tn = getenv("CNNCUDA_TILE_TN");
+    if (!tn || !*tn || !strcmp(tn, "4"))
+        impl->tile_tn_four = 1;
+    else if (!strcmp(tn, "3"))
+        impl->tile_tn_four = 0;
+    else
+        return cnn_set_error(CNN_ERR_VALUE, "CNNCUDA_TILE_TN: expected '4' or '3', got '%s'", tn);
     const char *split = getenv("CNNCUDA_WIDE_SPLITK");
     if (!split || !*split || !strcmp(split, "occupancy"))
         impl->wide_splitk_blocks = 0;

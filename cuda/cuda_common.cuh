@@ -33,6 +33,8 @@ struct cnn_cuda_impl {
     int sgemm_kernel;     // CNN_SGEMM_*: CNNCUDA_SGEMM when the context was made
     int sgemm_tile;       // CNN_TILE_*: CNNCUDA_SGEMM_TILE when the context was made
     int tensor_cores;     // compute capability 8.0 or later: TF32 mma (gemm.cu)
+    int tile_tn_four;     // CNNCUDA_TILE_TN=4: the 64x64 tile with A transposed
+                          // bound to four blocks an SM (gemm.cu)
     int wide_splitk_blocks; // CNNCUDA_WIDE_SPLITK=blocks: the wide kernel's
                             // split-K counts one block an SM (gemm.cu)
     int early_launch;     // record.cu: recordings launch each kernel early (see

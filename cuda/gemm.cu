@@ -138,17 +138,27 @@ cnn_status sgemm_wide_path(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n,
 int shaped_rows(int m) { return m <= 16 ? 16 : m <= 32 ? 32 : 64; }
 int shaped_cols(int n) { return n <= 32 ? 32 : 64; }
 
+// tn_four: the 64x64 tile with A transposed (a convolution's data
+// gradient) under launch bounds of four blocks an SM (CNNCUDA_TILE_TN).
 template <int TBM, int TBN>
 void launch_tile(cudaStream_t st, dim3 grid, int trans_a, int trans_b, int m, int n, int k,
                  int k_slice, float alpha, const float *a, int lda, const float *b, int ldb,
-                 float beta, float *c, int ldc, float *partial, const cnn_sgemm_extra &x)
+                 float beta, float *c, int ldc, float *partial, const cnn_sgemm_extra &x,
+                 bool tn_four)
 {
 #define CNN_SGEMM_ARGS m, n, k, k_slice, alpha, a, lda, b, ldb, beta, c, ldc, partial, x
     constexpr int threads = (TBM / 4) * (TBN / 4);
     if (!trans_a && !trans_b)
         sgemm_tile<false, false, TBM, TBN><<<grid, threads, 0, st>>>(CNN_SGEMM_ARGS);
-    else if (trans_a && !trans_b)
+    else if (trans_a && !trans_b) {
+        if constexpr (TBM == 64 && TBN == 64) {
+            if (tn_four) { // 64 registers, four blocks an SM (69 and three unbound)
+                sgemm_tile<true, false, 64, 64, true, 4><<<grid, threads, 0, st>>>(CNN_SGEMM_ARGS);
+                return;
+            }
+        }
         sgemm_tile<true, false, TBM, TBN><<<grid, threads, 0, st>>>(CNN_SGEMM_ARGS);
+    }
     else if (!trans_a && trans_b)
         sgemm_tile<false, true, TBM, TBN><<<grid, threads, 0, st>>>(CNN_SGEMM_ARGS);
     else if constexpr (TBM == BM && TBN == BN) // both transposed: 64x64 only (unused by the layers)
@@ -193,13 +203,14 @@ cnn_status sgemm_tile_path(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n,
     dim3 grid((nc + tbn - 1) / tbn, (m + tbm - 1) / tbm, slices);
     cudaStream_t st = cnn_stream(ctx);
 #define CNN_TILE_ARGS st, grid, trans_a, trans_b, m, n, k, k_slice, alpha, a, lda, b, ldb, beta, c, ldc, partial, x
+    const bool tn = impl->tile_tn_four != 0;
     if (impl->sgemm_tile == CNN_TILE_SCALAR) launch_scalar_tile(CNN_TILE_ARGS);
-    else if (tbm == 64 && tbn == 64) launch_tile<64, 64>(CNN_TILE_ARGS);
-    else if (tbm == 64) launch_tile<64, 32>(CNN_TILE_ARGS);
-    else if (tbm == 32 && tbn == 64) launch_tile<32, 64>(CNN_TILE_ARGS);
-    else if (tbm == 32) launch_tile<32, 32>(CNN_TILE_ARGS);
-    else if (tbn == 64) launch_tile<16, 64>(CNN_TILE_ARGS);
-    else launch_tile<16, 32>(CNN_TILE_ARGS);
+    else if (tbm == 64 && tbn == 64) launch_tile<64, 64>(CNN_TILE_ARGS, tn);
+    else if (tbm == 64) launch_tile<64, 32>(CNN_TILE_ARGS, tn);
+    else if (tbm == 32 && tbn == 64) launch_tile<32, 64>(CNN_TILE_ARGS, tn);
+    else if (tbm == 32) launch_tile<32, 32>(CNN_TILE_ARGS, tn);
+    else if (tbn == 64) launch_tile<16, 64>(CNN_TILE_ARGS, tn);
+    else launch_tile<16, 32>(CNN_TILE_ARGS, tn);
 #undef CNN_TILE_ARGS
     CNN_CUDA_LAUNCHED("sgemm");
     if (slices > 1 && extras) {

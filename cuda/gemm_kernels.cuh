@@ -34,8 +34,8 @@ constexpr int BM = 64, BN = 64, BK = 16, TPB = 256;
 // scalar stores: the engine's tile before the shaped tiles, kept as a stage
 // (CNNCUDA_SGEMM_TILE=scalar). Every output is the same chain of fmaf over k
 // in order in both, so for the same tiles and slices they give the same bits.
-template <bool TRANS_A, bool TRANS_B, int TBM, int TBN, bool VEC = true>
-__global__ void __launch_bounds__((TBM / 4) * (TBN / 4))
+template <bool TRANS_A, bool TRANS_B, int TBM, int TBN, bool VEC = true, int MIN_BLOCKS = 0>
+__global__ void __launch_bounds__((TBM / 4) * (TBN / 4), MIN_BLOCKS)
 sgemm_tile(int m, int n, int k, int k_slice, float alpha, const float *__restrict__ a, int lda,
            const float *__restrict__ b, int ldb, float beta, float *__restrict__ c, int ldc,
            float *__restrict__ partial, cnn_sgemm_extra x)

@@ -97,3 +97,23 @@ def test_relu_fusion_same_bits_on_the_gpu(monkeypatch, engine, kernel, name):
     assert len(fused) == len(plain)
     for i, (a, b) in enumerate(zip(fused, plain)):
         assert a.tobytes() == b.tobytes(), "array %d differs" % i
+
+
+@pytest.mark.parametrize("engine", CUDA)
+@pytest.mark.parametrize("split", ["occupancy", "blocks"])
+def test_wide_split_k_targets(monkeypatch, engine, split):
+    # a 32-row filter gradient over 18,816 columns: CNNCUDA_WIDE_SPLITK=
+    # occupancy (the default) cuts it into 294 slices, blocks into 264;
+    # both against the float64 reference
+    monkeypatch.setenv("CNNCUDA_SGEMM", "wide")
+    monkeypatch.setenv("CNNCUDA_WIDE_SPLITK", split)
+    layers = [{"kind": "conv2d", "units": 8, "kernel": (3, 3)}]
+    run_both(engine, layers, (30, 30, 3), n=24, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("engine", CUDA)
+def test_a_bad_wide_split_k_setting_is_refused(monkeypatch, engine):
+    monkeypatch.setenv("CNNCUDA_WIDE_SPLITK", "many")
+    with pytest.raises(ValueError, match="CNNCUDA_WIDE_SPLITK: expected 'occupancy' or 'blocks', "
+                                         "got 'many'"):
+        make_net(engine, [{"kind": "dense", "units": 3}], (4,), 2, SPARSE_LOGITS, ADAM)

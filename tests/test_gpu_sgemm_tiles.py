@@ -79,3 +79,26 @@ def test_unknown_tile_is_a_clear_error(monkeypatch, engine):
     with pytest.raises(ValueError, match="CNNCUDA_SGEMM_TILE: expected 'shaped', 'square' or "
                                          "'scalar', got 'round'"):
         make_net(engine, [{"kind": "dense", "units": 3}], (4,), 2, SPARSE_LOGITS, ADAM)
+
+
+@pytest.mark.parametrize("engine", CUDA)
+@pytest.mark.parametrize("name,batch,images", SEEDS)
+def test_the_bound_transposed_tile_gives_the_same_bits(monkeypatch, engine, name, batch, images):
+    """CNNCUDA_TILE_TN=4 (the default: the 64x64 tile with A transposed, a
+    convolution's data gradient, bound to four blocks an SM, so 64
+    registers) and 3 (unbound): the same code of fmaf, the same bits."""
+    monkeypatch.setenv("CNNCUDA_TILE_TN", "3")
+    (s0, w0) = train_seed_epochs(engine, name, batch, images, 3, 4)
+    monkeypatch.setenv("CNNCUDA_TILE_TN", "4")
+    (s1, w1) = train_seed_epochs(engine, name, batch, images, 3, 4)
+    assert s0 == s1
+    for a, b in zip(w0, w1):
+        assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("engine", CUDA)
+def test_a_bad_tile_tn_setting_is_refused(monkeypatch, engine):
+    monkeypatch.setenv("CNNCUDA_TILE_TN", "5")
+    s = {"kind": "dense", "units": 3}
+    with pytest.raises(ValueError, match="CNNCUDA_TILE_TN: expected '4' or '3', got '5'"):
+        make_net(engine, [s], (4,), 2, SPARSE_LOGITS, ADAM)
