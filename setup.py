@@ -141,6 +141,10 @@ class BuildExt(build_ext):
             objects = self.compile_cuda(nvcc, cuda_home, archs, ext.include_dirs, with_cudnn,
                                         with_nccl)
             ext.extra_objects.extend(objects)
+            # build_ext relinks only when a dependency is newer than the module:
+            # the objects (compiled anew every build) are, so a .cu change alone
+            # relinks too (extra_objects are not checked)
+            ext.depends.extend(objects)
             found.append("nvcc %s (%s), sm_%s + PTX; %s"
                          % (version, nvcc, ",".join(archs), ", ".join(libs)))
         else:

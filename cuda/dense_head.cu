@@ -17,20 +17,62 @@
 // sums added up in a fixed order (deterministic, no float atomics); where
 // the layer below is a dense layer with a bias, also its bias gradient (the
 // column sums of the input gradient, db_below), so that it needs no
-// column-sums launch of its own.
+// column-sums launch of its own. One launch, its blocks in four roles, so
+// that no thread runs a long chain of dependent loads (one thread per weight
+// summing every row took 90 us at batch 512). Orders: dx_rj a chain of fmaf
+// over the classes in order and db_below the rows of dx in order (the
+// unfused path's: from the same dz the same bits); dw and db over n <= 32
+// rows one chain in row order (as before), over more rows S slices of the
+// rows, each a chain, then a fixed tree over the slices (S depends on n and
+// the layer's size only: the same bits run to run); the loss sums as
+// before. The bias gradient's chain of n adds is the one long path left
+// (about 4 cycles a row); the unfused column_sums runs the same chain.
 #include "cuda_common.cuh"
 #include "cuda_ops.h"
 #include "loss_rows.cuh"
 
-#define HEAD_WARPS 4
-#define HEAD_THREADS (HEAD_WARPS * 32)
 // the forward: one block of HEAD_FWD_THREADS per sample row
 #define HEAD_FWD_WARPS 16
 #define HEAD_FWD_THREADS (HEAD_FWD_WARPS * 32)
-// with db_below, a dx block takes DXC_COLS inputs over every row, DXC_ROWS
-// rows at a time (one element per thread)
-#define DXC_COLS 4
-#define DXC_ROWS (HEAD_THREADS / DXC_COLS)
+// the backward: blocks of HEAD_BWD_THREADS, four roles (head_backward_kernel)
+#define HEAD_BWD_THREADS 256
+// dw and db: the rows split into S slices (a power of two, at most
+// HEAD_DW_MAX_SLICES) of at most HEAD_DW_ROWS rows where S allows; n <=
+// HEAD_DW_ROWS is one slice (one chain over every row, as before)
+#define HEAD_DW_ROWS 32
+#define HEAD_DW_MAX_SLICES 32
+#define HEAD_DW_THREADS (1 << 17)
+// dx with db_below: C <= HEAD_DXB_MAX_COLS inputs a block, HEAD_DXB_ROWS
+// rows a pass (one per thread of warps 1..7), dz's loads HEAD_DXB_KU classes
+// at a time; shared memory: w's C rows (stride k | 1 <= 65), then two
+// buffers of C columns of a pass (stride HEAD_DXB_STRIDE: 16-byte aligned,
+// and 4 banks apart)
+#define HEAD_DXB_MAX_COLS 8
+#define HEAD_DXB_ROWS (HEAD_BWD_THREADS - 32)
+#define HEAD_DXB_STRIDE (HEAD_DXB_ROWS + 4)
+#define HEAD_DXB_KU 16
+#define HEAD_DXB_WS (HEAD_DXB_MAX_COLS * (CNN_HEAD_MAX_OUT + 1))
+#define HEAD_DXB_BUF (HEAD_DXB_MAX_COLS * HEAD_DXB_STRIDE)
+// dx without db_below: tiles of HEAD_DX_ROWS rows by HEAD_DX_COLS inputs
+// (256 threads: 4 rows by 2 inputs each); shared memory: dz's rows of the
+// tile, then w's rows of its inputs (stride k | 1)
+#define HEAD_DX_ROWS 32
+#define HEAD_DX_COLS 64
+#define HEAD_DX_SMEM (HEAD_DX_ROWS * CNN_HEAD_MAX_OUT + HEAD_DX_COLS * (CNN_HEAD_MAX_OUT + 1))
+// the loss sums: rows copied to shared memory HEAD_LOSS_CHUNK at a time
+#define HEAD_LOSS_CHUNK 1024
+#define HEAD_BWD_SMEM_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define HEAD_BWD_SMEM                                                                      \
+    HEAD_BWD_SMEM_MAX(HEAD_BWD_SMEM_MAX(HEAD_DXB_WS + 2 * HEAD_DXB_BUF, 4 * HEAD_LOSS_CHUNK), \
+                      HEAD_BWD_SMEM_MAX(HEAD_DX_SMEM, HEAD_BWD_THREADS))
+
+static_assert(HEAD_DXB_ROWS % 32 == 0, "the column chain reads 32 rows at a time");
+static_assert(HEAD_DXB_WS % 4 == 0 && HEAD_DXB_STRIDE % 4 == 0, "float4 reads of the buffers");
+static_assert(HEAD_BWD_THREADS / HEAD_DW_MAX_SLICES >= 8, "at least 8 outputs a dw block");
+static_assert(HEAD_DX_ROWS == 4 * (HEAD_BWD_THREADS / 32) && HEAD_DX_COLS == 64,
+              "head_dx: 4 rows by 2 inputs a thread");
+static_assert(HEAD_LOSS_CHUNK % HEAD_BWD_THREADS == 0 && HEAD_LOSS_CHUNK % 32 == 0,
+              "whole loss chunks");
 
 namespace {
 
@@ -168,125 +210,337 @@ head_forward_kernel(head_args h, const float *__restrict__ x, const float *__res
     }
 }
 
-// sum_i a[i * sa] b[i * sb] for i < len: one chain of fmaf in the order of
-// i (the SGEMM's order of k), the loads of eight terms issued before their
-// multiply-adds.
-__device__ __forceinline__ float dot_in_order(const float *a, size_t sa, const float *b, size_t sb,
-                                              int len)
+// sum_m zp[m * zs] for m < cnt, one chain of adds from 0.0f in the order of
+// m: head_class_sum with every x one (fmaf(1, z, acc) is acc + z), the
+// loads issued the same way.
+template <int U>
+__device__ __forceinline__ float head_rows_sum(const float *__restrict__ zp, int zs, int cnt)
 {
     float acc = 0.0f;
-    for (int i0 = 0; i0 < len; i0 += 8) {
-        float av[8], bv[8];
+    for (int m0 = 0; m0 < cnt; m0 += U) {
+        const int last = cnt - 1 - m0; // >= 0
+        float zv[U];
 #pragma unroll
-        for (int q = 0; q < 8; ++q) {
-            const bool ok = i0 + q < len;
-            av[q] = ok ? a[(size_t)(i0 + q) * sa] : 0.0f;
-            bv[q] = ok ? b[(size_t)(i0 + q) * sb] : 0.0f;
-        }
+        for (int q = 0; q < U; ++q) zv[q] = zp[min(q, last) * zs];
 #pragma unroll
-        for (int q = 0; q < 8; ++q)
-            if (i0 + q < len) acc = fmaf(av[q], bv[q], acc);
+        for (int q = 0; q < U; ++q)
+            if (q <= last) acc += zv[q];
+        zp += (size_t)U * zs;
     }
     return acc;
 }
 
-// dx_rj = sum_c dz_rc w_jc (then x > 0 ? dx : 0 with relu, as activation.cu)
-__device__ __forceinline__ float head_dx(const head_args &h, const float *x, const float *w,
-                                         const float *dz, int r, int j)
+// head_class_sum with its U fitted to cnt (one round of loads up to 32)
+__device__ __forceinline__ float head_dot(const float *xp, int xs, const float *wp, int ws, int cnt)
 {
-    const int k = h.loss.k;
-    const float v = dot_in_order(dz + (size_t)r * k, 1, w + (size_t)j * k, 1, k);
-    return h.relu && !(x[(size_t)r * h.in + j] > 0.0f) ? 0.0f : v;
+    return cnt <= 8    ? head_class_sum<8>(xp, xs, wp, ws, cnt)
+           : cnt <= 16 ? head_class_sum<16>(xp, xs, wp, ws, cnt)
+                       : head_class_sum<32>(xp, xs, wp, ws, cnt);
 }
 
-// Three kinds of threads, so that no thread runs a long chain (at batch 32
-// one thread per input j took 13 us for cifar's 64 x 10 layer: a block of
-// dependent steps): blocks [0, dw_blocks) one thread per weight (j, c):
-// dw_jc = sum_r x_rj dz_rc; then, when dx is wanted, one thread per input
-// element (r, j): dx_rj (head_dx); the last block one thread per class:
-// db_c = sum_r dz_rc, and thread 0 also adds the rows' losses and correct
-// counts (rows, in order) to sums. Each sum is a chain of fmaf in the order
-// of the SGEMM's k (the same bits as the GEMMs it replaces).
-// With db_below the dx blocks are laid out by columns instead: block b takes
-// inputs [b * DXC_COLS, + DXC_COLS) and every row, DXC_ROWS rows a pass,
-// thread (r, c) of the pass one element (the same dx_rj), also kept in the
-// block's copy of the pass; after the barrier thread c of the first row adds
-// column c of the pass in row order onto its sum from 0.0f, which ends as
-// db_below[j]: the order of cnn_cuda_column_sums (reduce.cu), which the
-// dense layer below would run over this dx (the same bits).
-__global__ void __launch_bounds__(HEAD_THREADS)
-head_backward_kernel(head_args h, int dw_blocks, int dx_blocks, const float *__restrict__ x,
-                     const float *__restrict__ w, const float *__restrict__ dz,
-                     const double *__restrict__ rows, float *__restrict__ dw,
-                     float *__restrict__ db, float *__restrict__ dx,
-                     float *__restrict__ db_below, float *sums)
+__device__ __forceinline__ float head_sum(const float *zp, int zs, int cnt)
 {
-    cnn_kernel_begin();
-    const int k = h.loss.k, n = h.loss.n, in = h.in;
-    const int block = blockIdx.x, t = threadIdx.x;
-    if (block < dw_blocks) {
-        const long long e = (long long)block * HEAD_THREADS + t;
-        if (e >= (long long)in * k) return;
-        const int j = (int)(e / k), c = (int)(e - (long long)j * k);
-        dw[e] = dot_in_order(x + j, in, dz + c, k, n);
-        return;
-    }
-    if (block < dw_blocks + dx_blocks && db_below) { // block-uniform: every thread below
-        __shared__ float pass[DXC_ROWS][DXC_COLS];
-        const int c = t % DXC_COLS, q = t / DXC_COLS;
-        const int j = (block - dw_blocks) * DXC_COLS + c;
-        float sum = 0.0f;
-        for (int r0 = 0; r0 < n; r0 += DXC_ROWS) { // the same r0 in every thread
-            const int r = r0 + q;
-            if (j < in && r < n) {
-                const float v = head_dx(h, x, w, dz, r, j);
-                dx[(size_t)r * in + j] = v;
-                pass[q][c] = v;
-            }
-            __syncthreads();
-            if (q == 0 && j < in) {
-                const int end = min(DXC_ROWS, n - r0);
-#pragma unroll 8
-                for (int u = 0; u < end; ++u) sum += pass[u][c];
-            }
-            __syncthreads(); // the pass is read before the next one is written
-        }
-        if (q == 0 && j < in) db_below[j] = sum;
-        return;
-    }
-    if (block < dw_blocks + dx_blocks) {
-        const long long e = (long long)(block - dw_blocks) * HEAD_THREADS + t;
-        if (e >= (long long)n * in) return;
-        const int r = (int)(e / in), j = (int)(e - (long long)r * in);
-        dx[e] = head_dx(h, x, w, dz, r, j);
-        return;
-    }
-    // the last block: the bias gradient and the loss sums
-    if (db)
-        for (int c = t; c < k; c += HEAD_THREADS) {
-            float s = 0.0f;
-            for (int r0 = 0; r0 < n; r0 += 8) {
-                float g[8];
+    return cnt <= 8    ? head_rows_sum<8>(zp, zs, cnt)
+           : cnt <= 16 ? head_rows_sum<16>(zp, zs, cnt)
+                       : head_rows_sum<32>(zp, zs, cnt);
+}
+
+// The loss sums (block 0 of head_backward_kernel): lane l of warp 0 adds the
+// rows' losses and correct counts r = l, l + 32, ... in ascending r from 0.0,
+// then warp_sum's butterfly; thread 0 adds them to sums. The block first
+// copies HEAD_LOSS_CHUNK rows at a time into shared memory (every thread a
+// few, their loads issued together), so that the lanes' chains wait on no
+// global load.
+__device__ __forceinline__ void head_loss_sums(int n, const double *__restrict__ rows, float *sums,
+                                               double *ls)
+{
+    double *cs = ls + HEAD_LOSS_CHUNK;
+    const int t = threadIdx.x;
+    double l = 0.0, cc = 0.0;
+    for (int r0 = 0; r0 < n; r0 += HEAD_LOSS_CHUNK) { // the same r0 in every thread
+        const int m = min(HEAD_LOSS_CHUNK, n - r0);
+        constexpr int per = HEAD_LOSS_CHUNK / HEAD_BWD_THREADS;
+        double a[per], b[per];
 #pragma unroll
-                for (int q = 0; q < 8; ++q) g[q] = r0 + q < n ? dz[(size_t)(r0 + q) * k + c] : 0.0f;
-#pragma unroll
-                for (int q = 0; q < 8; ++q)
-                    if (r0 + q < n) s += g[q];
-            }
-            db[c] = s;
+        for (int q = 0; q < per; ++q) { // past m a load repeats row m - 1 (not stored)
+            const int i = min(t + q * HEAD_BWD_THREADS, m - 1);
+            a[q] = rows[r0 + i];
+            b[q] = rows[n + r0 + i];
         }
+#pragma unroll
+        for (int q = 0; q < per; ++q)
+            if (t + q * HEAD_BWD_THREADS < m) {
+                ls[t + q * HEAD_BWD_THREADS] = a[q];
+                cs[t + q * HEAD_BWD_THREADS] = b[q];
+            }
+        __syncthreads();
+        if (t < 32)
+            for (int i = t; i < m; i += 32) {
+                l += ls[i];
+                cc += cs[i];
+            }
+        __syncthreads(); // read before the next chunk is written
+    }
     if (t < 32) {
-        double l = 0.0, cc = 0.0;
-        for (int r = t; r < n; r += 32) {
-            l += rows[r];
-            cc += rows[n + r];
-        }
         l = warp_sum(l);
         cc = warp_sum(cc);
         if (t == 0) {
             sums[0] += (float)l;
             sums[1] += (float)cc;
         }
+    }
+}
+
+// The weight and bias gradients of outputs [blk * E, + E) (E = threads / S):
+// output e < in k is dw_e (j = e / k, c = e % k), in k + c (with db) is db_c.
+// Thread (o, s) (o = t % E) sums slice s of the rows, [s L, s L + L) with
+// L = ceil(n / S) (the last slices short or empty): dw a chain of fmaf
+// x_rj dz_rc, db of adds dz_rc, in ascending r from 0.0f (head_dot,
+// head_sum); then with S > 1 a fixed tree over the slices in shared memory:
+// for h = S/2, S/4, ..., 1, slice s < h adds slice s + h's sum to its own.
+// A warp's lanes are E consecutive outputs of 32 / E slices (E >= 32: one).
+__device__ __forceinline__ void head_dw(const head_args &h, int S, int blk,
+                                        const float *__restrict__ x, const float *__restrict__ dz,
+                                        float *__restrict__ dw, float *__restrict__ db,
+                                        float *part)
+{
+    const int k = h.loss.k, n = h.loss.n, in = h.in, t = threadIdx.x;
+    const int E = HEAD_BWD_THREADS / S;
+    const int o = t % E, s = t / E;
+    const long long e = (long long)blk * E + o;
+    const long long nw = (long long)in * k, total = nw + (db ? k : 0);
+    const int L = (n + S - 1) / S;
+    const int r0 = min(n, s * L), cnt = min(n - r0, L);
+    float v = 0.0f;
+    if (e < nw) {
+        const int j = (int)(e / k), c = (int)(e - (long long)j * k);
+        v = head_dot(x + (size_t)r0 * in + j, in, dz + (size_t)r0 * k + c, k, cnt);
+    } else if (e < total) {
+        v = head_sum(dz + (size_t)r0 * k + (int)(e - nw), k, cnt);
+    }
+    if (S > 1) { // block-uniform
+        part[t] = v;
+        for (int half = S / 2; half > 0; half /= 2) {
+            __syncthreads(); // the round before written
+            if (s < half) { // reads slots [half, 2 half), writes [0, half)
+                v += part[t + half * E];
+                part[t] = v;
+            }
+        }
+    }
+    if (s == 0) {
+        if (e < nw)
+            dw[e] = v;
+        else if (e < total)
+            db[e - nw] = v;
+    }
+}
+
+// The input gradient without db_below: the role's block blk takes a tile of
+// HEAD_DX_ROWS rows by HEAD_DX_COLS inputs, (rt, ct) = (blk / tiles across,
+// blk % tiles across). dz's rows of the tile and w's rows of its inputs are
+// copied into shared memory (each a contiguous run of global memory, read
+// coalesced; w's rows at stride k | 1, odd, so that the lanes' reads of 32
+// rows are conflict-free). Thread (warp y, lane l) forms the 8 elements of
+// rows y + 8 m (m < 4) and inputs l, l + 32 of the tile: dx_rj = sum_c
+// dz_rc w_jc, one chain of fmaf in ascending c from 0.0f (as head_dx_db:
+// the same bits), then with relu x_rj > 0 ? dx_rj : 0 as activation.cu's
+// ReLU backward; lanes store consecutive inputs.
+__device__ __forceinline__ void head_dx(const head_args &h, int blk, const float *__restrict__ x,
+                                        const float *__restrict__ w,
+                                        const float *__restrict__ dz, float *__restrict__ dx,
+                                        float *smem)
+{
+    const int k = h.loss.k, n = h.loss.n, in = h.in, t = threadIdx.x;
+    const int ks = k | 1, lane = t & 31, y = t >> 5;
+    const int across = (in + HEAD_DX_COLS - 1) / HEAD_DX_COLS;
+    const int r0 = (blk / across) * HEAD_DX_ROWS, j0 = (blk % across) * HEAD_DX_COLS;
+    const int rows = min(HEAD_DX_ROWS, n - r0), cols = min(HEAD_DX_COLS, in - j0);
+    float *zs = smem, *ws = smem + HEAD_DX_ROWS * CNN_HEAD_MAX_OUT;
+    // the ReLU's x first (registers; past the edges a load repeats the last row or input)
+    float xv[4][2];
+    if (h.relu) {
+#pragma unroll
+        for (int m = 0; m < 4; ++m)
+#pragma unroll
+            for (int q = 0; q < 2; ++q)
+                xv[m][q] = x[(size_t)(r0 + min(y + 8 * m, rows - 1)) * in + j0 +
+                             min(lane + 32 * q, cols - 1)];
+    }
+    // dz's rows r0.. (rows * k floats from dz + r0 k) and w's rows j0.. (cols * k)
+    const float *zsrc = dz + (size_t)r0 * k, *wsrc = w + (size_t)j0 * k;
+    const int zn = rows * k, wn = cols * k;
+    for (int i0 = 0; i0 < max(zn, wn); i0 += 4 * HEAD_BWD_THREADS) { // the same i0 in every thread
+        float zv[4], wv[4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            const int i = i0 + t + q * HEAD_BWD_THREADS;
+            zv[q] = zsrc[min(i, zn - 1)];
+            wv[q] = wsrc[min(i, wn - 1)];
+        }
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            const int i = i0 + t + q * HEAD_BWD_THREADS;
+            if (i < zn) zs[i] = zv[q];
+            if (i < wn) {
+                const int jj = i / k;
+                ws[jj * ks + (i - jj * k)] = wv[q];
+            }
+        }
+    }
+    __syncthreads();
+    float acc[4][2];
+#pragma unroll
+    for (int m = 0; m < 4; ++m) acc[m][0] = acc[m][1] = 0.0f;
+    const float *w0 = ws + lane * ks, *w1 = ws + (lane + 32) * ks, *z = zs + y * k;
+#pragma unroll 2
+    for (int c = 0; c < k; ++c) {
+        const float a = w0[c], b = w1[c];
+#pragma unroll
+        for (int m = 0; m < 4; ++m) {
+            const float d = z[8 * m * k + c];
+            acc[m][0] = fmaf(d, a, acc[m][0]);
+            acc[m][1] = fmaf(d, b, acc[m][1]);
+        }
+    }
+#pragma unroll
+    for (int m = 0; m < 4; ++m)
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+            const int r = y + 8 * m, j = lane + 32 * q;
+            if (r < rows && j < cols) {
+                const float v = acc[m][q];
+                dx[(size_t)(r0 + r) * in + j0 + j] = h.relu && !(xv[m][q] > 0.0f) ? 0.0f : v;
+            }
+        }
+}
+
+// The input gradient with db_below: the role's block blk takes the C inputs
+// j0 = blk C, ..., j0 + C - 1 over every row, HEAD_DXB_ROWS rows a pass.
+// w's rows j0.. are staged in shared memory first (stride k | 1, odd: no
+// bank conflicts across the C rows). In pass p, thread u of warps 1..7 takes
+// row r = p HEAD_DXB_ROWS + u: its dz row's loads issued HEAD_DXB_KU at a
+// time, then for each column the chain of fmaf over c in ascending order
+// from 0.0f (head_dx's order: the same dx bits), the ReLU's mask, dx
+// written and also kept in the pass's buffer (column-major, padded rows of
+// HEAD_DXB_STRIDE: the chain's float4 reads are conflict-free). Lane c < C
+// of warp 0 adds column c of the previous pass in row order onto its sum
+// from 0.0f (the two passes' buffers alternate, one barrier a pass, so the
+// chain of pass p - 1 runs beside the products of pass p); the sum ends as
+// db_below[j0 + c], the order of cnn_cuda_column_sums (reduce.cu), which the
+// dense layer below would run over this dx (the same bits).
+__device__ __forceinline__ void head_dx_db(const head_args &h, int C, int blk,
+                                           const float *__restrict__ x,
+                                           const float *__restrict__ w,
+                                           const float *__restrict__ dz, float *__restrict__ dx,
+                                           float *__restrict__ db_below, float *smem)
+{
+    const int k = h.loss.k, n = h.loss.n, in = h.in, t = threadIdx.x;
+    const int ks = k | 1;
+    const int j0 = blk * C, cols = min(C, in - j0); // cols >= 1
+    float *ws = smem, *bufs = smem + HEAD_DXB_WS;
+    for (int i = t; i < cols * k; i += HEAD_BWD_THREADS) {
+        const int c = i / k, q = i - c * k;
+        ws[c * ks + q] = w[(size_t)(j0 + c) * k + q];
+    }
+    __syncthreads();
+    const int passes = (n + HEAD_DXB_ROWS - 1) / HEAD_DXB_ROWS;
+    float sum = 0.0f;
+    for (int p = 0; p <= passes; ++p) { // the same p in every thread
+        if (t >= 32) {
+            const int u = t - 32, r = p * HEAD_DXB_ROWS + u;
+            if (p < passes && r < n) {
+                float *buf = bufs + (p & 1) * HEAD_DXB_BUF;
+                float xv[HEAD_DXB_MAX_COLS];
+#pragma unroll
+                for (int c = 0; c < HEAD_DXB_MAX_COLS; ++c) xv[c] = 1.0f;
+                if (h.relu) {
+                    const float *xr = x + (size_t)r * in + j0;
+#pragma unroll
+                    for (int c = 0; c < HEAD_DXB_MAX_COLS; ++c) xv[c] = xr[min(c, cols - 1)];
+                }
+                float acc[HEAD_DXB_MAX_COLS];
+#pragma unroll
+                for (int c = 0; c < HEAD_DXB_MAX_COLS; ++c) acc[c] = 0.0f;
+                const float *zr = dz + (size_t)r * k;
+                for (int q0 = 0; q0 < k; q0 += HEAD_DXB_KU) {
+                    const int last = k - 1 - q0; // >= 0
+                    float zv[HEAD_DXB_KU];
+#pragma unroll
+                    for (int q = 0; q < HEAD_DXB_KU; ++q) zv[q] = zr[q0 + min(q, last)];
+#pragma unroll
+                    for (int c = 0; c < HEAD_DXB_MAX_COLS; ++c)
+                        if (c < cols)
+#pragma unroll
+                            for (int q = 0; q < HEAD_DXB_KU; ++q)
+                                if (q <= last) acc[c] = fmaf(zv[q], ws[c * ks + q0 + q], acc[c]);
+                }
+                float *dxr = dx + (size_t)r * in + j0;
+#pragma unroll
+                for (int c = 0; c < HEAD_DXB_MAX_COLS; ++c)
+                    if (c < cols) {
+                        const float v = h.relu && !(xv[c] > 0.0f) ? 0.0f : acc[c];
+                        dxr[c] = v;
+                        buf[c * HEAD_DXB_STRIDE + u] = v;
+                    }
+            }
+        } else if (p > 0 && t < cols) { // column t of pass p - 1
+            const float *col = bufs + ((p - 1) & 1) * HEAD_DXB_BUF + t * HEAD_DXB_STRIDE;
+            const int cnt = min(HEAD_DXB_ROWS, n - (p - 1) * HEAD_DXB_ROWS);
+            float4 cur[8];
+#pragma unroll
+            for (int i = 0; i < 8; ++i) cur[i] = reinterpret_cast<const float4 *>(col)[i];
+            for (int u0 = 0; u0 < cnt; u0 += 32) {
+                // the next 32 rows' loads before this group's adds (past the
+                // pass's rows: the last 32 of the buffer again, not added)
+                const float4 *nx =
+                    reinterpret_cast<const float4 *>(col + min(u0 + 32, HEAD_DXB_ROWS - 32));
+                float4 nxt[8];
+#pragma unroll
+                for (int i = 0; i < 8; ++i) nxt[i] = nx[i];
+#pragma unroll
+                for (int i = 0; i < 8; ++i) {
+                    const int at = u0 + 4 * i;
+                    if (at < cnt) sum += cur[i].x;
+                    if (at + 1 < cnt) sum += cur[i].y;
+                    if (at + 2 < cnt) sum += cur[i].z;
+                    if (at + 3 < cnt) sum += cur[i].w;
+                }
+#pragma unroll
+                for (int i = 0; i < 8; ++i) cur[i] = nxt[i];
+            }
+        }
+        __syncthreads(); // pass p written, pass p - 1 read
+    }
+    if (t < cols) db_below[j0 + t] = sum;
+}
+
+// One launch, every block one of four roles (block-uniform):
+// block 0 the loss sums (head_loss_sums); then dx_blocks blocks of the input
+// gradient, with db_below head_dx_db (C inputs a block over every row),
+// else head_dx (one element a thread); then dw_blocks blocks of the weight
+// and bias gradients (head_dw, S slices of the rows). The roles that take
+// long at large n (the column chains of db_below) come first, so that their
+// blocks start first.
+__global__ void __launch_bounds__(HEAD_BWD_THREADS, 2)
+head_backward_kernel(head_args h, int slices, int cols, int dx_blocks,
+                     const float *__restrict__ x, const float *__restrict__ w,
+                     const float *__restrict__ dz, const double *__restrict__ rows,
+                     float *__restrict__ dw, float *__restrict__ db, float *__restrict__ dx,
+                     float *__restrict__ db_below, float *sums)
+{
+    cnn_kernel_begin();
+    __shared__ __align__(16) float smem[HEAD_BWD_SMEM];
+    const int block = blockIdx.x;
+    if (block == 0)
+        head_loss_sums(h.loss.n, rows, sums, reinterpret_cast<double *>(smem));
+    else if (block <= dx_blocks) {
+        if (db_below)
+            head_dx_db(h, cols, block - 1, x, w, dz, dx, db_below, smem);
+        else
+            head_dx(h, block - 1, x, w, dz, dx, smem);
+    } else {
+        head_dw(h, slices, block - 1 - dx_blocks, x, dz, dw, db, smem);
     }
 }
 
@@ -345,14 +599,31 @@ cnn_status cuda_dense_loss_head(cnn_ctx *ctx, const cnn_loss_desc *d, int in, in
     head_forward_kernel<<<n, HEAD_FWD_THREADS, 0, st>>>(h, x, w, b, labels, targets, z, p, dz,
                                                          rows);
     CNN_CUDA_LAUNCHED("dense_loss_head forward");
-    const long long dw_blocks = ((long long)in * k + HEAD_THREADS - 1) / HEAD_THREADS;
+    // dw and db: S slices of the rows (head_dw), S a function of n alone (the
+    // order of the sums: the same bits for the same n, run to run)
+    // and of their count: where the outputs alone fill the GPU (HEAD_DW_THREADS
+    // threads, slices included), no more slices than that takes, and 32
+    // outputs a warp (slices <= 8: its loads of x and dz from one row)
+    const long long dw_outputs = (long long)in * k + (db ? k : 0);
+    int slices = 1;
+    while (slices < HEAD_DW_MAX_SLICES && (n + slices - 1) / slices > HEAD_DW_ROWS &&
+           (slices < 8 || dw_outputs * slices * 2 <= HEAD_DW_THREADS))
+        slices *= 2;
+    const long long per_block = HEAD_BWD_THREADS / slices;
+    const long long dw_blocks = (dw_outputs + per_block - 1) / per_block;
+    // with db_below, C inputs a block: 1 below 256 inputs (a block per
+    // column), up to 8 (a 32-byte sector of each dx row a block) from 1024;
+    // the bits do not depend on C
+    int cols = 1;
+    while (db_below && cols < HEAD_DXB_MAX_COLS && in >= 256 * cols) cols *= 2;
     const long long dx_blocks = !dx         ? 0
-                                : db_below ? ((long long)in + DXC_COLS - 1) / DXC_COLS
-                                           : ((long long)n * in + HEAD_THREADS - 1) / HEAD_THREADS;
-    if (dw_blocks + dx_blocks + 1 > INT32_MAX)
+                                : db_below ? ((long long)in + cols - 1) / cols
+                                           : ((long long)n + HEAD_DX_ROWS - 1) / HEAD_DX_ROWS *
+                                                 (((long long)in + HEAD_DX_COLS - 1) / HEAD_DX_COLS);
+    if (1 + dx_blocks + dw_blocks > INT32_MAX)
         return cnn_set_error(CNN_ERR_VALUE, "dense_loss_head: %d x %d inputs are too many", n, in);
-    head_backward_kernel<<<(unsigned)(dw_blocks + dx_blocks + 1), HEAD_THREADS, 0, st>>>(
-        h, (int)dw_blocks, (int)dx_blocks, x, w, dz, rows, dw, db, dx, db_below, sums);
+    head_backward_kernel<<<(unsigned)(1 + dx_blocks + dw_blocks), HEAD_BWD_THREADS, 0, st>>>(
+        h, slices, cols, (int)dx_blocks, x, w, dz, rows, dw, db, dx, db_below, sums);
     CNN_CUDA_LAUNCHED("dense_loss_head backward");
     return CNN_OK;
 }

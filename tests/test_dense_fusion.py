@@ -19,12 +19,13 @@ tolerance of the reference (the bias gradients especially: column sums of the
 activation's input gradient).
 
 Odd unit counts (1, 7, 65, 130: one, part of one, and several 32-column
-blocks of the fused backward; the head's blocks take 4 columns), batches of
-1, 7 and 33 rows (and 70: more than the head's 32-row passes and the fused
-softmax's 64 rows), dense layers with and without a bias, the activation
-inside the network and as its output, networks where the training head
-applies (LeNet-5's and CIFAR's tails) and where it does not (a last layer of
-more than 64 units, a binary crossentropy).
+blocks of the fused backward; the head's db_below blocks take 1 to 8
+columns), batches of 1, 7 and 33 rows (and 70: more than the fused
+softmax's 64 rows; 225 to 2048 through the head: more than its 224-row
+passes), dense layers with and without a bias, the activation inside the
+network and as its output, networks where the training head applies
+(LeNet-5's and CIFAR's tails) and where it does not (a last layer of more
+than 64 units, a binary crossentropy).
 """
 import numpy as np
 import pytest
@@ -155,14 +156,14 @@ def test_training_step_gradients_against_reference(engine, name, n):
         assert np.max(np.abs(a - b)) <= 1e-4 * scale + 1e-6, "gradient %d of %s" % (i, name)
 
 
-def train(device, name, fuse, n, monkeypatch):
+def train(device, name, fuse, n, monkeypatch, max_batch=70):
     """3 train_batch steps, the gradients, predict, and a user backward's
     input gradient (every layer's backward, no head) with the dense fusions
     `fuse`: "1" on, "dense0" CNNCUDA_FUSE_DENSE=0, "all0" CNNCUDA_FUSE=0."""
     monkeypatch.setenv("CNNCUDA_FUSE", "0" if fuse == "all0" else "1")
     monkeypatch.setenv("CNNCUDA_FUSE_DENSE", "0" if fuse == "dense0" else "1")
     shape, layers, loss = STEPS[name]
-    net = make_net(device, layers, shape, 70, loss, ADAM, seed=3)
+    net = make_net(device, layers, shape, max_batch, loss, ADAM, seed=3)
     rng = np.random.default_rng(0)
     x = rng.standard_normal((n,) + shape).astype(np.float32)
     y = targets(loss, n, out_units(layers), rng)
@@ -191,6 +192,23 @@ def test_gpu_dense_fusion_same_bits(monkeypatch, engine, kernel, name, n):
     assert len(fused) == len(dense_apart) == len(all_apart)
     for i, (a, b, c, d) in enumerate(zip(fused, again, dense_apart, all_apart)):
         assert a.tobytes() == b.tobytes(), "array %d differs between two fused runs" % i
+        assert a.tobytes() == c.tobytes(), "array %d differs fused and CNNCUDA_FUSE_DENSE=0" % i
+        assert a.tobytes() == d.tobytes(), "array %d differs fused and CNNCUDA_FUSE=0" % i
+
+
+@pytest.mark.parametrize("engine", CUDA)
+@pytest.mark.parametrize("name", ["cifar_tail", "dense_below_head", "lenet_tail",
+                                  "no_bias_below_head"])
+@pytest.mark.parametrize("n", [224, 225, 449, 1031, 2048])
+def test_gpu_head_db_below_same_bits_at_large_batches(monkeypatch, engine, name, n):
+    """The head's db_below at large batches (its 224-row passes: one whole,
+    one and a row, two and a row, several) is still the bits of the column
+    sums run apart, and its dx those of the ReLU's backward run apart: the
+    same arrays as test_gpu_dense_fusion_same_bits, on the default SGEMM."""
+    fused = train(engine, name, "1", n, monkeypatch, max_batch=n)
+    dense_apart = train(engine, name, "dense0", n, monkeypatch, max_batch=n)
+    all_apart = train(engine, name, "all0", n, monkeypatch, max_batch=n)
+    for i, (a, c, d) in enumerate(zip(fused, dense_apart, all_apart)):
         assert a.tobytes() == c.tobytes(), "array %d differs fused and CNNCUDA_FUSE_DENSE=0" % i
         assert a.tobytes() == d.tobytes(), "array %d differs fused and CNNCUDA_FUSE=0" % i
 

@@ -1,11 +1,12 @@
 """The cuda engine's dense_loss_head (cuda/dense_head.cu): in a training step
 the last Dense layer, a softmax after it and the crossentropy run as two
 kernels instead of six to eight. Its gradients must be the reference's
-(numpy engine) and, but for the order of the forward's sums, the unfused
-path's (CNNCUDA_FUSE_HEAD=0); its loss sums must be the same bits run to
-run (no float atomics). Also where it must not apply (a binary loss, too
-many units) and every entry to it: compute_gradients, train_batch,
-train_range recorded and not."""
+(numpy engine) and close to the unfused path's (CNNCUDA_FUSE_HEAD=0: the
+forward's sums, and the weight and bias gradients' over more than 32 rows,
+are ordered otherwise); its loss sums and gradients must be the same bits
+run to run (no float atomics), at batches up to 2048. Also where it must
+not apply (a binary loss, too many units) and every entry to it:
+compute_gradients, train_batch, train_range recorded and not."""
 import numpy as np
 import pytest
 
@@ -64,6 +65,28 @@ EDGE_HEADS = {
 }
 HEADS.update(EDGE_HEADS)
 
+# The backward kernel's paths at large batches (head_backward_kernel): dw and
+# db over S slices of the rows and a fixed tree (n > 32; up to 32 slices for
+# small layers, 8 for in k + k above 8192), dx in tiles of 32 rows by 64
+# inputs without db_below, with it blocks of C inputs over every row in
+# passes of 224 rows (C = 1 below 256 inputs, 2 from 256, 4 from 512, 8 from
+# 1024), the loss sums in chunks of 1024 rows. in and k at their edges
+# (in = 1, 64, 300, 600, 1352: a partial 64-input tile; k = 2, 10, 64), with
+# and without the ReLU before the head, db_below, db.
+LARGE_HEADS = {
+    "cifar_tail": ([dense(64), act("relu"), dense(10)], (23,), SPARSE_LOGITS),
+    "relu_no_db_below": ([dense(64, bias=False), act("relu"), dense(10)], (23,), SPARSE_LOGITS),
+    "dense_below": ([dense(64), dense(10), act("softmax")], (9,), CATEGORICAL_PROBS),
+    "in1_k64": ([dense(1), act("relu"), dense(64), act("softmax")], (3,), SPARSE_PROBS),
+    "in300_k2": ([dense(300), act("relu"), dense(2)], (4,), CATEGORICAL_LOGITS),
+    "in600_k64": ([dense(600), act("relu"), dense(64), act("softmax")], (4,), SPARSE_PROBS),
+    "in1352_db_below_no_db": ([dense(1352), act("relu"), dense(10, bias=False)], (5,),
+                              SPARSE_LOGITS),
+    "in1352_tanh": ([dense(1352), act("tanh"), dense(10), act("softmax")], (5,),
+                    CATEGORICAL_PROBS),
+}
+LARGE_BATCHES = [513, 1031, 2048]
+
 
 def labels_for(loss, n, k, rng):
     y = rng.integers(0, k, n)
@@ -74,7 +97,7 @@ def labels_for(loss, n, k, rng):
 
 def gradients(engine, name, batch, monkeypatch, fuse=True, seed=3):
     monkeypatch.setenv("CNNCUDA_FUSE_HEAD", "1" if fuse else "0")
-    layers, shape, loss = HEADS[name]
+    layers, shape, loss = HEADS[name] if name in HEADS else LARGE_HEADS[name]
     net = make_net(engine, layers, shape, max(batch, 1), loss, ADAM, seed=7)
     rng = np.random.default_rng(seed)
     k = layers[-1]["units"] if layers[-1]["kind"] == "dense" else layers[-2]["units"]
@@ -99,8 +122,9 @@ def test_head_gradients_match_the_reference(engine, name, batch, monkeypatch):
 @pytest.mark.parametrize("name", sorted(set(HEADS) - set(EDGE_HEADS)))
 @pytest.mark.parametrize("engine", CUDA)
 def test_head_matches_the_unfused_path(engine, name, monkeypatch):
-    """The backward pieces run the SGEMM's order of sums: given the same dz
-    they give its bits; only the forward's sums are ordered otherwise."""
+    """dx and db_below are summed in the unfused path's orders (from the same
+    dz the same bits); the forward's sums, and dw's and db's over 33 rows
+    (two slices), in other orders: within float32 rounding."""
     sums, fused = gradients(engine, name, 33, monkeypatch, fuse=True)
     sums0, apart = gradients(engine, name, 33, monkeypatch, fuse=False)
     np.testing.assert_allclose(sums, sums0, rtol=1e-6)
@@ -178,3 +202,33 @@ def test_train_batch_and_evaluate_through_the_head(engine, monkeypatch):
     np.testing.assert_allclose(e1, e0, rtol=1e-4)
     for a, b in zip(w1, w0):
         np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-5)
+
+
+@pytest.mark.parametrize("batch", LARGE_BATCHES)
+@pytest.mark.parametrize("name", sorted(LARGE_HEADS))
+@pytest.mark.parametrize("engine", CUDA)
+def test_large_batch_head_matches_the_reference(engine, name, batch, monkeypatch):
+    """Every gradient (the head's dw, db, the input gradient through the
+    layers below, db_below) within 1e-4 of its largest value of the float64
+    reference's, and the loss sums within 1e-5."""
+    sums, got = gradients(engine, name, batch, monkeypatch)
+    ref_sums, ref = gradients("numpy", name, batch, monkeypatch)
+    np.testing.assert_allclose(sums, ref_sums, rtol=1e-5, atol=1e-5)
+    assert len(got) == len(ref)
+    for i, (a, b) in enumerate(zip(got, ref)):
+        scale = max(float(np.max(np.abs(b))), 1e-6)
+        err = float(np.max(np.abs(a - b)))
+        assert err <= 1e-4 * scale + 1e-7, "gradient %d: %g against %g" % (i, err, scale)
+
+
+@pytest.mark.parametrize("batch", [1031, 2048])
+@pytest.mark.parametrize("name", sorted(LARGE_HEADS))
+@pytest.mark.parametrize("engine", CUDA)
+def test_large_batch_head_same_bits_run_to_run(engine, name, batch, monkeypatch):
+    """Fixed orders (no float atomics, slices a function of the shapes): two
+    fresh nets, the same loss sums and gradients bit for bit."""
+    sums1, g1 = gradients(engine, name, batch, monkeypatch)
+    sums2, g2 = gradients(engine, name, batch, monkeypatch)
+    assert sums1 == sums2
+    for i, (a, b) in enumerate(zip(g1, g2)):
+        assert a.tobytes() == b.tobytes(), "gradient %d" % i

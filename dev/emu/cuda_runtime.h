@@ -1,0 +1,86 @@
+// Host emulation of the CUDA features dense_head.cu uses: threads are fibers
+// (own stacks, switched with setjmp), __syncthreads a block barrier (checked: every live thread at
+// the same line), warp shuffles a two-phase warp barrier. Blocks run one
+// after another; within a phase the fibers run in a random order.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <cstddef>
+#include <cstring>
+#include <algorithm>
+#include <functional>
+
+struct uint3 { unsigned x, y, z; };
+struct dim3 {
+    unsigned x, y, z;
+    dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
+};
+struct alignas(16) float4 { float x, y, z, w; };
+struct alignas(8) float2 { float x, y; };
+
+typedef int cudaError_t;
+typedef void *cudaStream_t;
+typedef void *cudaEvent_t;
+enum { cudaSuccess = 0, cudaErrorMemoryAllocation = 2 };
+static inline const char *cudaGetErrorString(cudaError_t) { return "emu error"; }
+static inline const char *cudaGetErrorName(cudaError_t) { return "emuError"; }
+static inline cudaError_t cudaGetLastError() { return cudaSuccess; }
+static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t bytes, cudaStream_t)
+{
+    memset(p, v, bytes);
+    return cudaSuccess;
+}
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __shared__ static
+#define __align__(n) alignas(n)
+
+namespace emu {
+struct fiber_state;
+extern fiber_state *cur;
+extern uint3 bid;
+extern dim3 bdim, gdim;
+const uint3 &tid_of(fiber_state *f);
+void sync_block(int line);
+void sync_warp(int line);
+void *slot(); // this fiber's exchange slot (8 bytes)
+void *partner_slot(int lane);
+int lane();
+float *block_smem(size_t floats); // per block, NaN-filled at the block's start
+void run_grid(dim3 g, dim3 b, std::function<void()> body);
+}
+#define threadIdx (emu::tid_of(emu::cur))
+#define blockIdx (emu::bid)
+#define blockDim (emu::bdim)
+#define gridDim (emu::gdim)
+#define __syncthreads() emu::sync_block(__LINE__)
+#define __syncwarp(...) emu::sync_warp(__LINE__)
+
+template <typename T> static inline T emu_shfl_xor(T v, int o, int line)
+{
+    memcpy(emu::slot(), &v, sizeof(T));
+    emu::sync_warp(line);
+    T r;
+    memcpy(&r, emu::partner_slot(emu::lane() ^ o), sizeof(T));
+    emu::sync_warp(line);
+    return r;
+}
+#define __shfl_xor_sync(mask, v, o) emu_shfl_xor((v), (o), __LINE__)
+
+static inline int min(int a, int b) { return a < b ? a : b; }
+static inline int max(int a, int b) { return a > b ? a : b; }
+static inline long long min(long long a, long long b) { return a < b ? a : b; }
+static inline long long max(long long a, long long b) { return a > b ? a : b; }
+static inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
+static inline unsigned atomicAdd(unsigned *p, unsigned v) { unsigned o = *p; *p += v; return o; }
+static inline void __threadfence() {}
+
+#define EMU_LAUNCH(kernel, g, b, ...) emu::run_grid(dim3(g), dim3(b), [&]() { kernel(__VA_ARGS__); })
+static inline float __fmul_rn(float a, float b) { volatile float r = a * b; return r; }
+static inline float __fadd_rn(float a, float b) { volatile float r = a + b; return r; }
+static inline float __fsub_rn(float a, float b) { volatile float r = a - b; return r; }
+static inline float __fdiv_rn(float a, float b) { volatile float r = a / b; return r; }
