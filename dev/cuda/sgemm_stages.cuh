@@ -367,10 +367,11 @@ inline bool sgemm_v8(const Gemm &g, cnn_ctx *ctx)
 // product (CNNCUDA_SGEMM=wide) of a Net with precision "tf32"
 // (ctx->allow_tf32), sgemm_wide<BM, TA, TB, true> of
 // cuda/gemm_wide_kernels.cuh: the same BM x 128 tiles, cp.async pipeline,
-// split-K and epilogue, the multiply as mma.sync.m16n8k8 tf32 (BM / 32 x 2
-// warps of 32 x 64 outputs, each a 2 x 8 grid of 16 x 8 mma tiles), every
-// operand rounded to TF32 (cvt.rna: 10 bits of mantissa) as it leaves shared
-// memory, sums in fp32. Compute capability 8.0 or later only (sgemm.cu skips
+// split-K and epilogue, the multiply as mma.sync.m16n8k8 tf32 (the warps'
+// layout is the header's: at this writing BM / 32 x 4 warps of 32 x 32
+// outputs, each a 2 x 4 grid of 16 x 8 mma tiles), every operand rounded to
+// TF32 (cvt.rna: 10 bits of mantissa) as it leaves shared memory, sums in
+// fp32. Compute capability 8.0 or later only (sgemm.cu skips
 // it on older GPUs, where the engine would multiply in fp32).
 inline bool sgemm_v9(const Gemm &g, cnn_ctx *ctx)
 {
