@@ -2,9 +2,11 @@
 
 Where nvcc is found: one program compiles without a warning (a few seconds),
 and all of them build and link against the engine (``slow``: about 40 s on
-two cores). On a GPU machine (``gpu``): run_all.sh runs every version of
-every program, each checked against its CPU reference, and writes the JSON
-list the kernel-stages notebook reads.
+two cores). Where a C++ compiler is found: sgemm's checks, run on emulated
+kernels (sgemm_checks.cpp), pass the right ones and fail the wrong ones. On a
+GPU machine (``gpu``): run_all.sh runs every version of every program, each
+checked against its CPU reference, and writes the JSON list the
+kernel-stages notebook reads.
 """
 import json
 import os
@@ -18,8 +20,11 @@ DEV = os.path.join(ROOT, "dev", "cuda")
 PROGRAMS = ("sgemm", "conv2d_forward", "maxpool_forward", "conv2d_backward_filter",
             "conv2d_backward_data_pool")
 # versions per program; the last one is the engine's own code
-VERSIONS = {"sgemm": 8, "conv2d_forward": 6, "maxpool_forward": 2, "conv2d_backward_filter": 5,
+VERSIONS = {"sgemm": 10, "conv2d_forward": 6, "maxpool_forward": 2, "conv2d_backward_filter": 5,
             "conv2d_backward_data_pool": 3}
+# versions that need TF32 tensor cores (compute capability 8.0): skipped, not
+# failed, on an older GPU
+TENSOR_CORE_VERSIONS = {"sgemm": (9, 10)}
 
 
 def find_nvcc():
@@ -71,13 +76,49 @@ def test_all_programs_build_and_refuse_bad_arguments(tmp_path):
         assert r.returncode == 2 and "usage" in r.stderr, (program, r.stdout, r.stderr)
 
 
-def gpu_visible():
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("make") is None or
+                    (shutil.which("g++") is None and shutil.which("c++") is None),
+                    reason="needs make and a C++ compiler")
+def test_sgemm_checks_pass_right_kernels_and_fail_wrong_ones(tmp_path):
+    """sgemm_checks.cpp: emulated float32 and TF32 kernels through sgemm's own
+    checks (sgemm_reference.cuh) at its batch-32 and odd shapes; each passes
+    as its own precision and fails as the other, and each mutation of the
+    TF32 kernel fails (about 20 s on two cores)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD",)}
+    if shutil.which("g++") is None:
+        env["CXX"] = "c++"
+    r = subprocess.run(["make", "-C", DEV, "BUILD=" + str(tmp_path), "sgemm_checks"],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert_built_cleanly(r)
+    r = subprocess.run([str(tmp_path / "sgemm_checks")], capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[-1] == "sgemm_checks: every expectation held", r.stdout
+    verdicts = {line[5:]: line[:4].strip() for line in lines if line[:4] in ("ok  ", "FAIL", "info")}
+    # round_tf32 against hand-worked values, 9 variants as expected, 1 reported
+    assert len(verdicts) == 11 and list(verdicts.values()).count("ok") == 10, r.stdout
+    assert verdicts["round_tf32 on 9 values worked out by hand"] == "ok", r.stdout
+    # the right TF32 kernel: every check passed, its error TF32's operand rounding
+    i = lines.index("ok   tf32 (cvt.rna operands, mma k steps of 8), checked as TF32")
+    assert lines[i + 1].strip().startswith("failed: 0 of 58 integer, 0 of 58 uniform"), lines[i + 1]
+
+
+def compute_capability():
+    """The first GPU's compute capability as a float (8.0, 9.0), or None."""
     smi = shutil.which("nvidia-smi")
     if not smi:
-        return False
+        return None
     r = subprocess.run([smi, "--query-gpu=compute_cap", "--format=csv,noheader"],
                        capture_output=True, text=True)
-    return r.returncode == 0 and r.stdout.strip() != ""
+    if r.returncode != 0 or not r.stdout.strip():
+        return None
+    return float(r.stdout.split()[0])
+
+
+def gpu_visible():
+    return compute_capability() is not None
 
 
 @pytest.mark.gpu
@@ -95,11 +136,24 @@ def test_run_all_checks_every_version_and_writes_the_json(tmp_path):
         assert {"op", "version", "name", "shape", "ms", "max_err", "ok"} <= set(row), row
         assert row["ok"] is True, row
         assert row["ms"] > 0, row
+    log = (tmp_path / "stages.log").read_text()
+    tensor_cores = compute_capability() >= 8.0
     for program, count in VERSIONS.items():
+        expected = [v for v in range(1, count + 1)
+                    if tensor_cores or v not in TENSOR_CORE_VERSIONS.get(program, ())]
+        for v in TENSOR_CORE_VERSIONS.get(program, ()):
+            assert ("%s v%d:" % (program, v)) in log
+            assert (("SKIPPED: needs TF32 tensor cores" in log) != tensor_cores), v
         totals = [r for r in rows if r["op"] == program and r["shape"] == "total"]
-        assert [r["version"] for r in totals] == list(range(1, count + 1)), program
+        assert [r["version"] for r in totals] == expected, program
         assert totals[-1]["name"].startswith("engine"), totals[-1]
         # every version timed at the same seed shapes
         shapes = {v: sorted(r["shape"] for r in rows if r["op"] == program and r["version"] == v)
-                  for v in range(1, count + 1)}
+                  for v in expected}
         assert len({tuple(s) for s in shapes.values()}) == 1, shapes
+    # sgemm: conv2's three products at batch 512 too, and a total of their own
+    sgemm_shapes = {r["shape"] for r in rows if r["op"] == "sgemm"}
+    assert "total batch 512" in sgemm_shapes
+    assert sum(s.startswith("b512 conv2 ") for s in sgemm_shapes) == 3, sgemm_shapes
+    if tensor_cores:  # the TF32 versions' errors were TF32's, the others' float32's
+        assert log.count("TF32 products, ") == 2, "v9 and v10 should each report TF32 products"

@@ -1,7 +1,8 @@
 // common.cuh: what the kernel-development programs of dev/cuda share: error
-// checks, device buffers, seeded random inputs, the comparison with a CPU
-// reference, CUDA-event timing, the engine's context, and the report (a line
-// per measurement on stdout, a JSON row per measurement with --jsonl).
+// checks, device buffers, seeded random inputs and the comparison with a CPU
+// reference (checks.cuh, host only), CUDA-event timing, the engine's context,
+// and the report (a line per measurement on stdout, a JSON row per
+// measurement with --jsonl).
 //
 // These are stand-alone test programs: on a CUDA error they print it and
 // exit, which the engine itself never does.
@@ -16,10 +17,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "checks.cuh"      // random inputs, Errors, compare, passes
 #include "cuda_common.cuh" // the engine's context (cnn_cuda_impl), cnn_stream
 #include "cuda_ops.h"      // the engine's entries and its table, cnn_backend_cuda
 
@@ -34,39 +37,6 @@
     } while (0)
 
 namespace dev {
-
-// ---------------------------------------------------------------- inputs
-
-// splitmix64: a small seeded generator, the same inputs on every machine.
-struct Rng {
-    uint64_t s;
-    explicit Rng(uint64_t seed) : s(seed) {}
-    uint64_t next()
-    {
-        uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        return z ^ (z >> 31);
-    }
-    float uniform() { return (float)((next() >> 40) * (2.0 / 16777216.0) - 1.0); } // [-1, 1)
-    int integer(int lo, int hi) { return lo + (int)(next() % (uint64_t)(hi - lo + 1)); }
-};
-
-// Two kinds of random input. INTEGER: small integers, so that every sum the
-// kernels form is an integer below 2^24 and float32 computes it exactly in
-// any order: the result must equal the reference bit for bit, and a single
-// missing or repeated term shows. UNIFORM: floats in [-1, 1), checked to a
-// tolerance relative to the sum of the absolute values of the terms.
-enum class Fill { INTEGER, UNIFORM };
-
-inline std::vector<float> random_vector(size_t n, Fill fill, uint64_t seed, int int_range = 3)
-{
-    Rng rng(seed);
-    std::vector<float> v(n);
-    for (auto &x : v)
-        x = fill == Fill::INTEGER ? (float)rng.integer(-int_range, int_range) : rng.uniform();
-    return v;
-}
 
 // ---------------------------------------------------------------- device memory
 
@@ -152,44 +122,6 @@ inline std::string device_name()
     snprintf(buf, sizeof buf, "%s (sm_%d%d, %d SMs)", prop.name, prop.major, prop.minor,
              prop.multiProcessorCount);
     return buf;
-}
-
-// ---------------------------------------------------------------- checks
-
-// The largest errors of out against ref: abs = |out - ref|, rel = abs over
-// scale (the sum of the absolute values of the terms that make each output,
-// which bounds float32's rounding error by (terms) * 6e-8; seen: below
-// 3e-7).
-struct Errors {
-    double abs = 0.0, rel = 0.0;
-    size_t bad_at = SIZE_MAX; // first element that is not finite (or the run failed), or SIZE_MAX
-    size_t mismatches = 0;    // integer outputs (max pooling's argmax) that differ
-};
-
-inline Errors compare(const std::vector<float> &out, const std::vector<double> &ref,
-                      const std::vector<double> &scale)
-{
-    Errors e;
-    for (size_t i = 0; i < ref.size(); ++i) {
-        const double o = out[i];
-        if (!std::isfinite(o)) {
-            if (e.bad_at == SIZE_MAX) e.bad_at = i;
-            continue;
-        }
-        const double d = std::fabs(o - ref[i]);
-        e.abs = std::max(e.abs, d);
-        e.rel = std::max(e.rel, d / std::max(scale[i], 1e-30));
-    }
-    return e;
-}
-
-// The stated tolerances: integer inputs exactly, uniform inputs to REL_TOL.
-constexpr double REL_TOL = 1e-5;
-
-inline bool passes(Fill fill, const Errors &e)
-{
-    if (e.bad_at != SIZE_MAX || e.mismatches) return false;
-    return fill == Fill::INTEGER ? e.abs == 0.0 : e.rel <= REL_TOL;
 }
 
 // ---------------------------------------------------------------- timing
@@ -278,7 +210,9 @@ inline std::string json_number(double x, const char *fmt)
 }
 
 // One measurement: a version of an op at one shape ("total": the sum of the
-// seed network's shapes, with ok and max_err over every check of the version).
+// seed network's shapes, with ok and max_err over every check of the version;
+// a program with large shapes also has a row of their sum, `large` set, under
+// a shape name of its own, Cases::large_total).
 struct Row {
     const char *op;
     int version;
@@ -286,13 +220,15 @@ struct Row {
     double ms; // negative: not measured
     double max_err;
     bool ok;
+    bool large = false;
 };
 
 struct Report {
     const char *op;
     FILE *jsonl = nullptr;
     std::string device;
-    std::vector<Row> totals;
+    std::vector<Row> totals, large_totals;
+    std::vector<std::string> skipped; // "v: why", versions not run on this GPU
     bool all_ok = true;
 
     Report(const char *op_name, const Options &opt) : op(op_name), device(device_name())
@@ -316,6 +252,7 @@ struct Report {
     {
         const bool total = r.shape == "total";
         if (total) totals.push_back(r);
+        if (r.large) large_totals.push_back(r);
         printf("  %10s ms  max_err %.2e  %-4s  %s\n", json_number(r.ms >= 0 ? r.ms : NAN, "%.4f").c_str(),
                r.max_err, r.ok ? "ok" : "FAIL", total ? "total over the seed shapes" : r.shape.c_str());
         all_ok = all_ok && r.ok;
@@ -335,16 +272,31 @@ struct Report {
     void check_line(const std::string &what, Fill fill, const Errors &e)
     {
         if (passes(fill, e)) return;
-        if (e.bad_at != SIZE_MAX)
+        const char *inputs = fill == Fill::INTEGER ? "integer" : "uniform";
+        if (e.bad_at != SIZE_MAX) {
             printf("  CHECK FAILED %s (%s inputs): no run, or a non-finite output at element %zu\n",
-                   what.c_str(), fill == Fill::INTEGER ? "integer" : "uniform", e.bad_at);
-        else if (e.mismatches)
+                   what.c_str(), inputs, e.bad_at);
+            return;
+        }
+        if (e.mismatches)
             printf("  CHECK FAILED %s (%s inputs): %zu integer outputs (argmax) differ\n",
-                   what.c_str(), fill == Fill::INTEGER ? "integer" : "uniform", e.mismatches);
-        else
+                   what.c_str(), inputs, e.mismatches);
+        if (!e.failure.empty())
+            printf("  CHECK FAILED %s (%s inputs): %s\n", what.c_str(), inputs, e.failure.c_str());
+        if (fill == Fill::INTEGER ? e.abs != 0.0 : e.rel > e.tol) {
+            char tol[96] = "exact";
+            if (fill == Fill::UNIFORM)
+                snprintf(tol, sizeof tol, "%.3g relative to the sum of |terms|", e.tol);
             printf("  CHECK FAILED %s (%s inputs): max abs err %.3e, max rel err %.3e (tolerance: %s)\n",
-                   what.c_str(), fill == Fill::INTEGER ? "integer" : "uniform", e.abs, e.rel,
-                   fill == Fill::INTEGER ? "exact" : "1e-5 relative to the sum of |terms|");
+                   what.c_str(), inputs, e.abs, e.rel, tol);
+        }
+    }
+
+    // A version that this GPU cannot run: said, and not counted as a failure.
+    void skip(int v, const std::string &name, const std::string &why)
+    {
+        printf("\n%s v%d: %s\n  SKIPPED: %s\n", op, v, name.c_str(), why.c_str());
+        skipped.push_back(std::to_string(v) + " " + name + ": " + why);
     }
 
     // The summary: each version's total and its speedup over the one before
@@ -364,6 +316,23 @@ struct Report {
                    json_number(r.ms >= 0 ? r.ms : NAN, "%.4f").c_str(), prev.c_str(), first.c_str(),
                    r.ok ? "ok" : "FAIL");
         }
+        if (!large_totals.empty()) { // a second table: not part of the totals above
+            printf("  %s (not in the totals above):\n", large_totals[0].shape.c_str());
+            printf("  %-3s %-66s %10s %8s %8s %s\n", "v", "name", "ms", "vs prev", "vs v1", "check");
+            for (size_t i = 0; i < large_totals.size(); ++i) {
+                const Row &r = large_totals[i];
+                const Row &p = large_totals[i > 0 ? i - 1 : 0], &f = large_totals[0];
+                std::string prev = "", first = "";
+                if (i > 0 && r.ms > 0 && p.ms > 0 && p.version == r.version - 1)
+                    prev = json_number(p.ms / r.ms, "%.2fx");
+                if (i > 0 && r.ms > 0 && f.ms > 0 && f.version == 1)
+                    first = json_number(f.ms / r.ms, "%.2fx");
+                printf("  %-3d %-66.66s %10s %8s %8s %s\n", r.version, r.name.c_str(),
+                       json_number(r.ms >= 0 ? r.ms : NAN, "%.4f").c_str(), prev.c_str(),
+                       first.c_str(), r.ok ? "ok" : "FAIL");
+            }
+        }
+        for (const std::string &s : skipped) printf("  skipped: v%s\n", s.c_str());
         printf("%s: %s\n", op, all_ok ? "all checks passed" : "CHECKS FAILED");
         return all_ok ? 0 : 1;
     }
@@ -371,46 +340,76 @@ struct Report {
 
 // ---------------------------------------------------------------- the driver
 
-// The cases of a program: for each seed shape and each odd shape, a case
-// with INTEGER inputs followed by one with UNIFORM inputs (Case has .fill).
+// The cases of a program: for each seed shape, each large shape and each odd
+// shape, a case with INTEGER inputs followed by one with UNIFORM inputs (Case
+// has .fill). Large shapes (optional) are checked and timed like the seed
+// shapes, but summed into a total of their own (large_total, the row's shape
+// name), not into "total".
 template <class Case>
 struct Cases {
-    std::vector<std::unique_ptr<Case>> seed, odd;
+    std::vector<std::unique_ptr<Case>> seed, large, odd;
+    std::string large_total = "total over the large shapes";
 };
 
 // For each selected version: checks it at every seed shape (both inputs),
-// times it there (uniform inputs), checks it at every odd shape, and reports
-// a row per seed shape and a total row. check(v, case) -> Errors and
+// times it there (uniform inputs), the same at every large shape, checks it
+// at every odd shape, and reports a row per seed and large shape, a total row
+// and, with large shapes, a row of their total. check(v, case) -> Errors and
 // time(v, case) -> ms (negative: failed) take the version's index from 0.
-// Returns the exit status.
+// skip[v] (optional): why version v cannot run on this GPU ("" : it can); a
+// skipped version is said so, has no rows, and does not fail the program.
+// after(v) (optional) runs after each version's checks (a program's own
+// summary lines). Returns the exit status.
 template <class Case, class Check, class Time, class Describe>
 int run_versions(Report &rep, const Options &opt, const std::vector<std::string> &names,
-                 Cases<Case> &cases, Check check, Time time, Describe describe)
+                 Cases<Case> &cases, Check check, Time time, Describe describe,
+                 const std::vector<std::string> &skip = {},
+                 const std::function<void(size_t)> &after = {})
 {
     for (size_t vi = 0; vi < names.size(); ++vi) {
         const int version = (int)vi + 1;
         if (opt.version && opt.version != version) continue;
         const std::string &name = names[vi];
+        if (vi < skip.size() && !skip[vi].empty()) {
+            rep.skip(version, name, skip[vi]);
+            continue;
+        }
         rep.version_header(version, name);
         double total_ms = 0.0, total_err = 0.0;
         bool total_ok = true;
-        for (size_t ci = 0; ci + 1 < cases.seed.size(); ci += 2) {
-            bool ok = true;
-            double err = 0.0;
-            for (size_t f = 0; f < 2; ++f) {
-                Case &c = *cases.seed[ci + f];
-                const Errors e = check(vi, c);
-                rep.check_line(describe(c), c.fill, e);
-                ok = ok && passes(c.fill, e);
-                if (c.fill == Fill::UNIFORM) err = e.bad_at == SIZE_MAX ? e.rel : NAN;
+        // the seed shapes (into the total), then the large ones (a total of their own)
+        double large_ms = 0.0, large_err = 0.0;
+        bool large_ok = true;
+        for (int group = 0; group < 2; ++group) {
+            auto &list = group == 0 ? cases.seed : cases.large;
+            double &sum_ms = group == 0 ? total_ms : large_ms;
+            double &sum_err = group == 0 ? total_err : large_err;
+            bool &sum_ok = group == 0 ? total_ok : large_ok;
+            for (size_t ci = 0; ci + 1 < list.size(); ci += 2) {
+                bool ok = true;
+                double err = 0.0;
+                for (size_t f = 0; f < 2; ++f) {
+                    Case &c = *list[ci + f];
+                    const Errors e = check(vi, c);
+                    rep.check_line(describe(c), c.fill, e);
+                    ok = ok && passes(c.fill, e);
+                    if (c.fill == Fill::UNIFORM) err = e.bad_at == SIZE_MAX ? e.rel : NAN;
+                }
+                Case &timed = *list[ci + 1]; // uniform inputs
+                const double ms = time(vi, timed);
+                ok = ok && ms >= 0;
+                rep.row({rep.op, version, name, describe(timed), ms, err, ok});
+                sum_ms += ms;
+                sum_err = std::isfinite(err) && std::isfinite(sum_err) ? std::max(sum_err, err) : NAN;
+                sum_ok = sum_ok && ok;
             }
-            Case &timed = *cases.seed[ci + 1]; // uniform inputs
-            const double ms = time(vi, timed);
-            ok = ok && ms >= 0;
-            rep.row({rep.op, version, name, describe(timed), ms, err, ok});
-            total_ms += ms;
-            total_err = std::isfinite(err) && std::isfinite(total_err) ? std::max(total_err, err) : NAN;
-            total_ok = total_ok && ok;
+        }
+        if (!cases.large.empty()) {
+            rep.row({rep.op, version, name, cases.large_total, large_ok ? large_ms : -1.0, large_err,
+                     large_ok, true});
+            total_ok = total_ok && large_ok;
+            total_err = std::isfinite(total_err) && std::isfinite(large_err)
+                            ? std::max(total_err, large_err) : NAN;
         }
         int odd_failed = 0;
         for (auto &cp : cases.odd) {
@@ -421,6 +420,7 @@ int run_versions(Report &rep, const Options &opt, const std::vector<std::string>
                 total_err = e.bad_at == SIZE_MAX ? std::max(total_err, e.rel) : NAN;
         }
         printf("  odd sizes: %zu checks, %d failed\n", cases.odd.size(), odd_failed);
+        if (after) after(vi);
         total_ok = total_ok && odd_failed == 0;
         rep.row({rep.op, version, name, "total", total_ok ? total_ms : -1.0, total_err, total_ok});
     }

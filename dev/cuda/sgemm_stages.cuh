@@ -4,7 +4,9 @@
 // register prefetch, without split-K, version 5 the engine's cnn_cuda_sgemm
 // under CNNCUDA_SGEMM=tile64 (its tile kernel now, cuda/gemm_kernels.cuh,
 // with split-K), version 6 its wide kernel on every product
-// (CNNCUDA_SGEMM=wide), version 7 the engine's default.
+// (CNNCUDA_SGEMM=wide), version 7 the engine's `auto` with the scalar tile,
+// version 8 its default; versions 9 and 10 are 6 and 8 with the Net's
+// precision "tf32" (the wide kernel on TF32 tensor cores).
 //
 // Every stage computes, like the engine, C (m, n) = alpha op(A) op(B) + beta C,
 // row-major; op(A) is (m, k), op(B) is (k, n); ta means A is stored (k, m), tb
@@ -279,18 +281,37 @@ inline bool sgemm_v4(const Gemm &g, cudaStream_t st)
 }
 
 // The engine's SGEMM with its kernel choice set as CNNCUDA_SGEMM and its
-// small-product tile as CNNCUDA_SGEMM_TILE would set them.
-inline cnn_status engine_sgemm(const Gemm &g, cnn_ctx *ctx, int kernel, int tile)
+// small-product tile as CNNCUDA_SGEMM_TILE would set them, and the context's
+// allow_tf32 as a Net of precision "tf32" (true) or "float32" sets it.
+inline cnn_status engine_sgemm(const Gemm &g, cnn_ctx *ctx, int kernel, int tile, bool tf32 = false)
 {
     cnn_cuda_impl *impl = (cnn_cuda_impl *)ctx->impl;
-    const int saved = impl->sgemm_kernel, saved_tile = impl->sgemm_tile;
+    const int saved = impl->sgemm_kernel, saved_tile = impl->sgemm_tile, saved_tf32 = ctx->allow_tf32;
     impl->sgemm_kernel = kernel;
     impl->sgemm_tile = tile;
+    ctx->allow_tf32 = tf32;
     const cnn_status s = cnn_cuda_sgemm(ctx, g.ta, g.tb, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b,
                                         g.ldb, g.beta, g.c, g.ldc);
     impl->sgemm_kernel = saved;
     impl->sgemm_tile = saved_tile;
+    ctx->allow_tf32 = saved_tf32;
     return s;
+}
+
+// Whether the engine, with its kernel choice set as CNNCUDA_SGEMM would set
+// it and the Net's precision "tf32", multiplies an m x n x k product on TF32
+// tensor cores (its own rule: the wide kernel, on a GPU of compute
+// capability 8.0 or later).
+inline bool engine_sgemm_on_tf32(cnn_ctx *ctx, int kernel, int m, int n, int k)
+{
+    cnn_cuda_impl *impl = (cnn_cuda_impl *)ctx->impl;
+    const int saved = impl->sgemm_kernel, saved_tf32 = ctx->allow_tf32;
+    impl->sgemm_kernel = kernel;
+    ctx->allow_tf32 = 1;
+    const bool on = cnn_cuda_sgemm_tf32(ctx) && cnn_cuda_sgemm_wide_fits(ctx, m, n, k);
+    impl->sgemm_kernel = saved;
+    ctx->allow_tf32 = saved_tf32;
+    return on;
 }
 
 // ---- version 5: the engine's cnn_cuda_sgemm under CNNCUDA_SGEMM=tile64 and
@@ -340,6 +361,33 @@ inline bool sgemm_v8(const Gemm &g, cnn_ctx *ctx)
 {
     return dev::engine_ok(engine_sgemm(g, ctx, CNN_SGEMM_AUTO, CNN_TILE_SHAPED),
                           "sgemm v8 (cnn_cuda_sgemm, auto, shaped tiles)");
+}
+
+// ---- version 9: version 6 on TF32 tensor cores: the wide kernel on every
+// product (CNNCUDA_SGEMM=wide) of a Net with precision "tf32"
+// (ctx->allow_tf32), sgemm_wide<BM, TA, TB, true> of
+// cuda/gemm_wide_kernels.cuh: the same BM x 128 tiles, cp.async pipeline,
+// split-K and epilogue, the multiply as mma.sync.m16n8k8 tf32 (the warps'
+// layout is the header's: at this writing BM / 32 x 4 warps of 32 x 32
+// outputs, each a 2 x 4 grid of 16 x 8 mma tiles), every operand rounded to
+// TF32 (cvt.rna: 10 bits of mantissa) as it leaves shared memory, sums in
+// fp32. Compute capability 8.0 or later only (sgemm.cu skips
+// it on older GPUs, where the engine would multiply in fp32).
+inline bool sgemm_v9(const Gemm &g, cnn_ctx *ctx)
+{
+    return dev::engine_ok(engine_sgemm(g, ctx, CNN_SGEMM_WIDE, CNN_TILE_SHAPED, true),
+                          "sgemm v9 (cnn_cuda_sgemm, wide, tf32)");
+}
+
+// ---- version 10: the engine as a Net with precision "tf32" runs it
+// (CNNCUDA_SGEMM=auto, CNNCUDA_SGEMM_TILE=shaped, ctx->allow_tf32): products
+// of at least 2^27 multiply-adds on version 9's kernel, the others on version
+// 8's fp32 tiles. At the batch-32 shapes every product is below (version 8's
+// kernels and bits); the batch-512 products are above (version 9's).
+inline bool sgemm_v10(const Gemm &g, cnn_ctx *ctx)
+{
+    return dev::engine_ok(engine_sgemm(g, ctx, CNN_SGEMM_AUTO, CNN_TILE_SHAPED, true),
+                          "sgemm v10 (cnn_cuda_sgemm, auto, shaped tiles, tf32)");
 }
 
 } // namespace stages
