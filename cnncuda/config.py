@@ -28,7 +28,9 @@ lets the networks that models build from then on, on a GPU engine (``cuda``,
 cnncuda.engine.make_net: inputs rounded to a 10-bit mantissa, about 3
 decimal digits per product, sums in float32); a model's network built
 before the change is rebuilt, weights and optimizer state carried over, at
-its next fit, evaluate or predict. ``tensor_float_32_execution_enabled()``
+its next fit, evaluate or predict (a network of replicas under a
+distribution strategy at its next fit: inference makes no collective
+call). ``tensor_float_32_execution_enabled()``
 says whether it is on. Unlike TensorFlow, which turns TF32 on by default on
 Ampere and later GPUs, cnncuda computes in strict float32 until the user
 opts in (False by default). The CPU engines ignore the setting, as
@@ -46,6 +48,7 @@ import numpy as np
 from . import _C, devices, get_num_threads
 from ._C import EngineUnavailableError
 from .checks import nonnegative_int
+from .engine import TF32_ENGINES
 
 __all__ = ["device", "resolve_device", "engine_for", "current_device_scope", "list_physical_devices",
            "PhysicalDevice", "experimental", "threading", "enable_tensor_float_32_execution",
@@ -260,7 +263,7 @@ def precision_for(engine):
     'omp:4', ...) is built with now: 'tf32' on a GPU engine while TF32 is
     enabled, else 'float32'."""
     base = engine.partition(":")[0] if isinstance(engine, str) else None
-    return "tf32" if _settings["tf32"] and base in GPU_ENGINES else "float32"
+    return "tf32" if _settings["tf32"] and base in TF32_ENGINES else "float32"
 
 
 experimental = types.SimpleNamespace(

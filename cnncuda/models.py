@@ -269,11 +269,14 @@ class Sequential:
         or 'train' (with batches of `batch_size`), built or rebuilt as needed
         with the current weights. The old network stays if building fails, and
         stays the model's network when inference runs on another engine after
-        training began (the new one is then a copy for that call).
+        training began (the new one is then a copy for that call); on the same
+        engine in another precision (cnncuda.config's TF32 switch) the new one
+        replaces it, optimizer state carried.
 
         Under a distribution strategy, training builds the strategy's group
         of replicas (batch_size is then the whole batch of all of them), and
-        inference runs on the group's first local replica once it exists:
+        inference runs on the group's first local replica once it exists, in
+        the group's precision (a TF32 switch takes effect at the next fit):
         only fit makes a collective call, so a script may evaluate or predict
         on one rank alone."""
         self._require_built()
@@ -287,6 +290,10 @@ class Sequential:
         if group:
             device = strategy.key
             precision = config.precision_for(strategy.engine)
+            if purpose != "train" and net is not None:
+                # inference makes no collective call: a group keeps its
+                # precision until the next fit rebuilds it
+                precision = self._net_precision
         else:
             precision = config.precision_for(device)
         fits = net is not None and (purpose == "weights" or (self._net_device == device and
@@ -319,8 +326,12 @@ class Sequential:
             count = min(len(self._carried), len(weights))
             new.set_weights(list(self._carried[:count]) + weights[count:])
         current = self._current_net() is not None
-        if current and net.steps > 0 and purpose in ("predict", "evaluate"):
+        if (current and net.steps > 0 and purpose in ("predict", "evaluate")
+                and device != self._net_device):
             return new      # inference elsewhere: a copy, so the optimizer state stays put
+        # (on the same engine in another precision, the new network takes
+        # the old one's place, optimizer state and all, so that the next
+        # inference does not build it again)
         if compiled:
             state = net.get_optimizer_state() if current else self._carried_state
             if state is not None:

@@ -141,8 +141,8 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
 {
     cnn_kernel_begin();
     constexpr int T = wide_threads(BM, TF32), S = wide_stages(BM);
-    constexpr int EA = BM * WBK / T;      // 8
-    constexpr int EB = WBN * WBK / T;     // 32, 16 or 8
+    constexpr int EA = BM * WBK / T;      // 8 (TF32: 4)
+    constexpr int EB = WBN * WBK / T;     // 32, 16 or 8 (TF32: 16, 8 or 4)
     constexpr int NJ = T >= WBN ? 1 : WBN / T; // distinct columns of B (not transposed) per thread
     constexpr int PAD = TF32 ? 8 : 4;
     __shared__ __align__(16) float as[S][WBK][BM + PAD];  // as[kk][i] = op(A)(row0 + i, k0 + kk)
@@ -156,7 +156,7 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
     // Each thread copies EA elements of A's tile and EB of B's per step, in
     // the stored layout's order (a warp reads consecutive addresses).
     // A (m, k): column kk = tid % 16, rows tid / 16 + q * T / 16; A (k, m):
-    // row i = tid % BM, columns tid / BM + 2q. B (k, n): columns
+    // row i = tid % BM, columns tid / BM + q * T / BM (2q; TF32: 4q). B (k, n): columns
     // (tid + q * T) % 128, rows (tid + q * T) / 128; B (n, k): column
     // kk = tid % 16, rows tid / 16 + q * T / 16.
     // A batched (ap = P): column gk of op(A) is image gk / P, pixel gk % P,

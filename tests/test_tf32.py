@@ -170,10 +170,14 @@ def test_a_change_of_setting_rebuilds_and_carries_the_state(cpu_as_tf32):
     assert calls[-1] == ("cpu", "float32")
     config.enable_tensor_float_32_execution(True)
     first = model._net
-    model.predict(small_data()[0][:4], verbose=0)   # after training began: a copy
-    assert calls[-1] == ("cpu", "tf32") and model._net is first
-    fit(model)
+    model.predict(small_data()[0][:4], verbose=0)   # rebuilt in place, state carried
     assert calls[-1] == ("cpu", "tf32") and model._net is not first
+    count = len(calls)
+    model.predict(small_data()[0][:4], verbose=0)   # once only
+    model.evaluate(*small_data(), verbose=0)
+    assert len(calls) == count
+    fit(model)
+    assert len(calls) == count and model._net is not first
     assert model._net_precision == "tf32" and model.optimizer.iterations == 6
     config.enable_tensor_float_32_execution(False)
     fit(model)
@@ -207,8 +211,13 @@ def test_a_strategy_gets_the_precision_of_its_engine(cpu_as_tf32):
     model.fit(*small_data(), batch_size=16, epochs=1, verbose=0)
     assert calls == [("cpu", "tf32"), ("cpu", "tf32")]
     config.enable_tensor_float_32_execution(False)
+    group = model._net
+    model.predict(small_data()[0][:4], verbose=0)   # no collective call: no rebuild
+    model.evaluate(*small_data(), batch_size=16, verbose=0)
+    assert len(calls) == 2 and model._net is group and model._net_precision == "tf32"
     model.fit(*small_data(), batch_size=16, epochs=1, verbose=0)
     assert calls[2:] == [("cpu", "float32"), ("cpu", "float32")]
+    assert model._net_precision == "float32"
 
 
 # -- the bench -----------------------------------------------------------------------------
