@@ -102,6 +102,16 @@ typedef struct cnn_conv_desc {
     int oh, ow;
 } cnn_conv_desc;
 
+/* Whether convolution d reads only inside its input: no padding, and its
+ * last window ends inside the image ('valid' convolutions), so that every
+ * element of its column matrix is an element of x (pool_forward_im2col). */
+static inline int cnn_conv_reads_inside(const cnn_conv_desc *d)
+{
+    return d->pad_top == 0 && d->pad_left == 0 &&
+           (int64_t)(d->oh - 1) * d->sh + d->kh <= d->h &&
+           (int64_t)(d->ow - 1) * d->sw + d->kw <= d->w;
+}
+
 typedef enum cnn_pool_mode { CNN_POOL_MAX = 0, CNN_POOL_AVG = 1 } cnn_pool_mode;
 
 /* Pooling of x (n, c, h, w) into y (n, c, oh, ow); windows are clipped to the
@@ -345,6 +355,32 @@ struct cnn_backend {
                                             const float *y,  /* (n, c, p->h, p->w) or NULL */
                                             float *dx,       /* (n, c, p->h, p->w) */
                                             void *ws);
+
+    /* Optional (NULL: the Net runs pool_forward, then conv2d_forward; the
+     * cuda engine only), both or neither: a pooling layer's forward and the
+     * column matrix of the convolution whose input is its output, in one
+     * call, then that convolution's forward from the column matrix.
+     * pool_forward_im2col: pool_forward of x into y (and argmax, max), and
+     * the column matrix of convolution d over y written into d's workspace
+     * ws, as d's conv2d_forward would make it; d->n, d->c, d->h, d->w equal
+     * p->n, p->c, p->oh, p->ow, and cnn_conv_reads_inside(d) (no padding to
+     * fill). conv2d_forward_col: conv2d_forward (relu 0) or
+     * conv2d_forward_relu (relu 1) of x with the column matrix that
+     * pool_forward_im2col left in ws (the engine reads that, not x), the
+     * call right after it for the same batch. The bits of the entries they
+     * replace. CNNCUDA_FUSE_POOL_IM2COL=1 turns them on (off by default). */
+    cnn_status (*pool_forward_im2col)(cnn_ctx *ctx, const cnn_pool_desc *p,
+                                      const cnn_conv_desc *d,
+                                      const float *x,  /* (n, c, p->h, p->w) */
+                                      float *y,        /* (n, c, p->oh, p->ow) */
+                                      int32_t *argmax, /* (n, c, p->oh, p->ow), max */
+                                      void *ws);       /* d's workspace */
+    cnn_status (*conv2d_forward_col)(cnn_ctx *ctx, const cnn_conv_desc *d, int relu,
+                                     const float *x, /* (n, c, h, w) */
+                                     const float *w, /* (f, c, kh, kw) */
+                                     const float *b, /* (f) or NULL */
+                                     float *y,       /* (n, f, oh, ow) */
+                                     void *ws);
 
     /* inverted dropout over x (n, c, h, w) (h = w = 1 for (n, c)): element
      * (i, ch, r, s) is kept when cnn_uniform(key, (((row0 + i)*h + r)*w + s)*c

@@ -53,6 +53,10 @@ typedef struct layer {
     /* convolution after a pooling layer: its data gradient and the pool's
      * backward in one call (plan_pool_col) */
     int pool_col;
+    /* pooling layer before a convolution: its forward also writes that
+     * convolution's column matrix, from which the convolution's forward
+     * starts (plan_pool_im2col) */
+    int pool_im2col;
 } layer;
 
 struct cnn_net {
@@ -152,6 +156,11 @@ struct cnn_net {
      * layer.pool_col): on unless CNNCUDA_FUSE_POOL_COL2IM is "0" (read
      * once, at creation); the same bits either way */
     int fuse_pool_col;
+    /* pool_forward_im2col and conv2d_forward_col where the engine has them
+     * (plan_pool_im2col, layer.pool_im2col): off unless
+     * CNNCUDA_FUSE_POOL_IM2COL is "1" (read once, at creation; off by
+     * default until it is timed on a GPU); the same bits either way */
+    int fuse_pool_im2col;
 
     int counting;   /* net_alloc only adds up bytes in planned (cnn_net_create) */
     size_t planned;
@@ -620,6 +629,7 @@ void cnn_net_destroy(cnn_net *net)
 
 static void plan_head(cnn_net *net);
 static void plan_pool_col(cnn_net *net);
+static void plan_pool_im2col(cnn_net *net);
 
 static cnn_status validate_spec(const cnn_net_spec *spec)
 {
@@ -742,6 +752,10 @@ cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn
     net->fuse_head = switch_on("CNNCUDA_FUSE_HEAD");
     net->fuse_dense = net->fuse_relu && switch_on("CNNCUDA_FUSE_DENSE");
     net->fuse_pool_col = switch_on("CNNCUDA_FUSE_POOL_COL2IM");
+    {
+        const char *v = getenv("CNNCUDA_FUSE_POOL_IM2COL"); /* off unless "1" */
+        net->fuse_pool_im2col = v && strcmp(v, "1") == 0;
+    }
     net->n_layers = spec->n_layers;
     net->max_batch = spec->max_batch;
     net->loss = spec->loss;
@@ -808,6 +822,7 @@ cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn
 
     plan_head(net);
     plan_pool_col(net);
+    plan_pool_im2col(net);
 
     /* every buffer, once. A first pass adds up the bytes: on a host engine
      * a network larger than the machine's memory is refused before anything
@@ -952,6 +967,23 @@ static void plan_pool_col(cnn_net *net)
     }
 }
 
+/* Marks the pooling layers whose forward also writes the column matrix of
+ * the convolution right after them (the engine's pool_forward_im2col, then
+ * conv2d_forward_col): where that convolution reads only inside its input
+ * (cnn_conv_reads_inside: no padding to fill). CNNCUDA_FUSE_POOL_IM2COL=1:
+ * on; otherwise none. */
+static void plan_pool_im2col(cnn_net *net)
+{
+    for (int i = 0; i + 1 < net->n_layers; i++) {
+        layer *P = &net->layers[i];
+        const layer *C = &net->layers[i + 1];
+        P->pool_im2col = net->fuse_pool_im2col && net->be->pool_forward_im2col &&
+                         net->be->conv2d_forward_col &&
+                         (P->spec.kind == CNN_LAYER_MAXPOOL || P->spec.kind == CNN_LAYER_AVGPOOL) &&
+                         C->spec.kind == CNN_LAYER_CONV2D && cnn_conv_reads_inside(&C->conv);
+    }
+}
+
 /* Whether the last layer's softmax runs inside the loss of a training step
  * (cnn.h: softmax_loss_forward_backward): a softmax as the last layer, a
  * sparse or categorical cross-entropy from probabilities, and the engine has
@@ -975,30 +1007,44 @@ static cnn_status forward_device(cnn_net *net, int n, int training, int counted,
     const cnn_backend *be = net->be;
     cnn_ctx *ctx = net->ctx;
     const float *in = net->x;
+    int col_ready = 0; /* the last layer run wrote this convolution's column matrix */
     net->last_n = 0; /* the activations a backward needs are being replaced */
     if (training && !counted) CNN_TRY(be->advance_counters(ctx, net->counters, 1, 0, 0));
     for (int i = 0; i < top; i++) {
         layer *L = &net->layers[i];
         const cnn_layer_spec *s = &L->spec;
+        const int from_col = col_ready;
+        col_ready = 0;
         switch (s->kind) {
         case CNN_LAYER_CONV2D: {
             cnn_conv_desc d = L->conv;
             d.n = n;
             const float *b = s->use_bias ? net->params + L->b_off : NULL;
-            if (be->conv2d_forward_relu && i + 1 < top && fusable_relu(net, i + 1)) { /* conv and the ReLU after it, into its output */
-                L = &net->layers[++i];
-                CNN_TRY(be->conv2d_forward_relu(ctx, &d, in, net->params + net->layers[i - 1].w_off,
-                                                b, L->y, net->layers[i - 1].ws));
-            } else {
-                CNN_TRY(be->conv2d_forward(ctx, &d, in, net->params + L->w_off, b, L->y, L->ws));
-            }
+            const float *w = net->params + L->w_off;
+            void *ws = L->ws;
+            const int relu = be->conv2d_forward_relu && i + 1 < top && fusable_relu(net, i + 1);
+            if (relu) L = &net->layers[++i]; /* conv and the ReLU after it, into its output */
+            if (from_col)
+                CNN_TRY(be->conv2d_forward_col(ctx, &d, relu, in, w, b, L->y, ws));
+            else if (relu)
+                CNN_TRY(be->conv2d_forward_relu(ctx, &d, in, w, b, L->y, ws));
+            else
+                CNN_TRY(be->conv2d_forward(ctx, &d, in, w, b, L->y, ws));
             break;
         }
         case CNN_LAYER_MAXPOOL:
         case CNN_LAYER_AVGPOOL: {
             cnn_pool_desc d = L->pool;
             d.n = n;
-            CNN_TRY(be->pool_forward(ctx, &d, in, L->y, L->argmax));
+            if (L->pool_im2col && i + 1 < top) { /* and the next convolution's column matrix */
+                const layer *C = &net->layers[i + 1];
+                cnn_conv_desc cd = C->conv;
+                cd.n = n;
+                CNN_TRY(be->pool_forward_im2col(ctx, &d, &cd, in, L->y, L->argmax, C->ws));
+                col_ready = 1;
+            } else {
+                CNN_TRY(be->pool_forward(ctx, &d, in, L->y, L->argmax));
+            }
             break;
         }
         case CNN_LAYER_FLATTEN:

@@ -82,16 +82,18 @@ size_t cuda_conv2d_workspace(const cnn_conv_desc *d)
 
 namespace {
 
-// y = conv(x) + b, and then the ReLU when relu (conv2d_forward_relu)
-cnn_status forward(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x, const float *w,
-                   const float *b, float *y, void *ws, bool relu)
+// y = conv(x) + b, and then the ReLU when relu (conv2d_forward_relu); from
+// the column matrix already in ws when col_ready (conv2d_forward_col: the
+// pool's forward before it wrote it, pool_im2col.cu)
+cnn_status forward(cnn_ctx *ctx, const char *what, const cnn_conv_desc *d, const float *x,
+                   const float *w, const float *b, float *y, void *ws, bool relu, bool col_ready)
 {
-    CNN_TRY(check_desc(relu ? "conv2d_forward_relu" : "conv2d_forward", d));
+    CNN_TRY(check_desc(what, d));
     if (d->n == 0) return CNN_OK;
     float *col = (float *)ws, *t = col + col_floats(d);
     const int k = d->c * d->kh * d->kw, np = d->n * d->oh * d->ow;
     const size_t p = (size_t)d->oh * d->ow;
-    CNN_TRY(im2col(ctx, d, x, col));
+    if (!col_ready) CNN_TRY(im2col(ctx, d, x, col));
     if (fused_layouts(ctx)) { // y (n, f, P) written by the GEMM, with the bias and the ReLU
         const cnn_sgemm_extra extra = {0, 0, (int)p, b, relu ? 1 : 0, 0, nullptr};
         return cnn_cuda_sgemm_ex(ctx, 0, 0, d->f, np, k, 1.0f, w, k, col, np, 0.0f, y, np, &extra);
@@ -112,13 +114,23 @@ cnn_status forward(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x, const f
 cnn_status cuda_conv2d_forward(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x,
                                const float *w, const float *b, float *y, void *ws)
 {
-    return forward(ctx, d, x, w, b, y, ws, false);
+    return forward(ctx, "conv2d_forward", d, x, w, b, y, ws, false, false);
 }
 
 cnn_status cuda_conv2d_forward_relu(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x,
                                     const float *w, const float *b, float *y, void *ws)
 {
-    return forward(ctx, d, x, w, b, y, ws, true);
+    return forward(ctx, "conv2d_forward_relu", d, x, w, b, y, ws, true, false);
+}
+
+// The forward from the column matrix that pool_forward_im2col left in ws
+// (x, the pool's output, is not read).
+cnn_status cuda_conv2d_forward_col(cnn_ctx *ctx, const cnn_conv_desc *d, int relu,
+                                   const float *x, const float *w, const float *b, float *y,
+                                   void *ws)
+{
+    (void)x;
+    return forward(ctx, "conv2d_forward_col", d, x, w, b, y, ws, relu != 0, true);
 }
 
 cnn_status cuda_conv2d_backward_filter(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x,

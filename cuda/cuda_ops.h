@@ -39,6 +39,9 @@ cnn_status cuda_conv2d_backward_data(cnn_ctx *ctx, const cnn_conv_desc *d, const
                                     const float *w, float *dx, void *ws);
 cnn_status cuda_conv2d_backward_filter(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x,
                                       const float *dy, float *dw, float *db, void *ws);
+cnn_status cuda_conv2d_forward_col(cnn_ctx *ctx, const cnn_conv_desc *d, int relu,
+                                   const float *x, const float *w, const float *b, float *y,
+                                   void *ws);
 cnn_status cuda_conv2d_backward_filter_from_x(cnn_ctx *ctx, const cnn_conv_desc *d,
                                               const float *x, const float *dy, float *dw,
                                               float *db, void *ws);
@@ -48,6 +51,10 @@ cnn_status cuda_conv2d_backward_data_pool(cnn_ctx *ctx, const cnn_conv_desc *d,
                                           const cnn_pool_desc *p, const float *dy,
                                           const float *w, const int32_t *argmax, const float *y,
                                           float *dx, void *ws);
+
+/* pool_im2col.cu */
+cnn_status cuda_pool_forward_im2col(cnn_ctx *ctx, const cnn_pool_desc *p, const cnn_conv_desc *d,
+                                    const float *x, float *y, int32_t *argmax, void *ws);
 
 /* pool.cu */
 cnn_status cuda_pool_forward(cnn_ctx *ctx, const cnn_pool_desc *d, const float *x, float *y,

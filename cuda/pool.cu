@@ -74,28 +74,8 @@ __global__ void max_pool_forward_kernel(I total, pool_geom g, const float *__res
         const I q = o / out_plane;
         const int rest = (int)(o - q * out_plane);
         const int r = rest / g.ow, s = rest - (rest / g.ow) * g.ow;
-        int r0, r1, c0, c1;
-        window(r, g.sh, g.pad_top, g.ph, g.h, &r0, &r1);
-        window(s, g.sw, g.pad_left, g.pw, g.w, &c0, &c1);
-        if (r0 >= r1 || c0 >= c1) {
-            y[o] = 0.0f;
-            argmax[o] = -1;
-            continue;
-        }
-        const float *xq = x + q * in_plane;
-        int32_t at = (int32_t)(r0 * g.w + c0);
-        float best = xq[at];
-        for (int i = r0; i < r1; ++i) {
-            for (int j = c0; j < c1; ++j) {
-                const int32_t idx = (int32_t)(i * g.w + j);
-                const float v = xq[idx];
-                if (v > best) { // strict: the first maximum wins
-                    best = v;
-                    at = idx;
-                }
-            }
-        }
-        y[o] = best;
+        int32_t at;
+        y[o] = max_window(x + q * in_plane, g, r, s, &at);
         argmax[o] = at;
     }
 }
@@ -113,15 +93,7 @@ __global__ void avg_pool_forward_kernel(I total, pool_geom g, const float *__res
         const I q = o / out_plane;
         const int rest = (int)(o - q * out_plane);
         const int r = rest / g.ow, s = rest - (rest / g.ow) * g.ow;
-        int r0, r1, c0, c1;
-        window(r, g.sh, g.pad_top, g.ph, g.h, &r0, &r1);
-        window(s, g.sw, g.pad_left, g.pw, g.w, &c0, &c1);
-        const float *xq = x + q * in_plane;
-        float sum = 0.0f;
-        for (int i = r0; i < r1; ++i)
-            for (int j = c0; j < c1; ++j) sum += xq[(size_t)i * g.w + j];
-        const int count = (r1 > r0 && c1 > c0) ? (r1 - r0) * (c1 - c0) : 0;
-        y[o] = count ? sum / (float)count : 0.0f;
+        y[o] = avg_window(x + q * in_plane, g, r, s);
     }
 }
 

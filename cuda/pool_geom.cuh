@@ -1,6 +1,8 @@
 // pool_geom.cuh: a pooling layer's geometry as its kernels take it (by
-// value), and the clipped window of one output; shared by pool.cu and
-// conv2d_pool_backward.cu (which runs the pool's backward after col2im).
+// value), the clipped window of one output, and the forward's value of one
+// output; shared by pool.cu, conv2d_pool_backward.cu (which runs the pool's
+// backward after col2im) and pool_im2col.cu (which runs the pool's forward
+// and writes the next convolution's column matrix).
 #ifndef CNN_POOL_GEOM_CUH
 #define CNN_POOL_GEOM_CUH
 
@@ -23,6 +25,51 @@ static __device__ __forceinline__ void window(int o, int stride, int pad, int k,
     const int start = o * stride - pad;
     *lo = start < 0 ? 0 : start;
     *hi = start + k > in ? in : start + k;
+}
+
+// Output (r, s) of max pooling over the plane xq: the first maximum of the
+// clipped window in row-major order, its index in the plane to *at; an
+// empty window (all padding) gives 0 and -1.
+static __device__ __forceinline__ float max_window(const float *__restrict__ xq,
+                                                   const pool_geom &g, int r, int s, int32_t *at)
+{
+    int r0, r1, c0, c1;
+    window(r, g.sh, g.pad_top, g.ph, g.h, &r0, &r1);
+    window(s, g.sw, g.pad_left, g.pw, g.w, &c0, &c1);
+    if (r0 >= r1 || c0 >= c1) {
+        *at = -1;
+        return 0.0f;
+    }
+    int32_t best_at = (int32_t)(r0 * g.w + c0);
+    float best = xq[best_at];
+    for (int i = r0; i < r1; ++i) {
+        for (int j = c0; j < c1; ++j) {
+            const int32_t idx = (int32_t)(i * g.w + j);
+            const float v = xq[idx];
+            if (v > best) { // strict: the first maximum wins
+                best = v;
+                best_at = idx;
+            }
+        }
+    }
+    *at = best_at;
+    return best;
+}
+
+// Output (r, s) of average pooling over the plane xq: the mean of the
+// clipped window, summed in row-major order (as the cpu engine); an empty
+// window gives 0.
+static __device__ __forceinline__ float avg_window(const float *__restrict__ xq,
+                                                   const pool_geom &g, int r, int s)
+{
+    int r0, r1, c0, c1;
+    window(r, g.sh, g.pad_top, g.ph, g.h, &r0, &r1);
+    window(s, g.sw, g.pad_left, g.pw, g.w, &c0, &c1);
+    float sum = 0.0f;
+    for (int i = r0; i < r1; ++i)
+        for (int j = c0; j < c1; ++j) sum += xq[(size_t)i * g.w + j];
+    const int count = (r1 > r0 && c1 > c0) ? (r1 - r0) * (c1 - c0) : 0;
+    return count ? sum / (float)count : 0.0f;
 }
 
 #endif

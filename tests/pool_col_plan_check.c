@@ -26,9 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
 #include "cnn.h"
 #include "cpu/cpu.h"
+#include "net_check.h"
 
 extern const cnn_backend cnn_backend_cpu;
 
@@ -61,43 +61,6 @@ static cnn_status stand_in(cnn_ctx *ctx, const cnn_conv_desc *d, const cnn_pool_
     return st;
 }
 
-#define MAXL 16
-
-/* A network as a line of layers: "C5,3" conv of 5 filters 3x3 (",2":
- * strides 2, ",s": padding 'same', ",n": no bias, in any order after the
- * size), "M2" and "A2" max and average pools 2x2 (",3": strides 3, ",s":
- * 'same'), "R" ReLU, "B" batchnorm, "F" flatten, "D4" dense of 4 units.
- * Returns the layer count. */
-static int parse_layers(const char *text, cnn_layer_spec *out)
-{
-    int n = 0;
-    for (const char *p = text; *p && n < MAXL;) {
-        cnn_layer_spec s = {.use_bias = 1, .momentum = 0.99f, .epsilon = 1e-3f};
-        const char kind = *p++;
-        const int size = (int)strtol(p, (char **)&p, 10);
-        s.kind = kind == 'C'   ? CNN_LAYER_CONV2D
-                 : kind == 'M' ? CNN_LAYER_MAXPOOL
-                 : kind == 'A' ? CNN_LAYER_AVGPOOL
-                 : kind == 'R' ? CNN_LAYER_ACTIVATION
-                 : kind == 'B' ? CNN_LAYER_BATCHNORM
-                 : kind == 'F' ? CNN_LAYER_FLATTEN
-                               : CNN_LAYER_DENSE;
-        s.activation = CNN_ACT_RELU;
-        s.units = size;
-        s.kh = s.kw = s.sh = s.sw = kind == 'C' ? 1 : size;
-        if (kind == 'C' && *p == ',') s.kh = s.kw = (int)strtol(p + 1, (char **)&p, 10);
-        while (*p == ',') {
-            ++p;
-            if (*p == 's') s.same = 1, ++p;
-            else if (*p == 'n') s.use_bias = 0, ++p;
-            else s.sh = s.sw = (int)strtol(p, (char **)&p, 10);
-        }
-        while (*p == ' ') ++p;
-        out[n++] = s;
-    }
-    return n;
-}
-
 typedef struct {
     const char *name;
     int h, w, c;
@@ -107,94 +70,40 @@ typedef struct {
     int train_calls, dx_calls, relu_calls;
 } case_t;
 
-static float rnd(unsigned long long *s)
-{
-    *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (float)((*s >> 33) % 2000001) / 1000000.0f - 1.0f;
-}
-
-/* Everything a run leaves to compare: losses, weights, gradients, the
- * input gradient of a backward. */
+/* What a run of one case on `be` expects of the stand-in (run_net's hook):
+ * its calls per training step and per backward that wants the input
+ * gradient, and how many of them fuse a ReLU. */
 typedef struct {
-    float *v;
-    size_t n, cap;
-} out_t;
+    const cnn_backend *be;
+    const case_t *t;
+    int want_train, want_dx, want_relu;
+} expect_t;
 
-static void put(out_t *o, const float *p, size_t count)
+static void count_calls(void *arg, int phase)
 {
-    if (o->n + count > o->cap) {
-        o->cap = 2 * (o->n + count);
-        o->v = realloc(o->v, o->cap * sizeof(float));
-        if (!o->v) exit(3);
+    const expect_t *e = arg;
+    if (e->be != &cnn_backend_cpu && phase < 2 &&
+        (calls != e->want_train || calls_with_y != e->want_relu)) {
+        fprintf(stderr, "%s: a training step made %d calls (%d with y), expected %d (%d)\n",
+                e->t->name, calls, calls_with_y, e->want_train, e->want_relu);
+        failures++;
     }
-    memcpy(o->v + o->n, p, count * sizeof(float));
-    o->n += count;
-}
-
-static void put_weights(out_t *o, cnn_net *net, int gradients)
-{
-    for (int i = 0; i < cnn_net_weight_count(net); ++i) {
-        const cnn_weight_info *wi = cnn_net_weight(net, i);
-        if (gradients && !wi->trainable) continue;
-        float *buf = malloc(wi->count * sizeof(float));
-        if (!buf) exit(3);
-        CHECK(gradients ? cnn_net_get_gradient(net, i, buf) : cnn_net_get_weight(net, i, buf));
-        put(o, buf, wi->count);
-        free(buf);
+    if (e->be != &cnn_backend_cpu && phase == 2 && calls != e->want_dx) {
+        fprintf(stderr, "%s: a backward with the input gradient made %d calls, expected %d\n",
+                e->t->name, calls, e->want_dx);
+        failures++;
     }
+    calls = calls_with_y = 0;
 }
 
 /* Two training steps, a backward with the input gradient, and a gradient
  * computation, on `be`; checks the stand-in's calls against the case. */
 static out_t run(const cnn_backend *be, const case_t *t, int batch, int planned, int fuse_relu)
 {
-    cnn_layer_spec layers[MAXL];
-    cnn_net_spec spec = {.in_h = t->h, .in_w = t->w, .in_c = t->c, .max_batch = batch,
-                         .layers = layers, .n_layers = parse_layers(t->layers, layers),
-                         .loss = {.kind = CNN_LOSS_SPARSE_CE, .from_logits = 1},
-                         .optimizer = {.kind = CNN_OPT_ADAM, .lr = 1e-3f, .beta_1 = 0.9f,
-                                       .beta_2 = 0.999f, .epsilon = 1e-7f},
-                         .seed = 11};
-    cnn_net *net = NULL;
-    CHECK(cnn_net_create(be, 1, &spec, &net));
-    const size_t in = (size_t)batch * t->h * t->w * t->c;
-    float *x = malloc(in * sizeof(float)), *dx = malloc(in * sizeof(float));
-    float dy[4 * 64];
-    int32_t labels[64];
-    unsigned long long s = 5;
-    if (!x || !dx || batch > 64) exit(3);
-    for (size_t i = 0; i < in; ++i) x[i] = rnd(&s);
-    for (int i = 0; i < batch; ++i) labels[i] = (int32_t)(i % 4);
-    for (int i = 0; i < 4 * batch; ++i) dy[i] = rnd(&s);
-    out_t o = {0};
-    const int want_train = planned ? t->train_calls : 0, want_dx = planned ? t->dx_calls : 0;
-    const int want_relu = planned && fuse_relu ? t->relu_calls : 0;
-    for (int step = 0; step < 2; ++step) {
-        float sums[2];
-        calls = calls_with_y = 0;
-        CHECK(cnn_net_train_batch(net, batch, x, labels, NULL, sums, sums + 1));
-        put(&o, sums, 2);
-        if (be != &cnn_backend_cpu && (calls != want_train || calls_with_y != want_relu)) {
-            fprintf(stderr, "%s: a training step made %d calls (%d with y), expected %d (%d)\n",
-                    t->name, calls, calls_with_y, want_train, want_relu);
-            failures++;
-        }
-    }
-    put_weights(&o, net, 0);
-    put_weights(&o, net, 1);
-    calls = 0;
-    CHECK(cnn_net_forward(net, batch, x, 1, NULL));
-    CHECK(cnn_net_backward(net, batch, dy, dx));
-    if (be != &cnn_backend_cpu && calls != want_dx) {
-        fprintf(stderr, "%s: a backward with the input gradient made %d calls, expected %d\n",
-                t->name, calls, want_dx);
-        failures++;
-    }
-    put(&o, dx, in);
-    put_weights(&o, net, 1);
-    free(x), free(dx);
-    cnn_net_destroy(net);
-    return o;
+    const expect_t e = {be, t, planned ? t->train_calls : 0, planned ? t->dx_calls : 0,
+                        planned && fuse_relu ? t->relu_calls : 0};
+    calls = calls_with_y = 0;
+    return run_net(be, t->layers, t->h, t->w, t->c, batch, count_calls, (void *)&e);
 }
 
 int main(void)
@@ -229,15 +138,10 @@ int main(void)
                     setenv("CNNCUDA_FUSE", fuse_relu ? "1" : "0", 1);
                     out_t a = run(&with_entry, t, batch, planned, fuse_relu);
                     out_t b = run(&cnn_backend_cpu, t, batch, planned, fuse_relu);
-                    if (a.n != b.n || memcmp(a.v, b.v, a.n * sizeof(float)) != 0) {
-                        size_t k = 0;
-                        while (k < a.n && k < b.n && memcmp(a.v + k, b.v + k, sizeof(float)) == 0)
-                            ++k;
-                        fprintf(stderr, "%s (mode %d, CNNCUDA_FUSE %d, batch %d): value %zu "
-                                        "of %zu differs\n",
-                                t->name, mode, fuse_relu, batch, k, a.n);
-                        failures++;
-                    }
+                    char detail[96];
+                    snprintf(detail, sizeof detail, "mode %d, CNNCUDA_FUSE %d, batch %d", mode,
+                             fuse_relu, batch);
+                    if (!same_bits(&a, &b, t->name, detail)) failures++;
                     free(a.v), free(b.v);
                 }
             }

@@ -1,0 +1,217 @@
+/* pool_im2col_plan_check.c: the Net's use of pool_forward_im2col and
+ * conv2d_forward_col (cnn.h; net.c plan_pool_im2col and forward_device), on
+ * the CPU.
+ *
+ * Built and run by tests/test_pool_im2col_fusion.py from the C sources of
+ * csrc and csrc/cpu, no Python, no GPU. Only the cuda engine has the two
+ * entries, so here a copy of the cpu engine's table gets stand-ins that
+ * check what cnn.h promises the Net passes, then run the entries they
+ * replace: pool_forward_im2col checks that the convolution is the next
+ * layer's (its input the pool's output, reading only inside it, its own
+ * workspace) and runs the cpu engine's pool_forward; conv2d_forward_col
+ * checks that it comes right after that call, for the same workspace and
+ * with the pool's output as x, and runs the cpu engine's conv2d_forward (or
+ * conv2d_forward_relu). Networks trained on that table and on the cpu table
+ * must agree bit for bit (losses, weights, gradients, the input gradient of
+ * a backward), which fails where the Net skips a layer, runs one twice, or
+ * hands the convolution the wrong input; and the stand-ins must be called
+ * exactly where planned: per pool followed by a convolution that reads
+ * inside its input, in every forward, with the ReLU after the convolution
+ * fused where CNNCUDA_FUSE allows, never unless CNNCUDA_FUSE_POOL_IM2COL is
+ * "1" (off when unset). Prints "ok" and exits 0, or names what failed.
+ *
+ * usage: pool_im2col_plan_check
+ */
+#define _POSIX_C_SOURCE 200809L /* setenv */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cnn.h"
+#include "cpu/cpu.h"
+#include "net_check.h"
+
+extern const cnn_backend cnn_backend_cpu;
+
+static int failures;
+static int pool_calls, col_calls, col_relu_calls;
+/* the last pool_forward_im2col's workspace and output, until the
+ * conv2d_forward_col that must follow it */
+static void *pending_ws;
+static const float *pending_y;
+
+static cnn_status pool_stand_in(cnn_ctx *ctx, const cnn_pool_desc *p, const cnn_conv_desc *d,
+                                const float *x, float *y, int32_t *argmax, void *ws)
+{
+    if (d->n != p->n || d->c != p->c || d->h != p->oh || d->w != p->ow ||
+        !cnn_conv_reads_inside(d) || !ws || pending_ws ||
+        (p->mode == CNN_POOL_MAX && !argmax) || (p->mode != CNN_POOL_MAX && argmax)) {
+        fprintf(stderr, "pool_forward_im2col called with pool out %dx%dx%d (n %d) for a conv "
+                        "input %dx%dx%d (n %d), pads %d, %d, ws %p, pending %p\n",
+                p->c, p->oh, p->ow, p->n, d->c, d->h, d->w, d->n, d->pad_top, d->pad_left, ws,
+                pending_ws);
+        failures++;
+    }
+    pool_calls++;
+    pending_ws = ws;
+    pending_y = y;
+    return cpu_pool_forward(ctx, p, x, y, argmax);
+}
+
+static cnn_status col_stand_in(cnn_ctx *ctx, const cnn_conv_desc *d, int relu, const float *x,
+                               const float *w, const float *b, float *y, void *ws)
+{
+    if (!pending_ws || ws != pending_ws || x != pending_y || (relu != 0 && relu != 1)) {
+        fprintf(stderr, "conv2d_forward_col called with ws %p, x %p, relu %d after the pool's "
+                        "ws %p, y %p\n",
+                ws, (const void *)x, relu, pending_ws, (const void *)pending_y);
+        failures++;
+    }
+    pending_ws = NULL;
+    pending_y = NULL;
+    col_calls++;
+    col_relu_calls += relu != 0;
+    return relu ? cpu_conv2d_forward_relu(ctx, d, x, w, b, y, ws)
+                : cpu_conv2d_forward(ctx, d, x, w, b, y, ws);
+}
+
+typedef struct {
+    const char *name;
+    int h, w, c;
+    const char *layers; /* parse_layers */
+    /* the fused pairs of every forward, and how many of them run the ReLU
+     * after the convolution too (CNNCUDA_FUSE=1) */
+    int pairs, relu_pairs;
+} case_t;
+
+typedef struct {
+    const cnn_backend *be;
+    const case_t *t;
+    int want, want_relu;
+} expect_t;
+
+/* run_net's hook: every phase ran one training forward (steps) or one
+ * forward (the backward's phase) */
+static void count_calls(void *arg, int phase)
+{
+    const expect_t *e = arg;
+    if (e->be != &cnn_backend_cpu &&
+        (pool_calls != e->want || col_calls != e->want || col_relu_calls != e->want_relu)) {
+        fprintf(stderr, "%s: phase %d made %d pool and %d conv calls (%d with the ReLU), "
+                        "expected %d (%d)\n",
+                e->t->name, phase, pool_calls, col_calls, col_relu_calls, e->want,
+                e->want_relu);
+        failures++;
+    }
+    if (pending_ws) {
+        fprintf(stderr, "%s: a pool_forward_im2col without its conv2d_forward_col\n",
+                e->t->name);
+        failures++;
+    }
+    pool_calls = col_calls = col_relu_calls = 0;
+    pending_ws = NULL;
+}
+
+static out_t run(const cnn_backend *be, const case_t *t, int batch, int planned, int fuse_relu)
+{
+    const expect_t e = {be, t, planned ? t->pairs : 0, planned && fuse_relu ? t->relu_pairs : 0};
+    pool_calls = col_calls = col_relu_calls = 0;
+    pending_ws = NULL;
+    return run_net(be, t->layers, t->h, t->w, t->c, batch, count_calls, (void *)&e);
+}
+
+/* Predictions of batch `batch` through the table (a forward that is not a
+ * training step, in chunks of max_batch 3): the stand-ins in every chunk. */
+static void predict_both(const cnn_backend *with, const case_t *t, int planned)
+{
+    cnn_layer_spec layers[MAXL];
+    cnn_net_spec spec = {.in_h = t->h, .in_w = t->w, .in_c = t->c, .max_batch = 3,
+                         .layers = layers, .n_layers = parse_layers(t->layers, layers),
+                         .loss = {.kind = CNN_LOSS_SPARSE_CE, .from_logits = 1},
+                         .optimizer = {.kind = CNN_OPT_ADAM, .lr = 1e-3f, .beta_1 = 0.9f,
+                                       .beta_2 = 0.999f, .epsilon = 1e-7f},
+                         .seed = 3};
+    const int n = 7;
+    const size_t in = (size_t)n * t->h * t->w * t->c;
+    float *x = malloc(in * sizeof(float)), out[2][7 * 4];
+    unsigned long long s = 9;
+    if (!x) exit(3);
+    for (size_t i = 0; i < in; ++i) x[i] = rnd(&s);
+    const cnn_backend *tables[2] = {with, &cnn_backend_cpu};
+    for (int k = 0; k < 2; ++k) {
+        cnn_net *net = NULL;
+        CHECK(cnn_net_create(tables[k], 1, &spec, &net));
+        pool_calls = col_calls = 0;
+        CHECK(cnn_net_predict(net, n, x, out[k]));
+        const int want = k == 0 && planned ? 3 * t->pairs : 0; /* chunks 3 + 3 + 1 */
+        if (k == 0 && (pool_calls != want || col_calls != want || pending_ws)) {
+            fprintf(stderr, "%s: predict made %d pool and %d conv calls, expected %d\n", t->name,
+                    pool_calls, col_calls, want);
+            failures++;
+        }
+        pending_ws = NULL;
+        cnn_net_destroy(net);
+    }
+    if (memcmp(out[0], out[1], sizeof out[0]) != 0) {
+        fprintf(stderr, "%s: predictions differ\n", t->name);
+        failures++;
+    }
+    free(x);
+}
+
+int main(void)
+{
+    /* 15x13x3 images (odd: the 2x2 pools drop a row or a column) and the
+     * seeds (the last dense layer of 4 units, as the labels) */
+    const case_t cases[] = {
+        /* conv after a max pool (fused), conv 'same' after a max pool (not:
+         * padding to fill), conv after nothing but a ReLU (not) */
+        {"max_relu", 15, 13, 3, "C5,3 R M2 C7,3 R M2,s C6,2,s R C3,1 F D4", 1, 1},
+        /* average pools, a strided conv after one (fused), conv 1x1 */
+        {"avg_relu", 15, 13, 3, "C6,5,s R A2 C16,3,2 R A2 C3,1 F D4", 2, 1},
+        /* no ReLU after the convs; a conv without bias */
+        {"no_relu", 15, 13, 3, "C4,3 M2 C5,3,n A2 C3,1 F D4", 2, 0},
+        /* a pool first; overlapping windows (3x3, strides 2) */
+        {"pool_first", 15, 13, 3, "M2 C4,3 R M3,2 C3,1 F D4", 2, 1},
+        /* a pool before batchnorm, a pool as the last layer before flatten,
+         * a pool followed by a pool */
+        {"not_a_conv", 15, 13, 3, "C4,3 M2 B C5,3 R M2 M1 F D4", 0, 0},
+        {"cifar10_cnn", 32, 32, 3, "C32,3 R M2 C64,3 R M2 C64,3 R F D64 R D4", 2, 2},
+        {"lenet5", 28, 28, 1, "C6,5,s R A2 C16,5 R A2 F D120 R D84 R D4", 1, 1},
+    };
+    cnn_backend with_entries = cnn_backend_cpu;
+    with_entries.pool_forward_im2col = pool_stand_in;
+    with_entries.conv2d_forward_col = col_stand_in;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+        const case_t *t = &cases[i];
+        /* mode 2: the variable unset, which must plan as "0" (off by
+         * default); mode 3: another value than "1", also off */
+        for (int mode = 0; mode < 4; ++mode) {
+            const int planned = mode == 1;
+            for (int fuse_relu = 0; fuse_relu < 2; ++fuse_relu) {
+                for (int batch = 1; batch <= 7; batch += 6) {
+                    if (mode == 2)
+                        unsetenv("CNNCUDA_FUSE_POOL_IM2COL");
+                    else
+                        setenv("CNNCUDA_FUSE_POOL_IM2COL", mode == 1 ? "1" : mode ? "yes" : "0",
+                               1);
+                    setenv("CNNCUDA_FUSE", fuse_relu ? "1" : "0", 1);
+                    out_t a = run(&with_entries, t, batch, planned, fuse_relu);
+                    out_t b = run(&cnn_backend_cpu, t, batch, planned, fuse_relu);
+                    char detail[96];
+                    snprintf(detail, sizeof detail, "mode %d, CNNCUDA_FUSE %d, batch %d", mode,
+                             fuse_relu, batch);
+                    if (!same_bits(&a, &b, t->name, detail)) failures++;
+                    free(a.v), free(b.v);
+                }
+            }
+            predict_both(&with_entries, t, planned);
+        }
+    }
+    if (failures) {
+        fprintf(stderr, "%d failures\n", failures);
+        return 1;
+    }
+    printf("ok\n");
+    return 0;
+}

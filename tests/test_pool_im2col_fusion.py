@@ -1,0 +1,227 @@
+"""A pooling layer's forward and the column matrix of the convolution after
+it in one kernel on the cuda engine (cnn.h pool_forward_im2col and
+conv2d_forward_col, cuda/pool_im2col.cu): the pool writes its output and
+also each element of it into the places of the convolution's column matrix
+that read it, and the convolution's forward starts from that matrix (no
+im2col launch). Only where the convolution reads inside its input (no
+padding to fill). It must give the bits of the pool's forward, then im2col:
+whole networks train with it on and off (CNNCUDA_FUSE_POOL_IM2COL=1 or
+unset, read when a Net is made; off by default until it is timed on a GPU)
+and must agree bit for bit. The kernel itself is checked on the CPU by a
+host emulation (tests/test_emu_pool_im2col.py); the Net's plan by a C
+program on the cpu engine's table with stand-ins (below)."""
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from cnncuda.engine import make_net
+from conftest import ADAM, SPARSE_LOGITS, engine_params, train_seed_epochs
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GPU = engine_params(("cuda", "cudnn"))
+CUDA = engine_params(("cuda",))
+HOST = engine_params(("cpu", "omp"))
+SHAPE = (15, 13, 3)
+VAR = "CNNCUDA_FUSE_POOL_IM2COL"
+
+
+def relu():
+    return {"kind": "activation", "activation": "relu"}
+
+
+def conv(units, k, **kw):
+    return dict({"kind": "conv2d", "units": units, "kernel": (k, k)}, **kw)
+
+
+def pool(kind, k, **kw):
+    return dict({"kind": kind, "kernel": (k, k)}, **kw)
+
+
+HEAD = [{"kind": "flatten"}, {"kind": "dense", "units": 4}]
+
+# On 15x13 images (odd: the 2x2 pools drop their input's last row or column)
+NETWORKS = {
+    # a conv of 33 channels (not a multiple of 32) after a max pool: fused;
+    # a 'same' conv after a 'same' pool (padding to fill): not fused
+    "max_relu": [conv(5, 3), relu(), pool("maxpool", 2), conv(33, 3), relu(),
+                 pool("maxpool", 2, padding="same"), conv(6, 2, padding="same"), relu(),
+                 conv(3, 1)] + HEAD,
+    # average pools; a conv with strides 2 after one, and a 1x1 conv
+    "avg_relu": [conv(6, 5, padding="same"), relu(), pool("avgpool", 2),
+                 conv(16, 3, strides=(2, 2)), relu(), pool("avgpool", 2), conv(3, 1)] + HEAD,
+    # no ReLU after the convs, a conv without bias, a non-square kernel
+    "no_relu": [conv(4, 3), pool("maxpool", 2), {"kind": "conv2d", "units": 5, "kernel": (3, 2),
+                                                 "use_bias": False},
+                pool("avgpool", 2), conv(3, 1)] + HEAD,
+    # a pool first (on the input); overlapping windows with strides
+    "pool_first": [pool("maxpool", 2), conv(4, 3), relu(),
+                   pool("maxpool", 3, strides=(2, 2)), conv(3, 1)] + HEAD,
+    # pooling windows with padding ('same', strides 3): some all padding
+    "padded_pool": [conv(4, 2), relu(), pool("maxpool", 3, strides=(3, 3), padding="same"),
+                    conv(5, 2), relu(), pool("avgpool", 2, strides=(3, 3), padding="same"),
+                    conv(3, 1)] + HEAD,
+    # imagenette_cnn's blocks: a conv, batchnorm, ReLU, pool, conv
+    "batchnorm": [conv(4, 3), {"kind": "batchnorm"}, relu(), pool("maxpool", 2), conv(5, 3),
+                  {"kind": "batchnorm"}, relu()] + HEAD,
+}
+
+
+def train(engine, layers, batch, fuse, monkeypatch, fuse_relu="1"):
+    """Three training steps, then the gradients, predictions (evaluation
+    forwards in chunks), and the input gradient of a backward."""
+    if fuse:
+        monkeypatch.setenv(VAR, "1")
+    else:
+        monkeypatch.delenv(VAR, raising=False)
+    monkeypatch.setenv("CNNCUDA_FUSE", fuse_relu)
+    net = make_net(engine, layers, SHAPE, batch, SPARSE_LOGITS, ADAM, seed=5)
+    rng = np.random.default_rng(batch)
+    x = rng.standard_normal((batch,) + SHAPE).astype(np.float32)
+    y = rng.integers(0, 4, batch).astype(np.int32)
+    sums = [net.train_batch(x, y) for _ in range(3)]
+    grads = net.get_gradients()
+    net.forward(x, training=True)
+    dx = net.backward(rng.standard_normal((batch, 4)).astype(np.float32))
+    return [np.array(sums, np.float64)] + net.get_weights() + grads + [net.predict(x), dx]
+
+
+def assert_same_bits(fused, plain):
+    assert len(fused) == len(plain)
+    for i, (a, b) in enumerate(zip(fused, plain)):
+        assert a.tobytes() == b.tobytes(), "array %d differs" % i
+
+
+def test_the_net_plans_in_c(tmp_path):
+    """tests/pool_im2col_plan_check.c: the Net on a copy of the cpu table with
+    stand-ins for the two entries (the entries they replace): the same bits
+    as the cpu table, switch on, off or unset, ReLU fused or not, batches 1
+    and 7, predictions in chunks; and the stand-ins called exactly where
+    planned, in pairs, with the arguments cnn.h promises."""
+    gcc = shutil.which("gcc")
+    if not gcc:
+        pytest.skip("gcc is not installed")
+    sources = sorted(os.path.join(d, f) for d in ("csrc", "csrc/cpu")
+                     for f in os.listdir(os.path.join(ROOT, d)) if f.endswith(".c"))
+    exe = str(tmp_path / "pool_im2col_plan_check")
+    build = subprocess.run([gcc, "-std=c11", "-O2", "-Icsrc"] + sources
+                           + ["tests/pool_im2col_plan_check.c", "-lm", "-o", exe],
+                           cwd=ROOT, capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    run = subprocess.run([exe], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.strip() == "ok"
+
+
+@pytest.mark.parametrize("name", ["max_relu", "pool_first"])
+@pytest.mark.parametrize("engine", HOST)
+def test_host_engines_ignore_the_switch(engine, name, monkeypatch):
+    """The host engines have neither entry: the switch is read, planned to
+    nothing, and the bits are those of before."""
+    assert_same_bits(train(engine, NETWORKS[name], 7, True, monkeypatch),
+                     train(engine, NETWORKS[name], 7, False, monkeypatch))
+
+
+@pytest.mark.parametrize("fuse_relu", ["1", "0"])
+@pytest.mark.parametrize("batch", [1, 7])
+@pytest.mark.parametrize("name", sorted(NETWORKS))
+@pytest.mark.parametrize("engine", GPU)
+def test_gpu_networks_same_bits_fused_or_not(engine, name, batch, fuse_relu, monkeypatch):
+    """With the ReLU after the convolution fused into its forward
+    (CNNCUDA_FUSE=1) or run as its own layer (0); on cudnn, which has no such
+    entries, the switch changes nothing either."""
+    fused = train(engine, NETWORKS[name], batch, True, monkeypatch, fuse_relu)
+    plain = train(engine, NETWORKS[name], batch, False, monkeypatch, fuse_relu)
+    assert_same_bits(fused, plain)
+
+
+@pytest.mark.parametrize("sgemm", ["tile64", "wide"])
+@pytest.mark.parametrize("name", ["max_relu", "avg_relu"])
+@pytest.mark.parametrize("engine", CUDA)
+def test_gpu_every_sgemm_path_same_bits(engine, name, sgemm, monkeypatch):
+    """The forward from the pool's column matrix under every CNNCUDA_SGEMM:
+    tile64 (through t and the bias scatter), wide (the wide kernel)."""
+    monkeypatch.setenv("CNNCUDA_SGEMM", sgemm)
+    assert_same_bits(train(engine, NETWORKS[name], 7, True, monkeypatch),
+                     train(engine, NETWORKS[name], 7, False, monkeypatch))
+
+
+@pytest.mark.parametrize("name,batch", [("cifar10_cnn", 32), ("cifar10_cnn", 7),
+                                        ("lenet5", 32), ("binary_100", 5)])
+@pytest.mark.parametrize("engine", CUDA)
+def test_gpu_seeds_same_bits_fused_or_not(engine, name, batch, monkeypatch):
+    """Two epochs of train_range (recorded steps with early launch, and a
+    partial last batch) of the seeds: CIFAR-10's two conv-after-max-pool
+    pairs, LeNet-5's conv after an average pool; the running sums and the
+    weights the same bits with the fusion on and off."""
+    runs = []
+    for fuse in ("1", None):
+        if fuse:
+            monkeypatch.setenv(VAR, fuse)
+        else:
+            monkeypatch.delenv(VAR, raising=False)
+        runs.append(train_seed_epochs(engine, name, batch, 100, net_seed=6, data_seed=4))
+    (sums_on, w_on), (sums_off, w_off) = runs
+    assert sums_on == sums_off
+    for i, (a, b) in enumerate(zip(w_on, w_off)):
+        assert a.tobytes() == b.tobytes(), "weight %d differs" % i
+
+
+KERNELS = ("pool_forward_im2col", "im2col_kernel", "max_pool_forward", "avg_pool_forward")
+
+
+def kernel_counts(layers, shape, fuse, monkeypatch):
+    """The launches of one train_batch step (CUDA kernels seen by the
+    PyTorch profiler, as tools/profile_cuda.py), by part of their names."""
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile
+    if fuse:
+        monkeypatch.setenv(VAR, "1")
+    else:
+        monkeypatch.delenv(VAR, raising=False)
+    net = make_net("cuda", layers, shape, 7, SPARSE_LOGITS, ADAM, seed=1)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((7,) + tuple(shape)).astype(np.float32)
+    y = rng.integers(0, 4, 7).astype(np.int32)
+    net.train_batch(x, y)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        net.train_batch(x, y)
+        net.get_weights()  # synchronises
+    counts = dict.fromkeys(KERNELS, 0)
+    for e in prof.key_averages():
+        for part in KERNELS:
+            # (the fused kernel's name holds "im2col_kernel" too)
+            if part in e.key and not (part == "im2col_kernel" and KERNELS[0] in e.key):
+                counts[part] += e.count
+    return counts
+
+
+@pytest.mark.parametrize("name,fused,apart", [
+    # the launches of each of KERNELS in one training step, fused and apart
+    ("cifar10_cnn", (2, 1, 0, 0), (0, 3, 2, 0)),
+    ("lenet5", (1, 1, 0, 1), (0, 2, 0, 2)),
+    ("tiny_mnist", (0, 1, 1, 0), (0, 1, 1, 0)),
+    ("max_relu", (1, 3, 1, 0), (0, 4, 2, 0)),
+])
+@pytest.mark.parametrize("engine", CUDA)
+def test_gpu_the_fused_kernel_runs_where_planned(engine, name, fused, apart, monkeypatch):
+    """The kernels a training step launches: the fused one in place of the
+    pool's forward and the next convolution's im2col for each pool followed
+    by a convolution that reads inside its input; none for a 'same'
+    convolution."""
+    from cnncuda.seeds import seed_network
+    if name in NETWORKS:
+        layers, shape = NETWORKS[name], SHAPE
+    else:
+        s = seed_network(name)
+        layers, shape = s["layers"], s["input_shape"]
+        if s["loss"]["kind"] == "sparse_categorical_crossentropy":
+            layers = layers[:-1] + [{"kind": "dense", "units": 4}]  # 4 classes, as the labels
+        else:  # tiny_mnist: dense, softmax
+            layers = layers[:-2] + [{"kind": "dense", "units": 4}]
+    for fuse, want in ((True, fused), (False, apart)):
+        counts = kernel_counts(layers, shape, fuse, monkeypatch)
+        assert tuple(counts[k] for k in KERNELS) == want, (fuse, counts)
