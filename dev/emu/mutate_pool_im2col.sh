@@ -1,0 +1,67 @@
+#!/bin/bash
+# dev/emu/mutate_pool_im2col.sh [random shapes] [seed]: does run_pool_im2col.sh
+# catch bugs? Each mutant is a temporary copy of cuda/pool_im2col.cu or
+# cuda/pool_geom.cuh with one sed edit (the tree is not touched), checked
+# on the given shapes (default 120, seed 3, no seed-network shapes) plus the
+# refusals; a mutant must fail. The unmutated copy runs first and must pass.
+# Prints one line per mutant; exit status 1 when a mutant survives.
+set -uo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+shapes="${1:-120}"
+seed="${2:-3}"
+# file|description|sed expression
+mutants=(
+  "pool_im2col.cu|rr < 0 break off by one (rr <= 0)|s/if (rr < 0) break;/if (rr <= 0) break;/"
+  "pool_im2col.cu|rr < 0 break off by one (rr < -1)|s/if (rr < 0) break;/if (rr < -1) break;/"
+  "pool_im2col.cu|rr % sh test dropped|s/if (rr % d.sh) continue;//"
+  "pool_im2col.cu|cc % sw test dropped|s/if (cc % d.sw) continue;//"
+  "pool_im2col.cu|column index r2*w (not r2*ow)|s/r2 \* d.ow + s2\]/r2 * d.w + s2]/"
+  "pool_im2col.cu|column index s2+1|s/r2 \* d.ow + s2\]/r2 * d.ow + s2 + 1]/"
+  "pool_im2col.cu|row index kj*kh+ki (transposed)|s/(size_t)(ki \* d.kw + kj)/(size_t)(kj * d.kh + ki)/"
+  "pool_im2col.cu|r2 >= oh test as r2 > oh|s/if (r2 >= d.oh) continue;/if (r2 > d.oh) continue;/"
+  "pool_im2col.cu|s2 >= ow test dropped|s/if (s2 >= d.ow) continue;//"
+  "pool_im2col.cu|image column offset image*p*... (np)|s/(size_t)image \* p;/(size_t)image * p * (ch == 0);/"
+  "pool_im2col.cu|channel row offset uses c*kh*kw*p|s/(size_t)ch \* d.kh \* d.kw \* np/(size_t)ch * d.kh * d.kw * p/"
+  "pool_im2col.cu|argmax not stored|s/argmax\[o\] = at;/(void)at;/"
+  "pool_im2col.cu|plane from q with in_plane swapped|s/x + (size_t)q \* in_plane/x + (size_t)q * out_plane/"
+  "pool_im2col.cu|host: h checked against the pool's input h|s/d->h != p->oh/d->h != p->h/"
+  "pool_im2col.cu|host: reads-inside check dropped|s/if (!cnn_conv_reads_inside(d))/if (0)/"
+  "pool_im2col.cu|host: n not compared|s/d->n != p->n || //"
+  "pool_geom.cuh|max: last maximum wins (>=)|s/if (v > best) {/if (v >= best) {/"
+  "pool_geom.cuh|avg: sum * (1/count)|s/sum \/ (float)count/sum * (1.0f \/ (float)count)/"
+  "pool_geom.cuh|max: empty window gives argmax 0|s/\*at = -1;/*at = 0;/"
+)
+run() { # src geom -> exit status of the check
+    EMU_POOL_IM2COL="$1" EMU_POOL_GEOM="$2" bash "$here/run_pool_im2col.sh" "$shapes" "$seed" \
+        30000 0 > "$tmp/out" 2> "$tmp/err"
+}
+cp "$root/cuda/pool_im2col.cu" "$tmp/pool_im2col.cu"
+cp "$root/cuda/pool_geom.cuh" "$tmp/pool_geom.cuh"
+if ! run "$tmp/pool_im2col.cu" "$tmp/pool_geom.cuh"; then
+    echo "the unmutated sources fail:"; cat "$tmp/out"; tail -20 "$tmp/err"; exit 1
+fi
+echo "unmutated: $(cat "$tmp/out")"
+survived=0
+for m in "${mutants[@]}"; do
+    IFS='|' read -r file what expr <<< "$m"
+    mkdir -p "$tmp/m"
+    cp "$root/cuda/pool_im2col.cu" "$tmp/m/pool_im2col.cu"
+    cp "$root/cuda/pool_geom.cuh" "$tmp/m/pool_geom.cuh"
+    sed -i "$expr" "$tmp/m/$file"
+    if cmp -s "$tmp/m/$file" "$root/cuda/$file"; then
+        echo "NOT APPLIED  $what (the sed matched nothing)"; survived=1; continue
+    fi
+    run "$tmp/m/pool_im2col.cu" "$tmp/m/pool_geom.cuh"
+    rc=$?
+    if [ $rc -eq 0 ]; then
+        echo "SURVIVED     $what"; survived=1
+    else
+        how="$(grep -m1 '^FAIL' "$tmp/err" | cut -c1-150)"
+        [ -z "$how" ] && how="(no FAIL line: $(grep -m1 -v '^refused' "$tmp/err" | cut -c1-120))"
+        echo "caught       $what: exit $rc, $(grep -c '^FAIL' "$tmp/err") FAIL lines; first: $how"
+    fi
+done
+exit $survived
