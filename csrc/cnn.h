@@ -366,8 +366,9 @@ struct cnn_backend {
      * p->n, p->c, p->oh, p->ow, and cnn_conv_reads_inside(d) (no padding to
      * fill). conv2d_forward_col: conv2d_forward (relu 0) or
      * conv2d_forward_relu (relu 1) of x with the column matrix that
-     * pool_forward_im2col left in ws (the engine reads that, not x), the
-     * call right after it for the same batch. The bits of the entries they
+     * pool_forward_im2col (or gather_batch_im2col, below) left in ws (the
+     * engine reads that, not x), the call right after it for the same
+     * batch. The bits of the entries they
      * replace. CNNCUDA_FUSE_POOL_IM2COL=1 turns them on (off by default). */
     cnn_status (*pool_forward_im2col)(cnn_ctx *ctx, const cnn_pool_desc *p,
                                       const cnn_conv_desc *d,
@@ -488,6 +489,20 @@ struct cnn_backend {
     cnn_status (*gather_batch)(cnn_ctx *ctx, const int32_t *order, int64_t *counters, int count,
                                long rows, size_t x_row_bytes, const void *src_x, void *dst_x,
                                size_t t_row_bytes, const void *src_t, void *dst_t);
+    /* Optional (NULL: the Net runs gather_batch, then conv2d_forward; the
+     * cuda engine only; it also needs conv2d_forward_col): gather_batch,
+     * except that the images' rows may be left unwritten in dst_x: the
+     * column matrix of convolution d over them (the network's first layer;
+     * d->n == count, its input x_row_bytes of floats per row) is written
+     * into d's workspace ws instead, as d's conv2d_forward would make it,
+     * for the conv2d_forward_col that follows for the same batch. The bits
+     * of the entries it replaces. CNNCUDA_FUSE_GATHER_IM2COL=1 turns it on
+     * (off by default). */
+    cnn_status (*gather_batch_im2col)(cnn_ctx *ctx, const int32_t *order, int64_t *counters,
+                                      int count, long rows, size_t x_row_bytes,
+                                      const void *src_x, void *dst_x, size_t t_row_bytes,
+                                      const void *src_t, void *dst_t, const cnn_conv_desc *d,
+                                      void *ws);
 
     /* the Net's counters (backend memory, CNN_COUNTERS of them): when
      * `forward`, counters[MASK] = counters[FORWARDS]++; then counters[STEPS]
@@ -531,6 +546,9 @@ const char *cnn_build_summary(void);
 int cnn_cuda_device_count(void);
 /* The name of CUDA device `index` into buf; 0 on success, -1 otherwise. */
 int cnn_cuda_device_name(int index, char *buf, int len);
+/* The compute capability of CUDA device `index` (e.g. 7.5, 9.0) into *major
+ * and *minor; 0 on success, -1 (both 0) otherwise. */
+int cnn_cuda_device_capability(int index, int *major, int *minor);
 /* The GPU libraries' versions, 0 where absent: v[0] the CUDA driver and
  * v[1] the runtime (1000*major + 10*minor), v[2] cuDNN (e.g. 91400), v[3]
  * cuBLAS (10000*major + 100*minor + patch). */

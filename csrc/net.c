@@ -161,6 +161,12 @@ struct cnn_net {
      * CNNCUDA_FUSE_POOL_IM2COL is "1" (read once, at creation; off by
      * default until it is timed on a GPU); the same bits either way */
     int fuse_pool_im2col;
+    /* gather_batch_im2col and conv2d_forward_col where the engine has them
+     * and the first layer is a convolution (plan_gather_im2col): a step of
+     * train_range gathers its batch straight into that convolution's column
+     * matrix. Off unless CNNCUDA_FUSE_GATHER_IM2COL is "1" (read once, at
+     * creation; off by default until it is timed on a GPU); the same bits */
+    int gather_im2col;
 
     int counting;   /* net_alloc only adds up bytes in planned (cnn_net_create) */
     size_t planned;
@@ -737,6 +743,14 @@ static int switch_on(const char *name)
     return !(v && strcmp(v, "0") == 0);
 }
 
+/* An opt-in switch read from the environment at creation: off unless the
+ * variable is "1". */
+static int switch_set(const char *name)
+{
+    const char *v = getenv(name);
+    return v && strcmp(v, "1") == 0;
+}
+
 cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn_net_spec *spec,
                           cnn_net **out)
 {
@@ -752,10 +766,7 @@ cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn
     net->fuse_head = switch_on("CNNCUDA_FUSE_HEAD");
     net->fuse_dense = net->fuse_relu && switch_on("CNNCUDA_FUSE_DENSE");
     net->fuse_pool_col = switch_on("CNNCUDA_FUSE_POOL_COL2IM");
-    {
-        const char *v = getenv("CNNCUDA_FUSE_POOL_IM2COL"); /* off unless "1" */
-        net->fuse_pool_im2col = v && strcmp(v, "1") == 0;
-    }
+    net->fuse_pool_im2col = switch_set("CNNCUDA_FUSE_POOL_IM2COL");
     net->n_layers = spec->n_layers;
     net->max_batch = spec->max_batch;
     net->loss = spec->loss;
@@ -823,6 +834,9 @@ cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn
     plan_head(net);
     plan_pool_col(net);
     plan_pool_im2col(net);
+    net->gather_im2col = switch_set("CNNCUDA_FUSE_GATHER_IM2COL") &&
+                         backend->gather_batch_im2col && backend->conv2d_forward_col &&
+                         net->layers[0].spec.kind == CNN_LAYER_CONV2D;
 
     /* every buffer, once. A first pass adds up the bytes: on a host engine
      * a network larger than the machine's memory is refused before anything
@@ -1001,13 +1015,15 @@ static int fused_softmax_loss(const cnn_net *net)
 /* Forward of the n samples already in net->x through layers [0, top);
  * leaves the output in layer top - 1's y. A training forward moves the
  * engine's forward counter on, unless `counted` (the step's gather_batch
- * has). */
+ * has: with gather_im2col, gather_batch_im2col, which wrote the first
+ * convolution's column matrix instead of net->x). */
 static cnn_status forward_device(cnn_net *net, int n, int training, int counted, int top)
 {
     const cnn_backend *be = net->be;
     cnn_ctx *ctx = net->ctx;
     const float *in = net->x;
-    int col_ready = 0; /* the last layer run wrote this convolution's column matrix */
+    /* the last layer run (or the gather) wrote this convolution's column matrix */
+    int col_ready = counted && net->gather_im2col;
     net->last_n = 0; /* the activations a backward needs are being replaced */
     if (training && !counted) CNN_TRY(be->advance_counters(ctx, net->counters, 1, 0, 0));
     for (int i = 0; i < top; i++) {
@@ -1579,13 +1595,23 @@ static cnn_status range_step(cnn_net *net, int m)
         net->last_n = 0;
     } else {
         /* the rows (already NCHW) and their targets, and the counters moved
-         * on for the whole step: one launch on a GPU */
-        CNN_TRY(be->gather_batch(net->ctx, order, net->counters, mine, m,
-                                 net->in_count * sizeof(float), net->data_x, net->x,
-                                 sparse ? sizeof(int32_t) : (size_t)net->loss.k * sizeof(float),
-                                 sparse ? (const void *)net->data_labels
-                                        : (const void *)net->data_targets,
-                                 sparse ? (void *)net->labels : (void *)net->targets));
+         * on for the whole step: one launch on a GPU (with gather_im2col,
+         * the rows as the first convolution's column matrix) */
+        const size_t t_bytes = sparse ? sizeof(int32_t) : (size_t)net->loss.k * sizeof(float);
+        const void *src_t = sparse ? (const void *)net->data_labels
+                                   : (const void *)net->data_targets;
+        void *dst_t = sparse ? (void *)net->labels : (void *)net->targets;
+        if (net->gather_im2col) {
+            cnn_conv_desc d = net->layers[0].conv;
+            d.n = mine;
+            CNN_TRY(be->gather_batch_im2col(net->ctx, order, net->counters, mine, m,
+                                            net->in_count * sizeof(float), net->data_x, net->x,
+                                            t_bytes, src_t, dst_t, &d, net->layers[0].ws));
+        } else {
+            CNN_TRY(be->gather_batch(net->ctx, order, net->counters, mine, m,
+                                     net->in_count * sizeof(float), net->data_x, net->x,
+                                     t_bytes, src_t, dst_t));
+        }
         CNN_TRY(train_pass(net, mine, m, 1, net->run_sums));
     }
     net->row0 = 0;

@@ -271,6 +271,9 @@ extern "C" const cnn_backend cnn_backend_cuda = {
     .softmax_loss_forward_backward = cuda_softmax_loss_forward_backward,
     .dense_loss_head = cuda_dense_loss_head, // CNNCUDA_FUSE_HEAD=0: the Net runs them apart
     .gather_batch = cuda_gather_batch,
+    // CNNCUDA_FUSE_GATHER_IM2COL=1: a step's gather writes the first
+    // convolution's column matrix (off by default: not yet timed)
+    .gather_batch_im2col = cuda_gather_batch_im2col,
     .advance_counters = cuda_advance_counters,
     .adam_step = cuda_adam_step,
     .sgd_step = cuda_sgd_step,

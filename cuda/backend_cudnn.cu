@@ -144,6 +144,7 @@ extern "C" const cnn_backend cnn_backend_cudnn = {
     // 5% band, tests/test_training.py; the cudnn engine keeps cuBLAS there)
     // softmax_loss_forward_backward: none (its softmax is cuDNN's)
     .gather_batch = cuda_gather_batch,
+    // gather_batch_im2col: none (its convolutions take no column matrix)
     .advance_counters = cuda_advance_counters,
     .adam_step = cuda_adam_step,
     .sgd_step = cuda_sgd_step,

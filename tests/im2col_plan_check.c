@@ -1,26 +1,31 @@
-/* pool_im2col_plan_check.c: the Net's use of pool_forward_im2col and
- * conv2d_forward_col (cnn.h; net.c plan_pool_im2col and forward_device), on
- * the CPU.
+/* im2col_plan_check.c: the Net's use of pool_forward_im2col,
+ * gather_batch_im2col and conv2d_forward_col (cnn.h; net.c plan_pool_im2col,
+ * forward_device and range_step), on the CPU.
  *
- * Built and run by tests/test_pool_im2col_fusion.py from the C sources of
- * csrc and csrc/cpu, no Python, no GPU. Only the cuda engine has the two
- * entries, so here a copy of the cpu engine's table gets stand-ins that
- * check what cnn.h promises the Net passes, then run the entries they
- * replace: pool_forward_im2col checks that the convolution is the next
- * layer's (its input the pool's output, reading only inside it, its own
- * workspace) and runs the cpu engine's pool_forward; conv2d_forward_col
- * checks that it comes right after that call, for the same workspace and
- * with the pool's output as x, and runs the cpu engine's conv2d_forward (or
- * conv2d_forward_relu). Networks trained on that table and on the cpu table
- * must agree bit for bit (losses, weights, gradients, the input gradient of
- * a backward), which fails where the Net skips a layer, runs one twice, or
+ * Built and run by tests/test_im2col_fusion.py from the C sources of csrc
+ * and csrc/cpu, no Python, no GPU. Only the cuda engine has the entries, so
+ * here a copy of the cpu engine's table gets stand-ins that check what
+ * cnn.h promises the Net passes, then run the entries they replace:
+ * pool_forward_im2col checks that the convolution is the next layer's (its
+ * input the pool's output, reading only inside it, its own workspace) and
+ * runs the cpu engine's pool_forward; gather_batch_im2col checks that the
+ * convolution takes the gathered rows and runs the cpu engine's
+ * gather_batch (into x, which the cuda engine leaves unwritten);
+ * conv2d_forward_col checks that it comes right after one of those, for
+ * the same workspace and with their output as x, and runs the cpu engine's
+ * conv2d_forward (or conv2d_forward_relu). Networks trained on that table
+ * (train_batch and train_range) and on the cpu table must agree bit for bit
+ * (losses, weights, gradients, the input gradient of a backward,
+ * predictions), which fails where the Net skips a layer, runs one twice, or
  * hands the convolution the wrong input; and the stand-ins must be called
  * exactly where planned: per pool followed by a convolution that reads
- * inside its input, in every forward, with the ReLU after the convolution
- * fused where CNNCUDA_FUSE allows, never unless CNNCUDA_FUSE_POOL_IM2COL is
- * "1" (off when unset). Prints "ok" and exits 0, or names what failed.
+ * inside its input, in every forward; per step of train_range when the
+ * first layer is a convolution; with the ReLU after the convolution fused
+ * where CNNCUDA_FUSE allows; never unless CNNCUDA_FUSE_POOL_IM2COL (and
+ * CNNCUDA_FUSE_GATHER_IM2COL) is "1" (off when unset). Prints "ok" and
+ * exits 0, or names what failed.
  *
- * usage: pool_im2col_plan_check
+ * usage: im2col_plan_check
  */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <stdio.h>
@@ -56,6 +61,27 @@ static cnn_status pool_stand_in(cnn_ctx *ctx, const cnn_pool_desc *p, const cnn_
     pending_ws = ws;
     pending_y = y;
     return cpu_pool_forward(ctx, p, x, y, argmax);
+}
+
+static int gather_calls;
+
+static cnn_status gather_stand_in(cnn_ctx *ctx, const int32_t *order, int64_t *counters,
+                                  int count, long rows, size_t x_row_bytes, const void *src_x,
+                                  void *dst_x, size_t t_row_bytes, const void *src_t,
+                                  void *dst_t, const cnn_conv_desc *d, void *ws)
+{
+    if (d->n != count || x_row_bytes != (size_t)d->c * d->h * d->w * sizeof(float) || !ws ||
+        pending_ws) {
+        fprintf(stderr, "gather_batch_im2col called with n %d for %d rows, %zu-byte rows for "
+                        "%dx%dx%d, ws %p, pending %p\n",
+                d->n, count, x_row_bytes, d->c, d->h, d->w, ws, pending_ws);
+        failures++;
+    }
+    gather_calls++;
+    pending_ws = ws;
+    pending_y = dst_x;
+    return cpu_gather_batch(ctx, order, counters, count, rows, x_row_bytes, src_x, dst_x,
+                            t_row_bytes, src_t, dst_t);
 }
 
 static cnn_status col_stand_in(cnn_ctx *ctx, const cnn_conv_desc *d, int relu, const float *x,
@@ -159,6 +185,59 @@ static void predict_both(const cnn_backend *with, const case_t *t, int planned)
     free(x);
 }
 
+/* Three epochs of train_range over 23 resident samples in batches of 7
+ * (the last of each epoch 2 rows) through the table: the running sums and
+ * the weights; checks the gather stand-in ran once per step where planned
+ * (and the pool stand-ins in every step's forward). */
+static out_t range_run(const cnn_backend *be, const case_t *t, int planned, int gather)
+{
+    cnn_layer_spec layers[MAXL];
+    cnn_net_spec spec = {.in_h = t->h, .in_w = t->w, .in_c = t->c, .max_batch = 7,
+                         .layers = layers, .n_layers = parse_layers(t->layers, layers),
+                         .loss = {.kind = CNN_LOSS_SPARSE_CE, .from_logits = 1},
+                         .optimizer = {.kind = CNN_OPT_ADAM, .lr = 1e-3f, .beta_1 = 0.9f,
+                                       .beta_2 = 0.999f, .epsilon = 1e-7f},
+                         .seed = 7};
+    const long n = 23;
+    const size_t in = (size_t)n * t->h * t->w * t->c;
+    float *x = malloc(in * sizeof(float));
+    int32_t labels[23], order[23];
+    unsigned long long s = 13;
+    if (!x) exit(3);
+    for (size_t i = 0; i < in; ++i) x[i] = rnd(&s);
+    for (int i = 0; i < n; ++i) labels[i] = (int32_t)(i % 4);
+    cnn_net *net = NULL;
+    CHECK(cnn_net_create(be, 1, &spec, &net));
+    CHECK(cnn_net_set_data(net, n, x, labels, NULL));
+    out_t o = {0};
+    for (int epoch = 0; epoch < 3; ++epoch) {
+        for (int i = 0; i < n; ++i) order[i] = (int32_t)((i * 5 + epoch * 3) % n);
+        CHECK(cnn_net_set_order(net, order));
+        pool_calls = col_calls = gather_calls = 0;
+        CHECK(cnn_net_train_range(net, 0, n, 7));
+        const int steps = 4, want_gather = planned && gather ? steps : 0;
+        const int want_pool = planned ? steps * t->pairs : 0;
+        if (be != &cnn_backend_cpu &&
+            (gather_calls != want_gather || pool_calls != want_pool ||
+             col_calls != want_gather + want_pool || pending_ws)) {
+            fprintf(stderr, "%s: train_range made %d gather, %d pool and %d conv calls, "
+                            "expected %d, %d and %d\n",
+                    t->name, gather_calls, pool_calls, col_calls, want_gather, want_pool,
+                    want_gather + want_pool);
+            failures++;
+        }
+        pending_ws = NULL;
+        double sums[2];
+        CHECK(cnn_net_read_sums(net, 1, sums, sums + 1));
+        const float f[2] = {(float)sums[0], (float)sums[1]};
+        put(&o, f, 2);
+    }
+    put_weights(&o, net, 0);
+    cnn_net_destroy(net);
+    free(x);
+    return o;
+}
+
 int main(void)
 {
     /* 15x13x3 images (odd: the 2x2 pools drop a row or a column) and the
@@ -182,6 +261,7 @@ int main(void)
     cnn_backend with_entries = cnn_backend_cpu;
     with_entries.pool_forward_im2col = pool_stand_in;
     with_entries.conv2d_forward_col = col_stand_in;
+    with_entries.gather_batch_im2col = gather_stand_in;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
         const case_t *t = &cases[i];
         /* mode 2: the variable unset, which must plan as "0" (off by
@@ -206,6 +286,23 @@ int main(void)
                 }
             }
             predict_both(&with_entries, t, planned);
+            /* train_range, with and without the gather fusion */
+            for (int gather = 0; gather < 2; ++gather) {
+                if (gather && mode == 2)
+                    unsetenv("CNNCUDA_FUSE_GATHER_IM2COL");
+                else
+                    setenv("CNNCUDA_FUSE_GATHER_IM2COL", gather ? (mode == 1 ? "1" : "yes") : "0",
+                           1);
+                setenv("CNNCUDA_FUSE", "1", 1);
+                const int first_conv = t->layers[0] == 'C';
+                out_t a = range_run(&with_entries, t, planned, gather && first_conv);
+                out_t b = range_run(&cnn_backend_cpu, t, planned, gather && first_conv);
+                char detail[96];
+                snprintf(detail, sizeof detail, "train_range, mode %d, gather %d", mode, gather);
+                if (!same_bits(&a, &b, t->name, detail)) failures++;
+                free(a.v), free(b.v);
+            }
+            unsetenv("CNNCUDA_FUSE_GATHER_IM2COL");
         }
     }
     if (failures) {

@@ -1,15 +1,21 @@
-"""A pooling layer's forward and the column matrix of the convolution after
-it in one kernel on the cuda engine (cnn.h pool_forward_im2col and
-conv2d_forward_col, cuda/pool_im2col.cu): the pool writes its output and
-also each element of it into the places of the convolution's column matrix
-that read it, and the convolution's forward starts from that matrix (no
-im2col launch). Only where the convolution reads inside its input (no
-padding to fill). It must give the bits of the pool's forward, then im2col:
-whole networks train with it on and off (CNNCUDA_FUSE_POOL_IM2COL=1 or
-unset, read when a Net is made; off by default until it is timed on a GPU)
-and must agree bit for bit. The kernel itself is checked on the CPU by a
-host emulation (tests/test_emu_pool_im2col.py); the Net's plan by a C
-program on the cpu engine's table with stand-ins (below)."""
+"""The column matrix of a convolution written by the kernel before it on the
+cuda engine, so that the convolution's forward starts from it (cnn.h
+conv2d_forward_col) and no im2col is launched:
+- a pooling layer's forward (pool_forward_im2col, cuda/pool_im2col.cu):
+  the pool writes its output and also each element of it into the places
+  of the next convolution's column matrix that read it; only where that
+  convolution reads inside its input (no padding to fill);
+- a step's gather on resident data (gather_batch_im2col,
+  cuda/gather_im2col.cu): where the first layer is a convolution, each
+  train_range step gathers its batch straight into that convolution's
+  column matrix (the images' rows into x are not written).
+Each must give the bits of the launches it replaces: whole networks train
+with them on and off (CNNCUDA_FUSE_POOL_IM2COL=1, CNNCUDA_FUSE_GATHER_IM2COL=1,
+or unset, read when a Net is made; off by default until they are timed on a
+GPU) and must agree bit for bit. The kernels themselves are checked on the
+CPU by a host emulation (tests/test_emu_pool_im2col.py,
+tests/test_emu_gather_im2col.py); the Net's plan by a C program on the cpu
+engine's table with stand-ins (below)."""
 import os
 import shutil
 import subprocess
@@ -26,6 +32,7 @@ CUDA = engine_params(("cuda",))
 HOST = engine_params(("cpu", "omp"))
 SHAPE = (15, 13, 3)
 VAR = "CNNCUDA_FUSE_POOL_IM2COL"
+GATHER = "CNNCUDA_FUSE_GATHER_IM2COL"
 
 
 def relu():
@@ -95,19 +102,20 @@ def assert_same_bits(fused, plain):
 
 
 def test_the_net_plans_in_c(tmp_path):
-    """tests/pool_im2col_plan_check.c: the Net on a copy of the cpu table with
-    stand-ins for the two entries (the entries they replace): the same bits
-    as the cpu table, switch on, off or unset, ReLU fused or not, batches 1
-    and 7, predictions in chunks; and the stand-ins called exactly where
-    planned, in pairs, with the arguments cnn.h promises."""
+    """tests/im2col_plan_check.c: the Net on a copy of the cpu table with
+    stand-ins for the three entries (the entries they replace): the same
+    bits as the cpu table, switches on, off or unset, ReLU fused or not,
+    batches 1 and 7, predictions in chunks, train_range epochs with a
+    partial last batch; and the stand-ins called exactly where planned, in
+    pairs, with the arguments cnn.h promises."""
     gcc = shutil.which("gcc")
     if not gcc:
         pytest.skip("gcc is not installed")
     sources = sorted(os.path.join(d, f) for d in ("csrc", "csrc/cpu")
                      for f in os.listdir(os.path.join(ROOT, d)) if f.endswith(".c"))
-    exe = str(tmp_path / "pool_im2col_plan_check")
+    exe = str(tmp_path / "im2col_plan_check")
     build = subprocess.run([gcc, "-std=c11", "-O2", "-Icsrc"] + sources
-                           + ["tests/pool_im2col_plan_check.c", "-lm", "-o", exe],
+                           + ["tests/im2col_plan_check.c", "-lm", "-o", exe],
                            cwd=ROOT, capture_output=True, text=True)
     assert build.returncode == 0, build.stderr
     run = subprocess.run([exe], capture_output=True, text=True, timeout=300)
@@ -148,20 +156,25 @@ def test_gpu_every_sgemm_path_same_bits(engine, name, sgemm, monkeypatch):
                      train(engine, NETWORKS[name], 7, False, monkeypatch))
 
 
+@pytest.mark.parametrize("fusions", [(VAR,), (GATHER,), (VAR, GATHER)])
 @pytest.mark.parametrize("name,batch", [("cifar10_cnn", 32), ("cifar10_cnn", 7),
-                                        ("lenet5", 32), ("binary_100", 5)])
+                                        ("lenet5", 32), ("tiny_mnist", 32),
+                                        ("binary_100", 5)])
 @pytest.mark.parametrize("engine", CUDA)
-def test_gpu_seeds_same_bits_fused_or_not(engine, name, batch, monkeypatch):
+def test_gpu_seeds_same_bits_fused_or_not(engine, name, batch, fusions, monkeypatch):
     """Two epochs of train_range (recorded steps with early launch, and a
     partial last batch) of the seeds: CIFAR-10's two conv-after-max-pool
-    pairs, LeNet-5's conv after an average pool; the running sums and the
-    weights the same bits with the fusion on and off."""
+    pairs, LeNet-5's conv after an average pool, every seed's first conv
+    (LeNet-5's with 'same' padding, tiny MNIST's with categorical targets);
+    the running sums and the weights the same bits with the fusions on and
+    off."""
     runs = []
-    for fuse in ("1", None):
-        if fuse:
-            monkeypatch.setenv(VAR, fuse)
-        else:
-            monkeypatch.delenv(VAR, raising=False)
+    for on in (True, False):
+        for var in fusions:
+            if on:
+                monkeypatch.setenv(var, "1")
+            else:
+                monkeypatch.delenv(var, raising=False)
         runs.append(train_seed_epochs(engine, name, batch, 100, net_seed=6, data_seed=4))
     (sums_on, w_on), (sums_off, w_off) = runs
     assert sums_on == sums_off
@@ -169,49 +182,97 @@ def test_gpu_seeds_same_bits_fused_or_not(engine, name, batch, monkeypatch):
         assert a.tobytes() == b.tobytes(), "weight %d differs" % i
 
 
-KERNELS = ("pool_forward_im2col", "im2col_kernel", "max_pool_forward", "avg_pool_forward")
+@pytest.mark.parametrize("engine", CUDA)
+def test_gpu_gather_fusion_with_targets_and_repeats(engine, monkeypatch):
+    """train_range of a network whose first conv has 'same' padding and
+    strides 2, with categorical targets (float rows), over an order with
+    repeats, batch 5 over 13 samples: the same bits with the gather fusion
+    on and off."""
+    layers = [conv(4, 3, strides=(2, 2), padding="same"), relu(), pool("maxpool", 2),
+              conv(5, 2)] + HEAD[:1] + [{"kind": "dense", "units": 4},
+                                        {"kind": "activation", "activation": "softmax"}]
+    loss = {"kind": "categorical_crossentropy", "from_logits": False}
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((13,) + SHAPE).astype(np.float32)
+    y = np.eye(4, dtype=np.float32)[rng.integers(0, 4, 13)]
+    order = rng.integers(0, 13, 13)
+    results = []
+    for on in (True, False):
+        if on:
+            monkeypatch.setenv(GATHER, "1")
+            monkeypatch.setenv(VAR, "1")
+        else:
+            monkeypatch.delenv(GATHER, raising=False)
+            monkeypatch.delenv(VAR, raising=False)
+        net = make_net(engine, layers, SHAPE, 5, loss, ADAM, seed=2)
+        net.set_data(x, y)
+        sums = []
+        for _ in range(2):
+            net.set_order(order)
+            net.train_range(0, 13, 5)
+            sums.append(net.read_sums(reset=True))
+        results.append((sums, net.get_weights()))
+    (s_on, w_on), (s_off, w_off) = results
+    assert s_on == s_off
+    for i, (a, b) in enumerate(zip(w_on, w_off)):
+        assert a.tobytes() == b.tobytes(), "weight %d differs" % i
+
+
+KERNELS = ("pool_forward_im2col", "im2col_kernel", "max_pool_forward", "avg_pool_forward",
+           "gather_batch_kernel", "gather_im2col_kernel")
 
 
 def kernel_counts(layers, shape, fuse, monkeypatch):
-    """The launches of one train_batch step (CUDA kernels seen by the
-    PyTorch profiler, as tools/profile_cuda.py), by part of their names."""
+    """The launches of one train_range step (CUDA kernels seen by the
+    PyTorch profiler, as tools/profile_cuda.py; CNNCUDA_GRAPHS=0: the step
+    launched kernel by kernel), by part of their names."""
     torch = pytest.importorskip("torch")
     from torch.profiler import ProfilerActivity, profile
-    if fuse:
-        monkeypatch.setenv(VAR, "1")
-    else:
-        monkeypatch.delenv(VAR, raising=False)
+    for var in (VAR, GATHER):
+        if fuse:
+            monkeypatch.setenv(var, "1")
+        else:
+            monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("CNNCUDA_GRAPHS", "0")
     net = make_net("cuda", layers, shape, 7, SPARSE_LOGITS, ADAM, seed=1)
     rng = np.random.default_rng(0)
-    x = rng.standard_normal((7,) + tuple(shape)).astype(np.float32)
-    y = rng.integers(0, 4, 7).astype(np.int32)
-    net.train_batch(x, y)
+    x = rng.standard_normal((14,) + tuple(shape)).astype(np.float32)
+    y = rng.integers(0, 4, 14).astype(np.int32)
+    net.set_data(x, y)
+    net.set_order(np.arange(14))
+    net.train_range(0, 7, 7)
+    net.read_sums()
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        net.train_batch(x, y)
-        net.get_weights()  # synchronises
+        net.train_range(7, 7, 7)
+        net.read_sums()  # synchronises
     counts = dict.fromkeys(KERNELS, 0)
     for e in prof.key_averages():
         for part in KERNELS:
-            # (the fused kernel's name holds "im2col_kernel" too)
-            if part in e.key and not (part == "im2col_kernel" and KERNELS[0] in e.key):
+            # (the fused kernels' names hold "im2col_kernel" too)
+            if part in e.key and not (part == "im2col_kernel" and
+                                      ("pool_forward_im2col" in e.key or "gather" in e.key)):
                 counts[part] += e.count
     return counts
 
 
 @pytest.mark.parametrize("name,fused,apart", [
-    # the launches of each of KERNELS in one training step, fused and apart
-    ("cifar10_cnn", (2, 1, 0, 0), (0, 3, 2, 0)),
-    ("lenet5", (1, 1, 0, 1), (0, 2, 0, 2)),
-    ("tiny_mnist", (0, 1, 1, 0), (0, 1, 1, 0)),
-    ("max_relu", (1, 3, 1, 0), (0, 4, 2, 0)),
+    # the launches of each of KERNELS in one train_range step, fused and apart
+    ("cifar10_cnn", (2, 0, 0, 0, 0, 1), (0, 3, 2, 0, 1, 0)),
+    ("lenet5", (1, 0, 0, 1, 0, 1), (0, 2, 0, 2, 1, 0)),
+    ("tiny_mnist", (0, 0, 1, 0, 0, 1), (0, 1, 1, 0, 1, 0)),
+    ("max_relu", (1, 2, 1, 0, 0, 1), (0, 4, 2, 0, 1, 0)),
+    ("pool_first", (2, 0, 0, 0, 1, 0), (0, 2, 2, 0, 1, 0)),
 ])
 @pytest.mark.parametrize("engine", CUDA)
-def test_gpu_the_fused_kernel_runs_where_planned(engine, name, fused, apart, monkeypatch):
-    """The kernels a training step launches: the fused one in place of the
-    pool's forward and the next convolution's im2col for each pool followed
-    by a convolution that reads inside its input; none for a 'same'
-    convolution."""
+def test_gpu_the_fused_kernels_run_where_planned(engine, name, fused, apart, monkeypatch):
+    """The kernels a train_range step launches: the gather into the first
+    convolution's column matrix in place of the gather and that im2col
+    (the first layer a conv, 'same' or not), and the pool's fused forward
+    in place of the pool's forward and the next convolution's im2col for
+    each pool followed by a convolution that reads inside its input (its
+    windows overlapping or not); neither for a 'same' convolution after a
+    pool, and no gather fusion where a pool comes first."""
     from cnncuda.seeds import seed_network
     if name in NETWORKS:
         layers, shape = NETWORKS[name], SHAPE
