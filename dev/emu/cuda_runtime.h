@@ -1,5 +1,6 @@
 // Host emulation of the CUDA features dense_head.cu uses (and pool.cu,
-// pool_im2col.cu and conv2d_kernels.cuh's im2col: 1-d blocks on 1-d or 2-d
+// pool_im2col.cu, gather.cu, gather_im2col.cu and conv2d_kernels.cuh's
+// im2col: 1-d blocks on 1-d or 2-d
 // grids): threads are fibers
 // (own stacks, switched with setjmp), __syncthreads a block barrier (checked: every live thread at
 // the same line), warp shuffles a two-phase warp barrier. Blocks run one
@@ -19,6 +20,7 @@ struct dim3 {
 };
 struct alignas(16) float4 { float x, y, z, w; };
 struct alignas(8) float2 { float x, y; };
+struct alignas(16) uint4 { unsigned x, y, z, w; }; // gather.cu's 16-byte unit
 
 typedef int cudaError_t;
 typedef void *cudaStream_t;

@@ -1,9 +1,11 @@
 """prep_kernels.py SRC OUT [--suffix SFX] [--shim FILE]: a .cu source
 rewritten for the host emulation (cuda_runtime.h), for files whose kernels
-use no shared memory and no asm (pool.cu, pool_im2col.cu): every launch
-name<<<grid, block[, smem, stream]>>>(args); as EMU_LAUNCH (templates as
-name<...> too). prep.py stays dense_head.cu's (its shared block, its skipped
-forward).
+use no asm and no shared memory but __shared__ scalars (a static there:
+blocks run one after another) (pool.cu, pool_im2col.cu, gather.cu,
+gather_im2col.cu): every launch name<<<grid, block[, smem, stream]>>>(args);
+as EMU_LAUNCH (a template as (name<...>): its commas would split the
+macro's arguments). prep.py stays dense_head.cu's (its shared block, its
+skipped forward).
 
 --suffix SFX: the file's kernels (__global__) and its non-static entries
 (cnn_status NAME( at a line's start) renamed NAME -> NAME + SFX by #defines
@@ -43,6 +45,8 @@ def split_top(s):
 
 def launch(m):
     name, cfg, a = m.group(1), split_top(m.group(2)), m.group(3)
+    if '<' in name:  # a template's commas would split the macro's arguments
+        name = '(%s)' % name
     return 'EMU_LAUNCH(%s, %s, %s, %s);' % (name, cfg[0], cfg[1], a)
 
 
