@@ -162,7 +162,7 @@ struct cnn_net {
      * default until it is timed on a GPU); the same bits either way */
     int fuse_pool_im2col;
     /* gather_batch_im2col and conv2d_forward_col where the engine has them
-     * and the first layer is a convolution (plan_gather_im2col): a step of
+     * and the first layer is a convolution (set in cnn_net_create): a step of
      * train_range gathers its batch straight into that convolution's column
      * matrix. Off unless CNNCUDA_FUSE_GATHER_IM2COL is "1" (read once, at
      * creation; off by default until it is timed on a GPU); the same bits */
