@@ -110,13 +110,21 @@ def cuda_devices():
     return _C.cuda_devices()
 
 
+def cuda_compute_capabilities():
+    """The compute capability of each CUDA GPU visible now as ``(major, minor)``,
+    in cuda_devices()'s order, e.g. ``[(7, 5)]`` for a T4 (empty without a CUDA
+    build or GPU). ``precision="tf32"`` takes effect from ``(8, 0)`` (Ampere) on."""
+    return _C.cuda_compute_capabilities()
+
+
 # The Keras-style API (after devices(), which config uses).
 from . import (activations, callbacks, config, datasets, distribute, layers,  # noqa: E402
                losses, models, optimizers, random, utils)
 from . import keras  # noqa: E402
 from .config import device  # noqa: E402
 
-__all__ = ["build_info", "devices", "cuda_devices", "set_num_threads", "get_num_threads",
+__all__ = ["build_info", "devices", "cuda_devices", "cuda_compute_capabilities",
+           "set_num_threads", "get_num_threads",
            "CudaError", "EngineUnavailableError", "CommError",
            "ENGINES", "__version__", "keras", "config", "device", "datasets", "distribute", "layers",
            "models",

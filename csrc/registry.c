@@ -15,6 +15,7 @@ void cnn_cudnn_library_versions(long *cudnn, long *cublas);
 extern const cnn_backend cnn_backend_cuda; /* cuda/backend_cuda.cu */
 int cnn_cuda_runtime_device_count(void); /* cuda/device.cu */
 int cnn_cuda_runtime_device_name(int index, char *buf, int len);
+int cnn_cuda_runtime_device_capability(int index, int *major, int *minor);
 void cnn_cuda_runtime_versions(int *driver, int *runtime);
 int cnn_cuda_runtime_memory(size_t *free_bytes, size_t *total_bytes);
 #endif
@@ -135,6 +136,17 @@ int cnn_cuda_device_name(int index, char *buf, int len)
 #else
     (void)index;
     if (len > 0) buf[0] = '\0';
+    return -1;
+#endif
+}
+
+int cnn_cuda_device_capability(int index, int *major, int *minor)
+{
+#ifdef CNNCUDA_HAVE_CUDA
+    return cnn_cuda_runtime_device_capability(index, major, minor);
+#else
+    (void)index;
+    *major = *minor = 0;
     return -1;
 #endif
 }

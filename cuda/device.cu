@@ -27,6 +27,23 @@ extern "C" int cnn_cuda_runtime_device_name(int index, char *buf, int len)
     return 0;
 }
 
+// The compute capability of device `index` (7.5 for a T4, 8.0 for an A100,
+// 9.0 for an H100) into *major and *minor; 0 on success, -1 (both 0)
+// otherwise. TF32 tensor cores need 8.0 (cuda_common.cuh's tensor_cores).
+extern "C" int cnn_cuda_runtime_device_capability(int index, int *major, int *minor)
+{
+    *major = *minor = 0;
+    int hi = 0, lo = 0;
+    if (cudaDeviceGetAttribute(&hi, cudaDevAttrComputeCapabilityMajor, index) != cudaSuccess ||
+        cudaDeviceGetAttribute(&lo, cudaDevAttrComputeCapabilityMinor, index) != cudaSuccess) {
+        cudaGetLastError();
+        return -1;
+    }
+    *major = hi;
+    *minor = lo;
+    return 0;
+}
+
 // The CUDA driver's and runtime's versions (1000*major + 10*minor); 0 where
 // unknown (no driver).
 extern "C" void cnn_cuda_runtime_versions(int *driver, int *runtime)

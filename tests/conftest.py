@@ -28,6 +28,26 @@ def engine_params(names=("cpu", "omp", "cuda", "cudnn")):
 
 C_ENGINES = engine_params()
 
+
+def tensor_cores():
+    """Whether every visible GPU has TF32 tensor cores (compute capability 8.0,
+    Ampere, or later): only there does precision='tf32' change any bits. On
+    older GPUs (a T4 is 7.5) TF32 computes in float32, as in TensorFlow."""
+    caps = cnncuda.cuda_compute_capabilities()
+    return bool(caps) and all(cap >= (8, 0) for cap in caps)
+
+
+def require_tensor_cores():
+    """Skips the rest of a test that checks what TF32 does (its bits differ
+    from float32's, its rounding error is seen), with the reason, where the
+    GPU has no TF32 tensor cores; call it just before those assertions, so
+    the test's other checks still run there."""
+    if not tensor_cores():
+        caps = ["%d.%d" % cap for cap in sorted(set(cnncuda.cuda_compute_capabilities()))]
+        where = ("this GPU is " + caps[0] if len(caps) == 1 else
+                 "these GPUs are " + ", ".join(caps) if caps else "no GPU is visible")
+        pytest.skip("TF32 needs compute capability 8.0 (tensor cores); " + where)
+
 SPARSE_LOGITS = {"kind": "sparse_categorical_crossentropy", "from_logits": True}
 ADAM = {"kind": "adam"}
 

@@ -18,10 +18,10 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEV = os.path.join(ROOT, "dev", "cuda")
 PROGRAMS = ("sgemm", "conv2d_forward", "maxpool_forward", "conv2d_backward_filter",
-            "conv2d_backward_data_pool")
+            "conv2d_backward_data_pool", "pool_forward_im2col")
 # versions per program; the last one is the engine's own code
 VERSIONS = {"sgemm": 10, "conv2d_forward": 6, "maxpool_forward": 2, "conv2d_backward_filter": 5,
-            "conv2d_backward_data_pool": 3}
+            "conv2d_backward_data_pool": 3, "pool_forward_im2col": 2}
 # versions that need TF32 tensor cores (compute capability 8.0): skipped, not
 # failed, on an older GPU
 TENSOR_CORE_VERSIONS = {"sgemm": (9, 10)}
@@ -106,15 +106,12 @@ def test_sgemm_checks_pass_right_kernels_and_fail_wrong_ones(tmp_path):
 
 
 def compute_capability():
-    """The first GPU's compute capability as a float (8.0, 9.0), or None."""
-    smi = shutil.which("nvidia-smi")
-    if not smi:
-        return None
-    r = subprocess.run([smi, "--query-gpu=compute_cap", "--format=csv,noheader"],
-                       capture_output=True, text=True)
-    if r.returncode != 0 or not r.stdout.strip():
-        return None
-    return float(r.stdout.split()[0])
+    """The first visible GPU's compute capability, (8, 0) or (9, 0), or None:
+    the device the programs run on (CUDA's numbering, CUDA_VISIBLE_DEVICES
+    honored), as the cnncuda build's CUDA runtime sees it."""
+    import cnncuda
+    caps = cnncuda.cuda_compute_capabilities()
+    return caps[0] if caps else None
 
 
 def gpu_visible():
@@ -123,7 +120,8 @@ def gpu_visible():
 
 @pytest.mark.gpu
 @pytest.mark.skipif(NVCC is None, reason="needs nvcc")
-@pytest.mark.skipif(not gpu_visible(), reason="needs a CUDA GPU (nvidia-smi finds none)")
+@pytest.mark.skipif(not gpu_visible(),
+                    reason="needs a CUDA GPU (cnncuda.cuda_compute_capabilities() finds none)")
 def test_run_all_checks_every_version_and_writes_the_json(tmp_path):
     out = tmp_path / "stages.json"
     env = dict(os.environ, NVCC=NVCC, BUILD=str(tmp_path / "build"))
@@ -137,7 +135,7 @@ def test_run_all_checks_every_version_and_writes_the_json(tmp_path):
         assert row["ok"] is True, row
         assert row["ms"] > 0, row
     log = (tmp_path / "stages.log").read_text()
-    tensor_cores = compute_capability() >= 8.0
+    tensor_cores = compute_capability() >= (8, 0)
     for program, count in VERSIONS.items():
         expected = [v for v in range(1, count + 1)
                     if tensor_cores or v not in TENSOR_CORE_VERSIONS.get(program, ())]

@@ -242,3 +242,20 @@ def test_build_info_and_devices():
     assert isinstance(cnncuda.cuda_devices(), list)
     if "cuda-runtime" not in info["features"]:
         assert cnncuda.cuda_devices() == []
+
+
+def test_cuda_compute_capabilities():
+    """One (major, minor) pair of ints per device cuda_devices() names; none
+    in a CPU-only build or without a GPU (here, usually)."""
+    caps = cnncuda.cuda_compute_capabilities()
+    assert isinstance(caps, list) and "cuda_compute_capabilities" in cnncuda.__all__
+    names = cnncuda.cuda_devices()
+    assert len(caps) == len(names)
+    if not names:
+        assert caps == []
+    if "cuda-runtime" not in cnncuda.build_info()["features"]:
+        assert caps == []
+    for cap in caps:
+        assert isinstance(cap, tuple) and len(cap) == 2, cap
+        assert all(type(v) is int for v in cap), cap
+        assert cap >= (3, 0), cap  # every GPU the CUDA runtime still supports

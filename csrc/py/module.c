@@ -60,11 +60,26 @@ static PyObject *py_cuda_devices(PyObject *self, PyObject *noargs)
         char name[256];
         if (cnn_cuda_device_name(i, name, sizeof name) != 0) snprintf(name, sizeof name, "?");
         PyObject *s = PyUnicode_FromString(name);
-        if (!s || PyList_Append(list, s) < 0) {
-            Py_XDECREF(s);
-            Py_CLEAR(list);
-        }
+        if (!s || PyList_Append(list, s) < 0) Py_CLEAR(list);
         Py_XDECREF(s);
+    }
+    return list;
+}
+
+/* [(major, minor), ...]: the compute capability of each CUDA device visible
+ * now, in cuda_devices()'s order; empty in a CPU-only build or without a GPU. */
+static PyObject *py_cuda_compute_capabilities(PyObject *self, PyObject *noargs)
+{
+    (void)self;
+    (void)noargs;
+    int count = cnn_cuda_device_count();
+    PyObject *list = PyList_New(0);
+    for (int i = 0; list && i < count; i++) {
+        int major = 0, minor = 0;
+        cnn_cuda_device_capability(i, &major, &minor); /* (0, 0) where it fails */
+        PyObject *t = Py_BuildValue("(ii)", major, minor);
+        if (!t || PyList_Append(list, t) < 0) Py_CLEAR(list);
+        Py_XDECREF(t);
     }
     return list;
 }
@@ -174,6 +189,9 @@ static PyMethodDef module_methods[] = {
     {"engine_status", py_engine_status, METH_O,
      "engine_status(name) -> None when the engine can run here, else the reason."},
     {"cuda_devices", py_cuda_devices, METH_NOARGS, "Names of the CUDA devices visible now."},
+    {"cuda_compute_capabilities", py_cuda_compute_capabilities, METH_NOARGS,
+     "(major, minor) compute capability of each CUDA device visible now, e.g. [(7, 5)] "
+     "for a T4 ([] without a CUDA build or GPU); TF32 needs (8, 0) or later."},
     {"cuda_versions", py_cuda_versions, METH_NOARGS,
      "Versions of the CUDA driver, runtime, cuDNN and cuBLAS ({} without CUDA)."},
     {"cuda_memory", py_cuda_memory, METH_NOARGS,
