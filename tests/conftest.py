@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import cnncuda
+from cnncuda.engine import make_net
 
 GPU_ENGINES = ("cuda", "cudnn")
 
@@ -139,3 +140,49 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line("cnncuda: %d networks alive at the end of the session" % live)
         for what, count in sorted(_live_net_holders().items()):
             terminalreporter.write_line("  %d held by %s" % (count, what))
+
+
+# Layer specs for the fusion tests, as cnncuda.engine.make_net takes them.
+def relu():
+    return {"kind": "activation", "activation": "relu"}
+
+
+def conv(units, k, **kw):
+    return dict({"kind": "conv2d", "units": units, "kernel": (k, k)}, **kw)
+
+
+def pool(kind, k, **kw):
+    return dict({"kind": kind, "kernel": (k, k)}, **kw)
+
+
+def set_env(monkeypatch, env):
+    """Each variable of `env` set to its value, or unset where it is None."""
+    for name, value in env.items():
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+
+
+def train_three_steps(engine, layers, shape, batch, env, monkeypatch, classes=4, seed=5):
+    """With `env` set (set_env): three training steps of a network of
+    `layers` on (batch,) + shape inputs, then what a fusion must leave
+    unchanged: the steps' sums, the weights, the gradients, the predictions
+    and the input gradient of a backward (which wants it)."""
+    set_env(monkeypatch, env)
+    net = make_net(engine, layers, shape, batch, SPARSE_LOGITS, ADAM, seed=seed)
+    rng = np.random.default_rng(batch)
+    x = rng.standard_normal((batch,) + tuple(shape)).astype(np.float32)
+    y = rng.integers(0, classes, batch).astype(np.int32)
+    sums = [net.train_batch(x, y) for _ in range(3)]
+    grads = net.get_gradients()
+    net.forward(x, training=True)
+    dx = net.backward(rng.standard_normal((batch, classes)).astype(np.float32))
+    return [np.array(sums, np.float64)] + net.get_weights() + grads + [net.predict(x), dx]
+
+
+def assert_same_bits(one, other):
+    """Two lists of arrays, equal bit for bit."""
+    assert len(one) == len(other)
+    for i, (a, b) in enumerate(zip(one, other)):
+        assert a.tobytes() == b.tobytes(), "array %d differs" % i

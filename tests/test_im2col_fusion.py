@@ -24,7 +24,8 @@ import numpy as np
 import pytest
 
 from cnncuda.engine import make_net
-from conftest import ADAM, SPARSE_LOGITS, engine_params, train_seed_epochs
+from conftest import (ADAM, SPARSE_LOGITS, assert_same_bits, conv, engine_params, pool, relu,
+                      set_env, train_seed_epochs, train_three_steps)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GPU = engine_params(("cuda", "cudnn"))
@@ -33,18 +34,6 @@ HOST = engine_params(("cpu", "omp"))
 SHAPE = (15, 13, 3)
 VAR = "CNNCUDA_FUSE_POOL_IM2COL"
 GATHER = "CNNCUDA_FUSE_GATHER_IM2COL"
-
-
-def relu():
-    return {"kind": "activation", "activation": "relu"}
-
-
-def conv(units, k, **kw):
-    return dict({"kind": "conv2d", "units": units, "kernel": (k, k)}, **kw)
-
-
-def pool(kind, k, **kw):
-    return dict({"kind": kind, "kernel": (k, k)}, **kw)
 
 
 HEAD = [{"kind": "flatten"}, {"kind": "dense", "units": 4}]
@@ -79,26 +68,8 @@ NETWORKS = {
 def train(engine, layers, batch, fuse, monkeypatch, fuse_relu="1"):
     """Three training steps, then the gradients, predictions (evaluation
     forwards in chunks), and the input gradient of a backward."""
-    if fuse:
-        monkeypatch.setenv(VAR, "1")
-    else:
-        monkeypatch.delenv(VAR, raising=False)
-    monkeypatch.setenv("CNNCUDA_FUSE", fuse_relu)
-    net = make_net(engine, layers, SHAPE, batch, SPARSE_LOGITS, ADAM, seed=5)
-    rng = np.random.default_rng(batch)
-    x = rng.standard_normal((batch,) + SHAPE).astype(np.float32)
-    y = rng.integers(0, 4, batch).astype(np.int32)
-    sums = [net.train_batch(x, y) for _ in range(3)]
-    grads = net.get_gradients()
-    net.forward(x, training=True)
-    dx = net.backward(rng.standard_normal((batch, 4)).astype(np.float32))
-    return [np.array(sums, np.float64)] + net.get_weights() + grads + [net.predict(x), dx]
-
-
-def assert_same_bits(fused, plain):
-    assert len(fused) == len(plain)
-    for i, (a, b) in enumerate(zip(fused, plain)):
-        assert a.tobytes() == b.tobytes(), "array %d differs" % i
+    env = {VAR: "1" if fuse else None, "CNNCUDA_FUSE": fuse_relu}
+    return train_three_steps(engine, layers, SHAPE, batch, env, monkeypatch)
 
 
 def test_the_net_plans_in_c(tmp_path):
@@ -170,11 +141,7 @@ def test_gpu_seeds_same_bits_fused_or_not(engine, name, batch, fusions, monkeypa
     off."""
     runs = []
     for on in (True, False):
-        for var in fusions:
-            if on:
-                monkeypatch.setenv(var, "1")
-            else:
-                monkeypatch.delenv(var, raising=False)
+        set_env(monkeypatch, {var: "1" if on else None for var in fusions})
         runs.append(train_seed_epochs(engine, name, batch, 100, net_seed=6, data_seed=4))
     (sums_on, w_on), (sums_off, w_off) = runs
     assert sums_on == sums_off
@@ -198,12 +165,7 @@ def test_gpu_gather_fusion_with_targets_and_repeats(engine, monkeypatch):
     order = rng.integers(0, 13, 13)
     results = []
     for on in (True, False):
-        if on:
-            monkeypatch.setenv(GATHER, "1")
-            monkeypatch.setenv(VAR, "1")
-        else:
-            monkeypatch.delenv(GATHER, raising=False)
-            monkeypatch.delenv(VAR, raising=False)
+        set_env(monkeypatch, {GATHER: "1" if on else None, VAR: "1" if on else None})
         net = make_net(engine, layers, SHAPE, 5, loss, ADAM, seed=2)
         net.set_data(x, y)
         sums = []
@@ -228,12 +190,8 @@ def kernel_counts(layers, shape, fuse, monkeypatch):
     launched kernel by kernel), by part of their names."""
     torch = pytest.importorskip("torch")
     from torch.profiler import ProfilerActivity, profile
-    for var in (VAR, GATHER):
-        if fuse:
-            monkeypatch.setenv(var, "1")
-        else:
-            monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("CNNCUDA_GRAPHS", "0")
+    set_env(monkeypatch, {VAR: "1" if fuse else None, GATHER: "1" if fuse else None,
+                          "CNNCUDA_GRAPHS": "0"})
     net = make_net("cuda", layers, shape, 7, SPARSE_LOGITS, ADAM, seed=1)
     rng = np.random.default_rng(0)
     x = rng.standard_normal((14,) + tuple(shape)).astype(np.float32)

@@ -17,25 +17,14 @@ import numpy as np
 import pytest
 
 from cnncuda.engine import make_net
-from conftest import ADAM, SPARSE_LOGITS, engine_params, train_seed_epochs
+from conftest import (ADAM, SPARSE_LOGITS, assert_same_bits, conv, engine_params, pool, relu,
+                      train_seed_epochs, train_three_steps)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GPU = engine_params(("cuda", "cudnn"))
 CUDA = engine_params(("cuda",))
 HOST = engine_params(("cpu", "omp"))
 SHAPE = (15, 13, 3)
-
-
-def relu():
-    return {"kind": "activation", "activation": "relu"}
-
-
-def conv(units, k, **kw):
-    return dict({"kind": "conv2d", "units": units, "kernel": (k, k)}, **kw)
-
-
-def pool(kind, k, **kw):
-    return dict({"kind": kind, "kernel": (k, k)}, **kw)
 
 
 HEAD = [{"kind": "flatten"}, {"kind": "dense", "units": 4}]
@@ -76,23 +65,8 @@ NETWORKS = {
 def train(engine, layers, batch, fuse, monkeypatch, fuse_relu="1"):
     """Three training steps, then the gradients, predictions, and the input
     gradient of a backward (which wants it: a first pool's backward runs)."""
-    monkeypatch.setenv("CNNCUDA_FUSE_POOL_COL2IM", "1" if fuse else "0")
-    monkeypatch.setenv("CNNCUDA_FUSE", fuse_relu)
-    net = make_net(engine, layers, SHAPE, batch, SPARSE_LOGITS, ADAM, seed=5)
-    rng = np.random.default_rng(batch)
-    x = rng.standard_normal((batch,) + SHAPE).astype(np.float32)
-    y = rng.integers(0, 4, batch).astype(np.int32)
-    sums = [net.train_batch(x, y) for _ in range(3)]
-    grads = net.get_gradients()
-    net.forward(x, training=True)
-    dx = net.backward(rng.standard_normal((batch, 4)).astype(np.float32))
-    return [np.array(sums, np.float64)] + net.get_weights() + grads + [net.predict(x), dx]
-
-
-def assert_same_bits(fused, plain):
-    assert len(fused) == len(plain)
-    for i, (a, b) in enumerate(zip(fused, plain)):
-        assert a.tobytes() == b.tobytes(), "array %d differs" % i
+    env = {"CNNCUDA_FUSE_POOL_COL2IM": "1" if fuse else "0", "CNNCUDA_FUSE": fuse_relu}
+    return train_three_steps(engine, layers, SHAPE, batch, env, monkeypatch)
 
 
 @pytest.mark.parametrize("fuse_relu", ["1", "0"])

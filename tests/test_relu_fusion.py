@@ -16,19 +16,11 @@ import pytest
 
 import cnncuda
 from cnncuda.engine import make_net
-from conftest import ADAM, SPARSE_LOGITS, engine_params
+from conftest import ADAM, SPARSE_LOGITS, conv, engine_params, relu
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HOST_ENGINES = [d for d in ("cpu", "omp:1", "omp:2", "omp:3")
                 if d.split(":")[0] in cnncuda.devices()]
-
-
-def relu():
-    return {"kind": "activation", "activation": "relu"}
-
-
-def conv(units, k, **kw):
-    return dict({"kind": "conv2d", "units": units, "kernel": (k, k)}, **kw)
 
 
 # Every place a fusion applies or must not: conv + ReLU + max pool (odd
