@@ -96,6 +96,29 @@ __device__ __forceinline__ bool cnn_last_block(unsigned int *ticket)
     return true;
 }
 
+// The start of a train_range step's gather kernel (gather.cu,
+// gather_im2col.cu), after cnn_kernel_begin: every block reads the Net's
+// CNN_COUNT_POSITION counter once and gets it back; the block that takes
+// the last ticket (cnn_last_block) has then seen every block's read behind
+// it and moves the counters on for the step (a training forward begins,
+// one optimizer step, the position by `rows`), so no block can read a
+// moved position. Every thread of every block must call it.
+__device__ __forceinline__ int64_t cnn_step_position(int64_t *counters, unsigned int *ticket,
+                                                     long long rows)
+{
+    __shared__ int64_t position;
+    if (threadIdx.x == 0) {
+        position = counters[CNN_COUNT_POSITION];
+        if (cnn_last_block(ticket)) {
+            counters[CNN_COUNT_MASK] = counters[CNN_COUNT_FORWARDS]++;
+            counters[CNN_COUNT_STEPS] += 1;
+            counters[CNN_COUNT_POSITION] = position + rows;
+        }
+    }
+    __syncthreads();
+    return position;
+}
+
 // Turns a CUDA error into a recorded message and a status.
 static inline cnn_status cnn_cuda_status(cudaError_t err, const char *what)
 {

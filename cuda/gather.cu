@@ -10,9 +10,8 @@
 // (the engine does not know it: the Net checks the order on upload); a
 // negative index gives a zero row.
 //
-// Counters: every block reads the position once; the block that takes the
-// last ticket (cnn_last_block) has then seen every block's read behind it,
-// and moves the counters on: no block can read a moved position.
+// Counters: cnn_step_position (cuda_common.cuh): every block reads the
+// position once; the block that takes the last ticket moves them on.
 #include "cuda_common.cuh"
 #include "cuda_ops.h"
 
@@ -42,17 +41,7 @@ __global__ void gather_batch_kernel(int count, long long rows, const int32_t *__
                                     gather_part t)
 {
     cnn_kernel_begin();
-    __shared__ int64_t position;
-    if (threadIdx.x == 0) {
-        position = counters[CNN_COUNT_POSITION];
-        if (cnn_last_block(ticket)) {
-            counters[CNN_COUNT_MASK] = counters[CNN_COUNT_FORWARDS]++;
-            counters[CNN_COUNT_STEPS] += 1;
-            counters[CNN_COUNT_POSITION] = position + rows;
-        }
-    }
-    __syncthreads();
-    const int32_t *idx = order + position;
+    const int32_t *idx = order + cnn_step_position(counters, ticket, rows);
     const size_t x_total = (size_t)count * x.units;
     const size_t total = x_total + (size_t)count * t.units;
     CNN_GRID_LOOP(e, total) {

@@ -21,9 +21,9 @@
 // Threads: one per column q of col and input channel ch, writing the kh*kw
 // rows of ch as im2col_kernel does (consecutive threads, consecutive
 // columns), then one per unit of the targets' rows (gather.cu's copy_unit
-// order), over one grid-stride loop. Counters: every block reads the
-// position once; the block that takes the last ticket moves them on (the
-// same ticket as gather.cu's: one of the two kernels runs per step).
+// order), over one grid-stride loop. Counters: cnn_step_position
+// (cuda_common.cuh), with gather.cu's ticket (one of the two kernels runs
+// per step).
 #include "cuda_common.cuh"
 #include "cuda_ops.h"
 
@@ -41,17 +41,7 @@ __global__ void gather_im2col_kernel(cnn_conv_desc d, long long rows,
                                      const T *__restrict__ src_t, T *__restrict__ dst_t)
 {
     cnn_kernel_begin();
-    __shared__ int64_t position;
-    if (threadIdx.x == 0) {
-        position = counters[CNN_COUNT_POSITION];
-        if (cnn_last_block(ticket)) {
-            counters[CNN_COUNT_MASK] = counters[CNN_COUNT_FORWARDS]++;
-            counters[CNN_COUNT_STEPS] += 1;
-            counters[CNN_COUNT_POSITION] = position + rows;
-        }
-    }
-    __syncthreads();
-    const int32_t *idx = order + position;
+    const int32_t *idx = order + cnn_step_position(counters, ticket, rows);
     const int p = d.oh * d.ow, np = d.n * p, khw = d.kh * d.kw;
     const size_t plane = (size_t)d.h * d.w, image = (size_t)d.c * plane;
     const I col_units = (I)d.c * (I)np;
