@@ -33,18 +33,13 @@
 // buffer). Usage: gather_im2col_check [random shapes] [seed] [most column
 // matrix elements of one shape] [seed networks' shapes 1/0]; exit status 1
 // on any failure.
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <cmath>
 #include <csignal>
 #include <unistd.h>
-#include <vector>
-#include <random>
-#include <string>
 #include "cuda_common.cuh"
 #include "cuda_ops.h"
 #include "conv2d_kernels.cuh"
+#include "check_common.h"
 
 extern "C" void emu_gather_im2col_kernel(const cnn_conv_desc *d, long long rows,
                                          const int32_t *order, int64_t *counters,
@@ -53,20 +48,13 @@ extern "C" void emu_gather_im2col_kernel(const cnn_conv_desc *d, long long rows,
                                          int wide, int unit, unsigned blocks);
 namespace emu { extern int order_mode; extern long long switches; }
 
-static std::mt19937_64 rng;
-static long long checks = 0, failures = 0, grid_stride_runs = 0;
+static long long grid_stride_runs = 0;
 // shapes of each kind run (the summary's coverage lines)
 static long long n_more_rows = 0, n_negative = 0, n_all_negative = 0, n_repeats = 0,
                  n_start = 0, n_padded = 0, n_same = 0, n_pad2 = 0, n_empty_windows = 0,
                  n_nonsquare = 0, n_strided = 0, n_odd = 0, n_x16 = 0, n_x4 = 0,
                  n_t[5] = {0, 0, 0, 0, 0}, n_t_byte = 0, n_t_null_dst = 0,
                  n_t_ignored_bytes = 0;
-
-static void fail(const std::string &what)
-{
-    failures++;
-    if (failures < 40) fprintf(stderr, "FAIL %s\n", what.c_str());
-}
 
 static void on_crash(int sig)
 {
@@ -76,42 +64,10 @@ static void on_crash(int sig)
     _exit(3);
 }
 
-static const uint32_t SENTINEL = 0x7fa5a5a5u;   // the workspace and x: a quiet NaN, a payload
+// the workspace's and x's fill: SENTINEL (check_common.h)
 static const uint32_t DATA_GUARD = 0x7fc0deadu; // around the resident images
 static const uint8_t T_SENTINEL = 0xa5, T_GUARD = 0x5c;
 static const unsigned TICKET_SENTINEL = 0x5a5a0000u; // the other tickets
-static float f_of(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-// A buffer of n elements with `guard` sentinel elements before and after.
-template <typename T> struct guarded {
-    std::vector<T> v;
-    size_t n, g;
-    guarded(size_t n_, size_t g_, T fill) : v(n_ + 2 * g_, fill), n(n_), g(g_) {}
-    T *data() { return v.data() + g; }
-    const T *data() const { return v.data() + g; }
-    T operator[](size_t i) const { return v[g + i]; }
-};
-template <typename T> static bool same(T a, T b) { return memcmp(&a, &b, sizeof(T)) == 0; }
-template <typename T> static long long guard_hits(const guarded<T> &b, T fill)
-{
-    long long hits = 0;
-    for (size_t i = 0; i < b.g; ++i) {
-        hits += !same(b.v[i], fill);
-        hits += !same(b.v[b.g + b.n + i], fill);
-    }
-    return hits;
-}
-template <typename T> static bool untouched(const guarded<T> &b, T fill)
-{
-    for (const T &x : b.v)
-        if (!same(x, fill)) return false;
-    return true;
-}
 
 enum { T_NONE, T_LABELS, T_CATEGORICAL, T_ODD, T_MISALIGNED };
 static const char *t_names[] = {"none", "labels", "categorical", "odd bytes", "misaligned"};
@@ -145,55 +101,6 @@ static std::string describe(const shape &S)
              S.pb, S.pr, d.oh, d.ow, d.f, t_names[S.kind], S.t_bytes, S.t_src_off, S.t_dst_off,
              S.null_dst ? ", dst NULL" : "");
     return b;
-}
-
-// conv2d.cu's column matrix of x, from its comment.
-static void col_ref(const cnn_conv_desc &d, const float *x, std::vector<float> &col)
-{
-    const size_t P = (size_t)d.oh * d.ow, NP = (size_t)d.n * P;
-    col.assign((size_t)d.c * d.kh * d.kw * NP, 0.0f);
-    for (int ch = 0; ch < d.c; ++ch)
-        for (int ki = 0; ki < d.kh; ++ki)
-            for (int kj = 0; kj < d.kw; ++kj)
-                for (int i = 0; i < d.n; ++i)
-                    for (int r = 0; r < d.oh; ++r)
-                        for (int s = 0; s < d.ow; ++s) {
-                            const int row = r * d.sh - d.pad_top + ki,
-                                      column = s * d.sw - d.pad_left + kj;
-                            float v = 0.0f;
-                            if (row >= 0 && row < d.h && column >= 0 && column < d.w)
-                                v = x[(((size_t)i * d.c + ch) * d.h + row) * d.w + column];
-                            col[((size_t)(ch * d.kh + ki) * d.kw + kj) * NP + i * P +
-                                r * d.ow + s] = v;
-                        }
-}
-
-// got against want (n elements), bit for bit; got's guards must still hold
-// the fill.
-template <typename T>
-static void compare(const char *what, const guarded<T> &got, const T *want, T fill,
-                    const shape &S)
-{
-    long long bad = 0, unwritten = 0;
-    size_t first = 0;
-    for (size_t i = 0; i < got.n; ++i) {
-        checks++;
-        if (!same(got[i], want[i])) {
-            if (!bad) first = i;
-            bad++;
-            unwritten += same(got[i], fill);
-        }
-    }
-    const long long guards = guard_hits(got, fill);
-    checks++;
-    if (bad || guards) {
-        char b[300];
-        snprintf(b, sizeof b,
-                 "%s: %lld of %zu differ (%lld not written; first at %zu), %lld guard elements "
-                 "written | ",
-                 what, bad, got.n, unwritten, first, guards);
-        fail(b + describe(S));
-    }
 }
 
 static void compare_counters(const char *what, const int64_t *got, const int64_t *want,
@@ -361,13 +268,13 @@ static void run_case(const shape &S)
                                   x.data(), S.t_bytes, has_t ? src_t : nullptr, dst_t_of(t));
             if (st != CNN_OK) fail(std::string(which) + " gather status | " + tag);
             compare((std::string(which) + " gather x vs the plain loop").c_str(), x,
-                    xr[b].data(), f_of(SENTINEL), S);
+                    xr[b].data(), f_of(SENTINEL), tag);
             if (S.null_dst) {
                 checks++;
                 if (!untouched(t, T_SENTINEL)) fail(std::string(which) + " wrote dst_t");
             } else {
                 compare((std::string(which) + " gather targets vs the plain loop").c_str(), t,
-                        tr[b].data(), T_SENTINEL, S);
+                        tr[b].data(), T_SENTINEL, tag);
             }
             compare_counters((std::string(which) + " gather counters").c_str(), c, cr[b], S);
             memcpy(cb[b], c, sizeof c);
@@ -376,7 +283,7 @@ static void run_case(const shape &S)
             const dim3 grid(cnn_blocks(np, CNN_THREADS), (unsigned)std::min(d.c, 65535));
             EMU_LAUNCH(cnn_conv2d::im2col_kernel, grid, CNN_THREADS, d, x.data(), col.data());
             compare((std::string(which) + " im2col vs conv2d.cu's layout").c_str(), col,
-                    colr[b].data(), f_of(SENTINEL), S);
+                    colr[b].data(), f_of(SENTINEL), tag);
             colb.push_back(std::move(col));
             tb_base.push_back(std::move(t));
         }
@@ -386,7 +293,7 @@ static void run_case(const shape &S)
     auto check_fused = [&](const char *how, int b, context &C, const int64_t *c,
                            const guarded<float> &ws, const guarded<float> &x,
                            const guarded<uint8_t> &t) {
-        compare((std::string(how) + " col").c_str(), ws, colb[b].data(), f_of(SENTINEL), S);
+        compare((std::string(how) + " col").c_str(), ws, colb[b].data(), f_of(SENTINEL), tag);
         checks++;
         if (t.v != tb_base[b].v) { // the same bytes, guards included
             long long bad = 0;
@@ -500,23 +407,14 @@ static void refusals()
         const cnn_status st = cuda_gather_batch_im2col(
             &C.ctx, order.data(), c, r.count, 2, r.x_bytes, data.data(), x.data(), 4,
             labels.data(), t.data(), &r.d, ws.data());
-        const std::string msg = cnn_last_error();
-        checks++;
         bool tickets = C.meet.tickets[0] != 0;
         for (int i = 1; i < CNN_TICKETS; ++i) tickets |= C.meet.tickets[i] != TICKET_SENTINEL + i;
         const bool written = !untouched(ws, f_of(SENTINEL)) || !untouched(x, f_of(SENTINEL)) ||
                              !untouched(t, 0x5a5a5a5a) || memcmp(c, c_before, sizeof c) != 0 ||
                              tickets;
-        if (st != CNN_ERR_VALUE || msg.rfind("gather_batch_im2col: ", 0) != 0 ||
-            msg.find(r.needle) == std::string::npos || written)
-            fail(std::string("refusal ") + r.name + ": status " + std::to_string(st) +
-                 ", message \"" + msg + "\"" + (written ? ", wrote" : ""));
-        else
-            fprintf(stderr, "refused %-28s \"%s\"\n", r.name, msg.c_str());
+        check_refusal("gather_batch_im2col: ", r.name, r.needle, st, written);
     }
 }
-
-static int irange(int lo, int hi) { return lo + (int)(rng() % (unsigned)(hi - lo + 1)); }
 
 // A random batch, order, targets and first convolution (pads 0..2 before,
 // an output size that some pad of 0..2 after gives).
@@ -543,12 +441,9 @@ static bool random_shape(shape &S, long long budget)
     int pb = 0, pr = 0;
     if (pad_kind == 0) { // 'valid'
         d.pad_top = d.pad_left = 0;
-    } else if (pad_kind == 1) { // 'same' (Keras: the odd pad after)
-        const int oh = (d.h + d.sh - 1) / d.sh, ow = (d.w + d.sw - 1) / d.sw;
-        const int th = std::max((oh - 1) * d.sh + d.kh - d.h, 0);
-        const int tw = std::max((ow - 1) * d.sw + d.kw - d.w, 0);
-        d.pad_top = th / 2, pb = th - th / 2;
-        d.pad_left = tw / 2, pr = tw - tw / 2;
+    } else if (pad_kind == 1) { // 'same'
+        same_pads(d.h, d.kh, d.sh, &d.pad_top, &pb);
+        same_pads(d.w, d.kw, d.sw, &d.pad_left, &pr);
     } else { // any pads of 0..2: windows of only padding where a pad reaches past a kernel
         d.pad_top = irange(0, 2), d.pad_left = irange(0, 2);
         pb = irange(0, 2), pr = irange(0, 2);
@@ -610,10 +505,7 @@ int main(int argc, char **argv)
 {
     signal(SIGSEGV, on_crash);
     signal(SIGBUS, on_crash);
-    const int cases = argc > 1 ? atoi(argv[1]) : 300;
-    rng.seed(argc > 2 ? strtoull(argv[2], nullptr, 10) : 7);
-    const long long budget = argc > 3 ? atoll(argv[3]) : 40000;
-    const bool seeds = argc > 4 ? atoi(argv[4]) != 0 : true;
+    const run_args A = parse_args(argc, argv, 40000);
     refusals();
     // the seed networks' first convolutions at batch 32 (cnncuda/seeds.py)
     std::vector<shape> fixed = {
@@ -630,23 +522,7 @@ int main(int argc, char **argv)
     fixed[2].rows = 64;           // MNIST: one replica's batch of two
     fixed[3].rows = 3;
     fixed[4].t_dst_off = 3;
-    int done = 0;
-    if (seeds)
-        for (const shape &s : fixed) {
-            run_case(s);
-            done++;
-            fprintf(stderr, "%s: checks=%lld failures=%lld\n", describe(s).c_str(), checks,
-                    failures);
-        }
-    for (int c = 0; c < cases; ++c) {
-        shape s;
-        while (!random_shape(s, budget)) {}
-        run_case(s);
-        done++;
-        if (c % 100 == 0)
-            fprintf(stderr, "case %d: checks=%lld failures=%lld (%s)\n", c, checks, failures,
-                    describe(s).c_str());
-    }
+    const int done = run_shapes(A, fixed, 100, run_case, random_shape, describe);
     printf("coverage: %lld rows > count, %lld nonzero start, %lld with negative indices (%lld "
            "all negative), %lld with repeats; %lld padded (%lld 'same', %lld pad 2, %lld with "
            "windows of only padding), %lld non-square, %lld strided, %lld odd; gather.cu x "

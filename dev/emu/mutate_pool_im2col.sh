@@ -4,7 +4,8 @@
 # cuda/pool_geom.cuh with one sed edit (the tree is not touched), checked
 # on the given shapes (default 120, seed 3, no seed-network shapes) plus the
 # refusals; a mutant must fail. The unmutated copy runs first and must pass.
-# Prints one line per mutant; exit status 1 when a mutant survives.
+# Prints one line per mutant; exit status 1 when a mutant survives
+# (mutate_lib.sh: the loop).
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -34,34 +35,10 @@ mutants=(
   "pool_geom.cuh|avg: sum * (1/count)|s/sum \/ (float)count/sum * (1.0f \/ (float)count)/"
   "pool_geom.cuh|max: empty window gives argmax 0|s/\*at = -1;/*at = 0;/"
 )
-run() { # src geom -> exit status of the check
-    EMU_POOL_IM2COL="$1" EMU_POOL_GEOM="$2" bash "$here/run_pool_im2col.sh" "$shapes" "$seed" \
-        30000 0 > "$tmp/out" 2> "$tmp/err"
+sources=(pool_im2col.cu pool_geom.cuh)
+run_check() { # DIR -> exit status of the check on DIR's sources
+    EMU_POOL_IM2COL="$1/pool_im2col.cu" EMU_POOL_GEOM="$1/pool_geom.cuh" \
+        bash "$here/run_pool_im2col.sh" "$shapes" "$seed" 30000 0 > "$tmp/out" 2> "$tmp/err"
 }
-cp "$root/cuda/pool_im2col.cu" "$tmp/pool_im2col.cu"
-cp "$root/cuda/pool_geom.cuh" "$tmp/pool_geom.cuh"
-if ! run "$tmp/pool_im2col.cu" "$tmp/pool_geom.cuh"; then
-    echo "the unmutated sources fail:"; cat "$tmp/out"; tail -20 "$tmp/err"; exit 1
-fi
-echo "unmutated: $(cat "$tmp/out")"
-survived=0
-for m in "${mutants[@]}"; do
-    IFS='|' read -r file what expr <<< "$m"
-    mkdir -p "$tmp/m"
-    cp "$root/cuda/pool_im2col.cu" "$tmp/m/pool_im2col.cu"
-    cp "$root/cuda/pool_geom.cuh" "$tmp/m/pool_geom.cuh"
-    sed -i "$expr" "$tmp/m/$file"
-    if cmp -s "$tmp/m/$file" "$root/cuda/$file"; then
-        echo "NOT APPLIED  $what (the sed matched nothing)"; survived=1; continue
-    fi
-    run "$tmp/m/pool_im2col.cu" "$tmp/m/pool_geom.cuh"
-    rc=$?
-    if [ $rc -eq 0 ]; then
-        echo "SURVIVED     $what"; survived=1
-    else
-        how="$(grep -m1 '^FAIL' "$tmp/err" | cut -c1-150)"
-        [ -z "$how" ] && how="(no FAIL line: $(grep -m1 -v '^refused' "$tmp/err" | cut -c1-120))"
-        echo "caught       $what: exit $rc, $(grep -c '^FAIL' "$tmp/err") FAIL lines; first: $how"
-    fi
-done
-exit $survived
+source "$here/mutate_lib.sh"
+mutate_all

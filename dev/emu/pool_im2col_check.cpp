@@ -23,16 +23,11 @@
 // The fused kernel runs through its host entry (cuda_pool_forward_im2col)
 // and directly on a small grid. Usage: pool_im2col_check [random shapes]
 // [seed] [most input elements of one shape]; exit status 1 on any failure.
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <cmath>
-#include <vector>
-#include <random>
-#include <string>
 #include "cuda_common.cuh"
 #include "cuda_ops.h"
 #include "conv2d_kernels.cuh"
+#include "check_common.h"
 
 extern "C" {
 cnn_status cuda_pool_forward_old(cnn_ctx *ctx, const cnn_pool_desc *d, const float *x, float *y,
@@ -54,53 +49,12 @@ cnn_status cuda_activation_backward(cnn_ctx *, int, int, int, const float *, con
 }
 namespace emu { extern int order_mode; extern long long switches; }
 
-static std::mt19937_64 rng;
-static long long checks = 0, failures = 0, empty_windows = 0, tied_windows = 0,
-                 grid_stride_runs = 0;
+static long long empty_windows = 0, tied_windows = 0, grid_stride_runs = 0;
 // shapes of each kind run (the summary's coverage line)
 static long long n_max = 0, n_avg = 0, n_overlap = 0, n_padded = 0, n_odd = 0,
                  n_conv_nonsquare = 0, n_conv_strided = 0, n_conv_short = 0;
 
-static void fail(const std::string &what)
-{
-    failures++;
-    if (failures < 40) fprintf(stderr, "FAIL %s\n", what.c_str());
-}
-
-static uint32_t bits(float v)
-{
-    uint32_t u;
-    memcpy(&u, &v, 4);
-    return u;
-}
-static const uint32_t SENTINEL = 0x7fa5a5a5u; // a quiet NaN with a payload
-static const int32_t ARG_SENTINEL = 0x5a5a5a5a;
-static float sentinel_f()
-{
-    float f;
-    memcpy(&f, &SENTINEL, 4);
-    return f;
-}
-
-// A buffer of n elements with `guard` sentinel elements before and after.
-template <typename T> struct guarded {
-    std::vector<T> v;
-    size_t n, g;
-    guarded(size_t n_, size_t g_, T fill) : v(n_ + 2 * g_, fill), n(n_), g(g_) {}
-    T *data() { return v.data() + g; }
-    const T *data() const { return v.data() + g; }
-    T operator[](size_t i) const { return v[g + i]; }
-};
-template <typename T> static bool same(T a, T b) { return memcmp(&a, &b, sizeof(T)) == 0; }
-template <typename T> static long long guard_hits(const guarded<T> &b, T fill)
-{
-    long long hits = 0;
-    for (size_t i = 0; i < b.g; ++i) {
-        hits += !same(b.v[i], fill);
-        hits += !same(b.v[b.g + b.n + i], fill);
-    }
-    return hits;
-}
+static const int32_t ARG_SENTINEL = 0x5a5a5a5a; // argmax buffers' fill
 
 struct shape {
     cnn_pool_desc p;
@@ -170,53 +124,6 @@ static void pool_ref(const cnn_pool_desc &p, const std::vector<float> &x, std::v
     }
 }
 
-// conv2d.cu's column matrix of y, from its comment.
-static void col_ref(const cnn_conv_desc &d, const float *y, std::vector<float> &col)
-{
-    const size_t P = (size_t)d.oh * d.ow, NP = (size_t)d.n * P;
-    col.assign((size_t)d.c * d.kh * d.kw * NP, 0.0f);
-    for (int ch = 0; ch < d.c; ++ch)
-        for (int ki = 0; ki < d.kh; ++ki)
-            for (int kj = 0; kj < d.kw; ++kj)
-                for (int i = 0; i < d.n; ++i)
-                    for (int r = 0; r < d.oh; ++r)
-                        for (int s = 0; s < d.ow; ++s) {
-                            const int row = r * d.sh - d.pad_top + ki,
-                                      column = s * d.sw - d.pad_left + kj;
-                            float v = 0.0f;
-                            if (row >= 0 && row < d.h && column >= 0 && column < d.w)
-                                v = y[(((size_t)i * d.c + ch) * d.h + row) * d.w + column];
-                            col[((size_t)(ch * d.kh + ki) * d.kw + kj) * NP + i * P +
-                                r * d.ow + s] = v;
-                        }
-}
-
-template <typename T>
-static void compare(const char *what, const guarded<T> &got, const T *want, T fill,
-                    const shape &S)
-{
-    long long bad = 0, unwritten = 0;
-    size_t first = 0;
-    for (size_t i = 0; i < got.n; ++i) {
-        checks++;
-        if (!same(got[i], want[i])) {
-            if (!bad) first = i;
-            bad++;
-            unwritten += same(got[i], fill);
-        }
-    }
-    const long long guards = guard_hits(got, fill);
-    checks++;
-    if (bad || guards) {
-        char b[300];
-        snprintf(b, sizeof b,
-                 "%s: %lld of %zu differ (%lld not written; first at %zu), %lld guard elements "
-                 "written | ",
-                 what, bad, got.n, unwritten, first, guards);
-        fail(b + describe(S));
-    }
-}
-
 struct pool_out {
     guarded<float> y;
     guarded<int32_t> a;
@@ -268,8 +175,9 @@ static void run_case(const shape &S)
     pool_out base(total);
     if (cuda_pool_forward_old(&ctx, &p, x.data(), base.y.data(), is_max ? base.a.data() : nullptr))
         fail("baseline status | " + tag);
-    compare("baseline y vs the plain loop", base.y, yr.data(), sentinel_f(), S);
-    if (is_max) compare("baseline argmax vs the plain loop", base.a, ar.data(), ARG_SENTINEL, S);
+    compare("baseline y vs the plain loop", base.y, yr.data(), sentinel_f(), tag);
+    if (is_max)
+        compare("baseline argmax vs the plain loop", base.a, ar.data(), ARG_SENTINEL, tag);
     const float *y0 = base.y.data();
     const int32_t *a0 = base.a.data();
 
@@ -278,8 +186,8 @@ static void run_case(const shape &S)
         pool_out o(total);
         if (cuda_pool_forward(&ctx, &p, x.data(), o.y.data(), is_max ? o.a.data() : nullptr))
             fail("pool_forward status | " + tag);
-        compare("pool_forward y", o.y, y0, sentinel_f(), S);
-        if (is_max) compare("pool_forward argmax", o.a, a0, ARG_SENTINEL, S);
+        compare("pool_forward y", o.y, y0, sentinel_f(), tag);
+        if (is_max) compare("pool_forward argmax", o.a, a0, ARG_SENTINEL, tag);
     }
     for (int variant = 0; variant < 5; ++variant) {
         // new unsigned few, new size_t full, new size_t few, old size_t full, old unsigned few
@@ -293,8 +201,9 @@ static void run_case(const shape &S)
         char what[120];
         snprintf(what, sizeof what, "%s pool.cu %s kernel, %u blocks", old ? "baseline" : "new",
                  wide ? "size_t" : "unsigned", blocks);
-        compare((std::string(what) + " y").c_str(), o.y, y0, sentinel_f(), S);
-        if (is_max) compare((std::string(what) + " argmax").c_str(), o.a, a0, ARG_SENTINEL, S);
+        compare((std::string(what) + " y").c_str(), o.y, y0, sentinel_f(), tag);
+        if (is_max)
+            compare((std::string(what) + " argmax").c_str(), o.a, a0, ARG_SENTINEL, tag);
     }
 
     // (2) the reference column matrix: im2col_kernel over the baseline's y
@@ -306,11 +215,11 @@ static void run_case(const shape &S)
         EMU_LAUNCH(cnn_conv2d::im2col_kernel, grid, CNN_THREADS, d, y0, colr.data());
         std::vector<float> cr;
         col_ref(d, y0, cr);
-        compare("im2col_kernel vs conv2d.cu's layout", colr, cr.data(), sentinel_f(), S);
+        compare("im2col_kernel vs conv2d.cu's layout", colr, cr.data(), sentinel_f(), tag);
         guarded<float> c2(K * np, cg, sentinel_f());
         const dim3 small(few, 1 + (unsigned)(rng() % 2));
         EMU_LAUNCH(cnn_conv2d::im2col_kernel, small, CNN_THREADS, d, y0, c2.data());
-        compare("im2col_kernel on a small grid", c2, colr.data(), sentinel_f(), S);
+        compare("im2col_kernel on a small grid", c2, colr.data(), sentinel_f(), tag);
     }
 
     // (1), (2) the fused kernel: through its host entry, then on a small grid
@@ -330,16 +239,15 @@ static void run_case(const shape &S)
             emu_pool_forward_im2col_kernel(&p, &d, few, x.data(), o.y.data(),
                                            is_max ? o.a.data() : nullptr, ws.data());
         }
-        compare((std::string(how) + " y").c_str(), o.y, y0, sentinel_f(), S);
+        compare((std::string(how) + " y").c_str(), o.y, y0, sentinel_f(), tag);
         if (is_max)
-            compare((std::string(how) + " argmax").c_str(), o.a, a0, ARG_SENTINEL, S);
+            compare((std::string(how) + " argmax").c_str(), o.a, a0, ARG_SENTINEL, tag);
         else {
             checks++;
-            bool wrote = false;
-            for (int32_t v : o.a.v) wrote |= v != ARG_SENTINEL;
-            if (wrote) fail(std::string(how) + " wrote argmax for avg | " + tag);
+            if (!untouched(o.a, ARG_SENTINEL))
+                fail(std::string(how) + " wrote argmax for avg | " + tag);
         }
-        compare((std::string(how) + " col").c_str(), ws, colr.data(), sentinel_f(), S);
+        compare((std::string(how) + " col").c_str(), ws, colr.data(), sentinel_f(), tag);
     }
 }
 
@@ -395,18 +303,9 @@ static void refusals()
         const cnn_status st = cuda_pool_forward_im2col(&ctx, &r.p, &r.d, x.data(), y.data(),
                                                        r.no_argmax ? nullptr : a.data(),
                                                        ws.data());
-        const std::string msg = cnn_last_error();
-        checks++;
-        bool written = false;
-        for (float v : y.v) written |= !same(v, sentinel_f());
-        for (float v : ws.v) written |= !same(v, sentinel_f());
-        for (int32_t v : a.v) written |= v != ARG_SENTINEL;
-        if (st != CNN_ERR_VALUE || msg.rfind("pool_forward_im2col: ", 0) != 0 ||
-            msg.find(r.needle) == std::string::npos || written)
-            fail(std::string("refusal ") + r.name + ": status " + std::to_string(st) +
-                 ", message \"" + msg + "\"" + (written ? ", wrote" : ""));
-        else
-            fprintf(stderr, "refused %-32s \"%s\"\n", r.name, msg.c_str());
+        const bool written = !untouched(y, sentinel_f()) || !untouched(ws, sentinel_f()) ||
+                             !untouched(a, ARG_SENTINEL);
+        check_refusal("pool_forward_im2col: ", r.name, r.needle, st, written);
     }
     // accepted at the edges: last windows exactly inside, strides > 1
     const cnn_conv_desc ok[] = {
@@ -425,8 +324,6 @@ static void refusals()
             fail(std::string("accepted shape refused: ") + cnn_last_error());
     }
 }
-
-static int irange(int lo, int hi) { return lo + (int)(rng() % (unsigned)(hi - lo + 1)); }
 
 // A random pool, then a convolution reading inside its output.
 static bool random_shape(shape &S, long long budget)
@@ -447,12 +344,9 @@ static bool random_shape(shape &S, long long budget)
     int pb = 0, pr = 0;
     if (pad_kind == 0) { // 'valid'
         p.pad_top = p.pad_left = 0;
-    } else if (pad_kind == 1) { // 'same' (Keras: the odd pad after)
-        const int oh = (p.h + p.sh - 1) / p.sh, ow = (p.w + p.sw - 1) / p.sw;
-        const int th = std::max((oh - 1) * p.sh + p.ph - p.h, 0);
-        const int tw = std::max((ow - 1) * p.sw + p.pw - p.w, 0);
-        p.pad_top = th / 2, pb = th - th / 2;
-        p.pad_left = tw / 2, pr = tw - tw / 2;
+    } else if (pad_kind == 1) { // 'same'
+        same_pads(p.h, p.ph, p.sh, &p.pad_top, &pb);
+        same_pads(p.w, p.pw, p.sw, &p.pad_left, &pr);
     } else { // pads 0 or 1 before, 0..2 after: windows of only padding where
              // a pad reaches past a 1-wide window, or past the image's end
         p.pad_top = irange(0, 1), p.pad_left = irange(0, 1);
@@ -483,10 +377,7 @@ static bool random_shape(shape &S, long long budget)
 
 int main(int argc, char **argv)
 {
-    const int cases = argc > 1 ? atoi(argv[1]) : 300;
-    rng.seed(argc > 2 ? strtoull(argv[2], nullptr, 10) : 7);
-    const long long budget = argc > 3 ? atoll(argv[3]) : 60000;
-    const bool seeds = argc > 4 ? atoi(argv[4]) != 0 : true;
+    const run_args A = parse_args(argc, argv, 60000);
     refusals();
     // the seed networks' pool -> conv pairs at batch 32 (cnncuda/seeds.py)
     std::vector<shape> fixed = {
@@ -505,23 +396,7 @@ int main(int argc, char **argv)
         {{CNN_POOL_MAX, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1},
          {1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1}, 1, "1x1 everything"},
     };
-    int done = 0;
-    if (seeds)
-        for (const shape &s : fixed) {
-            run_case(s);
-            done++;
-            fprintf(stderr, "%s: checks=%lld failures=%lld\n", describe(s).c_str(), checks,
-                    failures);
-        }
-    for (int c = 0; c < cases; ++c) {
-        shape s;
-        while (!random_shape(s, budget)) {}
-        run_case(s);
-        done++;
-        if (c % 50 == 0)
-            fprintf(stderr, "case %d: checks=%lld failures=%lld (%s)\n", c, checks, failures,
-                    describe(s).c_str());
-    }
+    const int done = run_shapes(A, fixed, 50, run_case, random_shape, describe);
     printf("coverage: %lld max, %lld avg; %lld overlapping pools, %lld with pool padding, %lld "
            "odd inputs; convolutions: %lld non-square, %lld strided, %lld short of 'valid'\n",
            n_max, n_avg, n_overlap, n_padded, n_odd, n_conv_nonsquare, n_conv_strided,

@@ -9,12 +9,16 @@
 # address aborts) and the repository. Default: 300 shapes of at most 40000
 # column matrix elements, seed 7, the seed networks' first convolutions.
 # EMU_GATHER_IM2COL=file.cu checks another source in place of the working
-# tree's (mutants: mutate_gather_im2col.sh).
+# tree's, EMU_CUDA_COMMON=file.cuh another cuda_common.cuh for the kernels'
+# files (gather.cu's and gather_im2col.cu's: both use its cnn_step_position)
+# (mutants: mutate_gather_im2col.sh).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
+# a quoted #include looks in the including file's folder first
+if [ -n "${EMU_CUDA_COMMON:-}" ]; then cp "$EMU_CUDA_COMMON" "$out/cuda_common.cuh"; fi
 python3 "$here/prep_kernels.py" "$root/cuda/gather.cu" "$out/gather_emu.cpp"
 python3 "$here/prep_kernels.py" --shim "$here/gather_im2col_shim.inc" \
     "${EMU_GATHER_IM2COL:-$root/cuda/gather_im2col.cu}" "$out/gather_im2col_emu.cpp"
