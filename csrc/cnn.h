@@ -368,8 +368,8 @@ struct cnn_backend {
      * conv2d_forward_relu (relu 1) of x with the column matrix that
      * pool_forward_im2col (or gather_batch_im2col, below) left in ws (the
      * engine reads that, not x), the call right after it for the same
-     * batch. The bits of the entries they
-     * replace. CNNCUDA_FUSE_POOL_IM2COL=1 turns them on (off by default). */
+     * batch. The bits of the entries they replace. CNNCUDA_FUSE_POOL_IM2COL=1
+     * turns the pool's on (off by default). */
     cnn_status (*pool_forward_im2col)(cnn_ctx *ctx, const cnn_pool_desc *p,
                                       const cnn_conv_desc *d,
                                       const float *x,  /* (n, c, p->h, p->w) */
