@@ -55,7 +55,8 @@ NETWORKS = {
     # a pool first (on the input); overlapping windows with strides
     "pool_first": [pool("maxpool", 2), conv(4, 3), relu(),
                    pool("maxpool", 3, strides=(2, 2)), conv(3, 1)] + HEAD,
-    # pooling windows with padding ('same', strides 3): some all padding
+    # pooling windows with padding ('same', strides 3; the avg pool's
+    # windows with gaps between them), each followed by a 'valid' conv
     "padded_pool": [conv(4, 2), relu(), pool("maxpool", 3, strides=(3, 3), padding="same"),
                     conv(5, 2), relu(), pool("avgpool", 2, strides=(3, 3), padding="same"),
                     conv(3, 1)] + HEAD,
