@@ -47,15 +47,6 @@ cnn_status check_desc(const char *what, const cnn_conv_desc *d)
     return CNN_OK;
 }
 
-cnn_status im2col(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x, float *col)
-{
-    // x: the columns, y: the input channels (im2col_kernel)
-    const dim3 grid(cnn_blocks((size_t)d->n * d->oh * d->ow, CNN_THREADS), (unsigned)min(d->c, 65535));
-    im2col_kernel<<<grid, CNN_THREADS, 0, cnn_stream(ctx)>>>(*d, x, col);
-    CNN_CUDA_LAUNCHED("conv2d im2col");
-    return CNN_OK;
-}
-
 cnn_status gather_dy(cnn_ctx *ctx, const cnn_conv_desc *d, const float *dy, float *t)
 {
     size_t p = (size_t)d->oh * d->ow, total = (size_t)d->n * d->f * p;
@@ -73,6 +64,15 @@ bool fused_layouts(cnn_ctx *ctx)
 }
 
 } // namespace
+
+cnn_status cnn_cuda_im2col(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x, float *col)
+{
+    // x: the columns, y: the input channels (im2col_kernel)
+    const dim3 grid(cnn_blocks((size_t)d->n * d->oh * d->ow, CNN_THREADS), (unsigned)min(d->c, 65535));
+    im2col_kernel<<<grid, CNN_THREADS, 0, cnn_stream(ctx)>>>(*d, x, col);
+    CNN_CUDA_LAUNCHED("conv2d im2col");
+    return CNN_OK;
+}
 
 size_t cuda_conv2d_workspace(const cnn_conv_desc *d)
 {
@@ -93,7 +93,7 @@ cnn_status forward(cnn_ctx *ctx, const char *what, const cnn_conv_desc *d, const
     float *col = (float *)ws, *t = col + col_floats(d);
     const int k = d->c * d->kh * d->kw, np = d->n * d->oh * d->ow;
     const size_t p = (size_t)d->oh * d->ow;
-    if (!col_ready) CNN_TRY(im2col(ctx, d, x, col));
+    if (!col_ready) CNN_TRY(cnn_cuda_im2col(ctx, d, x, col));
     if (fused_layouts(ctx)) { // y (n, f, P) written by the GEMM, with the bias and the ReLU
         const cnn_sgemm_extra extra = {0, 0, (int)p, b, relu ? 1 : 0, 0, nullptr};
         return cnn_cuda_sgemm_ex(ctx, 0, 0, d->f, np, k, 1.0f, w, k, col, np, 0.0f, y, np, &extra);
@@ -169,7 +169,7 @@ cnn_status cuda_conv2d_backward_filter_from_x(cnn_ctx *ctx, const cnn_conv_desc 
                                               float *db, void *ws)
 {
     CNN_TRY(check_desc("conv2d_backward_filter", d));
-    if (d->n > 0) CNN_TRY(im2col(ctx, d, x, (float *)ws));
+    if (d->n > 0) CNN_TRY(cnn_cuda_im2col(ctx, d, x, (float *)ws));
     return cuda_conv2d_backward_filter(ctx, d, x, dy, dw, db, ws);
 }
 

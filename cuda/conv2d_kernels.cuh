@@ -19,30 +19,42 @@ namespace { // internal linkage: every .cu that includes this has its own copy
 // conv2d.cu checks it), not per element in 64-bit as before (2026-11-25:
 // the 64-bit divisions made im2col 4-5x slower than its memory traffic).
 // Consecutive threads write consecutive columns.
+// Column q of col for input channel ch: its kh*kw rows from the plane xc
+// (h, w) of q's image, 0 outside the image (xc NULL: all 0), where q is
+// image q / P, output pixel (r, s) = (q % P) / ow, (q % P) % ow.
+// im2col_kernel's body, also gather_im2col.cu's (which reads the plane of
+// a resident image).
+__device__ __forceinline__ void im2col_column(const cnn_conv_desc &d,
+                                              const float *__restrict__ xc, int ch, int q,
+                                              float *__restrict__ col)
+{
+    const int p = d.oh * d.ow, np = d.n * p;
+    const int i = q / p, rs = q - i * p;
+    const int r = rs / d.ow, s = rs - r * d.ow;
+    const int row0 = r * d.sh - d.pad_top, column0 = s * d.sw - d.pad_left;
+    float *out = col + (size_t)ch * d.kh * d.kw * np + q;
+    for (int ki = 0; ki < d.kh; ++ki) {
+        const int row = row0 + ki;
+        const bool row_in = xc && row >= 0 && row < d.h;
+        for (int kj = 0; kj < d.kw; ++kj) {
+            const int column = column0 + kj;
+            float v = 0.0f;
+            if (row_in && column >= 0 && column < d.w) v = xc[(size_t)row * d.w + column];
+            out[(size_t)(ki * d.kw + kj) * np] = v;
+        }
+    }
+}
+
 __global__ void im2col_kernel(cnn_conv_desc d, const float *__restrict__ x,
                               float *__restrict__ col)
 {
     cnn_kernel_begin();
-    const int p = d.oh * d.ow, np = d.n * p, khw = d.kh * d.kw;
+    const int p = d.oh * d.ow, np = d.n * p;
     const long long stride = (long long)blockDim.x * gridDim.x;
     for (int ch = blockIdx.y; ch < d.c; ch += gridDim.y) {
         for (long long qq = (long long)blockIdx.x * blockDim.x + threadIdx.x; qq < np; qq += stride) {
-            const int q = (int)qq;
-            const int i = q / p, rs = q - i * p;
-            const int r = rs / d.ow, s = rs - r * d.ow;
-            const int row0 = r * d.sh - d.pad_top, column0 = s * d.sw - d.pad_left;
-            const float *xc = x + ((size_t)i * d.c + ch) * d.h * d.w;
-            float *out = col + (size_t)ch * khw * np + q;
-            for (int ki = 0; ki < d.kh; ++ki) {
-                const int row = row0 + ki;
-                const bool row_in = row >= 0 && row < d.h;
-                for (int kj = 0; kj < d.kw; ++kj) {
-                    const int column = column0 + kj;
-                    float v = 0.0f;
-                    if (row_in && column >= 0 && column < d.w) v = xc[(size_t)row * d.w + column];
-                    out[(size_t)(ki * d.kw + kj) * np] = v;
-                }
-            }
+            const int q = (int)qq, i = q / p;
+            im2col_column(d, x + ((size_t)i * d.c + ch) * d.h * d.w, ch, q, col);
         }
     }
 }

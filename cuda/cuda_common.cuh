@@ -209,6 +209,11 @@ cnn_status cnn_cuda_sgemm_ex(cnn_ctx *ctx, int trans_a, int trans_b, int m, int 
                              float alpha, const float *a, int lda, const float *b, int ldb,
                              float beta, float *c, int ldc, const cnn_sgemm_extra *extra);
 
+// conv2d.cu: the column matrix of convolution d over x (n, c, h, w) into col
+// (K, NP), im2col_kernel on the engine's grid (the columns over x, the
+// input channels over y).
+cnn_status cnn_cuda_im2col(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x, float *col);
+
 // conv2d.cu: a convolution's backward-data product, dcol (K, NP) = W^T dy,
 // into the start of its workspace ws (what checks d); the first half of
 // cuda_conv2d_backward_data, whose col2im follows.

@@ -19,12 +19,12 @@
 // would write.
 //
 // Threads: one per column q of col and input channel ch, writing the kh*kw
-// rows of ch as im2col_kernel does (consecutive threads, consecutive
+// rows of ch with im2col_kernel's im2col_column (conv2d_kernels.cuh) (consecutive threads, consecutive
 // columns), then one per unit of the targets' rows (gather.cu's copy_unit
 // order), over one grid-stride loop. Counters: cnn_step_position
 // (cuda_common.cuh), with gather.cu's ticket (one of the two kernels runs
 // per step).
-#include "cuda_common.cuh"
+#include "conv2d_kernels.cuh"
 #include "cuda_ops.h"
 
 namespace {
@@ -42,7 +42,7 @@ __global__ void gather_im2col_kernel(cnn_conv_desc d, long long rows,
 {
     cnn_kernel_begin();
     const int32_t *idx = order + cnn_step_position(counters, ticket, rows);
-    const int p = d.oh * d.ow, np = d.n * p, khw = d.kh * d.kw;
+    const int p = d.oh * d.ow, np = d.n * p;
     const size_t plane = (size_t)d.h * d.w, image = (size_t)d.c * plane;
     const I col_units = (I)d.c * (I)np;
     const I total = col_units + (I)d.n * t_units;
@@ -56,22 +56,9 @@ __global__ void gather_im2col_kernel(cnn_conv_desc d, long long rows,
             continue;
         }
         const int ch = (int)(e / (I)np), q = (int)(e - (I)ch * (I)np);
-        const int i = q / p, rs = q - i * p;
-        const int r = rs / d.ow, s = rs - r * d.ow;
-        const int row0 = r * d.sh - d.pad_top, column0 = s * d.sw - d.pad_left;
-        const int32_t src = idx[i];
-        const float *xc = src >= 0 ? data + (size_t)src * image + (size_t)ch * plane : nullptr;
-        float *out = col + (size_t)ch * khw * np + q;
-        for (int ki = 0; ki < d.kh; ++ki) {
-            const int row = row0 + ki;
-            const bool row_in = xc && row >= 0 && row < d.h;
-            for (int kj = 0; kj < d.kw; ++kj) {
-                const int column = column0 + kj;
-                float v = 0.0f;
-                if (row_in && column >= 0 && column < d.w) v = xc[(size_t)row * d.w + column];
-                out[(size_t)(ki * d.kw + kj) * np] = v;
-            }
-        }
+        const int32_t src = idx[q / p];
+        cnn_conv2d::im2col_column(
+            d, src >= 0 ? data + (size_t)src * image + (size_t)ch * plane : nullptr, ch, q, col);
     }
 }
 

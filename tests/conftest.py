@@ -3,6 +3,10 @@
 GPU engines carry the ``gpu`` marker and are skipped, with the reason, where
 they are not built or no GPU is visible; run them with ``pytest -m gpu``.
 """
+import os
+import shutil
+import subprocess
+
 import numpy as np
 import pytest
 
@@ -186,3 +190,22 @@ def assert_same_bits(one, other):
     assert len(one) == len(other)
     for i, (a, b) in enumerate(zip(one, other)):
         assert a.tobytes() == b.tobytes(), "array %d differs" % i
+
+
+def run_c_check(tmp_path, name):
+    """Builds tests/NAME.c with the C sources of csrc and csrc/cpu (no Python,
+    no GPU) and runs it: it must exit 0 and print "ok". Skips without gcc."""
+    gcc = shutil.which("gcc")
+    if not gcc:
+        pytest.skip("gcc is not installed")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    sources = sorted(os.path.join(d, f) for d in ("csrc", "csrc/cpu")
+                     for f in os.listdir(os.path.join(root, d)) if f.endswith(".c"))
+    exe = str(tmp_path / name)
+    build = subprocess.run([gcc, "-std=c11", "-O2", "-Icsrc"] + sources
+                           + ["tests/%s.c" % name, "-lm", "-o", exe],
+                           cwd=root, capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    run = subprocess.run([exe], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.strip() == "ok"

@@ -16,18 +16,14 @@ GPU) and must agree bit for bit. The kernels themselves are checked on the
 CPU by a host emulation (tests/test_emu_pool_im2col.py,
 tests/test_emu_gather_im2col.py); the Net's plan by a C program on the cpu
 engine's table with stand-ins (below)."""
-import os
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
 
 from cnncuda.engine import make_net
 from conftest import (ADAM, SPARSE_LOGITS, assert_same_bits, conv, engine_params, pool, relu,
-                      set_env, train_seed_epochs, train_three_steps)
+                      run_c_check, set_env, train_seed_epochs, train_three_steps)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GPU = engine_params(("cuda", "cudnn"))
 CUDA = engine_params(("cuda",))
 HOST = engine_params(("cpu", "omp"))
@@ -80,19 +76,7 @@ def test_the_net_plans_in_c(tmp_path):
     batches 1 and 7, predictions in chunks, train_range epochs with a
     partial last batch; and the stand-ins called exactly where planned, in
     pairs, with the arguments cnn.h promises."""
-    gcc = shutil.which("gcc")
-    if not gcc:
-        pytest.skip("gcc is not installed")
-    sources = sorted(os.path.join(d, f) for d in ("csrc", "csrc/cpu")
-                     for f in os.listdir(os.path.join(ROOT, d)) if f.endswith(".c"))
-    exe = str(tmp_path / "im2col_plan_check")
-    build = subprocess.run([gcc, "-std=c11", "-O2", "-Icsrc"] + sources
-                           + ["tests/im2col_plan_check.c", "-lm", "-o", exe],
-                           cwd=ROOT, capture_output=True, text=True)
-    assert build.returncode == 0, build.stderr
-    run = subprocess.run([exe], capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stdout + run.stderr
-    assert run.stdout.strip() == "ok"
+    run_c_check(tmp_path, "im2col_plan_check")
 
 
 @pytest.mark.parametrize("name", ["max_relu", "pool_first"])

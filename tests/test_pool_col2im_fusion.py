@@ -9,18 +9,14 @@ and off (CNNCUDA_FUSE_POOL_COL2IM=1 or 0, read when a Net is made; on by default
 agree bit for bit. Where it does not apply (overlapping windows, a pool as
 the first layer when no input gradient is wanted, engines without the
 entry) nothing changes."""
-import os
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
 
 from cnncuda.engine import make_net
 from conftest import (ADAM, SPARSE_LOGITS, assert_same_bits, conv, engine_params, pool, relu,
-                      train_seed_epochs, train_three_steps)
+                      run_c_check, train_seed_epochs, train_three_steps)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GPU = engine_params(("cuda", "cudnn"))
 CUDA = engine_params(("cuda",))
 HOST = engine_params(("cpu", "omp"))
@@ -109,19 +105,7 @@ def test_the_net_plans_and_skips_in_c(tmp_path):
     table for these networks and the seeds, switch on or off, ReLU fused or
     not, batches 1 and 7; and the stand-in called exactly where planned,
     with the arguments cnn.h promises."""
-    gcc = shutil.which("gcc")
-    if not gcc:
-        pytest.skip("gcc is not installed")
-    sources = sorted(os.path.join(d, f) for d in ("csrc", "csrc/cpu")
-                     for f in os.listdir(os.path.join(ROOT, d)) if f.endswith(".c"))
-    exe = str(tmp_path / "pool_col_plan_check")
-    build = subprocess.run([gcc, "-std=c11", "-O2", "-Icsrc"] + sources
-                           + ["tests/pool_col_plan_check.c", "-lm", "-o", exe],
-                           cwd=ROOT, capture_output=True, text=True)
-    assert build.returncode == 0, build.stderr
-    run = subprocess.run([exe], capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stdout + run.stderr
-    assert run.stdout.strip() == "ok"
+    run_c_check(tmp_path, "pool_col_plan_check")
 
 
 @pytest.mark.parametrize("name,batch", [("cifar10_cnn", 32), ("cifar10_cnn", 7),

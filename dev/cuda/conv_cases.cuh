@@ -53,6 +53,10 @@ inline size_t w_count(const cnn_conv_desc &d) { return (size_t)d.f * d.c * d.kh 
 inline size_t y_count(const cnn_conv_desc &d) { return (size_t)d.n * d.f * d.oh * d.ow; }
 inline int k_of(const cnn_conv_desc &d) { return d.c * d.kh * d.kw; }
 inline int np_of(const cnn_conv_desc &d) { return d.n * d.oh * d.ow; }
+// The column matrix's size: K = c*kh*kw rows, NP = n*oh*ow columns.
+inline size_t col_rows(const cnn_conv_desc &d) { return (size_t)d.c * d.kh * d.kw; }
+inline size_t col_columns(const cnn_conv_desc &d) { return (size_t)d.n * d.oh * d.ow; }
+inline size_t col_count(const cnn_conv_desc &d) { return col_rows(d) * col_columns(d); }
 
 // The input element read at output (r, s) by kernel position (ki, kj), or
 // -1 where that position lies in the padding.

@@ -86,10 +86,7 @@ bool gather_alone(const GatherCase &c, Buffers &m, Engine &e)
 bool im2col_alone(const GatherCase &c, Buffers &m, Engine &e)
 {
     const cnn_conv_desc &d = c.d;
-    // conv2d.cu's im2col: x over the columns, y over the input channels
-    const dim3 grid(cnn_blocks(col_columns(d), CNN_THREADS), (unsigned)std::min(d.c, 65535));
-    cnn_conv2d::im2col_kernel<<<grid, CNN_THREADS, 0, e.stream()>>>(d, m.x.p, m.ws.p);
-    return launched("im2col_kernel");
+    return engine_ok(cnn_cuda_im2col(e.ctx, &d, m.x.p, m.ws.p), "cnn_cuda_im2col"); // the engine's launch
 }
 
 bool v1(const GatherCase &c, Buffers &m, Engine &e) { return gather_alone(c, m, e) && im2col_alone(c, m, e); }

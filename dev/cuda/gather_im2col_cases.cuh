@@ -18,6 +18,7 @@
 
 #include "checks.cuh" // Fill, Rng, Errors, random_vector
 #include "cnn.h"      // cnn_conv_desc, CNN_COUNT_*
+#include "conv_cases.cuh" // col_count, x_index
 
 namespace dev {
 
@@ -107,12 +108,9 @@ inline std::string describe(const GatherCase &c)
     return buf;
 }
 
-// Sizes: an image's floats; the column matrix, K = c*kh*kw rows, NP = n*oh*ow
-// columns; the targets actually moved (0 without targets).
+// Sizes: an image's floats; the targets actually moved (0 without targets).
+// (The column matrix's: conv_cases.cuh.)
 inline size_t image_floats(const cnn_conv_desc &d) { return (size_t)d.c * d.h * d.w; }
-inline size_t col_rows(const cnn_conv_desc &d) { return (size_t)d.c * d.kh * d.kw; }
-inline size_t col_columns(const cnn_conv_desc &d) { return (size_t)d.n * d.oh * d.ow; }
-inline size_t col_count(const cnn_conv_desc &d) { return col_rows(d) * col_columns(d); }
 inline size_t t_bytes_moved(const GatherCase &c)
 {
     return c.targets == Targets::NONE ? 0 : c.t_row_bytes;
@@ -248,10 +246,8 @@ inline GatherReference gather_reference(const GatherCase &c, const GatherInputs 
                 for (int i = 0; i < d.n; ++i)
                     for (int r = 0; r < d.oh; ++r)
                         for (int s = 0; s < d.ow; ++s) {
-                            const int row = r * d.sh - d.pad_top + ki, column = s * d.sw - d.pad_left + kj;
-                            if (row < 0 || row >= d.h || column < 0 || column >= d.w) continue;
-                            R.col[k * np + i * P + (size_t)r * d.ow + s] =
-                                R.x[i * img + ((size_t)ch * d.h + row) * d.w + column];
+                            const long xi = x_index(d, i, ch, r, s, ki, kj); // R.x is (n, c, h, w)
+                            if (xi >= 0) R.col[k * np + i * P + (size_t)r * d.ow + s] = R.x[xi];
                         }
             }
     return R;

@@ -17,6 +17,7 @@
 
 #include "checks.cuh"         // Fill, Errors, compare
 #include "cnn.h"              // the descriptors, cnn_conv_reads_inside
+#include "conv_cases.cuh"     // col_rows, col_columns, col_count
 #include "pool_col_cases.cuh" // pool_window, pool_in_count, pool_out_count
 
 namespace dev {
@@ -82,10 +83,6 @@ inline std::string describe(const PairCase &c)
     return buf;
 }
 
-// The column matrix's size: K = c*kh*kw rows, NP = n*oh*ow columns.
-inline size_t col_rows(const cnn_conv_desc &d) { return (size_t)d.c * d.kh * d.kw; }
-inline size_t col_columns(const cnn_conv_desc &d) { return (size_t)d.n * d.oh * d.ow; }
-inline size_t col_count(const cnn_conv_desc &d) { return col_rows(d) * col_columns(d); }
 
 // Whether the pool's output is the convolution's input, the convolution is
 // 'valid' (its output size the number of windows that fit) and reads inside

@@ -1,7 +1,8 @@
 #!/bin/bash
 # dev/emu/mutate_gather_im2col.sh [random shapes] [seed]: does
 # run_gather_im2col.sh catch bugs? Each mutant is a temporary copy of
-# cuda/gather_im2col.cu or cuda/cuda_common.cuh with one sed edit (the tree
+# cuda/gather_im2col.cu, cuda/cuda_common.cuh or cuda/conv2d_kernels.cuh
+# (im2col_column, for the fused kernel only) with one sed edit (the tree
 # is not touched), checked on the given shapes (default 150, seed 3, no
 # seed-network shapes) plus the refusals; a mutant must fail. The unmutated copy runs first and must pass.
 # Prints one line per mutant; exit status 1 when a mutant survives
@@ -17,20 +18,20 @@ seed="${2:-3}"
 # the start of the step that gather.cu shares, so mutated for both)
 mutants=(
   "gather_im2col.cu|the position ignored (idx = order)|s/const int32_t \*idx = order + cnn_step_position(counters, ticket, rows);/const int32_t *idx = order; cnn_step_position(counters, ticket, rows);/"
-  "gather_im2col.cu|images: idx[i] replaced by i|s/const int32_t src = idx\[i\];/const int32_t src = (int32_t)i;/"
+  "gather_im2col.cu|images: idx[i] replaced by i|s/const int32_t src = idx\[q \/ p\];/const int32_t src = q \/ p;/"
   "gather_im2col.cu|targets: idx[i] replaced by i|s/const int32_t r = idx\[i\];/const int32_t r = (int32_t)i;/"
   "gather_im2col.cu|images: negative-index zeroing dropped|s/src >= 0 ? data/true ? data/"
   "gather_im2col.cu|targets: negative-index zeroing dropped|s/if (r >= 0) val = /val = /"
-  "gather_im2col.cu|pad_top sign flipped|s/r \* d.sh - d.pad_top/r * d.sh + d.pad_top/"
-  "gather_im2col.cu|pad_left sign flipped|s/s \* d.sw - d.pad_left/s * d.sw + d.pad_left/"
-  "gather_im2col.cu|pad_top and pad_left swapped|s/r \* d.sh - d.pad_top, column0 = s \* d.sw - d.pad_left/r * d.sh - d.pad_left, column0 = s * d.sw - d.pad_top/"
-  "gather_im2col.cu|x read with row and column swapped|s/xc\[(size_t)row \* d.w + column\]/xc[(size_t)column * d.h + row]/"
-  "gather_im2col.cu|output row and column of q swapped|s/const int r = rs \/ d.ow, s = rs - r \* d.ow;/const int s = rs \/ d.oh, r = rs - s * d.oh;/"
-  "gather_im2col.cu|col row kj*kh+ki (transposed)|s/(size_t)(ki \* d.kw + kj)/(size_t)(kj * d.kh + ki)/"
-  "gather_im2col.cu|col column q+1|s/\* khw \* np + q;/* khw * np + q + 1;/"
+  "conv2d_kernels.cuh|pad_top sign flipped|s/r \* d.sh - d.pad_top/r * d.sh + d.pad_top/"
+  "conv2d_kernels.cuh|pad_left sign flipped|s/s \* d.sw - d.pad_left/s * d.sw + d.pad_left/"
+  "conv2d_kernels.cuh|pad_top and pad_left swapped|s/r \* d.sh - d.pad_top, column0 = s \* d.sw - d.pad_left/r * d.sh - d.pad_left, column0 = s * d.sw - d.pad_top/"
+  "conv2d_kernels.cuh|x read with row and column swapped|s/xc\[(size_t)row \* d.w + column\]/xc[(size_t)column * d.h + row]/"
+  "conv2d_kernels.cuh|output row and column of q swapped|s/const int r = rs \/ d.ow, s = rs - r \* d.ow;/const int s = rs \/ d.oh, r = rs - s * d.oh;/"
+  "conv2d_kernels.cuh|col row kj*kh+ki (transposed)|s/(size_t)(ki \* d.kw + kj)/(size_t)(kj * d.kh + ki)/"
+  "conv2d_kernels.cuh|col column q+1|s/\* d.kh \* d.kw \* np + q;/* d.kh * d.kw * np + q + 1;/"
   "gather_im2col.cu|channel plane dropped from the image|s/ + (size_t)ch \* plane : nullptr/ : nullptr/"
-  "gather_im2col.cu|row bound row <= h|s/row < d.h;/row <= d.h;/"
-  "gather_im2col.cu|column bound column <= w|s/column < d.w)/column <= d.w)/"
+  "conv2d_kernels.cuh|row bound row <= h|s/row < d.h;/row <= d.h;/"
+  "conv2d_kernels.cuh|column bound column <= w|s/column < d.w)/column <= d.w)/"
   "gather_im2col.cu|counters moved by count instead of rows|s/cnn_step_position(counters, ticket, rows);/cnn_step_position(counters, ticket, d.n);/"
   "cuda_common.cuh|ticket not handed back|s/if (cnn_last_block(ticket)) {/if (atomicAdd(ticket, 1u) == gridDim.x - 1) {/"
   "cuda_common.cuh|counters moved by block 0 (no ticket)|s/if (cnn_last_block(ticket)) {/if (blockIdx.x == 0) {/"
@@ -47,9 +48,10 @@ mutants=(
   "gather_im2col.cu|host: negative count accepted|s/if (count < 0) return/if (0) return/"
   "gather_im2col.cu|host: the batch-size limit dropped|s/if (np > (size_t)INT32_MAX || /if (0 \&\& /"
 )
-sources=(gather_im2col.cu cuda_common.cuh)
+sources=(gather_im2col.cu cuda_common.cuh conv2d_kernels.cuh)
 run_check() { # DIR -> exit status of the check on DIR's sources
     EMU_GATHER_IM2COL="$1/gather_im2col.cu" EMU_CUDA_COMMON="$1/cuda_common.cuh" \
+        EMU_CONV2D_KERNELS="$1/conv2d_kernels.cuh" \
         bash "$here/run_gather_im2col.sh" "$shapes" "$seed" 30000 0 > "$tmp/out" 2> "$tmp/err"
 }
 source "$here/mutate_lib.sh"

@@ -10,8 +10,10 @@
 # column matrix elements, seed 7, the seed networks' first convolutions.
 # EMU_GATHER_IM2COL=file.cu checks another source in place of the working
 # tree's, EMU_CUDA_COMMON=file.cuh another cuda_common.cuh for the kernels'
-# files (gather.cu's and gather_im2col.cu's: both use its cnn_step_position)
-# (mutants: mutate_gather_im2col.sh).
+# files (gather.cu's and gather_im2col.cu's: both use its cnn_step_position),
+# EMU_CONV2D_KERNELS=file.cuh another conv2d_kernels.cuh for
+# gather_im2col.cu alone (its im2col_column; the baseline im2col_kernel
+# keeps the tree's) (mutants: mutate_gather_im2col.sh).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -19,6 +21,7 @@ out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 # a quoted #include looks in the including file's folder first
 if [ -n "${EMU_CUDA_COMMON:-}" ]; then cp "$EMU_CUDA_COMMON" "$out/cuda_common.cuh"; fi
+if [ -n "${EMU_CONV2D_KERNELS:-}" ]; then cp "$EMU_CONV2D_KERNELS" "$out/conv2d_kernels.cuh"; fi
 python3 "$here/prep_kernels.py" "$root/cuda/gather.cu" "$out/gather_emu.cpp"
 python3 "$here/prep_kernels.py" --shim "$here/gather_im2col_shim.inc" \
     "${EMU_GATHER_IM2COL:-$root/cuda/gather_im2col.cu}" "$out/gather_im2col_emu.cpp"
