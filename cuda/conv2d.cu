@@ -130,7 +130,6 @@ cnn_status cuda_conv2d_forward_col(cnn_ctx *ctx, const cnn_conv_desc *d, int rel
                                    const float *x, const float *w, const float *b, float *y,
                                    void *ws)
 {
-    (void)x;
     return forward(ctx, "conv2d_forward_col", d, x, w, b, y, ws, relu != 0, true);
 }
 
