@@ -369,7 +369,7 @@ struct cnn_backend {
      * pool_forward_im2col (or gather_batch_im2col, below) left in ws (the
      * engine reads that, not x), the call right after it for the same
      * batch. The bits of the entries they replace. CNNCUDA_FUSE_POOL_IM2COL=1
-     * turns the pool's on (off by default). */
+     * turns the pool's on (off by default: slower on an H100). */
     cnn_status (*pool_forward_im2col)(cnn_ctx *ctx, const cnn_pool_desc *p,
                                       const cnn_conv_desc *d,
                                       const float *x,  /* (n, c, p->h, p->w) */
@@ -496,8 +496,8 @@ struct cnn_backend {
      * d->n == count, its input x_row_bytes of floats per row) is written
      * into d's workspace ws instead, as d's conv2d_forward would make it,
      * for the conv2d_forward_col that follows for the same batch. The bits
-     * of the entries it replaces. CNNCUDA_FUSE_GATHER_IM2COL=1 turns it on
-     * (off by default). */
+     * of the entries it replaces. On by default; CNNCUDA_FUSE_GATHER_IM2COL=0
+     * turns it off. */
     cnn_status (*gather_batch_im2col)(cnn_ctx *ctx, const int32_t *order, int64_t *counters,
                                       int count, long rows, size_t x_row_bytes,
                                       const void *src_x, void *dst_x, size_t t_row_bytes,

@@ -21,9 +21,10 @@
  * exactly where planned: per pool followed by a convolution that reads
  * inside its input, in every forward; per step of train_range when the
  * first layer is a convolution; with the ReLU after the convolution fused
- * where CNNCUDA_FUSE allows; never unless CNNCUDA_FUSE_POOL_IM2COL (and
- * CNNCUDA_FUSE_GATHER_IM2COL) is "1" (off when unset). Prints "ok" and
- * exits 0, or names what failed.
+ * where CNNCUDA_FUSE allows; the pool's never unless
+ * CNNCUDA_FUSE_POOL_IM2COL is "1" (off when unset), the gather's always
+ * unless CNNCUDA_FUSE_GATHER_IM2COL is "0" (on when unset or any other
+ * value). Prints "ok" and exits 0, or names what failed.
  *
  * usage: im2col_plan_check
  */
@@ -187,8 +188,9 @@ static void predict_both(const cnn_backend *with, const case_t *t, int planned)
 
 /* Three epochs of train_range over 23 resident samples in batches of 7
  * (the last of each epoch 2 rows) through the table: the running sums and
- * the weights; checks the gather stand-in ran once per step where planned
- * (and the pool stand-ins in every step's forward). */
+ * the weights; checks the gather stand-in ran once per step where `gather`
+ * says it is planned, and the pool stand-ins in every step's forward where
+ * `planned` says they are. */
 static out_t range_run(const cnn_backend *be, const case_t *t, int planned, int gather)
 {
     cnn_layer_spec layers[MAXL];
@@ -215,7 +217,7 @@ static out_t range_run(const cnn_backend *be, const case_t *t, int planned, int 
         CHECK(cnn_net_set_order(net, order));
         pool_calls = col_calls = gather_calls = 0;
         CHECK(cnn_net_train_range(net, 0, n, 7));
-        const int steps = 4, want_gather = planned && gather ? steps : 0;
+        const int steps = 4, want_gather = gather ? steps : 0;
         const int want_pool = planned ? steps * t->pairs : 0;
         if (be != &cnn_backend_cpu &&
             (gather_calls != want_gather || pool_calls != want_pool ||
@@ -286,7 +288,9 @@ int main(void)
                 }
             }
             predict_both(&with_entries, t, planned);
-            /* train_range, with and without the gather fusion */
+            /* train_range, with and without the gather fusion: on when
+             * the variable is unset (mode 2), "1" (mode 1) or another
+             * value than "0" (modes 0 and 3), off when it is "0" */
             for (int gather = 0; gather < 2; ++gather) {
                 if (gather && mode == 2)
                     unsetenv("CNNCUDA_FUSE_GATHER_IM2COL");

@@ -10,9 +10,10 @@ conv2d_forward_col) and no im2col is launched:
   train_range step gathers its batch straight into that convolution's
   column matrix (the images' rows into x are not written).
 Each must give the bits of the launches it replaces: whole networks train
-with them on and off (CNNCUDA_FUSE_POOL_IM2COL=1, CNNCUDA_FUSE_GATHER_IM2COL=1,
-or unset, read when a Net is made; off by default until they are timed on a
-GPU) and must agree bit for bit. The kernels themselves are checked on the
+with them on and off and must agree bit for bit (read when a Net is made:
+CNNCUDA_FUSE_POOL_IM2COL=1 turns the pool's on, off when unset: slower on
+an H100; CNNCUDA_FUSE_GATHER_IM2COL=0 turns the gather's off, on when
+unset). The kernels themselves are checked on the
 CPU by a host emulation (tests/test_emu_pool_im2col.py,
 tests/test_emu_gather_im2col.py); the Net's plan by a C program on the cpu
 engine's table with stand-ins (below)."""
@@ -30,6 +31,14 @@ HOST = engine_params(("cpu", "omp"))
 SHAPE = (15, 13, 3)
 VAR = "CNNCUDA_FUSE_POOL_IM2COL"
 GATHER = "CNNCUDA_FUSE_GATHER_IM2COL"
+
+
+def switches(fusions, on):
+    """The environment that turns each of `fusions` on or off, through its
+    default where it has one: the pool's fusion on with "1" (off unset),
+    the gather's off with "0" (on unset)."""
+    env = {VAR: "1" if on else None, GATHER: None if on else "0"}
+    return {var: env[var] for var in fusions}
 
 
 HEAD = [{"kind": "flatten"}, {"kind": "dense", "units": 4}]
@@ -126,7 +135,7 @@ def test_gpu_seeds_same_bits_fused_or_not(engine, name, batch, fusions, monkeypa
     off."""
     runs = []
     for on in (True, False):
-        set_env(monkeypatch, {var: "1" if on else None for var in fusions})
+        set_env(monkeypatch, switches(fusions, on))
         runs.append(train_seed_epochs(engine, name, batch, 100, net_seed=6, data_seed=4))
     (sums_on, w_on), (sums_off, w_off) = runs
     assert sums_on == sums_off
@@ -150,7 +159,7 @@ def test_gpu_gather_fusion_with_targets_and_repeats(engine, monkeypatch):
     order = rng.integers(0, 13, 13)
     results = []
     for on in (True, False):
-        set_env(monkeypatch, {GATHER: "1" if on else None, VAR: "1" if on else None})
+        set_env(monkeypatch, switches((GATHER, VAR), on))
         net = make_net(engine, layers, SHAPE, 5, loss, ADAM, seed=2)
         net.set_data(x, y)
         sums = []
@@ -175,8 +184,7 @@ def kernel_counts(layers, shape, fuse, monkeypatch):
     launched kernel by kernel), by part of their names."""
     torch = pytest.importorskip("torch")
     from torch.profiler import ProfilerActivity, profile
-    set_env(monkeypatch, {VAR: "1" if fuse else None, GATHER: "1" if fuse else None,
-                          "CNNCUDA_GRAPHS": "0"})
+    set_env(monkeypatch, dict(switches((VAR, GATHER), fuse), CNNCUDA_GRAPHS="0"))
     net = make_net("cuda", layers, shape, 7, SPARSE_LOGITS, ADAM, seed=1)
     rng = np.random.default_rng(0)
     x = rng.standard_normal((14,) + tuple(shape)).astype(np.float32)
