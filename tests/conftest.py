@@ -98,16 +98,37 @@ def max_rel_diff(a, b):
     return max(float(np.abs(x - y).max() / (np.abs(x).max() + 1e-30)) for x, y in zip(a, b))
 
 
+def update_rel_diff(before, a, b):
+    """|(a - before) - (b - before)| / |a - before| over all weights
+    together (2-norms): how far two optimizer steps from the same weights
+    differ."""
+    da = np.concatenate([(x - w).ravel() for x, w in zip(a, before)]).astype(np.float64)
+    db = np.concatenate([(x - w).ravel() for x, w in zip(b, before)]).astype(np.float64)
+    return float(np.linalg.norm(da - db) / np.linalg.norm(da))
+
+
 def check_agreement(one, group, x, y, order, batch, steps, first_rtol):
     """A group of replicas against one network from the same weights: the
-    first step's loss and weights within first_rtol, the later steps' losses
-    within 2%, and the replicas' weights identical at the end."""
+    first step's loss within first_rtol and its weight updates within 1e-3
+    of each other (2-norm over all weights), the later steps' losses within
+    2%, and the replicas' weights identical at the end.
+
+    The updates, not each weight: Adam's first step moves a weight by
+    lr g / (|g| + epsilon), so a gradient that cancels to near epsilon
+    (1e-7), whose sum over the replicas' half batches differs from the one
+    batch's in its last bits, moves its weight by a visibly different part
+    of lr without any fault (one GPU against two at batch 32, on two H100s:
+    a weight 6.2e-5 of its array's largest apart). A replica's gradient left
+    out of the sum, or the sum applied to one replica only, changes the
+    direction of most updates: a difference of order 1."""
+    before = one.get_weights()
+    assert max_rel_diff(before, group.get_weights()) == 0.0
     for net in (one, group):
         net.set_data(x, y)
         net.set_order(order)
     first_one, first_group = step_losses(one, batch, 0, 1), step_losses(group, batch, 0, 1)
     assert abs(first_one[0] - first_group[0]) <= first_rtol * abs(first_one[0])
-    assert max_rel_diff(one.get_weights(), group.get_weights()) < 1e-5
+    assert update_rel_diff(before, one.get_weights(), group.get_weights()) < 1e-3
     rest_one, rest_group = step_losses(one, batch, 1, steps), step_losses(group, batch, 1, steps)
     assert np.all(np.abs(rest_one - rest_group) <= 0.02 * np.abs(rest_one))
     first = group.replicas[0].get_weights()
