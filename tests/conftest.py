@@ -110,8 +110,9 @@ def update_rel_diff(before, a, b):
 def check_agreement(one, group, x, y, order, batch, steps, first_rtol):
     """A group of replicas against one network from the same weights: the
     first step's loss within first_rtol and its weight updates within 1e-3
-    of each other (2-norm over all weights), the later steps' losses within
-    2%, and the replicas' weights identical at the end.
+    of each other (2-norm over all weights), the next 9 steps' losses within
+    1% and the later ones' within 10%, and the replicas' weights identical
+    at the end.
 
     The updates, not each weight: Adam's first step moves a weight by
     lr g / (|g| + epsilon), so a gradient that cancels to near epsilon
@@ -120,7 +121,13 @@ def check_agreement(one, group, x, y, order, batch, steps, first_rtol):
     of lr without any fault (one GPU against two at batch 32, on two H100s:
     a weight 6.2e-5 of its array's largest apart). A replica's gradient left
     out of the sum, or the sum applied to one replica only, changes the
-    direction of most updates: a difference of order 1."""
+    direction of most updates: a difference of order 1.
+
+    The later losses more loosely: from there the two runs' rounding
+    differences grow step by step (one GPU against two, batch 32, the seed
+    CIFAR CNN on two H100s: 5e-6 relative at step 3, 3e-4 at step 7, 6.3% at
+    step 47 of 50, where the losses had fallen from 2.29 to 0.69), while a
+    fault shows in the first steps."""
     before = one.get_weights()
     assert max_rel_diff(before, group.get_weights()) == 0.0
     for net in (one, group):
@@ -130,7 +137,11 @@ def check_agreement(one, group, x, y, order, batch, steps, first_rtol):
     assert abs(first_one[0] - first_group[0]) <= first_rtol * abs(first_one[0])
     assert update_rel_diff(before, one.get_weights(), group.get_weights()) < 1e-3
     rest_one, rest_group = step_losses(one, batch, 1, steps), step_losses(group, batch, 1, steps)
-    assert np.all(np.abs(rest_one - rest_group) <= 0.02 * np.abs(rest_one))
+    rel = np.abs(rest_one - rest_group) / np.abs(rest_one)
+    print("losses after the first step, relative differences: steps 2-10 at most %.2e, "
+          "all at most %.2e" % (rel[:9].max(initial=0.0), rel.max(initial=0.0)))
+    assert np.all(rel[:9] <= 0.01), rel[:9]
+    assert np.all(rel <= 0.10), rel
     first = group.replicas[0].get_weights()
     for net in group.replicas[1:]:
         assert all(np.array_equal(a, b) for a, b in zip(first, net.get_weights()))
