@@ -1,9 +1,11 @@
 """Data parallel over GPUs (NCCL): the agreement of W GPUs with one, replicas
 identical, failures raised on every rank, and the launcher's processes.
 Run with ``pytest -m gpu`` on a machine with GPUs; the tests that need two
-GPUs skip, saying so, where there is one. Tolerances as test_distributed.py:
-the first step to 1e-5 (relative, float32 rounding of the reordered sums),
-50 Adam steps within 2% per step."""
+GPUs skip, saying so, where there is one. Tolerances as test_distributed.py
+(conftest's check_agreement): the first step's loss to 1e-5 relative and its
+weight updates within 1e-3 over all weights, the losses of steps 2-10
+within 1% and of all 50 within 10% (two H100s, batch 32: 2.9e-4 and 6.3e-2
+measured)."""
 import json
 import os
 import subprocess
