@@ -107,28 +107,17 @@ def update_rel_diff(before, a, b):
     return float(np.linalg.norm(da - db) / np.linalg.norm(da))
 
 
-def check_agreement(one, group, x, y, order, batch, steps, first_rtol):
+def check_agreement(one, group, x, y, order, batch, steps, first_rtol, weight_rtol=1e-5,
+                    later_rtol=0.02):
     """A group of replicas against one network from the same weights: the
-    first step's loss within first_rtol and its weight updates within 1e-3
-    of each other (2-norm over all weights), the next 9 steps' losses within
-    1% and the later ones' within 10%, and the replicas' weights identical
-    at the end.
-
-    The updates, not each weight: Adam's first step moves a weight by
-    lr g / (|g| + epsilon), so a gradient that cancels to near epsilon
-    (1e-7), whose sum over the replicas' half batches differs from the one
-    batch's in its last bits, moves its weight by a visibly different part
-    of lr without any fault (one GPU against two at batch 32, on two H100s:
-    a weight 6.2e-5 of its array's largest apart). A replica's gradient left
-    out of the sum changes the direction of most updates: a difference of
-    order 1 (0.73 on the cpu engine). Replicas that step apart fail the
-    last check.
-
-    The later losses more loosely: from there the two runs' rounding
-    differences grow step by step (one GPU against two, batch 32, the seed
-    CIFAR CNN on two H100s: 5e-6 relative at step 3, 3e-4 at step 7, 6.3% at
-    step 47 of 50, where the losses had fallen from 2.29 to 0.69), while a
-    fault shows in the first steps."""
+    first step's loss within first_rtol, its weights within weight_rtol of
+    each other (max_rel_diff; None: not checked) and its weight updates
+    within 1e-3 (2-norm over all weights: a replica's gradient left out of
+    the sum changes the direction of most updates, 0.73 on the cpu engine),
+    the losses of steps 2-10 within 1% and of every step within later_rtol,
+    and the replicas' weights identical at the end (replicas that step apart
+    fail there). test_distributed_gpu.py says when two GPUs need looser
+    bounds."""
     before = one.get_weights()
     assert max_rel_diff(before, group.get_weights()) == 0.0
     for net in (one, group):
@@ -136,13 +125,15 @@ def check_agreement(one, group, x, y, order, batch, steps, first_rtol):
         net.set_order(order)
     first_one, first_group = step_losses(one, batch, 0, 1), step_losses(group, batch, 0, 1)
     assert abs(first_one[0] - first_group[0]) <= first_rtol * abs(first_one[0])
+    if weight_rtol is not None:
+        assert max_rel_diff(one.get_weights(), group.get_weights()) < weight_rtol
     assert update_rel_diff(before, one.get_weights(), group.get_weights()) < 1e-3
     rest_one, rest_group = step_losses(one, batch, 1, steps), step_losses(group, batch, 1, steps)
     rel = np.abs(rest_one - rest_group) / np.abs(rest_one)
     print("losses after the first step, relative differences: steps 2-10 at most %.2e, "
           "all at most %.2e" % (rel[:9].max(initial=0.0), rel.max(initial=0.0)))
     assert np.all(rel[:9] <= 0.01), rel[:9]
-    assert np.all(rel <= 0.10), rel
+    assert np.all(rel <= later_rtol), rel
     first = group.replicas[0].get_weights()
     for net in group.replicas[1:]:
         assert all(np.array_equal(a, b) for a, b in zip(first, net.get_weights()))

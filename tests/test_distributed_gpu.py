@@ -2,10 +2,8 @@
 identical, failures raised on every rank, and the launcher's processes.
 Run with ``pytest -m gpu`` on a machine with GPUs; the tests that need two
 GPUs skip, saying so, where there is one. Tolerances as test_distributed.py
-(conftest's check_agreement): the first step's loss to 1e-5 relative and its
-weight updates within 1e-3 over all weights, the losses of steps 2-10
-within 1% and of all 50 within 10% (two H100s, batch 32: 2.9e-4 and 6.3e-2
-measured)."""
+(conftest's check_agreement), the first step's loss to 1e-5; two GPUs
+against one looser where their test says why."""
 import json
 import os
 import subprocess
@@ -33,7 +31,7 @@ pytestmark = [
 two_gpus = pytest.mark.skipif(GPUS < 2, reason="needs 2 GPUs, %d visible" % GPUS)
 
 
-def _agreement(devices, engine_name, batch=32, steps=50):
+def _agreement(devices, engine_name, batch=32, steps=50, **bounds):
     s = seeds.seed_network("cifar10_cnn")
     x, y = seeds.synthetic_data("cifar10_cnn", batch * steps, seed=2)
     order = np.random.default_rng(1).permutation(len(x)).astype(np.int32)
@@ -41,7 +39,7 @@ def _agreement(devices, engine_name, batch=32, steps=50):
                           s["optimizer"], seed=7)
     group = distribute.MirroredStrategy(devices=devices).make_group(
         s["layers"], s["input_shape"], batch, s["loss"], s["optimizer"], seed=7)
-    check_agreement(one, group, x, y, order, batch, steps, first_rtol=1e-5)
+    check_agreement(one, group, x, y, order, batch, steps, first_rtol=1e-5, **bounds)
     return group
 
 
@@ -53,8 +51,21 @@ def test_one_gpu_group_runs_the_nccl_path_and_matches_the_engine():
 @two_gpus
 @pytest.mark.parametrize("batch", [32, 512])
 def test_two_gpus_track_one_gpu_over_50_steps(batch):
+    """Looser than one GPU's group, for two reasons measured on two H100s
+    (the all-reduced gradients within ~1e-7 of one GPU's, normwise, in every
+    array):
+    - no bound on each weight after the first step: Adam's first step moves
+      a weight by lr g / (|g| + epsilon), so a gradient that cancels to near
+      epsilon (1e-7), summed over two half batches in another order, moves
+      its weight by a visibly different part of lr without any fault (batch
+      32: a weight 6.2e-5 of its array's largest apart); the updates over
+      all weights are still compared;
+    - every step within 10%, not 2%: the runs' rounding differences grow
+      step by step (batch 32: 5e-6 relative at step 3, 3e-4 at step 7, 6.3%
+      at step 47 of 50, the losses down from 2.29 to 0.69); steps 2-10 stay
+      within 1%, where a fault would show."""
     _agreement(["%s:0" % GPU_ENGINE, "%s:1" % GPU_ENGINE], GPU_ENGINE, batch=batch,
-               steps=50 if batch == 32 else 20)
+               steps=50 if batch == 32 else 20, weight_rtol=None, later_rtol=0.10)
 
 
 @two_gpus
