@@ -34,6 +34,12 @@ GPU row its default matmul precision (``jax-gpu-tf32``), so GPU rows stay
 like for like; CPU rows have no TF32 and stay float32. Every row's
 ``precision`` says which it ran at.
 
+The user's figure: ``--script`` also times, for each engine, one ``fit``
+call as the seed script makes it (float64 input, validation after every
+epoch, the progress bar on; cnncuda/bench_script.py), and prints it beside
+the engine's epoch: fit's seconds per epoch, the fixed cost before the first
+epoch, the validation pass. ``--epochs`` sets that call's epochs too.
+
 CPU scaling: ``--threads 1,2,4,8,16`` adds an ``omp:N`` row per count (and,
 without ``--device``, times only numpy and cpu besides); ``--torch-threads``
 at the same counts gives each of our rows its ratio to PyTorch (``vs
@@ -155,8 +161,12 @@ class _Plan:
 
 
 def _plan(models, engines, batch_size, images, epochs, seed, torch_threads, torch_gpu, threads,
-          steps, data, val_images, frameworks, download, verbose, plot_path, precision="float32"):
+          steps, data, val_images, frameworks, download, verbose, plot_path, precision="float32",
+          script=False):
     p = _Plan()
+    if not isinstance(script, bool):
+        raise TypeError("script: expected True or False, got %r" % (script,))
+    p.script = script
     p.precision = row_precision(True, precision)
     if isinstance(models, str):
         models = [models]
@@ -256,6 +266,20 @@ def _row(make_runner, label, p, model, batch, data, log):
         gc.collect()
 
 
+def _script_rows(p, model, batch, data, log):
+    """One fit call per engine, as the seed script makes it (bench_script)."""
+    from .bench_script import script_row
+    out = []
+    for device in p.engines:
+        log("-- %s on %s: fit as the script calls it, %d epochs" % (model, device, p.epochs))
+        row = script_row(model, device, data, batch, p.epochs, p.seed,
+                         verbose=1 if p.verbose else 0)
+        row["kind"] = "script"
+        out.append(row)
+        gc.collect()
+    return out
+
+
 def write_json(path, rows, env, command=None):
     """Writes {"environment", "command", "rows"} to `path` (folders made)."""
     folder = os.path.dirname(os.path.abspath(path))
@@ -267,7 +291,7 @@ def write_json(path, rows, env, command=None):
 def run(models=("cifar10_cnn",), engines=None, batch_size=None, images=None, epochs=1, seed=0,
         torch_threads=(), torch_gpu=False, log=print, threads=(), steps=None, data="auto",
         val_images=None, frameworks="auto", download=False, verbose=1, json_path=None,
-        plot_path=None, command=None, precision="float32"):
+        plot_path=None, command=None, precision="float32", script=False):
     """Times every model on every engine (and on ``omp:N`` for each N of
     `threads`), then PyTorch and JAX where asked and installed; returns the
     rows, printed as a table through `log`, and written to `json_path` and
@@ -283,10 +307,12 @@ def run(models=("cifar10_cnn",), engines=None, batch_size=None, images=None, epo
     frameworks: 'auto', 'none', 'torch', 'jax' or 'torch,jax'; verbose: 0,
     1 (Keras's bar line per epoch) or 2 (Keras's verbose=2 line); precision:
     'float32' (strict, every row) or 'tf32' (the GPU rows, ours and the
-    frameworks', with TF32 tensor cores allowed; see the module docstring)."""
+    frameworks', with TF32 tensor cores allowed; see the module docstring);
+    script: also time fit as the seed script calls it, per engine (rows
+    with ``"kind": "script"``, after the others)."""
     p = _plan(models, engines, batch_size, images, epochs, seed, torch_threads, torch_gpu,
               threads, steps, data, val_images, frameworks, download, verbose, plot_path,
-              precision)
+              precision, script)
     return _execute(p, log, json_path, plot_path, command)
 
 
@@ -296,7 +322,7 @@ def _execute(p, log, json_path, plot_path, command):
         log(line)
     p.torch_variants = _torch_variants(p, log)
     p.jax = _jax_wanted(p, log)
-    rows = []
+    rows, script_rows = [], []
     cache = {}
     for model in p.models:
         for batch in p.batches or [SEEDS[model]["batch_size"]]:
@@ -314,14 +340,22 @@ def _execute(p, log, json_path, plot_path, command):
                                      model, batch, data, p.epochs, log, p.verbose))
                 gc.collect()
             rows += _framework_rows(p, model, batch, data, log)
+            if p.script:
+                script_rows += _script_rows(p, model, batch, data, log)
             data = None  # the arrays go before the next batch size's
             gc.collect()
     add_speedups(rows)
     log("")
     for line in format_table(rows):
         log(line)
+    if script_rows:
+        from .bench_script import format_script_rows
+        log("")
+        log("fit as the seed script calls it (float64 input, validation every epoch, bar on):")
+        for line in format_script_rows(script_rows, rows):
+            log(line)
     if json_path:
-        write_json(json_path, rows, env, command)
+        write_json(json_path, rows + script_rows, env, command)
         log("rows written to %s" % json_path)
     if plot_path:
         from .bench_plot import speedup_plot
@@ -381,6 +415,9 @@ def _parser():
     p.add_argument("--precision", choices=("float32", "tf32"), default="float32",
                    help="float32 (default): strict float32 everywhere; tf32: the GPU rows "
                         "(cuda, cudnn, PyTorch's and JAX's) with TF32 tensor cores allowed")
+    p.add_argument("--script", action="store_true",
+                   help="also time one fit call per engine as the seed script makes it "
+                        "(float64 input, validation every epoch, bar on), --epochs epochs")
     p.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2),
                    help="progress: 0 none, 1 Keras's bar line per epoch, 2 Keras's verbose=2 line")
     p.add_argument("--json", help="write the environment and the rows to this file")
@@ -397,7 +434,8 @@ def main(argv=None):
         plan = _plan(args.model or ["cifar10_cnn"], args.device, flat(args.batch_size) or None,
                      args.images, args.epochs, args.seed, flat(args.torch_threads),
                      args.torch_gpu, flat(args.threads), args.steps, args.data, args.val_images,
-                     args.frameworks, args.download, args.verbose, args.plot, args.precision)
+                     args.frameworks, args.download, args.verbose, args.plot, args.precision,
+                     args.script)
     except (TypeError, ValueError, ImportError, EngineUnavailableError,
             DatasetNotFoundError) as err:
         parser.error(str(err))

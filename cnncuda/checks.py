@@ -129,15 +129,17 @@ def _first_bad(array):
     return index, "%g (infinity in float32)" % value
 
 
-def check_x(x, input_shape, arg="x", allow_empty=False):
-    """x as an array of shape (n,) + input_shape with finite values."""
+def check_x(x, input_shape, arg="x", allow_empty=False, finite=True):
+    """x as an array of shape (n,) + input_shape, with finite values unless
+    `finite` is False (fit, evaluate and predict leave that check to the
+    engine, which makes it while it converts and uploads x)."""
     array = _as_array(x, arg)
     want = (None,) + tuple(input_shape)
     if array.ndim != len(want) or array.shape[1:] != tuple(input_shape):
         raise ValueError("%s: expected shape %s, got %s" % (arg, shape_str(want), shape_str(array.shape)))
     if array.shape[0] == 0 and not allow_empty:
         raise ValueError("%s: expected at least one sample, got an empty array" % arg)
-    bad = _first_bad(array)
+    bad = _first_bad(array) if finite else None
     if bad is not None:
         raise ValueError("%s: expected finite values, got %s at flat index %d"
                          % (arg, bad[1], bad[0]))

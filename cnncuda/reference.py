@@ -26,6 +26,8 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from .checks import _first_bad
+
 __all__ = [
     "mix64", "rng_key", "uniform", "glorot_uniform",
     "output_size", "same_padding", "padding_geometry",
@@ -1067,10 +1069,21 @@ class NumpyNet:
 
     # -- whole data sets, in chunks of max_batch ---------------------------
 
-    def evaluate(self, x, y):
+    def _samples(self, x, x_arg, x_index0):
+        """x as _inputs gives it, refused as the C engines refuse it when a
+        value is not finite in float32 (errors name x_arg, flat indices
+        counted from x_index0)."""
+        x_arr = np.asarray(x)
+        bad = _first_bad(x_arr) if x_arr.dtype.kind in "biuf" else None
+        if bad is not None:
+            raise ValueError("%s: expected finite values, got %s at flat index %d"
+                             % (x_arg, bad[1], x_index0 + bad[0]))
+        return self._inputs(x_arr, batch=False)
+
+    def evaluate(self, x, y, x_arg="x", x_index0=0):
         """(loss_sum, correct) summed over all n samples, inference mode."""
         self._check_loss_output()
-        x = self._inputs(x, batch=False)
+        x = self._samples(x, x_arg, x_index0)
         target = self._targets(y, x.shape[0])
         loss_sum, correct = 0.0, 0.0
         for s in range(0, x.shape[0], self._max_batch):
@@ -1081,9 +1094,9 @@ class NumpyNet:
             correct += c
         return loss_sum, correct
 
-    def predict(self, x):
+    def predict(self, x, x_arg="x", x_index0=0):
         """Outputs (n,) + output_shape for any n, inference mode."""
-        x = self._inputs(x, batch=False)
+        x = self._samples(x, x_arg, x_index0)
         outs = [self._forward(x[s:s + self._max_batch], False)
                 for s in range(0, x.shape[0], self._max_batch)]
         if not outs:
@@ -1092,12 +1105,27 @@ class NumpyNet:
 
     # -- resident training data, as the C engines keep it for fit ---------
 
-    def set_data(self, x, y):
+    def set_data(self, x, y, x_arg="x", x_index0=0):
         """Keeps the training set (checked like train_batch's arguments)."""
         self._check_loss_output()
-        x = self._inputs(x, batch=False)
+        x = self._samples(x, x_arg, x_index0)
         self._data = (x, self._targets(y, x.shape[0]))
         self._order = None
+
+    def set_validation(self, x, y, x_arg="x", x_index0=0):
+        """Keeps validation data for evaluate_validation (None, None drops it)."""
+        if x is None and y is None:
+            self._validation = None
+            return
+        self._check_loss_output()
+        x = self._samples(x, x_arg, x_index0)
+        self._validation = (x, y)
+
+    def evaluate_validation(self):
+        """evaluate over the data of set_validation."""
+        if getattr(self, "_validation", None) is None:
+            raise ValueError("evaluate_validation needs set_validation first")
+        return self.evaluate(*self._validation)
 
     def set_order(self, order):
         """An epoch's order: len(x) indices into the data."""

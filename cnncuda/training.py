@@ -7,7 +7,13 @@ progress-bar interval (0.05 s) when a bar is drawn in place, or about a
 second otherwise (so Ctrl-C is seen). The loss and accuracy sums stay on the
 engine; ``read_sums`` -- a device synchronisation on GPU engines -- is called
 only when the bar is due to redraw, and at the end of each epoch. Validation
-runs ``evaluate`` at the end of each epoch.
+data go to the engine once per fit call too (``net.set_validation``) and are
+evaluated there at the end of each epoch (``net.evaluate_validation``).
+
+The user's arrays reach the engine as they are (float64, uint8, ...): the
+engine converts them to float32 and checks that every value is finite while
+it uploads them, so x is not converted or scanned in Python first. Errors
+name the argument and the flat index as before.
 
 Every argument is checked before anything runs, so a bad call leaves the
 model as it was.
@@ -60,7 +66,7 @@ def _data(model, x, y, x_arg="x", y_arg="y"):
     if y is None:
         raise ValueError("%s: expected the targets of %s, got None" % (y_arg, x_arg))
     model._build_from_data(x, x_arg)
-    x = check_x(x, model.input_shape[1:], x_arg)
+    x = check_x(x, model.input_shape[1:], x_arg, finite=False)   # the engine checks values
     classes = model._output_classes()
     if classes is None:
         raise ValueError("loss: the model's output %s is not (None, classes)"
@@ -135,15 +141,22 @@ def _train_epoch(model, net, n, batch, steps, callbacks, bar, per_batch):
     return _logs(model, loss_sum + part_loss, correct + part_correct, seen), seen
 
 
-def _evaluate_loop(model, net, x, y, batch, callbacks, progbar):
+def _row_values(x):
+    return int(np.prod(x.shape[1:], dtype=np.int64))
+
+
+def _evaluate_loop(model, net, x, y, batch, callbacks, progbar, x_arg="x", x_index0=0,
+                   resident=False):
     """(loss_sum, correct) over x in inference mode; in one engine call unless
-    a bar or a test-batch callback wants to see the steps."""
+    a bar or a test-batch callback wants to see the steps. `resident`: x and
+    y are the validation data the engine holds (set_validation)."""
     n = len(x)
     steps = math.ceil(n / batch)
     per_batch = callbacks is not None and callbacks.wants_batches("test")
     if not per_batch and (progbar is None or not progbar.dynamic or progbar.verbose != 1):
-        loss_sum, correct = net.evaluate(x, y)
-        return loss_sum, correct
+        if resident:
+            return net.evaluate_validation()
+        return net.evaluate(x, y, x_arg=x_arg, x_index0=x_index0)
     chunker = _Chunker(progbar.interval if progbar else _SLOW_CHUNK_SECONDS, steps, per_batch)
     loss_sum = correct = 0.0
     done = 0
@@ -152,7 +165,8 @@ def _evaluate_loop(model, net, x, y, batch, callbacks, progbar):
         if per_batch:
             callbacks.on_test_batch_begin(done)
         began = time.perf_counter()
-        part = net.evaluate(x[done * batch:(done + k) * batch], y[done * batch:(done + k) * batch])
+        part = net.evaluate(x[done * batch:(done + k) * batch], y[done * batch:(done + k) * batch],
+                            x_arg=x_arg, x_index0=x_index0 + done * batch * _row_values(x))
         chunker.took(time.perf_counter() - began, k)
         loss_sum, correct, done = loss_sum + part[0], correct + part[1], done + k
         logs = _logs(model, loss_sum, correct, min(done * batch, n))
@@ -186,6 +200,7 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
         positive_int(validation_batch_size, "validation_batch_size")
     x, y = _data(model, x, y)
     validation = None
+    val_arg, val_index0 = "validation_data[0]", 0
     if validation_data is not None:
         if not isinstance(validation_data, (tuple, list)) or len(validation_data) not in (2, 3) \
                 or (len(validation_data) == 3 and validation_data[2] is not None):
@@ -201,10 +216,13 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
                              "`validation_split=%r`. Either provide more data, or a different "
                              "value for the `validation_split` argument." % (len(x), split))
         x, y, validation = x[:split_at], y[:split_at], (x[split_at:], y[split_at:])
+        val_arg, val_index0 = "x", split_at * _row_values(x)
     batch = min(batch, len(x))      # as Keras: a batch_size past the data is one batch of it all
     device = config.resolve_device(model._device)
     net = model._get_net(device, "train", batch)
     net.set_data(x, y)
+    if validation is not None:
+        net.set_validation(validation[0], validation[1], x_arg=val_arg, x_index0=val_index0)
 
     n = len(x)
     steps = math.ceil(n / batch)
@@ -234,7 +252,8 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
             if validation is not None:
                 callbacks.on_test_begin()
                 loss_sum, correct = _evaluate_loop(model, net, validation[0], validation[1],
-                                                   val_batch, callbacks, None)
+                                                   val_batch, callbacks, None, val_arg,
+                                                   val_index0, resident=True)
                 val_logs = _logs(model, loss_sum, correct, len(validation[0]), "val_")
                 callbacks.on_test_end(val_logs)
                 logs.update(val_logs)
@@ -246,8 +265,21 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
         # other ranks raise instead of waiting for this one (models.py)
         model._forget_failed_group(sys.exc_info()[1])
         raise
+    finally:
+        if validation is not None:
+            _drop_validation(net)
     callbacks.on_train_end(logs)
     return history
+
+
+def _drop_validation(net):
+    """The engine memory of fit's validation data back (best effort: a
+    failed or aborted network may refuse the call, and then holds nothing
+    worth keeping)."""
+    try:
+        net.set_validation(None, None)
+    except Exception:
+        pass
 
 
 def evaluate(model, x, y, batch_size, verbose, sample_weight, steps, callbacks, return_dict):
@@ -288,7 +320,7 @@ def predict(model, x, batch_size, verbose, steps, callbacks):
     if x is None:
         raise ValueError("x: expected an array of samples, got None")
     model._build_from_data(x)
-    x = check_x(x, model.input_shape[1:], "x", allow_empty=True)
+    x = check_x(x, model.input_shape[1:], "x", allow_empty=True, finite=False)
     net = model._get_net(config.resolve_device(model._device), "predict",
                          min(batch, max(len(x), 1)))
     n = len(x)
@@ -301,7 +333,7 @@ def predict(model, x, batch_size, verbose, steps, callbacks):
     if n == 0:
         outputs = np.zeros((0,) + tuple(model.output_shape[1:]), np.float32)
     elif not per_batch and (progbar is None or not progbar.dynamic or verbose != 1):
-        outputs = net.predict(x)
+        outputs = net.predict(x, x_arg="x")
     else:
         chunker = _Chunker(progbar.interval if progbar else _SLOW_CHUNK_SECONDS, total_steps,
                            per_batch)
@@ -311,7 +343,8 @@ def predict(model, x, batch_size, verbose, steps, callbacks):
             if per_batch:
                 cbs.on_predict_batch_begin(done)
             began = time.perf_counter()
-            parts.append(net.predict(x[done * batch:(done + k) * batch]))
+            parts.append(net.predict(x[done * batch:(done + k) * batch], x_arg="x",
+                                     x_index0=done * batch * _row_values(x)))
             chunker.took(time.perf_counter() - began, k)
             done += k
             if per_batch:

@@ -52,6 +52,38 @@ const char *cnn_last_error(void);
         if (cnn_try_s_ != CNN_OK) return cnn_try_s_; \
     } while (0)
 
+/* --------------------------------------------------------- the user's arrays
+ * Samples come from Python as the user holds them: fit, evaluate and predict
+ * convert them to float32 and check them on the engine's side of the call,
+ * chunk by chunk (the GPU engines in several host threads, overlapping the
+ * copies to the device), instead of converting the whole array first. */
+
+/* The element types the core converts itself; the binding casts any other
+ * type to float32 first (integers and bool are exact there or rounded as
+ * NumPy rounds them). float64 -> float32 rounds to nearest even, as NumPy's
+ * cast does, so both paths give the same bits. */
+typedef enum cnn_dtype { CNN_DTYPE_F32 = 0, CNN_DTYPE_F64 = 1, CNN_DTYPE_U8 = 2 } cnn_dtype;
+
+/* A C-contiguous host array of samples in the user's layout ((n, h, w, c)
+ * images or (n, features) rows). */
+typedef struct cnn_host_array {
+    const void *data;
+    cnn_dtype dtype;
+    const char *arg; /* the argument errors name: "x", "validation_data[0]" */
+    size_t index0;   /* the flat index of data[0] in the user's array, for errors */
+} cnn_host_array;
+
+/* dst[i] = (float)a[first + i] for i < count (flat indices). Returns the
+ * flat index of the first value that is NaN or infinite, or that becomes
+ * infinite in float32 (1e300 in float64), or -1; dst is then written up to
+ * that value at least. Thread-safe (csrc/host_convert.c). */
+int64_t cnn_to_float32(float *dst, const cnn_host_array *a, size_t first, size_t count);
+/* Bytes per element of a dtype. */
+size_t cnn_dtype_bytes(cnn_dtype dtype);
+/* Records "<arg>: expected finite values, got NaN at flat index i" (or
+ * "infinity", or "1e+300 (infinity in float32)") and returns CNN_ERR_VALUE. */
+cnn_status cnn_refuse_value(const cnn_host_array *a, size_t index);
+
 /* ---------------------------------------------------------------- the RNG
  * Counter based: a value depends only on (key, counter), so every engine and
  * the NumPy reference draw the same numbers in any order. mix64 is the
@@ -229,12 +261,22 @@ struct cnn_backend {
     cnn_status (*download)(cnn_ctx *ctx, void *host_dst, const void *src, size_t bytes);
     cnn_status (*zero)(cnn_ctx *ctx, void *p, size_t bytes);
     cnn_status (*synchronize)(cnn_ctx *ctx);
+    /* bytes from src to dst, both engine memory, in the engine's order */
+    cnn_status (*copy)(cnn_ctx *ctx, void *dst, const void *src, size_t bytes);
 
     /* layouts: x (n, h, w, c) <-> y (n, c, h, w) */
     cnn_status (*nchw_from_nhwc)(cnn_ctx *ctx, int n, int h, int w, int c,
                                  const float *x, float *y);
     cnn_status (*nhwc_from_nchw)(cnn_ctx *ctx, int n, int h, int w, int c,
                                  const float *x, float *y);
+    /* n samples of `a` ((n, h, w, c) values, or (n, c) rows with h = w =
+     * 1) converted to float32 (cnn_to_float32: the same bits on every
+     * engine) into dst, engine memory, as (n, c, h, w) when `transpose`,
+     * else in a's order. A value that is not finite: cnn_refuse_value for
+     * the first one, dst partly written. Done when it returns (a may then be
+     * freed). */
+    cnn_status (*upload_samples)(cnn_ctx *ctx, float *dst, const cnn_host_array *a, long n,
+                                 int h, int w, int c, int transpose);
 
     /* convolution; b and db may be NULL. ws holds conv2d_workspace(d) bytes
      * (d.n = the largest batch) and belongs to one convolution layer: the
@@ -611,17 +653,27 @@ long cnn_net_step_count(const cnn_net *net);
 cnn_status cnn_net_train_batch(cnn_net *net, int n, const float *x_host,
                                const int32_t *labels_host, const float *targets_host,
                                float *loss_sum, float *correct);
-/* Any n: runs in chunks of max_batch. Sums over all samples. */
-cnn_status cnn_net_evaluate(cnn_net *net, long n, const float *x_host,
+/* Any n: runs in chunks of max_batch. Sums over all samples (each chunk's
+ * float32 sums added in double, in order). x is converted and checked as
+ * set_data's (a value that is not finite: CNN_ERR_VALUE naming x->arg). */
+cnn_status cnn_net_evaluate(cnn_net *net, long n, const cnn_host_array *x,
                             const int32_t *labels_host, const float *targets_host,
                             double *loss_sum, double *correct);
 /* Any n: y_host (n, output shape in Keras order). */
-cnn_status cnn_net_predict(cnn_net *net, long n, const float *x_host, float *y_host);
+cnn_status cnn_net_predict(cnn_net *net, long n, const cnn_host_array *x, float *y_host);
+/* Validation data resident on the engine for a fit call: uploaded once
+ * (converted and checked as set_data's), evaluated by evaluate_validation
+ * with the bits evaluate gives for the same arrays; n = 0 drops it. */
+cnn_status cnn_net_set_validation(cnn_net *net, long n, const cnn_host_array *x,
+                                  const int32_t *labels_host, const float *targets_host);
+cnn_status cnn_net_evaluate_validation(cnn_net *net, double *loss_sum, double *correct);
 
 /* Training data resident on the engine, for fit: */
-/* uploads n samples once (x_host as for train_batch, with labels_host or
- * targets_host); replaces what an earlier call uploaded. Allocates. */
-cnn_status cnn_net_set_data(cnn_net *net, long n, const float *x_host,
+/* uploads n samples once (x in the user's layout and type, converted to
+ * float32 and checked finite: CNN_ERR_VALUE naming x->arg and the first
+ * flat index otherwise; with labels_host or targets_host); replaces what an
+ * earlier call uploaded. Allocates. */
+cnn_status cnn_net_set_data(cnn_net *net, long n, const cnn_host_array *x,
                             const int32_t *labels_host, const float *targets_host);
 /* uploads an epoch's sample order: order_host (n), a permutation or any list
  * of indices into the resident data. */

@@ -91,6 +91,11 @@ struct cnn_net {
     int32_t *data_labels;  /* (data_n) for sparse losses */
     float *data_targets;   /* (data_n, k) otherwise */
     int32_t *order;        /* (order_n) indices into the data */
+    /* validation data resident for a fit call (set_validation) */
+    long val_n;
+    float *val_x;          /* (val_n, in_count), NCHW */
+    int32_t *val_labels;   /* (val_n) for sparse losses */
+    float *val_targets;    /* (val_n, k) otherwise */
 
     long steps;          /* optimizer steps taken */
     long train_forwards; /* training forwards run: keys dropout */
@@ -622,7 +627,7 @@ void cnn_net_destroy(cnn_net *net)
                           net->x_stage, net->y_stage, net->grad_a, net->grad_b,
                           net->labels, net->targets, net->sums, net->run_sums,
                           net->counters, net->data_x, net->data_labels, net->data_targets, net->order,
-                          net->head_ws};
+                          net->val_x, net->val_labels, net->val_targets, net->head_ws};
         for (size_t k = 0; k < sizeof blocks / sizeof blocks[0]; k++)
             if (blocks[k]) be->free(ctx, blocks[k]);
         if (net->x && net->x != net->x_stage) be->free(ctx, net->x);
@@ -1267,15 +1272,15 @@ static cnn_status check_loss_ready(const cnn_net *net)
 }
 
 /* Loss of the last layer's output against the staged targets, added to
- * net->sums; no gradient (evaluate: training steps go through train_pass). */
-static cnn_status loss_device(cnn_net *net, int n)
+ * sums (2); no gradient (evaluate: training steps go through train_pass). */
+static cnn_status loss_device(cnn_net *net, int n, float *sums)
 {
     cnn_loss_desc d = net->loss;
     d.n = n;
     int sparse = d.kind == CNN_LOSS_SPARSE_CE;
     return net->be->loss_forward_backward(net->ctx, &d, net->layers[net->n_layers - 1].y,
                                           sparse ? net->labels : NULL,
-                                          sparse ? NULL : net->targets, n, NULL, net->sums);
+                                          sparse ? NULL : net->targets, n, NULL, sums);
 }
 
 /* A training forward, the loss (added to `sums`, its gradient that of the
@@ -1417,42 +1422,208 @@ cnn_status cnn_net_train_batch(cnn_net *net, int n, const float *x_host,
     return cnn_net_apply_gradients(net);
 }
 
-cnn_status cnn_net_evaluate(cnn_net *net, long n, const float *x_host, const int32_t *labels_host,
-                            const float *targets_host, double *loss_sum, double *correct)
+/* Samples whose float32 rows an evaluate or predict call holds on the
+ * engine at a time (at least one batch): an array larger than this is
+ * converted, uploaded and run a part after another. */
+#define CNN_EVAL_PART_BYTES ((size_t)256 << 20)
+
+static cnn_status upload_samples(cnn_net *net, float *dst, long n, const cnn_host_array *a);
+
+/* x from its sample `at` on: the same array, its errors' indices kept. */
+static cnn_host_array rows_from(const cnn_net *net, const cnn_host_array *x, long at)
+{
+    cnn_host_array rows = *x;
+    const size_t values = (size_t)at * net->in_count;
+    rows.data = (const char *)x->data + values * cnn_dtype_bytes(x->dtype);
+    rows.index0 = x->index0 + values;
+    return rows;
+}
+
+static long eval_part_rows(const cnn_net *net, long n)
+{
+    long part = (long)(CNN_EVAL_PART_BYTES / (net->in_count * sizeof(float)));
+    part -= part % net->max_batch;
+    if (part < net->max_batch) part = net->max_batch;
+    return part < n ? part : n;
+}
+
+/* The n rows of x (engine memory, NCHW) and their targets (engine memory:
+ * labels, or targets (n, k)) in inference mode, max_batch at a time, each
+ * batch copied into net->x: each batch's float32 loss and correct sums, as
+ * the engine adds them, are added into total in double in batch order (the
+ * bits of a batch staged from the host). One download for all batches. */
+static cnn_status evaluate_rows(cnn_net *net, long n, const float *x, const int32_t *labels,
+                                const float *targets, double total[2])
+{
+    const cnn_backend *be = net->be;
+    const int sparse = net->loss.kind == CNN_LOSS_SPARSE_CE;
+    const long batches = (n + net->max_batch - 1) / net->max_batch;
+    const size_t sums_bytes = (size_t)batches * 2 * sizeof(float);
+    float *sums = NULL, *host = malloc(sums_bytes);
+    if (!host) return cnn_set_error(CNN_ERR_MEMORY, "out of host memory for %ld batch sums", batches);
+    cnn_status st = be->alloc(net->ctx, (void **)&sums, sums_bytes);
+    if (st == CNN_OK) st = be->zero(net->ctx, sums, sums_bytes);
+    for (long b = 0; b < batches && st == CNN_OK; b++) {
+        const long start = b * net->max_batch;
+        const int m = (int)(n - start < net->max_batch ? n - start : net->max_batch);
+        st = be->copy(net->ctx, net->x, x + (size_t)start * net->in_count,
+                      (size_t)m * net->in_count * sizeof(float));
+        if (st == CNN_OK && sparse)
+            st = be->copy(net->ctx, net->labels, labels + start, (size_t)m * sizeof(int32_t));
+        else if (st == CNN_OK)
+            st = be->copy(net->ctx, net->targets, targets + (size_t)start * net->loss.k,
+                          (size_t)m * net->loss.k * sizeof(float));
+        if (st == CNN_OK) st = forward_device(net, m, 0, 0, net->n_layers);
+        if (st == CNN_OK) st = loss_device(net, m, sums + 2 * b);
+    }
+    if (st == CNN_OK) st = be->download(net->ctx, host, sums, sums_bytes);
+    for (long b = 0; b < batches && st == CNN_OK; b++) {
+        total[0] += host[2 * b];
+        total[1] += host[2 * b + 1];
+    }
+    if (sums) be->free(net->ctx, sums);
+    free(host);
+    return st;
+}
+
+/* Resident rows for an evaluate call or a fit's validation: n samples of
+ * x converted and uploaded to *x_dev, their targets to *t_dev; both
+ * allocated here, freed by the caller whatever the status. */
+static cnn_status upload_rows(cnn_net *net, long n, const cnn_host_array *x,
+                              const int32_t *labels_host, const float *targets_host,
+                              float **x_dev, void **t_dev)
+{
+    const int sparse = net->loss.kind == CNN_LOSS_SPARSE_CE;
+    const size_t t_bytes = sparse ? (size_t)n * sizeof(int32_t)
+                                  : (size_t)n * net->loss.k * sizeof(float);
+    CNN_TRY(net->be->alloc(net->ctx, (void **)x_dev, (size_t)n * net->in_count * sizeof(float)));
+    CNN_TRY(net->be->alloc(net->ctx, t_dev, t_bytes));
+    CNN_TRY(upload_samples(net, *x_dev, n, x));
+    return net->be->upload(net->ctx, *t_dev,
+                           sparse ? (const void *)labels_host : (const void *)targets_host, t_bytes);
+}
+
+static cnn_status check_targets_given(const cnn_net *net, const char *what,
+                                      const int32_t *labels_host, const float *targets_host)
+{
+    int sparse = net->loss.kind == CNN_LOSS_SPARSE_CE;
+    if (sparse ? !labels_host : !targets_host)
+        return cnn_set_error(CNN_ERR_VALUE, "%s needs %s", what, sparse ? "labels" : "targets");
+    return CNN_OK;
+}
+
+cnn_status cnn_net_evaluate(cnn_net *net, long n, const cnn_host_array *x,
+                            const int32_t *labels_host, const float *targets_host,
+                            double *loss_sum, double *correct)
 {
     if (n < 1) return cnn_set_error(CNN_ERR_VALUE, "evaluate needs at least one sample, got %ld", n);
     CNN_TRY(check_loss_ready(net));
-    int sparse = net->loss.kind == CNN_LOSS_SPARSE_CE;
-    if (sparse ? !labels_host : !targets_host)
-        return cnn_set_error(CNN_ERR_VALUE, "evaluate needs %s", sparse ? "labels" : "targets");
+    CNN_TRY(check_targets_given(net, "evaluate", labels_host, targets_host));
+    const int sparse = net->loss.kind == CNN_LOSS_SPARSE_CE;
+    const long part = eval_part_rows(net, n);
     double total[2] = {0.0, 0.0};
-    for (long start = 0; start < n; start += net->max_batch) {
-        int m = (int)((n - start) < net->max_batch ? (n - start) : net->max_batch);
-        CNN_TRY(stage_input(net, m, x_host + (size_t)start * net->in_count));
-        CNN_TRY(stage_targets(net, m, sparse ? labels_host + start : NULL,
-                              sparse ? NULL : targets_host + (size_t)start * net->loss.k));
-        CNN_TRY(forward_device(net, m, 0, 0, net->n_layers));
-        CNN_TRY(net->be->zero(net->ctx, net->sums, 2 * sizeof(float)));
-        CNN_TRY(loss_device(net, m));
-        float sums[2];
-        CNN_TRY(net->be->download(net->ctx, sums, net->sums, sizeof sums));
-        total[0] += sums[0];
-        total[1] += sums[1];
+    cnn_status st = CNN_OK;
+    for (long at = 0; at < n && st == CNN_OK; at += part) {
+        const long m = n - at < part ? n - at : part;
+        const cnn_host_array rows = rows_from(net, x, at);
+        float *x_dev = NULL;
+        void *t_dev = NULL;
+        st = upload_rows(net, m, &rows, sparse ? labels_host + at : NULL,
+                         sparse ? NULL : targets_host + (size_t)at * net->loss.k, &x_dev, &t_dev);
+        if (st == CNN_OK)
+            st = evaluate_rows(net, m, x_dev, sparse ? t_dev : NULL, sparse ? NULL : t_dev, total);
+        if (x_dev) net->be->free(net->ctx, x_dev);
+        if (t_dev) net->be->free(net->ctx, t_dev);
     }
+    CNN_TRY(st);
     *loss_sum = total[0];
     *correct = total[1];
     return CNN_OK;
 }
 
-cnn_status cnn_net_predict(cnn_net *net, long n, const float *x_host, float *y_host)
+cnn_status cnn_net_set_validation(cnn_net *net, long n, const cnn_host_array *x,
+                                  const int32_t *labels_host, const float *targets_host)
+{
+    void *blocks[] = {net->val_x, net->val_labels, net->val_targets};
+    for (size_t k = 0; k < sizeof blocks / sizeof blocks[0]; k++)
+        if (blocks[k]) net->be->free(net->ctx, blocks[k]);
+    net->val_x = NULL;
+    net->val_labels = NULL;
+    net->val_targets = NULL;
+    net->val_n = 0;
+    if (n == 0) return CNN_OK;
+    if (n < 0) return cnn_set_error(CNN_ERR_VALUE, "set_validation needs n >= 0, got %ld", n);
+    CNN_TRY(check_loss_ready(net));
+    CNN_TRY(check_targets_given(net, "set_validation", labels_host, targets_host));
+    const int sparse = net->loss.kind == CNN_LOSS_SPARSE_CE;
+    float *x_dev = NULL;
+    void *t_dev = NULL;
+    cnn_status st = upload_rows(net, n, x, labels_host, targets_host, &x_dev, &t_dev);
+    if (st == CNN_OK) st = net->be->synchronize(net->ctx);
+    if (st != CNN_OK) {
+        if (x_dev) net->be->free(net->ctx, x_dev);
+        if (t_dev) net->be->free(net->ctx, t_dev);
+        return st;
+    }
+    net->val_x = x_dev;
+    if (sparse)
+        net->val_labels = t_dev;
+    else
+        net->val_targets = t_dev;
+    net->val_n = n;
+    return CNN_OK;
+}
+
+cnn_status cnn_net_evaluate_validation(cnn_net *net, double *loss_sum, double *correct)
+{
+    if (!net->val_n) return cnn_set_error(CNN_ERR_VALUE, "evaluate_validation needs set_validation first");
+    double total[2] = {0.0, 0.0};
+    CNN_TRY(evaluate_rows(net, net->val_n, net->val_x, net->val_labels, net->val_targets, total));
+    *loss_sum = total[0];
+    *correct = total[1];
+    return CNN_OK;
+}
+
+/* The outputs of the n rows of x (engine memory, NCHW) in inference mode,
+ * max_batch at a time, gathered in out (engine memory, (n, out_count) in
+ * Keras order), then one download to y_host. */
+static cnn_status predict_rows(cnn_net *net, long n, const float *x, float *out, float *y_host)
+{
+    const cnn_backend *be = net->be;
+    const layer *last = &net->layers[net->n_layers - 1];
+    for (long start = 0; start < n; start += net->max_batch) {
+        const int m = (int)(n - start < net->max_batch ? n - start : net->max_batch);
+        float *dst = out + (size_t)start * last->out_count;
+        CNN_TRY(be->copy(net->ctx, net->x, x + (size_t)start * net->in_count,
+                         (size_t)m * net->in_count * sizeof(float)));
+        CNN_TRY(forward_device(net, m, 0, 0, net->n_layers));
+        if (last->out_rank == 4)
+            CNN_TRY(be->nhwc_from_nchw(net->ctx, m, last->out_h, last->out_w, last->out_c,
+                                       last->y, dst));
+        else
+            CNN_TRY(be->copy(net->ctx, dst, last->y, (size_t)m * last->out_count * sizeof(float)));
+    }
+    return be->download(net->ctx, y_host, out, (size_t)n * last->out_count * sizeof(float));
+}
+
+cnn_status cnn_net_predict(cnn_net *net, long n, const cnn_host_array *x, float *y_host)
 {
     if (n < 1) return cnn_set_error(CNN_ERR_VALUE, "predict needs at least one sample, got %ld", n);
-    for (long start = 0; start < n; start += net->max_batch) {
-        int m = (int)((n - start) < net->max_batch ? (n - start) : net->max_batch);
-        CNN_TRY(cnn_net_forward(net, m, x_host + (size_t)start * net->in_count, 0,
-                                y_host + (size_t)start * net->out_count));
+    const long part = eval_part_rows(net, n);
+    const size_t out_count = net->layers[net->n_layers - 1].out_count;
+    float *x_dev = NULL, *out = NULL;
+    cnn_status st = net->be->alloc(net->ctx, (void **)&x_dev,
+                                   (size_t)part * net->in_count * sizeof(float));
+    if (st == CNN_OK) st = net->be->alloc(net->ctx, (void **)&out, (size_t)part * out_count * sizeof(float));
+    for (long at = 0; at < n && st == CNN_OK; at += part) {
+        const long m = n - at < part ? n - at : part;
+        const cnn_host_array rows = rows_from(net, x, at);
+        st = upload_samples(net, x_dev, m, &rows);
+        if (st == CNN_OK) st = predict_rows(net, m, x_dev, out, y_host + (size_t)at * out_count);
     }
-    return CNN_OK;
+    if (x_dev) net->be->free(net->ctx, x_dev);
+    if (out) net->be->free(net->ctx, out);
+    return st;
 }
 
 /* ------------------------------------------------- resident training data */
@@ -1476,41 +1647,21 @@ static void free_data(cnn_net *net)
     net->data_n = net->order_n = 0;
 }
 
-/* n images (NHWC, the user's layout) into dst as NCHW, the layout inside:
- * through a staging buffer of at most 64 MiB of whole rows, each chunk
- * transposed into place (one copy where the layouts are the same bytes). */
-#define CNN_UPLOAD_CHUNK_BYTES ((size_t)64 << 20)
-static cnn_status upload_images(cnn_net *net, float *dst, long n, const float *x_host)
+/* n samples of a (the user's layout and type) into dst as float32, NCHW
+ * (the layout inside), converted and checked by the engine. */
+static cnn_status upload_samples(cnn_net *net, float *dst, long n, const cnn_host_array *a)
 {
-    const cnn_backend *be = net->be;
-    const size_t row = net->in_count * sizeof(float);
-    if (!net->transpose_in) return be->upload(net->ctx, dst, x_host, (size_t)n * row);
-    long chunk = (long)(CNN_UPLOAD_CHUNK_BYTES / row);
-    if (chunk < 1) chunk = 1;
-    if (chunk > n) chunk = n;
-    void *tmp = NULL;
-    CNN_TRY(be->alloc(net->ctx, &tmp, (size_t)chunk * row));
-    cnn_status st = CNN_OK;
-    for (long at = 0; at < n && st == CNN_OK; at += chunk) {
-        const long m = n - at < chunk ? n - at : chunk;
-        st = be->upload(net->ctx, tmp, x_host + (size_t)at * net->in_count, (size_t)m * row);
-        if (st == CNN_OK)
-            st = be->nchw_from_nhwc(net->ctx, (int)m, net->in_h, net->in_w, net->in_c, tmp,
-                                    dst + (size_t)at * net->in_count);
-    }
-    cnn_status done = be->synchronize(net->ctx); /* the transposes have read tmp */
-    be->free(net->ctx, tmp);
-    return st != CNN_OK ? st : done;
+    return net->be->upload_samples(net->ctx, dst, a, n, net->in_h, net->in_w, net->in_c,
+                                   net->transpose_in);
 }
 
-cnn_status cnn_net_set_data(cnn_net *net, long n, const float *x_host, const int32_t *labels_host,
-                            const float *targets_host)
+cnn_status cnn_net_set_data(cnn_net *net, long n, const cnn_host_array *x_host,
+                            const int32_t *labels_host, const float *targets_host)
 {
     if (n < 1) return cnn_set_error(CNN_ERR_VALUE, "set_data needs at least one sample, got %ld", n);
     CNN_TRY(check_loss_ready(net));
+    CNN_TRY(check_targets_given(net, "set_data", labels_host, targets_host));
     int sparse = net->loss.kind == CNN_LOSS_SPARSE_CE;
-    if (sparse ? !labels_host : !targets_host)
-        return cnn_set_error(CNN_ERR_VALUE, "set_data needs %s", sparse ? "labels" : "targets");
     free_data(net);
     size_t x_bytes = (size_t)n * net->in_count * sizeof(float);
     size_t t_bytes = sparse ? (size_t)n * sizeof(int32_t) : (size_t)n * net->loss.k * sizeof(float);
@@ -1518,7 +1669,7 @@ cnn_status cnn_net_set_data(cnn_net *net, long n, const float *x_host, const int
     cnn_status st = net->be->alloc(net->ctx, &x, x_bytes);
     if (st == CNN_OK) st = net->be->alloc(net->ctx, &t, t_bytes);
     if (st == CNN_OK) st = net->be->alloc(net->ctx, &order, (size_t)n * sizeof(int32_t));
-    if (st == CNN_OK) st = upload_images(net, x, n, x_host);
+    if (st == CNN_OK) st = upload_samples(net, x, n, x_host);
     if (st == CNN_OK)
         st = net->be->upload(net->ctx, t, sparse ? (const void *)labels_host : (const void *)targets_host,
                              t_bytes);

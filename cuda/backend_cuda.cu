@@ -88,6 +88,7 @@ cnn_status cnn_cuda_impl_init(cnn_cuda_impl *impl, int device)
 void cnn_cuda_impl_fini(cnn_cuda_impl *impl)
 {
     cudaStreamSynchronize(impl->stream);
+    cnn_cuda_uploader_free(impl);
     for (int i = 0; i < 2; i++)
         if (impl->marks[i]) cudaEventDestroy(impl->marks[i]);
     cudaFree(impl->scratch);
@@ -226,6 +227,14 @@ cnn_status cuda_synchronize(cnn_ctx *ctx)
     return CNN_OK;
 }
 
+cnn_status cuda_copy(cnn_ctx *ctx, void *dst, const void *src, size_t bytes)
+{
+    if (!bytes) return CNN_OK;
+    CNN_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cnn_stream(ctx)),
+                 "copy on the GPU");
+    return CNN_OK;
+}
+
 // Designated initializers in declaration order: a constant initialization,
 // so the table is complete before any other file's static initializers run.
 extern "C" const cnn_backend cnn_backend_cuda = {
@@ -239,8 +248,10 @@ extern "C" const cnn_backend cnn_backend_cuda = {
     .download = cuda_download,
     .zero = cuda_zero,
     .synchronize = cuda_synchronize,
+    .copy = cuda_copy,
     .nchw_from_nhwc = cuda_nchw_from_nhwc,
     .nhwc_from_nchw = cuda_nhwc_from_nchw,
+    .upload_samples = cuda_upload_samples,
     .conv2d_workspace = cuda_conv2d_workspace,
     .conv2d_forward = cuda_conv2d_forward,
     .conv2d_backward_data = cuda_conv2d_backward_data,

@@ -40,6 +40,7 @@ struct cnn_cuda_impl {
     int early_launch;     // record.cu: recordings launch each kernel early (see
                           // cnn_kernel_begin); set by the cuda engine's table on
                           // sm_90 and later unless CNNCUDA_EARLY_LAUNCH=0
+    struct cnn_cuda_uploader *uploader; // upload_samples.cu: made on first use
 };
 
 // The SGEMM kernels of gemm.cu, chosen by CNNCUDA_SGEMM. AUTO (the default,
@@ -67,6 +68,11 @@ enum { CNN_TILE_SHAPED = 0, CNN_TILE_SQUARE = 1, CNN_TILE_SCALAR = 2 };
 // impl->device current, between enter (which makes `device` current and
 // returns the caller's device) and leave (which restores it).
 cnn_status cnn_cuda_impl_init(cnn_cuda_impl *impl, int device);
+// upload_samples.cu: the uploader's buffers, streams and events back
+void cnn_cuda_uploader_free(cnn_cuda_impl *impl);
+// layout.cu: cuda_nchw_from_nhwc on another stream than the context's
+cnn_status cnn_cuda_nchw_from_nhwc_on(cudaStream_t stream, int n, int h, int w, int c,
+                                      const float *x, float *y);
 void cnn_cuda_impl_fini(cnn_cuda_impl *impl);
 int cnn_cuda_device_enter(int device);
 void cnn_cuda_device_leave(int previous, int device);

@@ -24,6 +24,11 @@ cnn_status cuda_upload(cnn_ctx *ctx, void *dst, const void *host_src, size_t byt
 cnn_status cuda_download(cnn_ctx *ctx, void *host_dst, const void *src, size_t bytes);
 cnn_status cuda_zero(cnn_ctx *ctx, void *p, size_t bytes);
 cnn_status cuda_synchronize(cnn_ctx *ctx);
+cnn_status cuda_copy(cnn_ctx *ctx, void *dst, const void *src, size_t bytes);
+
+/* upload_samples.cu */
+cnn_status cuda_upload_samples(cnn_ctx *ctx, float *dst, const cnn_host_array *a, long n, int h,
+                               int w, int c, int transpose);
 
 /* layout.cu */
 cnn_status cuda_nchw_from_nhwc(cnn_ctx *ctx, int n, int h, int w, int c, const float *x, float *y);

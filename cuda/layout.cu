@@ -78,8 +78,8 @@ static cnn_status check_dims(const char *what, int n, int h, int w, int c)
 
 // src (batch, rows, cols) -> dst (batch, cols, rows); nothing is launched
 // for an empty tensor.
-static cnn_status transpose_batched(cnn_ctx *ctx, const char *what, size_t batch, size_t rows,
-                                    size_t cols, const float *src, float *dst)
+static cnn_status transpose_batched(cudaStream_t stream, const char *what, size_t batch,
+                                    size_t rows, size_t cols, const float *src, float *dst)
 {
     if (batch == 0 || rows == 0 || cols == 0) return CNN_OK;
     if (rows > 0x7fffffff || cols > 0x7fffffff)
@@ -88,7 +88,7 @@ static cnn_status transpose_batched(cnn_ctx *ctx, const char *what, size_t batch
     if (cols <= LAYOUT_NARROW) {
         const long long lines = (long long)(batch * cols);
         const dim3 grid(cnn_blocks(rows, CNN_THREADS), (unsigned)(lines < 65535 ? lines : 65535));
-        transpose_narrow_kernel<<<grid, CNN_THREADS, 0, cnn_stream(ctx)>>>((long long)batch, (int)rows,
+        transpose_narrow_kernel<<<grid, CNN_THREADS, 0, stream>>>((long long)batch, (int)rows,
                                                                           (int)cols, src, dst);
         CNN_CUDA_LAUNCHED(what);
         return CNN_OK;
@@ -96,24 +96,30 @@ static cnn_status transpose_batched(cnn_ctx *ctx, const char *what, size_t batch
     const size_t tiles = batch * ((rows + LAYOUT_TILE - 1) / LAYOUT_TILE) *
                          ((cols + LAYOUT_TILE - 1) / LAYOUT_TILE);
     const unsigned blocks = cnn_blocks(tiles, 1);
-    transpose_batched_kernel<<<blocks, dim3(LAYOUT_TILE, LAYOUT_ROWS), 0, cnn_stream(ctx)>>>(
+    transpose_batched_kernel<<<blocks, dim3(LAYOUT_TILE, LAYOUT_ROWS), 0, stream>>>(
         batch, (int)rows, (int)cols, src, dst);
     CNN_CUDA_LAUNCHED(what);
     return CNN_OK;
 }
 
-// x (n, h, w, c) -> y (n, c, h, w); x and y must not overlap.
-cnn_status cuda_nchw_from_nhwc(cnn_ctx *ctx, int n, int h, int w, int c, const float *x, float *y)
+// x (n, h, w, c) -> y (n, c, h, w) on `stream`; x and y must not overlap.
+cnn_status cnn_cuda_nchw_from_nhwc_on(cudaStream_t stream, int n, int h, int w, int c,
+                                      const float *x, float *y)
 {
     CNN_TRY(check_dims("nchw_from_nhwc", n, h, w, c));
-    return transpose_batched(ctx, "nchw_from_nhwc", (size_t)n, (size_t)h * (size_t)w, (size_t)c,
-                             x, y);
+    return transpose_batched(stream, "nchw_from_nhwc", (size_t)n, (size_t)h * (size_t)w,
+                             (size_t)c, x, y);
+}
+
+cnn_status cuda_nchw_from_nhwc(cnn_ctx *ctx, int n, int h, int w, int c, const float *x, float *y)
+{
+    return cnn_cuda_nchw_from_nhwc_on(cnn_stream(ctx), n, h, w, c, x, y);
 }
 
 // x (n, c, h, w) -> y (n, h, w, c); x and y must not overlap.
 cnn_status cuda_nhwc_from_nchw(cnn_ctx *ctx, int n, int h, int w, int c, const float *x, float *y)
 {
     CNN_TRY(check_dims("nhwc_from_nchw", n, h, w, c));
-    return transpose_batched(ctx, "nhwc_from_nchw", (size_t)n, (size_t)c, (size_t)h * (size_t)w,
-                             x, y);
+    return transpose_batched(cnn_stream(ctx), "nhwc_from_nchw", (size_t)n, (size_t)c,
+                             (size_t)h * (size_t)w, x, y);
 }

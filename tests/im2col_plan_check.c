@@ -169,7 +169,8 @@ static void predict_both(const cnn_backend *with, const case_t *t, int planned)
         cnn_net *net = NULL;
         CHECK(cnn_net_create(tables[k], 1, &spec, &net));
         pool_calls = col_calls = 0;
-        CHECK(cnn_net_predict(net, n, x, out[k]));
+        const cnn_host_array xa = {x, CNN_DTYPE_F32, "x", 0};
+        CHECK(cnn_net_predict(net, n, &xa, out[k]));
         const int want = k == 0 && planned ? 3 * t->pairs : 0; /* chunks 3 + 3 + 1 */
         if (k == 0 && (pool_calls != want || col_calls != want || pending_ws)) {
             fprintf(stderr, "%s: predict made %d pool and %d conv calls, expected %d\n", t->name,
@@ -210,7 +211,8 @@ static out_t range_run(const cnn_backend *be, const case_t *t, int planned, int 
     for (int i = 0; i < n; ++i) labels[i] = (int32_t)(i % 4);
     cnn_net *net = NULL;
     CHECK(cnn_net_create(be, 1, &spec, &net));
-    CHECK(cnn_net_set_data(net, n, x, labels, NULL));
+    const cnn_host_array xa = {x, CNN_DTYPE_F32, "x", 0};
+    CHECK(cnn_net_set_data(net, n, &xa, labels, NULL));
     out_t o = {0};
     for (int epoch = 0; epoch < 3; ++epoch) {
         for (int i = 0; i < n; ++i) order[i] = (int32_t)((i * 5 + epoch * 3) % n);

@@ -100,16 +100,17 @@ static void one_cycle(const cnn_backend *be, int threads, int cycle, const float
 
     /* fit's path, twice: set_data drops the previous data */
     int32_t order[N];
+    const cnn_host_array xa = {x, CNN_DTYPE_F32, "x", 0};
     for (int r = 0; r < 2; r++) {
-        CHECK(cnn_net_set_data(net, N, x, labels, NULL));
+        CHECK(cnn_net_set_data(net, N, &xa, labels, NULL));
         for (int i = 0; i < N; i++) order[i] = (i * 7 + r) % N;
         CHECK(cnn_net_set_order(net, order));
         CHECK(cnn_net_train_range(net, 0, N, 5));
         CHECK(cnn_net_read_sums(net, 1, &dloss, &dcorrect));
     }
-    CHECK(cnn_net_evaluate(net, N, x, labels, NULL, &dloss, &dcorrect));
+    CHECK(cnn_net_evaluate(net, N, &xa, labels, NULL, &dloss, &dcorrect));
     float *y = malloc((size_t)N * K * sizeof(float));
-    CHECK(cnn_net_predict(net, N, x, y));
+    CHECK(cnn_net_predict(net, N, &xa, y));
 
     /* a training forward and a backward of our own */
     float dy[MB * K];

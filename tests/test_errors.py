@@ -47,7 +47,8 @@ BAD_X = [
     (np.ones((9, 5, 6, 2), np.float32), ValueError, r"x: expected a batch of at most 8 samples.*got 9"),
     (np.full((4, 5, 6, 2), np.nan, np.float32), ValueError, r"x: expected finite values, got NaN"),
     (np.full((4, 5, 6, 2), np.inf), ValueError, r"x: expected finite values, got infinity"),
-    (np.full((4, 5, 6, 2), 1e300), ValueError, r"x: expected finite values, got infinity"),
+    (np.full((4, 5, 6, 2), 1e300), ValueError,
+     r"x: expected finite values, got 1e\+300 \(infinity in float32\) at flat index 0"),
     ("not an array", TypeError, r"x: expected a real numeric array"),
 ]
 

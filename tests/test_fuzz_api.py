@@ -311,8 +311,9 @@ def call_verdict(model, method, args):
         clean["weights"] = out
         return None, clean
     in_shape = model.input_shape[1:]
-    # x is checked in Python (cnncuda.checks), before y: its dtype, shape, and
-    # values finite as float32 (1e300 is finite in float64, not in float32)
+    # x's dtype and shape are checked in Python (cnncuda.checks), before y;
+    # its values -- finite as float32 (1e300 is finite in float64, not in
+    # float32) -- by the engine as it uploads them, after y
     a = np.asarray(args["x"])
     if a.dtype.kind not in "biuf":
         return TypeError, clean
@@ -322,13 +323,15 @@ def call_verdict(model, method, args):
     if n == 0 and method in ("predict", "call"):
         clean["x"] = np.zeros((0,) + in_shape, np.float32)    # predict takes an empty x
         return None, clean
-    if n == 0 or (a.dtype.kind == "f" and not np.isfinite(quiet_cast(a, np.float32)).all()):
+    if n == 0:
         return ValueError, clean
     if method not in ("predict", "call"):
         yv = keras_y_verdict(args["y"], n, model.loss.kind, model.output_shape[1])
         if isinstance(yv, type):
             return yv, clean
         clean["y"] = yv
+    if a.dtype.kind == "f" and not np.isfinite(quiet_cast(a, np.float32)).all():
+        return ValueError, clean
     xv = x_verdict(args["x"], in_shape, 0)
     if isinstance(xv, type):
         return xv, clean

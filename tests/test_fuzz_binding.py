@@ -400,11 +400,15 @@ def verdict(name, method, args, net):
     k = net.output_shape[0]
     clean = {}
     if method in ("train_batch", "compute_gradients", "evaluate", "fit_path"):
-        xv = x_verdict(args["x"], in_shape, mb if method in ("train_batch",
-                                                             "compute_gradients") else 0)
+        # evaluate and set_data (fit_path) take whole arrays, whose values
+        # the engine checks as it uploads them: after y
+        whole = method in ("evaluate", "fit_path")
+        xv = x_verdict(args["x"], in_shape, 0 if whole else mb, values=not whole)
         n = np.shape(xv)[0] if not isinstance(xv, type) else 0
         yv = y_verdict(args["y"], n, loss["kind"], k) if not isinstance(xv, type) else None
         error = first_error(xv, yv)
+        if error is None and whole and not np.isfinite(xv).all():
+            error = ValueError
         clean.update(x=xv, y=yv)
         if method == "fit_path" and error is None:
             a = np.asarray(args["order"])

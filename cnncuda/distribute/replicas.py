@@ -163,8 +163,15 @@ class ReplicaGroup:
     def max_batch(self):
         return self._batch
 
-    def set_data(self, x, y):
-        self._call_all(lambda net: net.set_data(x, y))
+    def set_data(self, x, y, **names):
+        self._call_all(lambda net: net.set_data(x, y, **names))
+
+    def set_validation(self, x, y, **names):
+        """On the first local replica only: it alone evaluates (below)."""
+        return self._nets[0].set_validation(x, y, **names)
+
+    def evaluate_validation(self):
+        return self._nets[0].evaluate_validation()
 
     def set_order(self, order):
         order = np.ascontiguousarray(order, dtype=np.int32)
@@ -191,11 +198,11 @@ class ReplicaGroup:
 
     # -- what one replica answers (they hold the same weights) -----------------------
 
-    def evaluate(self, x, y):
-        return self._nets[0].evaluate(x, y)
+    def evaluate(self, x, y, **names):
+        return self._nets[0].evaluate(x, y, **names)
 
-    def predict(self, x):
-        return self._nets[0].predict(x)
+    def predict(self, x, **names):
+        return self._nets[0].predict(x, **names)
 
     def forward(self, x, training=False):
         return self._nets[0].forward(x, training=training)

@@ -95,8 +95,14 @@ cnn_status cpu_zero(cnn_ctx *ctx, void *p, size_t bytes);
 cnn_status cpu_synchronize(cnn_ctx *ctx);
 
 /* layout.c */
+/* dst (cols, rows) = transpose of src (rows, cols), both row-major. */
+void cnn_cpu_transpose(int rows, int cols, const float *restrict src, float *restrict dst);
 cnn_status cpu_nchw_from_nhwc(cnn_ctx *ctx, int n, int h, int w, int c, const float *x, float *y);
 cnn_status cpu_nhwc_from_nchw(cnn_ctx *ctx, int n, int h, int w, int c, const float *x, float *y);
+
+/* upload_samples.c */
+cnn_status cpu_upload_samples(cnn_ctx *ctx, float *dst, const cnn_host_array *a, long n, int h,
+                              int w, int c, int transpose);
 
 /* conv2d.c */
 size_t cpu_conv2d_workspace(const cnn_conv_desc *d);

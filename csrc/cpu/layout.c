@@ -7,7 +7,7 @@
 #define LAYOUT_TILE 32
 
 /* dst (cols, rows) = transpose of src (rows, cols), both row-major. */
-static void transpose(int rows, int cols, const float *restrict src, float *restrict dst)
+void cnn_cpu_transpose(int rows, int cols, const float *restrict src, float *restrict dst)
 {
     for (int r0 = 0; r0 < rows; r0 += LAYOUT_TILE) {
         const int r1 = r0 + LAYOUT_TILE < rows ? r0 + LAYOUT_TILE : rows;
@@ -40,7 +40,8 @@ static void transpose_range(void *arg, long lo, long hi, int slot)
     (void)slot;
     const layout_job *j = arg;
     const size_t plane = (size_t)j->rows * j->cols;
-    for (long i = lo; i < hi; ++i) transpose(j->rows, j->cols, j->x + i * plane, j->y + i * plane);
+    for (long i = lo; i < hi; ++i)
+        cnn_cpu_transpose(j->rows, j->cols, j->x + i * plane, j->y + i * plane);
 }
 
 static void transpose_images(cnn_ctx *ctx, int n, int rows, int cols, const float *x, float *y)

@@ -26,10 +26,23 @@ PyObject *cnn_raise_status(cnn_status status);
 /* A float32, C-contiguous, aligned array from `obj` (a new reference), or
  * NULL with TypeError naming `arg` when obj is not a real numeric array. */
 PyArrayObject *cnn_as_float32(PyObject *obj, const char *arg);
+/* The samples of `obj` as the core converts them (cnn_host_array, filled
+ * in, naming `arg`): the array itself where it is float32, float64 or uint8,
+ * native, aligned and C-contiguous, else a copy in one of those (NumPy's
+ * cast: float64 for floats wider than 4 bytes, float32 for the rest). A new
+ * reference (it holds host->data), or NULL with TypeError naming arg. Values
+ * are not checked here: the core checks them as it converts. */
+PyArrayObject *cnn_as_samples(PyObject *obj, const char *arg, cnn_host_array *host);
 /* ValueError unless `a` has exactly `rank` dims equal to dims (-1 = any). */
 int cnn_check_shape(PyArrayObject *a, const char *arg, int rank, const npy_intp *dims);
-/* ValueError naming `arg` and the first bad index if a holds NaN or Inf. */
+/* ValueError naming `arg` and the first bad index if a (float32) holds NaN
+ * or Inf. */
 int cnn_check_finite(PyArrayObject *a, const char *arg);
+/* raw, an array of cnn_as_samples's described by host, as float32 (the
+ * core's conversion, so the bits set_data uploads), its values checked as
+ * the core checks them (a value that overflows float32 named as such). A
+ * new reference (raw itself where it is float32), or NULL with ValueError. */
+PyArrayObject *cnn_checked_float32(PyArrayObject *raw, const cnn_host_array *host);
 /* "(None, 32, 32, 3)" style text of a shape, into buf. */
 void cnn_shape_text(char *buf, size_t len, int rank, const npy_intp *dims);
 

@@ -29,6 +29,43 @@ PyArrayObject *cnn_as_float32(PyObject *obj, const char *arg)
     return out;
 }
 
+PyArrayObject *cnn_as_samples(PyObject *obj, const char *arg, cnn_host_array *host)
+{
+    PyArrayObject *any = (PyArrayObject *)PyArray_FROMANY(obj, NPY_NOTYPE, 0, 0, 0);
+    if (!any) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "%s: expected a numeric array, got %.100s", arg,
+                     Py_TYPE(obj)->tp_name);
+        return NULL;
+    }
+    PyArray_Descr *descr = PyArray_DESCR(any);
+    char kind = descr->kind;
+    if (kind != 'f' && kind != 'i' && kind != 'u' && kind != 'b') {
+        PyObject *name = PyObject_Str((PyObject *)descr);
+        PyErr_Format(PyExc_TypeError,
+                     "%s: expected a real numeric array (float or integer), got dtype %S", arg,
+                     name ? name : Py_None);
+        Py_XDECREF(name);
+        Py_DECREF(any);
+        return NULL;
+    }
+    int type = PyArray_TYPE(any);
+    if (type != NPY_FLOAT32 && type != NPY_FLOAT64 && type != NPY_UINT8)
+        type = kind == 'f' && PyArray_ITEMSIZE(any) > 4 ? NPY_FLOAT64 : NPY_FLOAT32;
+    /* no copy where `any` is already of that type, native, aligned and
+     * C-contiguous (a read-only or memory-mapped array included) */
+    PyArrayObject *out = (PyArrayObject *)PyArray_FROM_OTF(
+        (PyObject *)any, type, NPY_ARRAY_IN_ARRAY | NPY_ARRAY_FORCECAST);
+    Py_DECREF(any);
+    if (!out) return NULL;
+    host->data = PyArray_DATA(out);
+    host->dtype = type == NPY_FLOAT64 ? CNN_DTYPE_F64 : type == NPY_UINT8 ? CNN_DTYPE_U8
+                                                                           : CNN_DTYPE_F32;
+    host->arg = arg;
+    host->index0 = 0;
+    return out;
+}
+
 void cnn_shape_text(char *buf, size_t len, int rank, const npy_intp *dims)
 {
     size_t used = 0;
@@ -58,15 +95,34 @@ int cnn_check_shape(PyArrayObject *a, const char *arg, int rank, const npy_intp 
 
 int cnn_check_finite(PyArrayObject *a, const char *arg)
 {
-    const float *p = (const float *)PyArray_DATA(a);
-    npy_intp n = PyArray_SIZE(a);
-    for (npy_intp i = 0; i < n; i++) {
-        if (!isfinite(p[i])) {
-            PyErr_Format(PyExc_ValueError,
-                         "%s: expected finite values, got %s at flat index %ld", arg,
-                         isnan(p[i]) ? "NaN" : "infinity", (long)i);
+    const cnn_host_array host = {PyArray_DATA(a), CNN_DTYPE_F32, arg, 0};
+    float scratch[1024];
+    const size_t n = (size_t)PyArray_SIZE(a);
+    for (size_t at = 0; at < n; at += 1024) {
+        const int64_t bad = cnn_to_float32(scratch, &host, at, n - at < 1024 ? n - at : 1024);
+        if (bad >= 0) {
+            cnn_raise_status(cnn_refuse_value(&host, (size_t)bad));
             return -1;
         }
     }
     return 0;
+}
+
+PyArrayObject *cnn_checked_float32(PyArrayObject *raw, const cnn_host_array *host)
+{
+    if (host->dtype == CNN_DTYPE_F32) {
+        if (cnn_check_finite(raw, host->arg) < 0) return NULL;
+        Py_INCREF(raw);
+        return raw;
+    }
+    PyArrayObject *out = (PyArrayObject *)PyArray_SimpleNew(PyArray_NDIM(raw), PyArray_DIMS(raw),
+                                                            NPY_FLOAT32);
+    if (!out) return NULL;
+    const int64_t bad = cnn_to_float32(PyArray_DATA(out), host, 0, (size_t)PyArray_SIZE(raw));
+    if (bad >= 0) {
+        cnn_raise_status(cnn_refuse_value(host, (size_t)bad));
+        Py_DECREF(out);
+        return NULL;
+    }
+    return out;
 }

@@ -480,27 +480,56 @@ static int claim(NetObject *self)
     return 1;
 }
 
-/* x as float32 of shape (n, *input_shape) with 1 <= n (<= limit when > 0). */
+/* x as float32 of shape (n, *input_shape) with 1 <= n (<= limit when > 0),
+ * converted and checked as the core converts set_data's samples. */
 static PyArrayObject *input_array(NetObject *self, PyObject *obj, long limit)
 {
-    PyArrayObject *x = cnn_as_float32(obj, "x");
-    if (!x) return NULL;
+    cnn_host_array host;
+    PyArrayObject *raw = cnn_as_samples(obj, "x", &host);
+    if (!raw) return NULL;
+    PyArrayObject *x = NULL;
     npy_intp want[4] = {-1, self->in_dims[0], self->in_dims[1], self->in_dims[2]};
     int rank = self->in_rank == 4 ? 4 : 2;
-    if (cnn_check_shape(x, "x", rank, want) < 0) goto fail;
-    npy_intp n = PyArray_DIMS(x)[0];
+    if (cnn_check_shape(raw, "x", rank, want) < 0) goto done;
+    npy_intp n = PyArray_DIMS(raw)[0];
     if (n < 1) {
         PyErr_SetString(PyExc_ValueError, "x: expected at least one sample, got an empty batch");
-        goto fail;
+        goto done;
     }
     if (limit > 0 && n > limit) {
         PyErr_Format(PyExc_ValueError,
                      "x: expected a batch of at most %ld samples (the max_batch this network "
                      "was built for), got %ld",
                      limit, (long)n);
+        goto done;
+    }
+    x = cnn_checked_float32(raw, &host);
+done:
+    Py_DECREF(raw);
+    return x;
+}
+
+/* x as samples of shape (n, *input_shape) with 1 <= n, for the core to
+ * convert and check as it uploads them (cnn_as_samples fills host). Errors
+ * name `arg` and count flat indices from index0 (x a part of the user's
+ * array, from its value index0 on). */
+static PyArrayObject *sample_array(NetObject *self, PyObject *obj, const char *arg,
+                                   Py_ssize_t index0, cnn_host_array *host)
+{
+    if (index0 < 0) {
+        PyErr_Format(PyExc_ValueError, "x_index0: expected an int >= 0, got %zd", index0);
+        return NULL;
+    }
+    PyArrayObject *x = cnn_as_samples(obj, arg, host);
+    if (!x) return NULL;
+    host->index0 = (size_t)index0;
+    npy_intp want[4] = {-1, self->in_dims[0], self->in_dims[1], self->in_dims[2]};
+    if (cnn_check_shape(x, arg, self->in_rank == 4 ? 4 : 2, want) < 0) goto fail;
+    if (PyArray_DIMS(x)[0] < 1) {
+        PyErr_Format(PyExc_ValueError, "%s: expected at least one sample, got an empty batch",
+                     arg);
         goto fail;
     }
-    if (cnn_check_finite(x, "x") < 0) goto fail;
     return x;
 fail:
     Py_DECREF(x);
@@ -579,7 +608,7 @@ static PyObject *new_output(NetObject *self, npy_intp n)
 
 /* ------------------------------------------------------------ methods */
 
-typedef enum { TRAIN, GRADIENTS, EVALUATE } loss_call;
+typedef enum { TRAIN, GRADIENTS } loss_call;
 
 static PyObject *run_loss_call(NetObject *self, PyObject *args, loss_call what)
 {
@@ -591,7 +620,7 @@ static PyObject *run_loss_call(NetObject *self, PyObject *args, loss_call what)
                          "an image");
         return NULL;
     }
-    PyArrayObject *x = input_array(self, xo, what == EVALUATE ? 0 : cnn_net_max_batch(self->net));
+    PyArrayObject *x = input_array(self, xo, cnn_net_max_batch(self->net));
     if (!x) return NULL;
     npy_intp n = PyArray_DIMS(x)[0];
     PyArrayObject *labels, *targets;
@@ -603,7 +632,6 @@ static PyObject *run_loss_call(NetObject *self, PyObject *args, loss_call what)
     const int32_t *lp = labels ? PyArray_DATA(labels) : NULL;
     const float *tp = targets ? PyArray_DATA(targets) : NULL;
     float loss = 0.0f, correct = 0.0f;
-    double dloss = 0.0, dcorrect = 0.0;
     cnn_status st;
     if (!claim(self)) {
         Py_DECREF(x);
@@ -614,21 +642,15 @@ static PyObject *run_loss_call(NetObject *self, PyObject *args, loss_call what)
     Py_BEGIN_ALLOW_THREADS
     if (what == TRAIN)
         st = cnn_net_train_batch(self->net, (int)n, xp, lp, tp, &loss, &correct);
-    else if (what == GRADIENTS)
-        st = cnn_net_compute_gradients(self->net, (int)n, xp, lp, tp, &loss, &correct);
     else
-        st = cnn_net_evaluate(self->net, (long)n, xp, lp, tp, &dloss, &dcorrect);
+        st = cnn_net_compute_gradients(self->net, (int)n, xp, lp, tp, &loss, &correct);
     Py_END_ALLOW_THREADS
     self->busy = 0;
     Py_DECREF(x);
     Py_XDECREF(labels);
     Py_XDECREF(targets);
     if (st != CNN_OK) return cnn_raise_status(st);
-    if (what != EVALUATE) {
-        dloss = loss;
-        dcorrect = correct;
-    }
-    return Py_BuildValue("(dd)", dloss, dcorrect);
+    return Py_BuildValue("(dd)", (double)loss, (double)correct);
 }
 
 static PyObject *Net_train_batch(NetObject *self, PyObject *args)
@@ -641,9 +663,95 @@ static PyObject *Net_compute_gradients(NetObject *self, PyObject *args)
     return run_loss_call(self, args, GRADIENTS);
 }
 
-static PyObject *Net_evaluate(NetObject *self, PyObject *args)
+/* Calls over whole arrays of samples, which the core converts and checks
+ * as it uploads them: evaluate, set_data (fit's training set) and
+ * set_validation (fit's validation set). */
+typedef enum { EVALUATE, SET_DATA, SET_VALIDATION } rows_call;
+
+static PyObject *run_rows_call(NetObject *self, PyObject *args, PyObject *kwds, rows_call what)
 {
-    return run_loss_call(self, args, EVALUATE);
+    static char *kwlist[] = {"x", "y", "x_arg", "x_index0", NULL};
+    PyObject *xo, *yo;
+    const char *x_arg = "x";
+    Py_ssize_t index0 = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|sn", kwlist, &xo, &yo, &x_arg, &index0) ||
+        !ready(self))
+        return NULL;
+    if (self->out_rank != 2) {
+        PyErr_SetString(PyExc_ValueError,
+                        "the loss needs a (batch, classes) output; this network's output is "
+                        "an image");
+        return NULL;
+    }
+    cnn_host_array host;
+    PyArrayObject *x = sample_array(self, xo, x_arg, index0, &host);
+    if (!x) return NULL;
+    npy_intp n = PyArray_DIMS(x)[0];
+    PyArrayObject *labels, *targets;
+    if (target_arrays(self, yo, n, &labels, &targets) < 0) {
+        Py_DECREF(x);
+        return NULL;
+    }
+    const int32_t *lp = labels ? PyArray_DATA(labels) : NULL;
+    const float *tp = targets ? PyArray_DATA(targets) : NULL;
+    double loss = 0.0, correct = 0.0;
+    cnn_status st;
+    if (!claim(self)) {
+        Py_DECREF(x);
+        Py_XDECREF(labels);
+        Py_XDECREF(targets);
+        return NULL;
+    }
+    if (what == SET_DATA) self->data_n = 0; /* the core drops the old data first */
+    Py_BEGIN_ALLOW_THREADS
+    if (what == EVALUATE)
+        st = cnn_net_evaluate(self->net, (long)n, &host, lp, tp, &loss, &correct);
+    else if (what == SET_DATA)
+        st = cnn_net_set_data(self->net, (long)n, &host, lp, tp);
+    else
+        st = cnn_net_set_validation(self->net, (long)n, &host, lp, tp);
+    Py_END_ALLOW_THREADS
+    self->busy = 0;
+    Py_DECREF(x);
+    Py_XDECREF(labels);
+    Py_XDECREF(targets);
+    if (st != CNN_OK) return cnn_raise_status(st);
+    if (what == EVALUATE) return Py_BuildValue("(dd)", loss, correct);
+    if (what == SET_DATA) self->data_n = (long)n;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Net_evaluate(NetObject *self, PyObject *args, PyObject *kwds)
+{
+    return run_rows_call(self, args, kwds, EVALUATE);
+}
+
+/* set_validation(x, y, x_arg="x", x_index0=0), or set_validation(None, None) to drop it */
+static PyObject *Net_set_validation(NetObject *self, PyObject *args, PyObject *kwds)
+{
+    if (PyTuple_GET_SIZE(args) == 2 && PyTuple_GET_ITEM(args, 0) == Py_None &&
+        PyTuple_GET_ITEM(args, 1) == Py_None && (!kwds || !PyDict_Size(kwds))) {
+        if (!claim(self)) return NULL;
+        cnn_status st = cnn_net_set_validation(self->net, 0, NULL, NULL, NULL);
+        self->busy = 0;
+        if (st != CNN_OK) return cnn_raise_status(st);
+        Py_RETURN_NONE;
+    }
+    return run_rows_call(self, args, kwds, SET_VALIDATION);
+}
+
+static PyObject *Net_evaluate_validation(NetObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    if (!claim(self)) return NULL;
+    double loss = 0.0, correct = 0.0;
+    cnn_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = cnn_net_evaluate_validation(self->net, &loss, &correct);
+    Py_END_ALLOW_THREADS
+    self->busy = 0;
+    if (st != CNN_OK) return cnn_raise_status(st);
+    return Py_BuildValue("(dd)", loss, correct);
 }
 
 static PyObject *Net_apply_gradients(NetObject *self, PyObject *noargs)
@@ -661,10 +769,10 @@ static PyObject *Net_apply_gradients(NetObject *self, PyObject *noargs)
 }
 
 /* x in, a new output array out: a forward of one batch (at most max_batch,
- * training or not) or a prediction over any number of samples. */
-static PyObject *run_output_call(NetObject *self, PyObject *xo, int predict, int training)
+ * training or not). */
+static PyObject *run_output_call(NetObject *self, PyObject *xo, int training)
 {
-    PyArrayObject *x = input_array(self, xo, predict ? 0 : cnn_net_max_batch(self->net));
+    PyArrayObject *x = input_array(self, xo, cnn_net_max_batch(self->net));
     if (!x) return NULL;
     npy_intp n = PyArray_DIMS(x)[0];
     PyObject *y = new_output(self, n);
@@ -681,8 +789,7 @@ static PyObject *run_output_call(NetObject *self, PyObject *xo, int predict, int
         return NULL;
     }
     Py_BEGIN_ALLOW_THREADS
-    st = predict ? cnn_net_predict(self->net, (long)n, xp, yp)
-                 : cnn_net_forward(self->net, (int)n, xp, training, yp);
+    st = cnn_net_forward(self->net, (int)n, xp, training, yp);
     Py_END_ALLOW_THREADS
     self->busy = 0;
     Py_DECREF(x);
@@ -700,14 +807,46 @@ static PyObject *Net_forward(NetObject *self, PyObject *args, PyObject *kwds)
     int training = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|p", kwlist, &xo, &training) || !ready(self))
         return NULL;
-    return run_output_call(self, xo, 0, training);
+    return run_output_call(self, xo, training);
 }
 
-static PyObject *Net_predict(NetObject *self, PyObject *args)
+/* predict(x, x_arg="x", x_index0=0): outputs of any number of samples, which the core
+ * converts and checks as it uploads them. */
+static PyObject *Net_predict(NetObject *self, PyObject *args, PyObject *kwds)
 {
+    static char *kwlist[] = {"x", "x_arg", "x_index0", NULL};
     PyObject *xo;
-    if (!PyArg_ParseTuple(args, "O", &xo) || !ready(self)) return NULL;
-    return run_output_call(self, xo, 1, 0);
+    const char *x_arg = "x";
+    Py_ssize_t index0 = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|sn", kwlist, &xo, &x_arg, &index0) ||
+        !ready(self))
+        return NULL;
+    cnn_host_array host;
+    PyArrayObject *x = sample_array(self, xo, x_arg, index0, &host);
+    if (!x) return NULL;
+    npy_intp n = PyArray_DIMS(x)[0];
+    PyObject *y = new_output(self, n);
+    if (!y) {
+        Py_DECREF(x);
+        return NULL;
+    }
+    float *yp = PyArray_DATA((PyArrayObject *)y);
+    if (!claim(self)) {
+        Py_DECREF(x);
+        Py_DECREF(y);
+        return NULL;
+    }
+    cnn_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = cnn_net_predict(self->net, (long)n, &host, yp);
+    Py_END_ALLOW_THREADS
+    self->busy = 0;
+    Py_DECREF(x);
+    if (st != CNN_OK) {
+        Py_DECREF(y);
+        return cnn_raise_status(st);
+    }
+    return y;
 }
 
 /* backward(dy) -> dx, for the last training forward. */
@@ -752,46 +891,10 @@ static PyObject *Net_backward(NetObject *self, PyObject *args)
     return dx;
 }
 
-/* set_data(x, y): the training set, uploaded once. */
-static PyObject *Net_set_data(NetObject *self, PyObject *args)
+/* set_data(x, y, x_arg="x", x_index0=0): the training set, uploaded once. */
+static PyObject *Net_set_data(NetObject *self, PyObject *args, PyObject *kwds)
 {
-    PyObject *xo, *yo;
-    if (!PyArg_ParseTuple(args, "OO", &xo, &yo) || !ready(self)) return NULL;
-    if (self->out_rank != 2) {
-        PyErr_SetString(PyExc_ValueError,
-                        "the loss needs a (batch, classes) output; this network's output is "
-                        "an image");
-        return NULL;
-    }
-    PyArrayObject *x = input_array(self, xo, 0);
-    if (!x) return NULL;
-    npy_intp n = PyArray_DIMS(x)[0];
-    PyArrayObject *labels, *targets;
-    if (target_arrays(self, yo, n, &labels, &targets) < 0) {
-        Py_DECREF(x);
-        return NULL;
-    }
-    const float *xp = PyArray_DATA(x);
-    const int32_t *lp = labels ? PyArray_DATA(labels) : NULL;
-    const float *tp = targets ? PyArray_DATA(targets) : NULL;
-    cnn_status st;
-    if (!claim(self)) {
-        Py_DECREF(x);
-        Py_XDECREF(labels);
-        Py_XDECREF(targets);
-        return NULL;
-    }
-    self->data_n = 0; /* the core drops the old data first */
-    Py_BEGIN_ALLOW_THREADS
-    st = cnn_net_set_data(self->net, (long)n, xp, lp, tp);
-    Py_END_ALLOW_THREADS
-    self->busy = 0;
-    Py_DECREF(x);
-    Py_XDECREF(labels);
-    Py_XDECREF(targets);
-    if (st != CNN_OK) return cnn_raise_status(st);
-    self->data_n = (long)n;
-    Py_RETURN_NONE;
+    return run_rows_call(self, args, kwds, SET_DATA);
 }
 
 /* set_order(order): an epoch's sample order, n indices into the data. */
@@ -1245,16 +1348,25 @@ static PyMethodDef Net_methods[] = {
      "compute_gradients(x, y) -> (loss_sum, correct): forward, loss, backward; no step."},
     {"apply_gradients", (PyCFunction)Net_apply_gradients, METH_NOARGS,
      "apply_gradients(): one optimizer step with the current gradients."},
-    {"evaluate", (PyCFunction)Net_evaluate, METH_VARARGS,
-     "evaluate(x, y) -> (loss_sum, correct) over any number of samples."},
+    {"evaluate", (PyCFunction)(void (*)(void))Net_evaluate, METH_VARARGS | METH_KEYWORDS,
+     "evaluate(x, y, x_arg='x', x_index0=0) -> (loss_sum, correct) over any number of samples."},
     {"forward", (PyCFunction)(void (*)(void))Net_forward, METH_VARARGS | METH_KEYWORDS,
      "forward(x, training=False) -> output of a batch of at most max_batch samples."},
     {"backward", (PyCFunction)Net_backward, METH_VARARGS,
      "backward(dy) -> dx for the last training forward; stores the parameter gradients."},
-    {"predict", (PyCFunction)Net_predict, METH_VARARGS,
-     "predict(x) -> outputs for any number of samples (inference mode)."},
-    {"set_data", (PyCFunction)Net_set_data, METH_VARARGS,
-     "set_data(x, y): upload the training set once (checked like train_batch's)."},
+    {"predict", (PyCFunction)(void (*)(void))Net_predict, METH_VARARGS | METH_KEYWORDS,
+     "predict(x, x_arg='x', x_index0=0) -> outputs for any number of samples (inference mode)."},
+    {"set_data", (PyCFunction)(void (*)(void))Net_set_data, METH_VARARGS | METH_KEYWORDS,
+     "set_data(x, y, x_arg='x', x_index0=0): upload the training set once (x converted to "
+     "float32 and checked on the way; errors name x_arg and count flat indices from "
+     "x_index0)."},
+    {"set_validation", (PyCFunction)(void (*)(void))Net_set_validation,
+     METH_VARARGS | METH_KEYWORDS,
+     "set_validation(x, y, x_arg='x', x_index0=0): upload validation data once for evaluate_validation "
+     "(None, None drops it)."},
+    {"evaluate_validation", (PyCFunction)Net_evaluate_validation, METH_NOARGS,
+     "evaluate_validation() -> (loss_sum, correct) over the data of set_validation, the "
+     "bits evaluate gives."},
     {"set_order", (PyCFunction)Net_set_order, METH_O,
      "set_order(order): an epoch's order, len(x) indices into the data."},
     {"train_range", (PyCFunction)Net_train_range, METH_VARARGS,
