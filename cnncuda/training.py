@@ -8,7 +8,9 @@ second otherwise (so Ctrl-C is seen). The loss and accuracy sums stay on the
 engine; ``read_sums`` -- a device synchronisation on GPU engines -- is called
 only when the bar is due to redraw, and at the end of each epoch. Validation
 data go to the engine once per fit call too (``net.set_validation``) and are
-evaluated there at the end of each epoch (``net.evaluate_validation``).
+evaluated there at the end of each epoch (``net.evaluate_validation``). Both
+stay on the engine after the call: the next fit with as many samples fills
+the same memory again, so its recorded steps and validation pass are reused.
 
 The user's arrays reach the engine as they are (float64, uint8, ...): the
 engine converts them to float32 and checks that every value is finite while
@@ -221,8 +223,12 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
     device = config.resolve_device(model._device)
     net = model._get_net(device, "train", batch)
     net.set_data(x, y)
+    # kept on the engine after the call: the next fit with as many
+    # validation samples refills the same memory (and its recorded pass)
     if validation is not None:
         net.set_validation(validation[0], validation[1], x_arg=val_arg, x_index0=val_index0)
+    else:
+        net.set_validation(None, None)
 
     n = len(x)
     steps = math.ceil(n / batch)
@@ -265,21 +271,8 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
         # other ranks raise instead of waiting for this one (models.py)
         model._forget_failed_group(sys.exc_info()[1])
         raise
-    finally:
-        if validation is not None:
-            _drop_validation(net)
     callbacks.on_train_end(logs)
     return history
-
-
-def _drop_validation(net):
-    """The engine memory of fit's validation data back (best effort: a
-    failed or aborted network may refuse the call, and then holds nothing
-    worth keeping)."""
-    try:
-        net.set_validation(None, None)
-    except Exception:
-        pass
 
 
 def evaluate(model, x, y, batch_size, verbose, sample_weight, steps, callbacks, return_dict):

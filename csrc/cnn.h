@@ -690,7 +690,7 @@ cnn_status cnn_net_read_sums(cnn_net *net, int reset, double *loss_sum, double *
  * the engine has no clock. */
 cnn_status cnn_net_range_seconds(cnn_net *net, double *seconds);
 /* Bytes of engine memory the network holds (buffers, workspaces, resident
- * training data): device memory on the GPU engines. */
+ * training and validation data): device memory on the GPU engines. */
 size_t cnn_net_memory_bytes(const cnn_net *net);
 
 /* Pieces of a step, for tests and custom loops: */

@@ -91,11 +91,16 @@ struct cnn_net {
     int32_t *data_labels;  /* (data_n) for sparse losses */
     float *data_targets;   /* (data_n, k) otherwise */
     int32_t *order;        /* (order_n) indices into the data */
-    /* validation data resident for a fit call (set_validation) */
+    /* validation data resident for a fit call (set_validation), and on
+     * the GPU engines its whole evaluation recorded, from the second
+     * evaluate_validation on, each batch's loss sums into val_sums */
     long val_n;
     float *val_x;          /* (val_n, in_count), NCHW */
     int32_t *val_labels;   /* (val_n) for sparse losses */
     float *val_targets;    /* (val_n, k) otherwise */
+    float *val_sums;       /* (2 per batch of max_batch) */
+    int val_evaluations;   /* evaluate_validation calls on this data */
+    void *val_recording;
 
     long steps;          /* optimizer steps taken */
     long train_forwards; /* training forwards run: keys dropout */
@@ -615,6 +620,7 @@ void cnn_net_destroy(cnn_net *net)
         const cnn_backend *be = net->be;
         cnn_ctx *ctx = net->ctx;
         if (net->recording) be->recording_free(ctx, net->recording);
+        if (net->val_recording) be->recording_free(ctx, net->val_recording);
         for (int i = 0; net->layers && i < net->n_layers; i++) {
             layer *L = &net->layers[i];
             if (L->y && !L->alias_in) be->free(ctx, L->y);
@@ -627,7 +633,8 @@ void cnn_net_destroy(cnn_net *net)
                           net->x_stage, net->y_stage, net->grad_a, net->grad_b,
                           net->labels, net->targets, net->sums, net->run_sums,
                           net->counters, net->data_x, net->data_labels, net->data_targets, net->order,
-                          net->val_x, net->val_labels, net->val_targets, net->head_ws};
+                          net->val_x, net->val_labels, net->val_targets, net->val_sums,
+                          net->head_ws};
         for (size_t k = 0; k < sizeof blocks / sizeof blocks[0]; k++)
             if (blocks[k]) be->free(ctx, blocks[k]);
         if (net->x && net->x != net->x_stage) be->free(ctx, net->x);
@@ -1447,60 +1454,94 @@ static long eval_part_rows(const cnn_net *net, long n)
     return part < n ? part : n;
 }
 
-/* The n rows of x (engine memory, NCHW) and their targets (engine memory:
- * labels, or targets (n, k)) in inference mode, max_batch at a time, each
- * batch copied into net->x: each batch's float32 loss and correct sums, as
- * the engine adds them, are added into total in double in batch order (the
- * bits of a batch staged from the host). One download for all batches. */
-static cnn_status evaluate_rows(cnn_net *net, long n, const float *x, const int32_t *labels,
-                                const float *targets, double total[2])
+static long batch_count(const cnn_net *net, long n)
+{
+    return (n + net->max_batch - 1) / net->max_batch;
+}
+
+/* Queues the inference of the n rows of x (engine memory, NCHW) against
+ * their targets (engine memory: labels, or targets (n, k)), max_batch at a
+ * time, each batch copied into net->x: batch b's float32 loss and correct
+ * sums, as the engine adds them, into sums[2b], sums[2b + 1] (zeroed here).
+ * Nothing is read back: a GPU engine may record it all. */
+static cnn_status queue_evaluation(cnn_net *net, long n, const float *x, const int32_t *labels,
+                                   const float *targets, float *sums)
 {
     const cnn_backend *be = net->be;
     const int sparse = net->loss.kind == CNN_LOSS_SPARSE_CE;
-    const long batches = (n + net->max_batch - 1) / net->max_batch;
-    const size_t sums_bytes = (size_t)batches * 2 * sizeof(float);
-    float *sums = NULL, *host = malloc(sums_bytes);
-    if (!host) return cnn_set_error(CNN_ERR_MEMORY, "out of host memory for %ld batch sums", batches);
-    cnn_status st = be->alloc(net->ctx, (void **)&sums, sums_bytes);
-    if (st == CNN_OK) st = be->zero(net->ctx, sums, sums_bytes);
-    for (long b = 0; b < batches && st == CNN_OK; b++) {
+    const long batches = batch_count(net, n);
+    CNN_TRY(be->zero(net->ctx, sums, (size_t)batches * 2 * sizeof(float)));
+    for (long b = 0; b < batches; b++) {
         const long start = b * net->max_batch;
         const int m = (int)(n - start < net->max_batch ? n - start : net->max_batch);
-        st = be->copy(net->ctx, net->x, x + (size_t)start * net->in_count,
-                      (size_t)m * net->in_count * sizeof(float));
-        if (st == CNN_OK && sparse)
-            st = be->copy(net->ctx, net->labels, labels + start, (size_t)m * sizeof(int32_t));
-        else if (st == CNN_OK)
-            st = be->copy(net->ctx, net->targets, targets + (size_t)start * net->loss.k,
-                          (size_t)m * net->loss.k * sizeof(float));
-        if (st == CNN_OK) st = forward_device(net, m, 0, 0, net->n_layers);
-        if (st == CNN_OK) st = loss_device(net, m, sums + 2 * b);
+        CNN_TRY(be->copy(net->ctx, net->x, x + (size_t)start * net->in_count,
+                         (size_t)m * net->in_count * sizeof(float)));
+        if (sparse)
+            CNN_TRY(be->copy(net->ctx, net->labels, labels + start, (size_t)m * sizeof(int32_t)));
+        else
+            CNN_TRY(be->copy(net->ctx, net->targets, targets + (size_t)start * net->loss.k,
+                             (size_t)m * net->loss.k * sizeof(float)));
+        CNN_TRY(forward_device(net, m, 0, 0, net->n_layers));
+        CNN_TRY(loss_device(net, m, sums + 2 * b));
     }
-    if (st == CNN_OK) st = be->download(net->ctx, host, sums, sums_bytes);
+    return CNN_OK;
+}
+
+/* The batch sums of queue_evaluation added into total in double, in batch
+ * order (the bits of batches staged from the host one by one): one
+ * download. */
+static cnn_status add_batch_sums(cnn_net *net, long batches, const float *sums, double total[2])
+{
+    float *host = malloc((size_t)batches * 2 * sizeof(float));
+    if (!host) return cnn_set_error(CNN_ERR_MEMORY, "out of host memory for %ld batch sums", batches);
+    cnn_status st = net->be->download(net->ctx, host, sums, (size_t)batches * 2 * sizeof(float));
     for (long b = 0; b < batches && st == CNN_OK; b++) {
         total[0] += host[2 * b];
         total[1] += host[2 * b + 1];
     }
-    if (sums) be->free(net->ctx, sums);
     free(host);
     return st;
 }
 
-/* Resident rows for an evaluate call or a fit's validation: n samples of
- * x converted and uploaded to *x_dev, their targets to *t_dev; both
- * allocated here, freed by the caller whatever the status. */
-static cnn_status upload_rows(cnn_net *net, long n, const cnn_host_array *x,
-                              const int32_t *labels_host, const float *targets_host,
-                              float **x_dev, void **t_dev)
+/* The inference of n resident rows (queue_evaluation), their sums added
+ * into total (add_batch_sums). */
+static cnn_status evaluate_rows(cnn_net *net, long n, const float *x, const int32_t *labels,
+                                const float *targets, double total[2])
+{
+    const long batches = batch_count(net, n);
+    float *sums = NULL;
+    cnn_status st = net->be->alloc(net->ctx, (void **)&sums, (size_t)batches * 2 * sizeof(float));
+    if (st == CNN_OK) st = queue_evaluation(net, n, x, labels, targets, sums);
+    if (st == CNN_OK) st = add_batch_sums(net, batches, sums, total);
+    if (sums) net->be->free(net->ctx, sums);
+    return st;
+}
+
+static size_t target_bytes(const cnn_net *net, long n)
+{
+    return net->loss.kind == CNN_LOSS_SPARSE_CE ? (size_t)n * sizeof(int32_t)
+                                                : (size_t)n * net->loss.k * sizeof(float);
+}
+
+/* Engine memory for n resident rows: *x_dev (n, in_count), *t_dev their
+ * targets. Either may be set when it fails: the caller frees them. */
+static cnn_status alloc_rows(cnn_net *net, long n, float **x_dev, void **t_dev)
+{
+    CNN_TRY(net->be->alloc(net->ctx, (void **)x_dev, (size_t)n * net->in_count * sizeof(float)));
+    return net->be->alloc(net->ctx, t_dev, target_bytes(net, n));
+}
+
+/* n samples of x converted and uploaded into x_dev, their targets into
+ * t_dev (both from alloc_rows). */
+static cnn_status fill_rows(cnn_net *net, long n, const cnn_host_array *x,
+                            const int32_t *labels_host, const float *targets_host, float *x_dev,
+                            void *t_dev)
 {
     const int sparse = net->loss.kind == CNN_LOSS_SPARSE_CE;
-    const size_t t_bytes = sparse ? (size_t)n * sizeof(int32_t)
-                                  : (size_t)n * net->loss.k * sizeof(float);
-    CNN_TRY(net->be->alloc(net->ctx, (void **)x_dev, (size_t)n * net->in_count * sizeof(float)));
-    CNN_TRY(net->be->alloc(net->ctx, t_dev, t_bytes));
-    CNN_TRY(upload_samples(net, *x_dev, n, x));
-    return net->be->upload(net->ctx, *t_dev,
-                           sparse ? (const void *)labels_host : (const void *)targets_host, t_bytes);
+    CNN_TRY(upload_samples(net, x_dev, n, x));
+    return net->be->upload(net->ctx, t_dev,
+                           sparse ? (const void *)labels_host : (const void *)targets_host,
+                           target_bytes(net, n));
 }
 
 static cnn_status check_targets_given(const cnn_net *net, const char *what,
@@ -1528,8 +1569,10 @@ cnn_status cnn_net_evaluate(cnn_net *net, long n, const cnn_host_array *x,
         const cnn_host_array rows = rows_from(net, x, at);
         float *x_dev = NULL;
         void *t_dev = NULL;
-        st = upload_rows(net, m, &rows, sparse ? labels_host + at : NULL,
-                         sparse ? NULL : targets_host + (size_t)at * net->loss.k, &x_dev, &t_dev);
+        st = alloc_rows(net, m, &x_dev, &t_dev);
+        if (st == CNN_OK)
+            st = fill_rows(net, m, &rows, sparse ? labels_host + at : NULL,
+                           sparse ? NULL : targets_host + (size_t)at * net->loss.k, x_dev, t_dev);
         if (st == CNN_OK)
             st = evaluate_rows(net, m, x_dev, sparse ? t_dev : NULL, sparse ? NULL : t_dev, total);
         if (x_dev) net->be->free(net->ctx, x_dev);
@@ -1541,44 +1584,89 @@ cnn_status cnn_net_evaluate(cnn_net *net, long n, const cnn_host_array *x,
     return CNN_OK;
 }
 
-cnn_status cnn_net_set_validation(cnn_net *net, long n, const cnn_host_array *x,
-                                  const int32_t *labels_host, const float *targets_host)
+static void drop_validation(cnn_net *net)
 {
-    void *blocks[] = {net->val_x, net->val_labels, net->val_targets};
+    if (net->val_recording) net->be->recording_free(net->ctx, net->val_recording);
+    net->val_recording = NULL;
+    net->val_evaluations = 0;
+    void *blocks[] = {net->val_x, net->val_labels, net->val_targets, net->val_sums};
     for (size_t k = 0; k < sizeof blocks / sizeof blocks[0]; k++)
         if (blocks[k]) net->be->free(net->ctx, blocks[k]);
     net->val_x = NULL;
     net->val_labels = NULL;
     net->val_targets = NULL;
+    net->val_sums = NULL;
     net->val_n = 0;
-    if (n == 0) return CNN_OK;
+}
+
+/* As many samples as the validation data held: the same blocks are filled
+ * again (their recorded evaluation stays valid: it holds addresses, not
+ * values), else new ones are made. A failure drops the validation data. */
+cnn_status cnn_net_set_validation(cnn_net *net, long n, const cnn_host_array *x,
+                                  const int32_t *labels_host, const float *targets_host)
+{
     if (n < 0) return cnn_set_error(CNN_ERR_VALUE, "set_validation needs n >= 0, got %ld", n);
+    if (n != net->val_n) drop_validation(net);
+    if (n == 0) return CNN_OK;
     CNN_TRY(check_loss_ready(net));
     CNN_TRY(check_targets_given(net, "set_validation", labels_host, targets_host));
     const int sparse = net->loss.kind == CNN_LOSS_SPARSE_CE;
-    float *x_dev = NULL;
-    void *t_dev = NULL;
-    cnn_status st = upload_rows(net, n, x, labels_host, targets_host, &x_dev, &t_dev);
-    if (st == CNN_OK) st = net->be->synchronize(net->ctx);
-    if (st != CNN_OK) {
-        if (x_dev) net->be->free(net->ctx, x_dev);
-        if (t_dev) net->be->free(net->ctx, t_dev);
-        return st;
+    cnn_status st = CNN_OK;
+    if (!net->val_x) {
+        float *x_dev = NULL;
+        void *t_dev = NULL;
+        st = alloc_rows(net, n, &x_dev, &t_dev);
+        net->val_x = x_dev;
+        if (sparse)
+            net->val_labels = t_dev;
+        else
+            net->val_targets = t_dev;
+        if (st == CNN_OK)
+            st = net->be->alloc(net->ctx, (void **)&net->val_sums,
+                                (size_t)batch_count(net, n) * 2 * sizeof(float));
     }
-    net->val_x = x_dev;
-    if (sparse)
-        net->val_labels = t_dev;
-    else
-        net->val_targets = t_dev;
     net->val_n = n;
-    return CNN_OK;
+    if (st == CNN_OK)
+        st = fill_rows(net, n, x, labels_host, targets_host, net->val_x,
+                       sparse ? (void *)net->val_labels : (void *)net->val_targets);
+    if (st == CNN_OK) st = net->be->synchronize(net->ctx);
+    if (st != CNN_OK) drop_validation(net);
+    return st;
+}
+
+static int recording_wanted(const cnn_net *net);
+
+/* The validation data's evaluation, queued as it runs the first time (an
+ * engine may choose algorithms on first use, which a recording must not
+ * contain), recorded whole the second time, replayed from then on: one
+ * launch an epoch instead of a dozen a batch. */
+static cnn_status queue_validation(cnn_net *net)
+{
+    const cnn_backend *be = net->be;
+    if (net->val_evaluations++ == 0 || !recording_wanted(net))
+        return queue_evaluation(net, net->val_n, net->val_x, net->val_labels, net->val_targets,
+                                net->val_sums);
+    if (!net->val_recording) {
+        CNN_TRY(be->capture_begin(net->ctx));
+        cnn_status st = queue_evaluation(net, net->val_n, net->val_x, net->val_labels,
+                                         net->val_targets, net->val_sums);
+        void *rec = NULL;
+        cnn_status end = be->capture_end(net->ctx, &rec);
+        if (st != CNN_OK || end != CNN_OK) {
+            if (rec) be->recording_free(net->ctx, rec);
+            return st != CNN_OK ? st : end;
+        }
+        net->val_recording = rec;
+    }
+    return be->replay(net->ctx, net->val_recording, 1);
 }
 
 cnn_status cnn_net_evaluate_validation(cnn_net *net, double *loss_sum, double *correct)
 {
     if (!net->val_n) return cnn_set_error(CNN_ERR_VALUE, "evaluate_validation needs set_validation first");
     double total[2] = {0.0, 0.0};
-    CNN_TRY(evaluate_rows(net, net->val_n, net->val_x, net->val_labels, net->val_targets, total));
+    CNN_TRY(queue_validation(net));
+    CNN_TRY(add_batch_sums(net, batch_count(net, net->val_n), net->val_sums, total));
     *loss_sum = total[0];
     *correct = total[1];
     return CNN_OK;
@@ -1655,38 +1743,37 @@ static cnn_status upload_samples(cnn_net *net, float *dst, long n, const cnn_hos
                                    net->transpose_in);
 }
 
+/* As many samples as the data held: the same blocks are filled again (a
+ * recorded step stays valid: it holds addresses, not values), else new ones
+ * are made. The order is dropped either way; a failure drops the data. */
 cnn_status cnn_net_set_data(cnn_net *net, long n, const cnn_host_array *x_host,
                             const int32_t *labels_host, const float *targets_host)
 {
     if (n < 1) return cnn_set_error(CNN_ERR_VALUE, "set_data needs at least one sample, got %ld", n);
     CNN_TRY(check_loss_ready(net));
     CNN_TRY(check_targets_given(net, "set_data", labels_host, targets_host));
-    int sparse = net->loss.kind == CNN_LOSS_SPARSE_CE;
-    free_data(net);
-    size_t x_bytes = (size_t)n * net->in_count * sizeof(float);
-    size_t t_bytes = sparse ? (size_t)n * sizeof(int32_t) : (size_t)n * net->loss.k * sizeof(float);
-    void *x = NULL, *t = NULL, *order = NULL;
-    cnn_status st = net->be->alloc(net->ctx, &x, x_bytes);
-    if (st == CNN_OK) st = net->be->alloc(net->ctx, &t, t_bytes);
-    if (st == CNN_OK) st = net->be->alloc(net->ctx, &order, (size_t)n * sizeof(int32_t));
-    if (st == CNN_OK) st = upload_samples(net, x, n, x_host);
-    if (st == CNN_OK)
-        st = net->be->upload(net->ctx, t, sparse ? (const void *)labels_host : (const void *)targets_host,
-                             t_bytes);
-    if (st != CNN_OK) {
-        if (x) net->be->free(net->ctx, x);
-        if (t) net->be->free(net->ctx, t);
-        if (order) net->be->free(net->ctx, order);
-        return st;
+    const int sparse = net->loss.kind == CNN_LOSS_SPARSE_CE;
+    cnn_status st = CNN_OK;
+    if (net->data_x && net->data_n == n) {
+        net->order_n = 0;
+    } else {
+        free_data(net);
+        float *x = NULL;
+        void *t = NULL;
+        st = alloc_rows(net, n, &x, &t);
+        net->data_x = x;
+        if (sparse)
+            net->data_labels = t;
+        else
+            net->data_targets = t;
+        if (st == CNN_OK) st = net->be->alloc(net->ctx, (void **)&net->order, (size_t)n * sizeof(int32_t));
     }
-    net->data_x = x;
-    if (sparse)
-        net->data_labels = t;
-    else
-        net->data_targets = t;
-    net->order = order;
     net->data_n = n;
-    return CNN_OK;
+    if (st == CNN_OK)
+        st = fill_rows(net, n, x_host, labels_host, targets_host, net->data_x,
+                       sparse ? (void *)net->data_labels : (void *)net->data_targets);
+    if (st != CNN_OK) free_data(net);
+    return st;
 }
 
 cnn_status cnn_net_set_order(cnn_net *net, const int32_t *order_host)
@@ -1886,15 +1973,14 @@ cnn_status cnn_net_range_seconds(cnn_net *net, double *seconds)
 }
 
 /* Bytes of engine memory this network holds: its buffers (workspaces
- * included) and the resident training data. */
+ * included) and the resident training and validation data. */
 size_t cnn_net_memory_bytes(const cnn_net *net)
 {
-    size_t data = 0;
-    if (net->data_n) {
-        size_t row = net->in_count * sizeof(float) +
-                     (net->data_labels ? sizeof(int32_t) : (size_t)net->loss.k * sizeof(float));
-        data = (size_t)net->data_n * (row + sizeof(int32_t));
-    }
+    const size_t row = net->in_count * sizeof(float) +
+                       (net->loss.kind == CNN_LOSS_SPARSE_CE ? sizeof(int32_t)
+                                                             : (size_t)net->loss.k * sizeof(float));
+    size_t data = (size_t)net->data_n * (row + sizeof(int32_t));
+    if (net->val_n) data += (size_t)net->val_n * row + (size_t)batch_count(net, net->val_n) * 2 * sizeof(float);
     return net->planned + data;
 }
 

@@ -205,3 +205,26 @@ def test_large_uploads_keep_every_row(engine):
     want = net.predict(x64.astype(np.float32))
     np.testing.assert_array_equal(net.predict(x64), want)
     assert net.evaluate(x64, y) == net.evaluate(x64.astype(np.float32), y)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("name", ["cifar10_cnn", "tiny_mnist", "imagenette_cnn"])
+def test_validation_passes_follow_the_weights(engine, name):
+    """The resident validation pass (on the GPU engines queued the first time,
+    recorded the second, replayed after) gives evaluate's bits each time,
+    the weights moving between passes; a partial last batch included."""
+    if name == "imagenette_cnn" and engine in ("numpy", "cpu", "omp"):
+        pytest.skip("a large network: the GPU engines' recording is what this checks")
+    s = seed_network(name)
+    net = make_net(engine, s["layers"], s["input_shape"], 16, s["loss"], s["optimizer"], seed=1)
+    n = 70 if name != "imagenette_cnn" else 37
+    x, y = synthetic_data(name, n, seed=3)
+    xv, yv = synthetic_data(name, n - 21, seed=4)
+    net.set_data(x, y)
+    net.set_validation(xv.astype(np.float64), yv)
+    for epoch in range(4):
+        net.set_order(np.random.default_rng(epoch).permutation(n))
+        net.train_range(0, n, 16)
+        net.read_sums()
+        assert net.evaluate_validation() == net.evaluate(xv, yv), "pass %d" % epoch
+    net.set_validation(None, None)
