@@ -152,7 +152,8 @@ def test_tf_test_with_a_gpu_engine_and_a_compute_capability(monkeypatch):
      r"min_cuda_compute_capability: expected a \(major, minor\) pair of ints .* got 7"),
     ({"min_cuda_compute_capability": (7, 0, 1)}, TypeError, r"got \(7, 0, 1\)"),
     ({"min_cuda_compute_capability": (7.0, 0)}, TypeError, r"got \(7\.0, 0\)"),
-    ({"min_cuda_compute_capability": (7, -1)}, ValueError, r"major and minor >= 0, got \(7, -1\)"),
+    ({"min_cuda_compute_capability": (7, -1)}, ValueError,
+     r"major and minor >= 0, got \(7, -1\)"),
 ])
 def test_is_gpu_available_argument_errors(kwargs, error, message):
     with pytest.raises(error, match=message):
