@@ -4,6 +4,7 @@ injected after the one tagged `parameters`, as papermill does), shows its
 plots in the notebook and writes them as PNG files; notebook 05's sources
 are also checked with its cells executed in this process."""
 import ast
+import base64
 import glob
 import json
 import os
@@ -87,7 +88,8 @@ def kernel_env(tmp_path_factory):
 
 def execute_in_kernel(path, out_dir, env, monkeypatch, **overrides):
     """The notebook executed by a Jupyter kernel in the notebooks folder,
-    with the SMALL values (and `overrides`) injected: the executed notebook."""
+    with the SMALL values (and `overrides`) injected: the executed notebook
+    (a cell that raises fails the test: nbclient raises CellExecutionError)."""
     import nbformat
     from nbclient import NotebookClient
     for name, value in env.items():
@@ -116,7 +118,6 @@ def assert_png(path, folder):
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
 def test_notebook_runs_in_a_kernel_and_shows_the_plots_it_writes(path, tmp_path, kernel_env,
                                                                  monkeypatch):
-    import base64
     nb = execute_in_kernel(path, tmp_path, kernel_env, monkeypatch)
     written = sorted(p for p in os.listdir(tmp_path) if p.endswith(".png"))
     assert written, "no plot written to OUT_DIR"
@@ -125,9 +126,6 @@ def test_notebook_runs_in_a_kernel_and_shows_the_plots_it_writes(path, tmp_path,
     shown = outputs(nb, "image/png")
     assert len(shown) == len(written), (written, len(shown))   # every plot shown once
     assert all(base64.b64decode(png)[:8] == PNG for png in shown)
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
-              if o.output_type == "error"]
-    assert not errors
 
 
 def test_notebook_04_validates_on_what_its_parameters_say():
@@ -138,8 +136,9 @@ def test_notebook_04_validates_on_what_its_parameters_say():
     data = bench_data("tiny_mnist", images=scope["IMAGES"], val_images=scope["VAL_IMAGES"],
                       data="synthetic")
     comment = params[params.index("VAL_IMAGES = "):params.index("BATCH = ")]
-    assert "%s for\n" % format(len(data.x_val), ",") in comment
-    assert "# %s)" % format(scope["IMAGES"], ",") in comment
+    comment = " ".join(comment.replace("#", " ").split())
+    assert "None: a fifth of IMAGES (%s for %s)" % (
+        format(len(data.x_val), ","), format(scope["IMAGES"], ",")) in comment
 
 
 def test_the_five_experiments_are_here():
