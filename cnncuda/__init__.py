@@ -8,7 +8,8 @@ A Keras script runs after changing its imports::
     import cnncuda as tf
     from cnncuda.keras import datasets, layers, models
 
-(``tf.keras``, ``tf.config``, ``tf.device``, ``tf.random.set_seed``).
+(``tf.keras``, ``tf.config``, ``tf.device``, ``tf.random.set_seed``, ``tf.test``'s
+GPU questions).
 """
 import os
 
@@ -119,7 +120,7 @@ def cuda_compute_capabilities():
 
 # The Keras-style API (after devices(), which config uses).
 from . import (activations, callbacks, config, datasets, distribute, layers,  # noqa: E402
-               losses, models, optimizers, random, utils)
+               losses, models, optimizers, random, test, utils)
 from . import keras  # noqa: E402
 from .config import device  # noqa: E402
 
@@ -128,4 +129,4 @@ __all__ = ["build_info", "devices", "cuda_devices", "cuda_compute_capabilities",
            "CudaError", "EngineUnavailableError", "CommError",
            "ENGINES", "__version__", "keras", "config", "device", "datasets", "distribute", "layers",
            "models",
-           "losses", "optimizers", "callbacks", "activations", "utils", "random"]
+           "losses", "optimizers", "callbacks", "activations", "utils", "random", "test"]

@@ -13,6 +13,10 @@ shuffled order per epoch, the whole epoch in one engine call, timed after a
 warm-up and between two synchronisations; GPU rows are timed with CUDA events
 (PyTorch's, and the engine's where the binding reports them; otherwise the
 wall clock, and the row says so). With several epochs, the best is reported.
+In a terminal or Jupyter, Keras's bar is redrawn during each epoch of our
+engines: the epoch then runs in engine calls of about 0.05 s, the sums read
+only when the bar redraws, and a GPU row's time is its calls' CUDA-event
+times added up (bench_cnncuda says why that stays honest).
 
 Data: the seed's real data set when it is on this machine (CIFAR-10, MNIST or
 Fashion-MNIST, Imagenette; never downloaded unless ``--download``), otherwise
@@ -305,7 +309,8 @@ def run(models=("cifar10_cnn",), engines=None, batch_size=None, images=None, epo
     not timed (default: the whole test split for whole epochs, else a fifth
     of the training images; 0: none);
     frameworks: 'auto', 'none', 'torch', 'jax' or 'torch,jax'; verbose: 0,
-    1 (Keras's bar line per epoch) or 2 (Keras's verbose=2 line); precision:
+    1 (Keras's bar, redrawn during the epoch where `log` is print and the
+    output a terminal or Jupyter) or 2 (Keras's verbose=2 line); precision:
     'float32' (strict, every row) or 'tf32' (the GPU rows, ours and the
     frameworks', with TF32 tensor cores allowed; see the module docstring);
     script: also time fit as the seed script calls it, per engine (rows
@@ -419,7 +424,8 @@ def _parser():
                    help="also time one fit call per engine as the seed script makes it "
                         "(float64 input, validation every epoch, bar on), --epochs epochs")
     p.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2),
-                   help="progress: 0 none, 1 Keras's bar line per epoch, 2 Keras's verbose=2 line")
+                   help="progress: 0 none, 1 Keras's bar (redrawn during the epoch in a "
+                        "terminal), 2 Keras's verbose=2 line")
     p.add_argument("--json", help="write the environment and the rows to this file")
     p.add_argument("--plot", help="write the speedup plot to this PNG file (needs matplotlib)")
     return p

@@ -8,12 +8,20 @@ wall_seconds), ``sums()``, ``evaluate(x, y)``, ``parameters()``,
 ``device_memory()``, ``engine_memory()``, ``notes()``, ``close()`` and
 ``precision`` ('float32' or 'tf32', the row's; 'float32' where absent).
 Validation runs after each timed epoch, outside the timing.
+
+Progress as Keras draws it: "Epoch 1/3", then, with verbose=1, the bar
+redrawn in place during the epoch where the output is a terminal or a
+Jupyter kernel (``log`` left as print, and a runner with ``draws_progress``:
+cnncuda's engines; the PyTorch and JAX rows show the final line only), and
+the final line with the epoch's measured time. Elsewhere (a file, a pipe,
+another ``log``) the epoch is one engine call and only the final line is
+written.
 """
 import math
 
 from .bench_memory import HostPeak
 from .bench_nvml import nvml
-from .progbar import format_time
+from .progbar import Progbar, format_time
 
 __all__ = ["time_row", "EnergyMeter", "keras_epoch_line"]
 
@@ -49,6 +57,15 @@ def keras_epoch_line(steps, seconds, logs, verbose=1):
     return "%d/%d [%s] - %.0fs%s%s" % (steps, steps, "=" * 30, seconds, per_step, values)
 
 
+def _in_place_bar(runner, steps, log, verbose):
+    """A Progbar to redraw during the epoch, or None where none is drawn in
+    place (see the module docstring)."""
+    if verbose != 1 or log is not print or not getattr(runner, "draws_progress", False):
+        return None
+    bar = Progbar(steps)
+    return bar if bar.dynamic else None
+
+
 def time_row(make_runner, model, batch, data, epochs, log=print, verbose=1):
     """Builds a runner with ``make_runner()`` and returns its row dict."""
     peak = HostPeak().start()
@@ -59,7 +76,13 @@ def time_row(make_runner, model, batch, data, epochs, log=print, verbose=1):
         history = []
         for epoch in range(epochs):
             meter = EnergyMeter(nvml()) if runner.gpu else None
-            seconds, timer, wall = runner.epoch(meter=meter)
+            if verbose:
+                log("Epoch %d/%d" % (epoch + 1, epochs))
+            bar = _in_place_bar(runner, steps, log, verbose)
+            if bar is None:
+                seconds, timer, wall = runner.epoch(meter=meter)
+            else:
+                seconds, timer, wall = runner.epoch(meter=meter, progress=bar)
             loss_sum, correct = runner.sums()
             entry = {"epoch": epoch + 1, "seconds": seconds, "wall_seconds": wall,
                      "loss": loss_sum / runner.images, "accuracy": correct / runner.images,
@@ -72,8 +95,11 @@ def time_row(make_runner, model, batch, data, epochs, log=print, verbose=1):
             if verbose:
                 logs = {k: entry[k] for k in ("loss", "accuracy", "val_loss", "val_accuracy")
                         if k in entry}
-                log("Epoch %d/%d" % (epoch + 1, epochs))
-                log(keras_epoch_line(steps, seconds, logs, verbose))
+                line = keras_epoch_line(steps, seconds, logs, verbose)
+                if bar is None:
+                    log(line)
+                else:
+                    bar.finish(line)
         best = min(history, key=lambda h: h["seconds"])
         last = history[-1]
         joules = [h["joules"] for h in history if h["joules"] is not None]

@@ -20,7 +20,9 @@ engine can run, else ``'/CPU:0'``. An engine that this build or machine lacks
 raises ``cnncuda.EngineUnavailableError`` saying why and what is available.
 
 ``list_physical_devices('GPU')`` lists a GPU only when a GPU engine can run
-(so a script's ``assert len(gpus) > 0`` means what it meant with TensorFlow).
+(so a script's ``assert len(gpus) > 0`` means what it meant with TensorFlow);
+``list_logical_devices`` lists the same devices under the names ``device``
+takes (``'/device:CPU:0'``, ``'/device:GPU:0'``).
 
 TF32, TensorFlow's names: ``experimental.enable_tensor_float_32_execution(True)``
 lets the networks that models build from then on, on a GPU engine (``cuda``,
@@ -51,8 +53,8 @@ from .checks import nonnegative_int
 from .engine import TF32_ENGINES
 
 __all__ = ["device", "resolve_device", "engine_for", "current_device_scope", "list_physical_devices",
-           "PhysicalDevice", "experimental", "threading", "enable_tensor_float_32_execution",
-           "tensor_float_32_execution_enabled", "precision_for"]
+           "PhysicalDevice", "list_logical_devices", "LogicalDevice", "experimental", "threading",
+           "enable_tensor_float_32_execution", "tensor_float_32_execution_enabled", "precision_for"]
 
 GPU_ENGINES = ("cudnn", "cuda")
 ENGINE_NAMES = ("numpy", "cpu", "omp", "cuda", "cudnn")
@@ -196,18 +198,50 @@ class PhysicalDevice(tuple):
         return "PhysicalDevice(name=%r, device_type=%r)" % self
 
 
-def list_physical_devices(device_type=None):
-    """The devices a model can run on: one CPU, and one GPU when a GPU engine
-    (cuda or cudnn) can run. ``device_type`` is 'CPU', 'GPU' or None (all)."""
+def _device_types(device_type):
+    """The device types a listing keeps: ('CPU', 'GPU') for None, else the one asked for."""
     if device_type is not None and (not isinstance(device_type, str)
                                     or device_type.upper() not in ("CPU", "GPU")):
         raise ValueError("device_type: expected 'CPU', 'GPU' or None, got %r" % (device_type,))
-    found = [PhysicalDevice("/physical_device:CPU:0", "CPU")]
-    if any(_reason(e) is None for e in GPU_ENGINES):
-        found.append(PhysicalDevice("/physical_device:GPU:0", "GPU"))
-    if device_type is None:
-        return found
-    return [d for d in found if d.device_type == device_type.upper()]
+    return ("CPU", "GPU") if device_type is None else (device_type.upper(),)
+
+
+def _gpu_engine_runs():
+    """Whether a GPU engine (cuda or cudnn) can run here now."""
+    return any(_reason(e) is None for e in GPU_ENGINES)
+
+
+def _device_kinds(device_type):
+    wanted = _device_types(device_type)
+    return [k for k in ("CPU", "GPU") if k in wanted and (k == "CPU" or _gpu_engine_runs())]
+
+
+def list_physical_devices(device_type=None):
+    """The devices a model can run on: one CPU, and one GPU when a GPU engine
+    (cuda or cudnn) can run. ``device_type`` is 'CPU', 'GPU' or None (all)."""
+    return [PhysicalDevice("/physical_device:%s:0" % k, k) for k in _device_kinds(device_type)]
+
+
+class LogicalDevice(tuple):
+    """TensorFlow's LogicalDevice: ``name`` (a name ``cnncuda.device`` takes,
+    such as '/device:GPU:0') and ``device_type``."""
+
+    def __new__(cls, name, device_type):
+        return super().__new__(cls, (name, device_type))
+
+    name = property(lambda self: self[0])
+    device_type = property(lambda self: self[1])
+
+    def __repr__(self):
+        return "LogicalDevice(name=%r, device_type=%r)" % self
+
+
+def list_logical_devices(device_type=None):
+    """TensorFlow's ``tf.config.list_logical_devices``: the devices of
+    list_physical_devices under the names ``with cnncuda.device(d.name):``
+    takes, '/device:CPU:0' and, where a GPU engine can run, '/device:GPU:0'.
+    ``device_type`` is 'CPU', 'GPU' or None (all)."""
+    return [LogicalDevice("/device:%s:0" % k, k) for k in _device_kinds(device_type)]
 
 
 def set_memory_growth(device, enable):
@@ -268,6 +302,7 @@ def precision_for(engine):
 
 experimental = types.SimpleNamespace(
     list_physical_devices=list_physical_devices,
+    list_logical_devices=list_logical_devices,
     set_memory_growth=set_memory_growth,
     enable_tensor_float_32_execution=enable_tensor_float_32_execution,
     tensor_float_32_execution_enabled=tensor_float_32_execution_enabled)

@@ -144,6 +144,15 @@ class Progbar:
             self._write(info + "\n")
         self._last_update = now
 
+    def finish(self, line):
+        """Ends the bar with the caller's own last `line` (the bench's, with
+        its measured seconds), written over the bar where it is redrawn in
+        place, then a newline."""
+        padding = max(0, self._total_width - len(line)) if self.dynamic else 0
+        self._write(("\r" if self.dynamic else "") + line + " " * padding + "\n")
+        self._total_width = 0
+        self._last_update = time.perf_counter()
+
     def _write(self, text):
         stream = self.stream
         stream.write(text)

@@ -29,6 +29,7 @@ import numpy as np
 from . import config
 from .callbacks import Callback, CallbackList, History, ProgbarLogger
 from .checks import boolean, check_targets, check_x, nonnegative_int, number_in, positive_int
+from .chunks import StepChunker
 from .progbar import Progbar
 
 __all__ = ["fit", "evaluate", "predict"]
@@ -88,31 +89,11 @@ def _logs(model, loss_sum, correct, count, prefix=""):
     return logs
 
 
-class _Chunker:
-    """Steps per engine call, grown or shrunk so that a call takes about
-    `seconds` (host time: launches are asynchronous on GPU engines, so growth
-    stops where the engine's queue pushes back)."""
-
-    def __init__(self, seconds, total, single=False):
-        self.seconds, self.total, self.size, self.single = seconds, total, 1, single
-
-    def next(self, done):
-        return 1 if self.single else min(self.size, self.total - done)
-
-    def took(self, elapsed, steps):
-        if self.single:
-            return
-        if elapsed < self.seconds / 2 and steps >= self.size:
-            self.size = min(self.size * 2, max(1, self.total))
-        elif elapsed > self.seconds * 2 and self.size > 1:
-            self.size = max(1, self.size // 2)
-
-
 def _train_epoch(model, net, n, batch, steps, callbacks, bar, per_batch):
     """One epoch over the order already given to the engine; returns (logs, seen)."""
     seconds = bar.progbar.interval if (bar and bar.progbar.dynamic and bar.verbose == 1) \
         else _SLOW_CHUNK_SECONDS
-    chunker = _Chunker(seconds, steps, single=per_batch)
+    chunker = StepChunker(seconds, steps, single=per_batch)
     loss_sum = correct = 0.0
     done = 0
     while done < steps:
@@ -159,7 +140,7 @@ def _evaluate_loop(model, net, x, y, batch, callbacks, progbar, x_arg="x", x_ind
         if resident:
             return net.evaluate_validation()
         return net.evaluate(x, y, x_arg=x_arg, x_index0=x_index0)
-    chunker = _Chunker(progbar.interval if progbar else _SLOW_CHUNK_SECONDS, steps, per_batch)
+    chunker = StepChunker(progbar.interval if progbar else _SLOW_CHUNK_SECONDS, steps, per_batch)
     loss_sum = correct = 0.0
     done = 0
     while done < steps:
@@ -328,8 +309,8 @@ def predict(model, x, batch_size, verbose, steps, callbacks):
     elif not per_batch and (progbar is None or not progbar.dynamic or verbose != 1):
         outputs = net.predict(x, x_arg="x")
     else:
-        chunker = _Chunker(progbar.interval if progbar else _SLOW_CHUNK_SECONDS, total_steps,
-                           per_batch)
+        chunker = StepChunker(progbar.interval if progbar else _SLOW_CHUNK_SECONDS, total_steps,
+                              per_batch)
         parts, done = [], 0
         while done < total_steps:
             k = chunker.next(done)

@@ -6,6 +6,7 @@ import os
 import pytest
 
 from cnncuda import bench, bench_plot
+from cnncuda.bench_table import add_speedups
 from cnncuda.bench_stages import (find_repository_file, load_stages, read_stages_json,
                                   recorded_engine_stages)
 
@@ -23,6 +24,24 @@ def texts(fig):
     return [t.get_text() for ax in fig.axes for t in ax.texts]
 
 
+def notes(fig):
+    """The notes under the panels (the suptitle left out), lines joined."""
+    return " ".join(t.get_text().strip() for t in fig.texts if t is not fig._suptitle)
+
+
+def fake_row(device, seconds, model="lenet5", data="synthetic", images=60000):
+    return {"model": model, "device": device, "batch_size": 32, "images": images,
+            "data": data, "dataset": "mnist" if data == "real" else "synthetic",
+            "data_note": "MNIST is not on this machine" if data == "synthetic" else "",
+            "seconds_per_epoch": seconds, "images_per_second": images / seconds}
+
+
+def tick_texts(axis):
+    fig = axis.axes.figure
+    fig.canvas.draw()
+    return [t.get_text() for t in axis.get_ticklabels() if t.get_text()]
+
+
 def test_speedup_plot(rows, tmp_path):
     env = {"gpus": ["Some GPU"], "cpu": "Some CPU", "cores": 8, "date": "2026-11-21T10:00:00"}
     refs = [{"label": "Keras, CPU (published)", "seconds_per_epoch": 84.0, "model": "lenet5"}]
@@ -30,17 +49,20 @@ def test_speedup_plot(rows, tmp_path):
     assert (tmp_path / "s.png").read_bytes()[:8] == PNG
     assert len(fig.axes) == 2                      # one panel per model
     tiny, lenet = fig.axes
-    assert tiny.get_yscale() == "log"
-    assert [t.get_text() for t in tiny.get_xticklabels()] == ["cpu", "numpy"]
-    assert [t.get_text() for t in lenet.get_xticklabels()] == ["cpu", "numpy",
+    assert [t.get_text() for t in tiny.get_yticklabels()] == ["cpu", "numpy"]
+    assert [t.get_text() for t in lenet.get_yticklabels()] == ["cpu", "numpy",
                                                               "Keras, CPU (published)"]
     numpy_row = rows[1]
     labels = texts(fig)
-    assert labels[0].startswith("1.00x\n")
-    assert labels[1].startswith("%.2fx\n" % numpy_row["speedup_vs_cpu"])
-    assert "84 s" in labels                         # a published bar: seconds, no speedup
-    assert "tiny_mnist, batch 32, 48 images (synthetic)" == tiny.get_title()
+    assert labels[:2] == ["%.3g s" % rows[0]["seconds_per_epoch"], "  baseline (1x)"]
+    assert labels[2] == "%.3g s" % numpy_row["seconds_per_epoch"]
+    speedup = numpy_row["speedup_vs_cpu"]
+    assert labels[3] == ("  %.2fx: slower" % speedup if speedup < 1 else "  %.2fx faster" % speedup)
+    assert "84 s" in labels                         # a published row: seconds, no speedup
+    assert tiny.get_title() == "tiny_mnist, batch 32, 48 images, SYNTHETIC data"
     assert "GPU: Some GPU | CPU: Some CPU (8 cores) | 2026-11-21" in fig._suptitle.get_text()
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "synthetic data: images" in notes(fig) and "published (another machine)" in legend
 
 
 def test_speedup_plot_without_a_cpu_row_says_so(rows):
@@ -48,6 +70,62 @@ def test_speedup_plot_without_a_cpu_row_says_so(rows):
     assert "no cpu row: no speedups" in texts(fig)
     with pytest.raises(ValueError, match="rows: expected at least one bench row"):
         bench_plot.speedup_plot([])
+
+
+def test_close_times_are_bars_in_their_ratio_with_ticks_in_seconds():
+    fig = bench_plot.speedup_plot(add_speedups([fake_row("cpu", 21.3), fake_row("omp:2", 12.0)]))
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "linear" and ax.get_xlim()[0] == 0
+    assert [bar.get_width() for bar in ax.patches] == [21.3, 12.0]   # lengths: the seconds
+    ticks = tick_texts(ax.xaxis)
+    assert len(ticks) >= 4 and all(t.endswith(" s") for t in ticks), ticks
+    assert "bar lengths in the ratio of the times" in ax.get_xlabel()
+    assert texts(fig)[2:] == ["12 s", "  1.78x faster"]
+
+
+def test_times_far_apart_are_dots_on_a_log_axis_with_ticks_in_seconds():
+    fig = bench_plot.speedup_plot(add_speedups([fake_row("cpu", 88.0), fake_row("cuda", 0.55)]))
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "log" and not ax.patches         # no bar lengths to misread
+    assert len(ax.collections) == 2
+    ticks = tick_texts(ax.xaxis)
+    assert {"1 s", "10 s"} <= set(ticks) and all(t.endswith(" s") for t in ticks), ticks
+    assert "log axis: equal distances are equal ratios" in ax.get_xlabel()
+    assert "  160x faster" in texts(fig)
+
+
+def test_a_slowdown_and_more_threads_than_cores_are_marked():
+    rows = add_speedups([fake_row("cpu", 21.3), fake_row("omp:2", 31.0),
+                         fake_row("omp:4", 48.5)])
+    fig = bench_plot.speedup_plot(rows, environment={"cpu": "x", "cores": 2})
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["cpu", "omp:2", "omp:4 *"]
+    assert ax.get_yticklabels()[2].get_color() == bench_plot._WARN
+    slow = [t for t in ax.texts if t.get_text() == "  0.69x: slower"]
+    assert slow and slow[0].get_color() == bench_plot._WARN
+    assert "a speedup below 1x (red) is a slowdown" in notes(fig)
+    assert "* omp:4: more threads than the 2 cores of the machine that ran it" in notes(fig)
+    fast = bench_plot.speedup_plot(add_speedups([fake_row("cpu", 21.3), fake_row("omp:2", 12.0)]),
+                                   environment={"cpu": "x", "cores": 2})
+    assert "slowdown" not in notes(fast) and "more threads" not in notes(fast)
+
+
+def test_without_an_environment_this_machines_cores_count(monkeypatch):
+    import cnncuda
+    monkeypatch.setattr(cnncuda, "_cores", lambda: 4)
+    rows = add_speedups([fake_row("cpu", 20.0, data="real"), fake_row("omp:4", 6.0, data="real"),
+                         fake_row("omp:8", 5.0, data="real")])
+    fig = bench_plot.speedup_plot(rows)
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["cpu", "omp:4", "omp:8 *"]
+    assert notes(fig).startswith("* omp:8: more threads than the 4 cores")
+    assert "synthetic" not in notes(fig) and "real data: mnist" in fig.axes[0].get_title()
+
+
+def test_a_figure_shows_itself_in_a_notebook(rows):
+    fig = bench_plot.speedup_plot(rows)
+    assert fig._repr_png_()[:8] == PNG
+    formatters = pytest.importorskip("IPython.core.formatters")
+    assert formatters.PNGFormatter()(fig)[:8] == PNG   # what Jupyter and Colab display
 
 
 def test_curves_plot(rows, tmp_path):
@@ -148,7 +226,8 @@ def test_load_stages_prefers_the_harness_json_and_its_totals(tmp_path):
     assert notes == ["measured on GPU X (sm_90, 132 SMs)",
                      "sgemm (total over the seed shapes) v3 register blocking: left out (no time)"]
     fig = bench_plot.stages_plot(bars, str(tmp_path / "k.png"))
-    assert "8.00x\n0.5" in texts(fig) and (tmp_path / "k.png").read_bytes()[:8] == PNG
+    assert texts(fig)[2:4] == ["0.5 ms", "  8.00x faster"]
+    assert (tmp_path / "k.png").read_bytes()[:8] == PNG
     with pytest.raises(ValueError, match="stages_json: expected a file"):
         load_stages(str(tmp_path / "absent.json"))
     path.write_text(json.dumps(harness_rows("sgemm", 1, "naive", {"a": 1.0}, None, ok=False)))

@@ -100,3 +100,61 @@ def test_scope_beats_compile_device_and_nests():
         assert config.current_device_scope() == "numpy"
     assert config.current_device_scope() is None
     assert config.resolve_device("numpy") == "numpy"
+
+
+def test_logical_devices_are_names_device_takes():
+    devices = tf.config.list_logical_devices()
+    assert devices[0] == ("/device:CPU:0", "CPU") and devices[0].name == "/device:CPU:0"
+    assert repr(devices[0]) == "LogicalDevice(name='/device:CPU:0', device_type='CPU')"
+    assert [d.device_type for d in devices] == ["CPU"] + (["GPU"] if GPU_RUNS else [])
+    assert tf.config.experimental.list_logical_devices("gpu") == devices[1:]
+    assert [d.name for d in tf.config.list_logical_devices("GPU")] == \
+        (["/device:GPU:0"] if GPU_RUNS else [])
+    for d in devices:
+        with tf.device(d.name):
+            assert config.resolve_device() in (("cuda", "cudnn") if d.device_type == "GPU"
+                                               else ("cpu",))
+    for bad in ("TPU", 0):
+        with pytest.raises(ValueError, match="device_type: expected 'CPU', 'GPU' or None"):
+            tf.config.list_logical_devices(bad)
+
+
+def test_tf_test_gpu_questions_follow_the_build_and_the_engines():
+    assert tf.test.is_built_with_cuda() == ("cuda-runtime" in cnncuda.build_info()["features"])
+    assert tf.test.is_built_with_gpu_support() == tf.test.is_built_with_cuda()
+    with pytest.warns(DeprecationWarning, match="use tf.config.list_physical_devices"):
+        assert tf.test.is_gpu_available() is GPU_RUNS
+    with pytest.warns(DeprecationWarning):
+        assert tf.test.is_gpu_available(cuda_only=True) is GPU_RUNS
+    assert tf.test.gpu_device_name() == ("/device:GPU:0" if GPU_RUNS else "")
+
+
+def test_tf_test_with_a_gpu_engine_and_a_compute_capability(monkeypatch):
+    monkeypatch.setattr(config, "_reason", lambda engine: None)   # every engine runs
+    monkeypatch.setattr(cnncuda.test, "cuda_compute_capabilities", lambda: [(7, 5)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        assert tf.test.is_gpu_available() is True
+        assert tf.test.is_gpu_available(True, (7, 5)) is True
+        assert tf.test.is_gpu_available(min_cuda_compute_capability=(8, 0)) is False
+        assert tf.test.is_gpu_available(min_cuda_compute_capability=[3, 0]) is True
+    assert tf.test.gpu_device_name() == "/device:GPU:0"
+    assert [d.name for d in tf.config.list_logical_devices()] == ["/device:CPU:0",
+                                                                  "/device:GPU:0"]
+    monkeypatch.setattr(config, "_reason", lambda engine: "no GPU")
+    with pytest.warns(DeprecationWarning):
+        assert tf.test.is_gpu_available(min_cuda_compute_capability=(3, 0)) is False
+
+
+@pytest.mark.parametrize("kwargs,error,message", [
+    ({"cuda_only": 1}, TypeError, r"cuda_only: expected True or False, got 1"),
+    ({"min_cuda_compute_capability": 7}, TypeError,
+     r"min_cuda_compute_capability: expected a \(major, minor\) pair of ints .* got 7"),
+    ({"min_cuda_compute_capability": (7, 0, 1)}, TypeError, r"got \(7, 0, 1\)"),
+    ({"min_cuda_compute_capability": (7.0, 0)}, TypeError, r"got \(7\.0, 0\)"),
+    ({"min_cuda_compute_capability": (7, -1)}, ValueError,
+     r"major and minor >= 0, got \(7, -1\)"),
+])
+def test_is_gpu_available_argument_errors(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        tf.test.is_gpu_available(**kwargs)

@@ -3,6 +3,7 @@ terminal or Jupyter; one line per epoch in a file), throttled so the
 engine's sums are read rarely; and the callbacks' hooks."""
 import re
 import sys
+import time
 import types
 
 import numpy as np
@@ -97,6 +98,30 @@ def test_in_place_in_jupyter_and_throttled(capsys, monkeypatch):
     assert re.fullmatch(FINAL + r" *\n", frames[-1]), frames[-1]
     assert net.reads <= seconds / 0.05 + 3, (net.reads, seconds)     # one per redraw at most
     assert 94 > net.reads >= 2
+
+
+class SlowNet(CountingNet):
+    """A CountingNet whose steps each take 30 ms longer."""
+
+    def train_range(self, start, count, batch):
+        time.sleep(0.03 * -(-count // batch))
+        return self.net.train_range(start, count, batch)
+
+
+def test_an_epoch_of_seconds_redraws_in_place(capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ipykernel", types.ModuleType("ipykernel"))
+    x, y = synthetic_data("lenet5", 40 * 32)
+    model = lenet()
+    net = SlowNet(model._get_net("cpu", "train", 32))
+    model._net = net
+    model.fit(x, y, epochs=1)                       # 40 steps of 30 ms or more
+    frames = capsys.readouterr().out.split("\r")[1:]
+    drawn = frames[:-1]
+    assert len(drawn) >= 10, frames                 # redrawn every 0.05 s
+    done = [int(re.match(r" *(\d+)/40 \[", f).group(1)) for f in drawn]
+    assert done == sorted(set(done)) and done[-1] < 40 and "ETA: " in drawn[-1]
+    assert re.fullmatch(FINAL + r" *\n", frames[-1]), frames[-1]
+    assert net.reads <= len(drawn) + 1              # one per redraw, one at the end
 
 
 def test_no_bar_no_reads_but_one_per_epoch(capsys):
