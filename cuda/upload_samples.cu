@@ -33,7 +33,7 @@
 #include "cuda_common.cuh"
 #include "cuda_ops.h"
 
-#define UPLOAD_MAX_WORKERS 8
+#define UPLOAD_MAX_WORKERS 16
 #define UPLOAD_CHUNK_BYTES ((size_t)2 << 20)
 
 struct cnn_cuda_uploader {
