@@ -30,6 +30,7 @@ import numpy as np
 from . import config, distribute, losses, optimizers, saving, training
 from .checks import nonnegative_int, shape_str
 from .engine import make_net
+from .exclusive import exclusive
 from .layers import InputLayer, Layer, deserialize
 from .utils import get_random_seed, unique_name
 
@@ -141,6 +142,7 @@ class Sequential:
             except Exception:       # the weights cannot be read: the group stays, failed
                 pass
 
+    @exclusive
     def add(self, layer):
         """Appends a layer; with a known input shape its output shape is checked
         now, and a layer that does not fit leaves the model unchanged."""
@@ -173,6 +175,7 @@ class Sequential:
         if input_shape is not None:
             self._commit_shapes(input_shape)
 
+    @exclusive
     def pop(self):
         """Removes the last layer (its weights go; the others keep theirs)."""
         if not self._layers:
@@ -189,6 +192,7 @@ class Sequential:
                                        slots=self._carried_state["slots"][:trainable])
         return layer
 
+    @exclusive
     def build(self, input_shape=None):
         """Sets the input shape, Keras style: ``build((None, 28, 28, 1))``."""
         if input_shape is None:
@@ -259,6 +263,8 @@ class Sequential:
         else:
             steps = 0
         return self._iterations_offset + int(steps)
+
+    _iterations = exclusive(_iterations, "optimizer.iterations")
 
     def _output_classes(self):
         shape = self.output_shape[1:]
@@ -349,6 +355,7 @@ class Sequential:
 
     # -- compile ---------------------------------------------------------------
 
+    @exclusive
     def compile(self, optimizer="adam", loss=None, metrics=None, loss_weights=None,
                 weighted_metrics=None, run_eagerly=None, steps_per_execution=None,
                 jit_compile=None, device=None):
@@ -400,6 +407,7 @@ class Sequential:
 
     # -- training and inference (cnncuda/training.py) ----------------------------
 
+    @exclusive
     def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None,
             validation_split=0.0, validation_data=None, shuffle=True, class_weight=None,
             sample_weight=None, initial_epoch=0, steps_per_epoch=None, validation_steps=None,
@@ -410,6 +418,7 @@ class Sequential:
                             steps_per_epoch, validation_steps, validation_batch_size,
                             validation_freq)
 
+    @exclusive
     def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None,
                  steps=None, callbacks=None, return_dict=False):
         """[loss, accuracy] (or the loss alone without metrics; a dict with
@@ -417,6 +426,7 @@ class Sequential:
         return training.evaluate(self, x, y, batch_size, verbose, sample_weight, steps,
                                  callbacks, return_dict)
 
+    @exclusive
     def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
         """The model's outputs for x, float32 of shape (n,) + output shape."""
         return training.predict(self, x, batch_size, verbose, steps, callbacks)
@@ -429,12 +439,14 @@ class Sequential:
 
     # -- weights ---------------------------------------------------------------
 
+    @exclusive
     def get_weights(self):
         """Every weight in Keras's order and layouts ([] before the model is built)."""
         if not self.built or not self._layers:
             return []
         return self._get_net(None, "weights").get_weights()
 
+    @exclusive
     def set_weights(self, weights):
         """Sets every weight; all shapes are checked before anything changes."""
         self._require_built()
@@ -544,6 +556,7 @@ class Sequential:
             header["optimizer_state"] = None
         return header
 
+    @exclusive
     def save(self, filepath, overwrite=True, include_optimizer=True, save_format=None):
         """Writes the architecture, weights, compile settings and (unless
         include_optimizer=False) the optimizer's state to one file
@@ -563,12 +576,14 @@ class Sequential:
             slots = state["slots"]
         saving.write_model_file(filepath, header, weights, slots)
 
+    @exclusive
     def save_weights(self, filepath, overwrite=True, save_format=None):
         """Writes the weights (with the architecture, to check them against on load)."""
         self._require_built()
         _check_overwrite(filepath, overwrite)
         saving.write_model_file(filepath, self._file_header("weights"), self.get_weights())
 
+    @exclusive
     def load_weights(self, filepath):
         """Sets the weights from a file written by save_weights or save; the
         layers' weight shapes must match this model's."""
