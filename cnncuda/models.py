@@ -59,6 +59,7 @@ class Sequential:
         self._net_device = None
         self._net_precision = None        # 'float32' or 'tf32' (config.precision_for)
         self._net_compile = None          # the compile it was built for (None: placeholder)
+        self._data_token = None           # whose training data the network holds (training.py)
         self._carried = None              # weights of a dropped network, for the next one
         self._carried_state = None        # its optimizer state (or a file's), for the next one
         self._compile_version = 0
