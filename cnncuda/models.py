@@ -60,6 +60,9 @@ class Sequential:
         self._net_precision = None        # 'float32' or 'tf32' (config.precision_for)
         self._net_compile = None          # the compile it was built for (None: placeholder)
         self._data_token = None           # whose training data the network holds (training.py)
+        self._compiled_optimizer = None   # the optimizer's engine dict at compile: nets' layout
+        self._net_optimizer = None        # the hyperparameters the network has now
+        self._net_layers = None           # the engine layers it was built from
         self._carried = None              # weights of a dropped network, for the next one
         self._carried_state = None        # its optimizer state (or a file's), for the next one
         self._compile_version = 0
@@ -123,7 +126,7 @@ class Sequential:
             self._carried = self._net.get_weights()
             if self._net_compile == self._compile_version:
                 self._carried_state = self._net.get_optimizer_state()
-            self._net = None
+            self._net = self._net_optimizer = None
 
     def _forget_failed_group(self, exc):
         """fit stopped with `exc`. A group of replicas in other processes too
@@ -309,7 +312,13 @@ class Sequential:
             fits = self._net_compile == self._compile_version
         if fits and purpose == "train":
             fits = net.max_batch >= batch_size
+        if fits and purpose != "weights":
+            # a layer setting changed since the build (layer.rate = 0.5): Keras
+            # uses it from the next call on; the network is rebuilt for it
+            fits = self._engine_layers() == self._net_layers
         if fits:
+            if purpose == "train":
+                self._sync_optimizer(net)
             return net
         compiled = self.loss is not None
         if purpose in ("evaluate", "train") and not compiled:
@@ -321,7 +330,7 @@ class Sequential:
             batch_size = net.max_batch
         args = (self._engine_layers(), self._input_shape, batch_size,
                 self.loss.engine_loss() if compiled else _PLACEHOLDER_LOSS,
-                self.optimizer.engine_optimizer() if compiled else _PLACEHOLDER_OPTIMIZER)
+                self._compiled_optimizer if compiled else _PLACEHOLDER_OPTIMIZER)
         if group:
             new = strategy.make_group(*args, seed=self.seed, precision=precision)
         else:
@@ -347,7 +356,28 @@ class Sequential:
         self._net, self._net_device, self._carried = new, device, None
         self._net_precision = precision
         self._net_compile = self._compile_version if compiled else None
+        self._net_optimizer, self._net_layers = args[4], args[0]
+        if purpose == "train":
+            self._sync_optimizer(new)
         return new
+
+    def _sync_optimizer(self, net):
+        """Gives the model's network the optimizer's hyperparameters as they
+        are now, when they changed since it got them: Keras uses a value set
+        after compile (model.optimizer.learning_rate = ...) from the next
+        step on. The network keeps the layout of the compile (Adam's moments,
+        SGD's velocity or none)."""
+        wanted = self.optimizer.engine_optimizer()
+        if wanted == self._net_optimizer:
+            return
+        if wanted["kind"] == "sgd" and wanted["momentum"] and \
+                not self._compiled_optimizer["momentum"]:
+            raise ValueError("optimizer.momentum: the model was compiled with momentum 0, so its "
+                             "optimizer keeps no velocity; got %r: compile again with "
+                             "SGD(momentum=%r) to train with momentum"
+                             % (wanted["momentum"], wanted["momentum"]))
+        net.set_optimizer(wanted)
+        self._net_optimizer = wanted
 
     @property
     def device(self):
@@ -392,6 +422,7 @@ class Sequential:
         if self.built:
             _check_loss_fits(loss_obj, self.output_shape)
         self.optimizer, self.loss, self._device = opt, loss_obj, device
+        self._compiled_optimizer = opt.engine_optimizer()
         if distribute.has_strategy():       # compiled under strategy.scope()
             if self._strategy is not distribute.get_strategy():
                 self._drop_net()

@@ -167,9 +167,9 @@ cnn_status cpu_advance_counters(cnn_ctx *ctx, int64_t *counters, int forward, in
                                 long rows);
 
 /* adam.c, sgd.c */
-cnn_status cpu_adam_step(cnn_ctx *ctx, const cnn_optimizer_desc *o, const int64_t *step,
+cnn_status cpu_adam_step(cnn_ctx *ctx, const float *hyper, const int64_t *step,
                          size_t count, float *p, const float *g, float *m, float *v);
-cnn_status cpu_sgd_step(cnn_ctx *ctx, const cnn_optimizer_desc *o, size_t count, float *p,
+cnn_status cpu_sgd_step(cnn_ctx *ctx, const float *hyper, size_t count, float *p,
                         const float *g, float *velocity);
 
 #endif

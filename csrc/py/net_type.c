@@ -1151,6 +1151,18 @@ done:
     return result;
 }
 
+/* set_optimizer(optimizer): the optimizer dict of the constructor (the
+ * same kind); its hyperparameters apply from the next step on. */
+static PyObject *Net_set_optimizer(NetObject *self, PyObject *optimizer)
+{
+    if (!ready(self)) return NULL;
+    cnn_optimizer_desc o;
+    if (parse_optimizer(optimizer, &o) < 0) return NULL;
+    cnn_status st = cnn_net_set_optimizer(self->net, &o);
+    if (st != CNN_OK) return cnn_raise_status(st);
+    Py_RETURN_NONE;
+}
+
 static PyObject *Net_get_training_forwards(NetObject *self, void *closure)
 {
     (void)closure;
@@ -1277,6 +1289,8 @@ static PyMethodDef Net_methods[] = {
      "get_optimizer_state() -> {'steps', 'training_forwards', 'slots'}."},
     {"set_optimizer_state", (PyCFunction)Net_set_optimizer_state, METH_O,
      "set_optimizer_state(state): all arrays are checked before any is written."},
+    {"set_optimizer", (PyCFunction)Net_set_optimizer, METH_O,
+     "set_optimizer(dict): the optimizer's hyperparameters from the next step on (same kind)."},
     {"weight_info", (PyCFunction)Net_weight_info, METH_NOARGS,
      "weight_info() -> list of dicts: layer, name, trainable, shape."},
     {NULL, NULL, 0, NULL},
