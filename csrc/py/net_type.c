@@ -5,7 +5,10 @@
  *   layers: list of dicts (see cnncuda/engine.py for the keys);
  *   loss: {"kind": ..., "from_logits": bool}; optimizer: {"kind": "adam"|"sgd", ...}.
  * Every array argument is checked here once (dtype, shape, finite values,
- * label range) before the core sees it; the GIL is released around core calls.
+ * label range) before the core sees it -- except that weights and optimizer
+ * state may hold NaN and infinities (a diverged model's, as Keras, so that
+ * whatever get_weights gives, set_weights takes); the GIL is released
+ * around core calls.
  */
 #include "binding.h"
 
@@ -1004,8 +1007,7 @@ static PyObject *Net_set_weights(NetObject *self, PyObject *arg)
         npy_intp dims[4];
         for (int k = 0; k < w->rank; k++) dims[k] = w->dims[k];
         arrays[i] = cnn_as_float32(PySequence_Fast_GET_ITEM(seq, i), name);
-        if (!arrays[i] || cnn_check_shape(arrays[i], name, w->rank, dims) < 0 ||
-            cnn_check_finite(arrays[i], name) < 0)
+        if (!arrays[i] || cnn_check_shape(arrays[i], name, w->rank, dims) < 0)
             goto done;
     }
     if (!ready(self)) goto done; /* NumPy may have released the GIL while converting */
@@ -1119,7 +1121,7 @@ static PyObject *Net_set_optimizer_state(NetObject *self, PyObject *state)
             PyArrayObject *a = cnn_as_float32(item, name);
             Py_DECREF(item);
             arrays[(size_t)t * n_slots + s] = a;
-            if (!a || cnn_check_shape(a, name, w->rank, dims) < 0 || cnn_check_finite(a, name) < 0)
+            if (!a || cnn_check_shape(a, name, w->rank, dims) < 0)
                 goto done;
         }
         t++;
