@@ -16,7 +16,9 @@ Layout (integers little-endian)::
     ...        32 bytes  SHA-256 of every byte before it
 
 A file is written to a temporary file in the same folder and renamed over
-the target, so a crash never leaves half a model under the name. Reading
+the target, so a crash never leaves half a model under the name
+(cnncuda/atomic_file.py: links followed, only regular files replaced, the
+caller's rights and umask respected). Reading
 checks the magic, the version, the length and the checksum before it
 trusts anything, and raises ModelFileError saying which failed.
 """
@@ -25,9 +27,10 @@ import json
 import math
 import os
 import struct
-import tempfile
 
 import numpy as np
+
+from .atomic_file import write_atomically
 
 __all__ = ["MAGIC", "FORMAT_VERSION", "READ_VERSIONS", "ModelFileError", "write_model_file",
            "read_model_file"]
@@ -63,20 +66,7 @@ def write_model_file(path, header, weights, slots=None):
         arrays += [a for entry in slots for a in entry]
     text = json.dumps(header, sort_keys=True).encode("utf-8")
     body = _PREFIX.pack(MAGIC, FORMAT_VERSION, len(text)) + text + b"".join(a.tobytes() for a in arrays)
-    digest = hashlib.sha256(body).digest()
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(body)
-            f.write(digest)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_atomically(path, [body, hashlib.sha256(body).digest()])
 
 
 def read_model_file(path):
