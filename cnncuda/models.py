@@ -738,6 +738,16 @@ def load_model(filepath, compile=True, device=None, custom_objects=None):
     if device is not None:
         config.engine_for(device)     # the caller's argument: its error is not the file's
     header, weights, slots = saving.read_model_file(filepath)
+    try:
+        return _model_from_file(filepath, header, weights, slots, compile, device)
+    except RecursionError:
+        # a value nested nearly as deep as the parser takes, too deep for
+        # what reads it next (a repr in a message, a comparison)
+        raise saving.ModelFileError("%s: corrupted cnncuda model file: bad header (nested too "
+                                    "deeply)" % filepath) from None
+
+
+def _model_from_file(filepath, header, weights, slots, compile, device):
     # The checksum proves the file whole, not its contents sound (a file of
     # another program, or forged): whatever in it the layers, set_weights or
     # compile refuse is a corrupted file too.

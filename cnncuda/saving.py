@@ -159,6 +159,9 @@ def _read(src, path):
             raise ValueError("a negative dimension")
         if any(d >= 2**31 for s in shapes + [s for e in slot_shapes for s in e] for d in s):
             raise ValueError("a dimension of 2**31 or more")
+    except RecursionError:
+        raise ModelFileError("%s: corrupted cnncuda model file: unreadable header (nested too "
+                             "deeply)" % path) from None
     except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as err:
         raise ModelFileError("%s: corrupted cnncuda model file: unreadable header (%s)"
                              % (path, err)) from None

@@ -2,7 +2,10 @@
 is checked first and the sizes against the file's size, so what is not a
 model is refused after a few bytes (load_model('/dev/zero') read until
 memory ran out; a 3 GB file took 29 s and 3 GB), a stream (a pipe) is read
-no further than the model."""
+no further than the model; and a header nested past Python's recursion
+limit, anywhere, is a ModelFileError like any other forged header."""
+import hashlib
+import json
 import os
 import struct
 import subprocess
@@ -117,3 +120,58 @@ def test_a_model_streamed_through_a_pipe_loads_and_extra_bytes_are_refused(tmp_p
         through_a_pipe(tmp_path, good + b"x" * 100)
     with pytest.raises(saving.ModelFileError, match="truncated cnncuda model file"):
         through_a_pipe(tmp_path, good[:-40])
+
+
+def forge_text(text, payload=b""):
+    body = struct.pack("<8sII", saving.MAGIC, saving.FORMAT_VERSION, len(text)) + text + payload
+    return body + hashlib.sha256(body).digest()
+
+
+def nested(depth):
+    return "[" * depth + "]" * depth
+
+
+def test_a_header_nested_100000_levels_deep_is_a_model_file_error(tmp_path):
+    """Before: RecursionError."""
+    path = tmp_path / "m"
+    for text in (nested(100_000), '{"weights": %s}' % nested(100_000)):
+        path.write_bytes(forge_text(text.encode()))
+        with pytest.raises(saving.ModelFileError, match="nested too deeply"):
+            models.load_model(path)
+        with pytest.raises(saving.ModelFileError, match="nested too deeply"):
+            make().load_weights(path)
+
+
+@pytest.mark.parametrize("where", ["layer config", "optimizer_state", "compile", "model name"])
+def test_a_value_nested_just_below_the_parsers_limit_is_a_model_file_error(tmp_path, where):
+    """Nesting the JSON parser takes (it stops near the recursion limit) may
+    still be too deep for what reads the header next -- a repr in an error
+    message, a comparison: a ModelFileError, never RecursionError."""
+    model = make()
+    model.fit(np.zeros((4, 4), np.float32), np.zeros(4), verbose=0)
+    path = tmp_path / "m"
+    model.save(path)
+    header, weights, slots = saving.read_model_file(path)
+    for depth in range(sys.getrecursionlimit(), 0, -10):     # the deepest the parser takes
+        try:
+            deep = json.loads(nested(depth))
+            json.loads(json.dumps({"a": {"b": {"c": [{"d": {"e": deep}}]}}}))
+            break
+        except RecursionError:
+            continue
+    if where == "layer config":
+        header["model"]["config"]["layers"][0]["config"]["units"] = deep
+    elif where == "optimizer_state":
+        header["optimizer_state"]["iterations"] = deep
+    elif where == "compile":
+        header["compile"]["optimizer"]["config"]["learning_rate"] = deep
+    else:
+        header["model"]["config"]["name"] = deep
+    text = json.dumps(header).encode()           # json.dumps takes this depth
+    flat = b"".join(np.ascontiguousarray(a, "<f4").tobytes()
+                    for a in weights + [s for per in slots for s in per])
+    path.write_bytes(forge_text(text, flat))
+    try:
+        models.load_model(path)
+    except saving.ModelFileError:
+        pass
