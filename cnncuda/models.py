@@ -574,7 +574,7 @@ class Sequential:
                            for l in self._layers]}
 
     def _file_header(self, kind):
-        specs = self._weight_specs()
+        specs = self._weight_specs() if self.built else []
         header = {"kind": kind, "cnncuda_version": _version(),
                   "model": {"class_name": "Sequential", "config": self.get_config()},
                   "weights": [{"layer": layer.name, "name": name, "trainable": trainable}
@@ -596,6 +596,10 @@ class Sequential:
         on exactly as this one would."""
         self._require_built()
         _check_overwrite(filepath, overwrite)
+        saving.write_model_file(filepath, *self._file_parts(include_optimizer))
+
+    def _file_parts(self, include_optimizer):
+        """(header, weights, slots) of the model file of save."""
         header = self._file_header("model")
         weights = self.get_weights()
         slots = None
@@ -606,7 +610,19 @@ class Sequential:
                 "training_forwards": int(state["training_forwards"]),
                 "shuffle_rng": self._shuffle_rng.bit_generator.state}
             slots = state["slots"]
-        saving.write_model_file(filepath, header, weights, slots)
+        return header, weights, slots
+
+    @exclusive
+    def __reduce__(self):
+        """copy.deepcopy and pickle go through the model file format: the
+        copy has the layers (names included), the weights, the compile
+        settings, the engine asked for and the optimizer's state, so that it
+        trains on exactly as the original would, on a network of its own.
+        (copy.copy makes such a copy too: two models must not share one
+        network.)"""
+        header, weights, slots = self._file_parts(include_optimizer=self.built)
+        return _model_from_bytes, (b"".join(saving.model_file_bytes(header, weights, slots)),
+                                   self._device)
 
     @exclusive
     def save_weights(self, filepath, overwrite=True, save_format=None):
@@ -745,6 +761,12 @@ def load_model(filepath, compile=True, device=None, custom_objects=None):
         # what reads it next (a repr in a message, a comparison)
         raise saving.ModelFileError("%s: corrupted cnncuda model file: bad header (nested too "
                                     "deeply)" % filepath) from None
+
+
+def _model_from_bytes(data, device):
+    """The model pickle or copy.deepcopy made (Sequential.__reduce__)."""
+    header, weights, slots = saving.read_model_bytes(data, "<a pickled model>")
+    return _model_from_file("<a pickled model>", header, weights, slots, True, device)
 
 
 def _model_from_file(filepath, header, weights, slots, compile, device):

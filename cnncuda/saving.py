@@ -24,6 +24,7 @@ then the checksum before it trusts anything, reading no more than the
 header announces, and raises ModelFileError saying which failed.
 """
 import hashlib
+import io
 import json
 import math
 import os
@@ -35,7 +36,7 @@ import numpy as np
 from .atomic_file import write_atomically
 
 __all__ = ["MAGIC", "FORMAT_VERSION", "READ_VERSIONS", "ModelFileError", "write_model_file",
-           "read_model_file"]
+           "model_file_bytes", "read_model_file", "read_model_bytes"]
 
 MAGIC = b"CNNCUDA\x00"
 FORMAT_VERSION = 2
@@ -57,7 +58,12 @@ def write_model_file(path, header, weights, slots=None):
     dict) to `path` atomically."""
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError("filepath: expected a file name, got %r" % (path,))
-    path = os.fspath(path)
+    write_atomically(os.fspath(path), model_file_bytes(header, weights, slots))
+
+
+def model_file_bytes(header, weights, slots=None):
+    """The bytes of the model file write_model_file writes, as a list of
+    two bytes objects (the body, then its SHA-256)."""
     arrays = [np.ascontiguousarray(w, dtype="<f4") for w in weights]
     header = dict(header)
     entries = header.get("weights") or [{} for _ in arrays]
@@ -69,7 +75,7 @@ def write_model_file(path, header, weights, slots=None):
         arrays += [a for entry in slots for a in entry]
     text = json.dumps(header, sort_keys=True).encode("utf-8")
     body = _PREFIX.pack(MAGIC, FORMAT_VERSION, len(text)) + text + b"".join(a.tobytes() for a in arrays)
-    write_atomically(path, [body, hashlib.sha256(body).digest()])
+    return [body, hashlib.sha256(body).digest()]
 
 
 class _Source:
@@ -78,10 +84,8 @@ class _Source:
     checked against it before the body is read), else None (a pipe or a
     device: reads stop at what the header announces)."""
 
-    def __init__(self, f, path):
-        self.f, self.path, self.got = f, path, 0
-        st = os.fstat(f.fileno())
-        self.size = st.st_size if stat.S_ISREG(st.st_mode) else None
+    def __init__(self, f, size):
+        self.f, self.size, self.got = f, size, 0
         self.hash = hashlib.sha256()
 
     def read(self, count, hashed=True):
@@ -116,7 +120,14 @@ def read_model_file(path):
         raise TypeError("filepath: expected a file name, got %r" % (path,))
     path = os.fspath(path)
     with open(path, "rb") as f:
-        return _read(_Source(f, path), path)
+        st = os.fstat(f.fileno())
+        return _read(_Source(f, st.st_size if stat.S_ISREG(st.st_mode) else None), path)
+
+
+def read_model_bytes(data, name="<bytes>"):
+    """read_model_file on the bytes of a model file; `name` stands for the
+    file name in error messages."""
+    return _read(_Source(io.BytesIO(data), len(data)), name)
 
 
 def _read(src, path):
