@@ -24,6 +24,7 @@ the shuffling order (the same on every engine); without it the model takes
 the default seed (0, or what cnncuda.utils.set_random_seed set).
 """
 import os
+import weakref
 
 import numpy as np
 
@@ -35,6 +36,8 @@ from .layers import InputLayer, Layer, deserialize
 from .utils import get_random_seed, unique_name
 
 __all__ = ["Sequential", "load_model"]
+
+_LIVE = weakref.WeakSet()       # every model, for park_networks_at_exit
 
 _PLACEHOLDER_LOSS = {"kind": "sparse_categorical_crossentropy", "from_logits": True}
 _PLACEHOLDER_OPTIMIZER = {"kind": "adam"}
@@ -75,6 +78,7 @@ class Sequential:
         self.stop_training = False
         self.history = None
         self._shuffle_rng = np.random.default_rng(self.seed)
+        _LIVE.add(self)
         if layers is not None:
             if isinstance(layers, Layer) or not hasattr(layers, "__iter__"):
                 raise TypeError("layers: expected a list of layers, got %r" % (layers,))
@@ -127,6 +131,11 @@ class Sequential:
             if self._net_compile == self._compile_version:
                 self._carried_state = self._net.get_optimizer_state()
             self._net = self._net_optimizer = None
+
+    @exclusive
+    def _park_net(self):
+        """_drop_net at interpreter exit (park_networks_at_exit)."""
+        self._drop_net()
 
     def _forget_failed_group(self, exc):
         """fit stopped with `exc`. A group of replicas in other processes too
@@ -690,6 +699,20 @@ class Sequential:
 
     def __repr__(self):
         return "<Sequential name=%s, %d layers>" % (self.name, len(self._layers))
+
+
+def park_networks_at_exit():
+    """Run at interpreter exit just before the engines' memory is released
+    (cnncuda/__init__.py): every model's network hands its weights and
+    optimizer state to the model, so that an exit handler that runs later
+    (one registered before cnncuda was imported) can still save, predict or
+    train -- on a new network built from them. A model in use on another
+    thread keeps its network (released with the others)."""
+    for model in list(_LIVE):
+        try:
+            model._park_net()
+        except Exception:       # busy on another thread, or its engine failed: left as it is
+            pass
 
 
 def _slot_count(optimizer):
