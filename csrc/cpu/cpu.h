@@ -41,6 +41,9 @@ static inline cnn_cpu_impl *cnn_cpu_get(cnn_ctx *ctx)
  * arg. */
 typedef void cnn_range_fn(void *arg, long lo, long hi, int slot);
 void cnn_cpu_parallel(cnn_ctx *ctx, int parts, long count, cnn_range_fn *fn, void *arg);
+/* Whether this process was forked after OpenMP had run in its parent:
+ * cnn_cpu_parallel then runs the parts one after another (parallel.c). */
+int cnn_cpu_threads_lost_to_fork(void);
 
 /* The number of parts for `count` items of `cost` units each on this
  * context: at most its threads, and none smaller than `grain` units of work
