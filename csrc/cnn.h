@@ -708,7 +708,6 @@ cnn_status cnn_net_set_counters(cnn_net *net, long steps, long train_forwards);
  * momentum for a net built without it (no velocity buffer), is refused and
  * changes nothing. Reaches a recorded GPU step too (cnn.h: CNN_HYPER_*). */
 cnn_status cnn_net_set_optimizer(cnn_net *net, const cnn_optimizer_desc *o);
-void cnn_net_optimizer(const cnn_net *net, cnn_optimizer_desc *o);
 
 /* Data parallel (comm.h): makes the net replica comm->rank of comm->world
  * (NULL: alone again). Every replica's parameters, state and optimizer

@@ -592,8 +592,6 @@ cnn_status cnn_net_set_optimizer(cnn_net *net, const cnn_optimizer_desc *o)
     return st;
 }
 
-void cnn_net_optimizer(const cnn_net *net, cnn_optimizer_desc *o) { *o = net->opt; }
-
 /* Keras defaults: glorot_uniform kernels, zero biases, gamma 1, beta 0,
  * moving mean 0, moving variance 1. */
 static cnn_status initialize_weights(cnn_net *net)
