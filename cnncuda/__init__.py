@@ -42,10 +42,20 @@ import atexit  # noqa: E402
 # At interpreter exit every network still alive (held by a global, a cycle
 # or a frame that outlives its function) hands its engine memory, cuDNN and
 # cuBLAS handles and CUDA stream back before the CUDA runtime is torn down,
-# instead of leaving them to the driver; using such a Net afterwards (from a
-# later exit handler) raises RuntimeError. Registered at import, so it runs
-# after the exit handlers registered later (the user's).
-atexit.register(_C.release_all_nets)
+# instead of leaving them to the driver. Registered at import, so it runs
+# after the exit handlers registered later (the user's) and before those
+# registered earlier: a model's weights and optimizer state are first copied
+# to the model (models.park_networks_at_exit), so that such a handler can
+# still save it; a raw Net used afterwards raises RuntimeError.
+
+
+def _release_at_exit():
+    from .models import park_networks_at_exit
+    park_networks_at_exit()
+    _C.release_all_nets()
+
+
+atexit.register(_release_at_exit)
 
 __version__ = "0.1.0"
 

@@ -24,16 +24,20 @@ the shuffling order (the same on every engine); without it the model takes
 the default seed (0, or what cnncuda.utils.set_random_seed set).
 """
 import os
+import weakref
 
 import numpy as np
 
 from . import config, distribute, losses, optimizers, saving, training
 from .checks import nonnegative_int, shape_str
 from .engine import make_net
+from .exclusive import exclusive
 from .layers import InputLayer, Layer, deserialize
 from .utils import get_random_seed, unique_name
 
 __all__ = ["Sequential", "load_model"]
+
+_LIVE = weakref.WeakSet()       # every model, for park_networks_at_exit
 
 _PLACEHOLDER_LOSS = {"kind": "sparse_categorical_crossentropy", "from_logits": True}
 _PLACEHOLDER_OPTIMIZER = {"kind": "adam"}
@@ -58,6 +62,10 @@ class Sequential:
         self._net_device = None
         self._net_precision = None        # 'float32' or 'tf32' (config.precision_for)
         self._net_compile = None          # the compile it was built for (None: placeholder)
+        self._data_token = None           # whose training data the network holds (training.py)
+        self._compiled_optimizer = None   # the optimizer's engine dict at compile: nets' layout
+        self._net_optimizer = None        # the hyperparameters the network has now
+        self._net_layers = None           # the engine layers it was built from
         self._carried = None              # weights of a dropped network, for the next one
         self._carried_state = None        # its optimizer state (or a file's), for the next one
         self._compile_version = 0
@@ -70,6 +78,7 @@ class Sequential:
         self.stop_training = False
         self.history = None
         self._shuffle_rng = np.random.default_rng(self.seed)
+        _LIVE.add(self)
         if layers is not None:
             if isinstance(layers, Layer) or not hasattr(layers, "__iter__"):
                 raise TypeError("layers: expected a list of layers, got %r" % (layers,))
@@ -121,7 +130,12 @@ class Sequential:
             self._carried = self._net.get_weights()
             if self._net_compile == self._compile_version:
                 self._carried_state = self._net.get_optimizer_state()
-            self._net = None
+            self._net = self._net_optimizer = None
+
+    @exclusive
+    def _park_net(self):
+        """_drop_net at interpreter exit (park_networks_at_exit)."""
+        self._drop_net()
 
     def _forget_failed_group(self, exc):
         """fit stopped with `exc`. A group of replicas in other processes too
@@ -141,6 +155,7 @@ class Sequential:
             except Exception:       # the weights cannot be read: the group stays, failed
                 pass
 
+    @exclusive
     def add(self, layer):
         """Appends a layer; with a known input shape its output shape is checked
         now, and a layer that does not fit leaves the model unchanged."""
@@ -173,6 +188,7 @@ class Sequential:
         if input_shape is not None:
             self._commit_shapes(input_shape)
 
+    @exclusive
     def pop(self):
         """Removes the last layer (its weights go; the others keep theirs)."""
         if not self._layers:
@@ -189,6 +205,7 @@ class Sequential:
                                        slots=self._carried_state["slots"][:trainable])
         return layer
 
+    @exclusive
     def build(self, input_shape=None):
         """Sets the input shape, Keras style: ``build((None, 28, 28, 1))``."""
         if input_shape is None:
@@ -260,6 +277,8 @@ class Sequential:
             steps = 0
         return self._iterations_offset + int(steps)
 
+    _iterations = exclusive(_iterations, "optimizer.iterations")
+
     def _output_classes(self):
         shape = self.output_shape[1:]
         return shape[0] if len(shape) == 1 else None
@@ -302,7 +321,13 @@ class Sequential:
             fits = self._net_compile == self._compile_version
         if fits and purpose == "train":
             fits = net.max_batch >= batch_size
+        if fits and purpose != "weights":
+            # a layer setting changed since the build (layer.rate = 0.5): Keras
+            # uses it from the next call on; the network is rebuilt for it
+            fits = self._engine_layers() == self._net_layers
         if fits:
+            if purpose == "train":
+                self._sync_optimizer(net)
             return net
         compiled = self.loss is not None
         if purpose in ("evaluate", "train") and not compiled:
@@ -314,7 +339,7 @@ class Sequential:
             batch_size = net.max_batch
         args = (self._engine_layers(), self._input_shape, batch_size,
                 self.loss.engine_loss() if compiled else _PLACEHOLDER_LOSS,
-                self.optimizer.engine_optimizer() if compiled else _PLACEHOLDER_OPTIMIZER)
+                self._compiled_optimizer if compiled else _PLACEHOLDER_OPTIMIZER)
         if group:
             new = strategy.make_group(*args, seed=self.seed, precision=precision)
         else:
@@ -340,7 +365,28 @@ class Sequential:
         self._net, self._net_device, self._carried = new, device, None
         self._net_precision = precision
         self._net_compile = self._compile_version if compiled else None
+        self._net_optimizer, self._net_layers = args[4], args[0]
+        if purpose == "train":
+            self._sync_optimizer(new)
         return new
+
+    def _sync_optimizer(self, net):
+        """Gives the model's network the optimizer's hyperparameters as they
+        are now, when they changed since it got them: Keras uses a value set
+        after compile (model.optimizer.learning_rate = ...) from the next
+        step on. The network keeps the layout of the compile (Adam's moments,
+        SGD's velocity or none)."""
+        wanted = self.optimizer.engine_optimizer()
+        if wanted == self._net_optimizer:
+            return
+        if wanted["kind"] == "sgd" and wanted["momentum"] and \
+                not self._compiled_optimizer["momentum"]:
+            raise ValueError("optimizer.momentum: the model was compiled with momentum 0, so its "
+                             "optimizer keeps no velocity; got %r: compile again with "
+                             "SGD(momentum=%r) to train with momentum"
+                             % (wanted["momentum"], wanted["momentum"]))
+        net.set_optimizer(wanted)
+        self._net_optimizer = wanted
 
     @property
     def device(self):
@@ -349,6 +395,7 @@ class Sequential:
 
     # -- compile ---------------------------------------------------------------
 
+    @exclusive
     def compile(self, optimizer="adam", loss=None, metrics=None, loss_weights=None,
                 weighted_metrics=None, run_eagerly=None, steps_per_execution=None,
                 jit_compile=None, device=None):
@@ -384,6 +431,7 @@ class Sequential:
         if self.built:
             _check_loss_fits(loss_obj, self.output_shape)
         self.optimizer, self.loss, self._device = opt, loss_obj, device
+        self._compiled_optimizer = opt.engine_optimizer()
         if distribute.has_strategy():       # compiled under strategy.scope()
             if self._strategy is not distribute.get_strategy():
                 self._drop_net()
@@ -400,6 +448,7 @@ class Sequential:
 
     # -- training and inference (cnncuda/training.py) ----------------------------
 
+    @exclusive
     def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None,
             validation_split=0.0, validation_data=None, shuffle=True, class_weight=None,
             sample_weight=None, initial_epoch=0, steps_per_epoch=None, validation_steps=None,
@@ -410,6 +459,7 @@ class Sequential:
                             steps_per_epoch, validation_steps, validation_batch_size,
                             validation_freq)
 
+    @exclusive
     def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None,
                  steps=None, callbacks=None, return_dict=False):
         """[loss, accuracy] (or the loss alone without metrics; a dict with
@@ -417,6 +467,7 @@ class Sequential:
         return training.evaluate(self, x, y, batch_size, verbose, sample_weight, steps,
                                  callbacks, return_dict)
 
+    @exclusive
     def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
         """The model's outputs for x, float32 of shape (n,) + output shape."""
         return training.predict(self, x, batch_size, verbose, steps, callbacks)
@@ -429,12 +480,14 @@ class Sequential:
 
     # -- weights ---------------------------------------------------------------
 
+    @exclusive
     def get_weights(self):
         """Every weight in Keras's order and layouts ([] before the model is built)."""
         if not self.built or not self._layers:
             return []
         return self._get_net(None, "weights").get_weights()
 
+    @exclusive
     def set_weights(self, weights):
         """Sets every weight; all shapes are checked before anything changes."""
         self._require_built()
@@ -530,7 +583,7 @@ class Sequential:
                            for l in self._layers]}
 
     def _file_header(self, kind):
-        specs = self._weight_specs()
+        specs = self._weight_specs() if self.built else []
         header = {"kind": kind, "cnncuda_version": _version(),
                   "model": {"class_name": "Sequential", "config": self.get_config()},
                   "weights": [{"layer": layer.name, "name": name, "trainable": trainable}
@@ -544,6 +597,7 @@ class Sequential:
             header["optimizer_state"] = None
         return header
 
+    @exclusive
     def save(self, filepath, overwrite=True, include_optimizer=True, save_format=None):
         """Writes the architecture, weights, compile settings and (unless
         include_optimizer=False) the optimizer's state to one file
@@ -551,6 +605,10 @@ class Sequential:
         on exactly as this one would."""
         self._require_built()
         _check_overwrite(filepath, overwrite)
+        saving.write_model_file(filepath, *self._file_parts(include_optimizer))
+
+    def _file_parts(self, include_optimizer):
+        """(header, weights, slots) of the model file of save."""
         header = self._file_header("model")
         weights = self.get_weights()
         slots = None
@@ -561,14 +619,28 @@ class Sequential:
                 "training_forwards": int(state["training_forwards"]),
                 "shuffle_rng": self._shuffle_rng.bit_generator.state}
             slots = state["slots"]
-        saving.write_model_file(filepath, header, weights, slots)
+        return header, weights, slots
 
+    @exclusive
+    def __reduce__(self):
+        """copy.deepcopy and pickle go through the model file format: the
+        copy has the layers (names included), the weights, the compile
+        settings, the engine asked for and the optimizer's state, so that it
+        trains on exactly as the original would, on a network of its own.
+        (copy.copy makes such a copy too: two models must not share one
+        network.)"""
+        header, weights, slots = self._file_parts(include_optimizer=self.built)
+        return _model_from_bytes, (b"".join(saving.model_file_bytes(header, weights, slots)),
+                                   self._device)
+
+    @exclusive
     def save_weights(self, filepath, overwrite=True, save_format=None):
         """Writes the weights (with the architecture, to check them against on load)."""
         self._require_built()
         _check_overwrite(filepath, overwrite)
         saving.write_model_file(filepath, self._file_header("weights"), self.get_weights())
 
+    @exclusive
     def load_weights(self, filepath):
         """Sets the weights from a file written by save_weights or save; the
         layers' weight shapes must match this model's."""
@@ -627,6 +699,20 @@ class Sequential:
 
     def __repr__(self):
         return "<Sequential name=%s, %d layers>" % (self.name, len(self._layers))
+
+
+def park_networks_at_exit():
+    """Run at interpreter exit just before the engines' memory is released
+    (cnncuda/__init__.py): every model's network hands its weights and
+    optimizer state to the model, so that an exit handler that runs later
+    (one registered before cnncuda was imported) can still save, predict or
+    train -- on a new network built from them. A model in use on another
+    thread keeps its network (released with the others)."""
+    for model in list(_LIVE):
+        try:
+            model._park_net()
+        except Exception:       # busy on another thread, or its engine failed: left as it is
+            pass
 
 
 def _slot_count(optimizer):
@@ -691,6 +777,22 @@ def load_model(filepath, compile=True, device=None, custom_objects=None):
     if device is not None:
         config.engine_for(device)     # the caller's argument: its error is not the file's
     header, weights, slots = saving.read_model_file(filepath)
+    try:
+        return _model_from_file(filepath, header, weights, slots, compile, device)
+    except RecursionError:
+        # a value nested nearly as deep as the parser takes, too deep for
+        # what reads it next (a repr in a message, a comparison)
+        raise saving.ModelFileError("%s: corrupted cnncuda model file: bad header (nested too "
+                                    "deeply)" % filepath) from None
+
+
+def _model_from_bytes(data, device):
+    """The model pickle or copy.deepcopy made (Sequential.__reduce__)."""
+    header, weights, slots = saving.read_model_bytes(data, "<a pickled model>")
+    return _model_from_file("<a pickled model>", header, weights, slots, True, device)
+
+
+def _model_from_file(filepath, header, weights, slots, compile, device):
     # The checksum proves the file whole, not its contents sound (a file of
     # another program, or forged): whatever in it the layers, set_weights or
     # compile refuse is a corrupted file too.

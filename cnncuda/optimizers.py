@@ -5,6 +5,13 @@ The engines run the update (one call over every parameter; formulas in
 docs/semantics.md). ``optimizer.iterations`` counts the steps taken since
 ``compile`` (or, for a loaded model, since it was saved and then on).
 
+The hyperparameters may be set after compile, between fits or from a
+callback (``model.optimizer.learning_rate = 1e-4``): as in Keras, training
+uses the new value from its next step, on every engine (the model gives it
+to its network before the next training call). Each is checked when set.
+SGD's momentum cannot become non-zero after a compile with momentum 0 (no
+velocity is kept then): compile again.
+
 The moments (Adam's m and v, SGD's velocity) live on the engine; they move
 with the model when it changes engine or batch size, and model files keep
 them, so training continues exactly.
@@ -12,6 +19,33 @@ them, so training continues exactly.
 from .checks import boolean, choice, number_in
 
 __all__ = ["Optimizer", "Adam", "SGD", "get", "from_config"]
+
+
+_INF = float("inf")
+
+
+class _Hyperparameter:
+    """An optimizer attribute checked whenever it is set, by check(value, name)."""
+
+    def __init__(self, check):
+        self.check = check
+
+    def __set_name__(self, owner, name):
+        self.name = name
+
+    def __get__(self, obj, owner=None):
+        return self if obj is None else obj.__dict__[self.name]
+
+    def __set__(self, obj, value):
+        obj.__dict__[self.name] = self.check(value, self.name)
+
+
+def _rate(value, name):
+    return number_in(value, name, 0.0, _INF)
+
+
+def _beta(value, name):
+    return number_in(value, name, 0.0, 1.0, high_open=True)
 
 
 class Optimizer:
@@ -43,14 +77,16 @@ class Adam(Optimizer):
     """Adam in Keras's form: lr_t = lr sqrt(1 - beta_2^t) / (1 - beta_1^t)."""
 
     kind = "adam"
+    learning_rate = _Hyperparameter(_rate)
+    beta_1 = _Hyperparameter(_beta)
+    beta_2 = _Hyperparameter(_beta)
+    epsilon = _Hyperparameter(_rate)
 
     def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7,
                  amsgrad=False, name="Adam"):
         super().__init__()
-        self.learning_rate = number_in(learning_rate, "learning_rate", 0.0, float("inf"))
-        self.beta_1 = number_in(beta_1, "beta_1", 0.0, 1.0, high_open=True)
-        self.beta_2 = number_in(beta_2, "beta_2", 0.0, 1.0, high_open=True)
-        self.epsilon = number_in(epsilon, "epsilon", 0.0, float("inf"))
+        self.learning_rate, self.beta_1, self.beta_2 = learning_rate, beta_1, beta_2
+        self.epsilon = epsilon
         if boolean(amsgrad, "amsgrad"):
             raise ValueError("amsgrad: expected False (AMSGrad is not supported), got True")
         self.name = name
@@ -64,12 +100,13 @@ class SGD(Optimizer):
     """Stochastic gradient descent, with momentum and Nesterov as in Keras."""
 
     kind = "sgd"
+    learning_rate = _Hyperparameter(_rate)
+    momentum = _Hyperparameter(lambda value, name: number_in(value, name, 0.0, 1.0))
+    nesterov = _Hyperparameter(boolean)
 
     def __init__(self, learning_rate=0.01, momentum=0.0, nesterov=False, name="SGD"):
         super().__init__()
-        self.learning_rate = number_in(learning_rate, "learning_rate", 0.0, float("inf"))
-        self.momentum = number_in(momentum, "momentum", 0.0, 1.0)
-        self.nesterov = boolean(nesterov, "nesterov")
+        self.learning_rate, self.momentum, self.nesterov = learning_rate, momentum, nesterov
         self.name = name
 
     def get_config(self):

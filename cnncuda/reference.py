@@ -924,6 +924,7 @@ class NumpyNet:
             raise ValueError(f"unknown optimizer {kind!r}; expected 'adam' or 'sgd'")
         self.opt_kind = kind
         self.opt = {k: optimizer.get(k, d) for k, d in defaults.items()}
+        self._with_velocity = kind == "sgd" and bool(self.opt["momentum"])
         self._params = [(layer, j) for layer in self.layers
                         for j, tr in enumerate(layer.trainable) if tr]
         self._slots = [[np.zeros_like(layer.weights[j]) for _ in range(2 if kind == "adam" else 1)]
@@ -1166,7 +1167,31 @@ class NumpyNet:
     def _slot_count(self):
         if self.opt_kind == "adam":
             return 2
-        return 1 if self.opt["momentum"] else 0
+        return 1 if self._with_velocity else 0
+
+    def set_optimizer(self, optimizer):
+        """The optimizer's hyperparameters from the next step on, as the C
+        engines' set_optimizer: the same kind; momentum only where the net
+        was built with it (a velocity)."""
+        kind = optimizer.get("kind")
+        if kind != self.opt_kind:
+            raise ValueError(f"optimizer: this network was built for {self.opt_kind}, got "
+                             f"{kind!r} (a new kind of optimizer needs a new network)")
+        defaults = _ADAM_DEFAULTS if kind == "adam" else _SGD_DEFAULTS
+        opt = {k: optimizer.get(k, d) for k, d in defaults.items()}
+        if not (opt["learning_rate"] >= 0 and math.isfinite(opt["learning_rate"])):
+            raise ValueError("learning_rate must be a finite number >= 0, got %r"
+                             % (opt["learning_rate"],))
+        if kind == "adam" and not (0 <= opt["beta_1"] < 1 and 0 <= opt["beta_2"] < 1
+                                   and opt["epsilon"] >= 0):
+            raise ValueError("adam needs beta_1 and beta_2 in [0, 1) and epsilon >= 0, got %r"
+                             % (opt,))
+        if kind == "sgd" and not 0 <= opt["momentum"] <= 1:
+            raise ValueError("sgd momentum must be in [0, 1], got %r" % (opt["momentum"],))
+        if kind == "sgd" and opt["momentum"] and not self._with_velocity:
+            raise ValueError("sgd momentum: this network was built without momentum (it keeps "
+                             "no velocity), got momentum %r" % (opt["momentum"],))
+        self.opt = opt
 
     def get_optimizer_state(self):
         """{'steps', 'training_forwards', 'slots'}: per trainable weight its

@@ -16,27 +16,34 @@ Layout (integers little-endian)::
     ...        32 bytes  SHA-256 of every byte before it
 
 A file is written to a temporary file in the same folder and renamed over
-the target, so a crash never leaves half a model under the name. Reading
-checks the magic, the version, the length and the checksum before it
-trusts anything, and raises ModelFileError saying which failed.
+the target, so a crash never leaves half a model under the name
+(cnncuda/atomic_file.py: links followed, only regular files replaced, the
+caller's rights and umask respected). Reading checks the magic, the
+version, the header, the sizes it announces against the file's size and
+then the checksum before it trusts anything, reading no more than the
+header announces, and raises ModelFileError saying which failed.
 """
 import hashlib
+import io
 import json
 import math
 import os
+import stat
 import struct
-import tempfile
 
 import numpy as np
 
+from .atomic_file import write_atomically
+
 __all__ = ["MAGIC", "FORMAT_VERSION", "READ_VERSIONS", "ModelFileError", "write_model_file",
-           "read_model_file"]
+           "model_file_bytes", "read_model_file", "read_model_bytes"]
 
 MAGIC = b"CNNCUDA\x00"
 FORMAT_VERSION = 2
 READ_VERSIONS = (1, 2)
 _PREFIX = struct.Struct("<8sII")
 _DIGEST = 32
+_PIECE = 16 << 20       # bytes per read
 
 
 class ModelFileError(ValueError):
@@ -51,7 +58,12 @@ def write_model_file(path, header, weights, slots=None):
     dict) to `path` atomically."""
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError("filepath: expected a file name, got %r" % (path,))
-    path = os.fspath(path)
+    write_atomically(os.fspath(path), model_file_bytes(header, weights, slots))
+
+
+def model_file_bytes(header, weights, slots=None):
+    """The bytes of the model file write_model_file writes, as a list of
+    two bytes objects (the body, then its SHA-256)."""
     arrays = [np.ascontiguousarray(w, dtype="<f4") for w in weights]
     header = dict(header)
     entries = header.get("weights") or [{} for _ in arrays]
@@ -63,41 +75,73 @@ def write_model_file(path, header, weights, slots=None):
         arrays += [a for entry in slots for a in entry]
     text = json.dumps(header, sort_keys=True).encode("utf-8")
     body = _PREFIX.pack(MAGIC, FORMAT_VERSION, len(text)) + text + b"".join(a.tobytes() for a in arrays)
-    digest = hashlib.sha256(body).digest()
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(body)
-            f.write(digest)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    return [body, hashlib.sha256(body).digest()]
+
+
+class _Source:
+    """Reads a model file in bounded pieces, hashing what it reads: `size`
+    is the file's size where it is a regular file (the header's sizes are
+    checked against it before the body is read), else None (a pipe or a
+    device: reads stop at what the header announces)."""
+
+    def __init__(self, f, size):
+        self.f, self.size, self.got = f, size, 0
+        self.hash = hashlib.sha256()
+
+    def read(self, count, hashed=True):
+        """Up to `count` bytes (fewer at the end of the file)."""
+        parts, left = [], count
+        while left > 0:
+            part = self.f.read(min(left, _PIECE))
+            if not part:
+                break
+            parts.append(part)
+            left -= len(part)
+        data = b"".join(parts)
+        self.got += len(data)
+        if hashed:
+            self.hash.update(data)
+        return data
+
+    def found(self):
+        """The file's size, or for a stream what it gave (and one more byte
+        if there is one)."""
+        return self.size if self.size is not None else self.got + len(self.f.read(1))
 
 
 def read_model_file(path):
     """(header, weights, slots) of a cnncuda model file (slots: per trainable
     weight a list of its optimizer arrays, as stored; [] for a version-1 file
-    or one without an optimizer state); raises ModelFileError."""
+    or one without an optimizer state); raises ModelFileError. The prefix is
+    checked first, and the sizes its header announces against the file's
+    size, so that what is not a model file is refused after reading a few
+    bytes (load_model('/dev/zero') included)."""
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError("filepath: expected a file name, got %r" % (path,))
     path = os.fspath(path)
     with open(path, "rb") as f:
-        data = f.read()
-    if len(data) < _PREFIX.size:
-        if MAGIC.startswith(data[:8]) and data:
-            raise ModelFileError("%s: truncated cnncuda model file (%d bytes)" % (path, len(data)))
-        raise ModelFileError("%s: not a cnncuda model file (%d bytes)" % (path, len(data)))
-    magic, version, header_len = _PREFIX.unpack_from(data)
+        st = os.fstat(f.fileno())
+        return _read(_Source(f, st.st_size if stat.S_ISREG(st.st_mode) else None), path)
+
+
+def read_model_bytes(data, name="<bytes>"):
+    """read_model_file on the bytes of a model file; `name` stands for the
+    file name in error messages."""
+    return _read(_Source(io.BytesIO(data), len(data)), name)
+
+
+def _read(src, path):
+    prefix = src.read(_PREFIX.size)
+    if len(prefix) < _PREFIX.size:
+        if MAGIC.startswith(prefix[:8]) and prefix:
+            raise ModelFileError("%s: truncated cnncuda model file (%d bytes)" % (path, len(prefix)))
+        raise ModelFileError("%s: not a cnncuda model file (%d bytes)" % (path, len(prefix)))
+    magic, version, header_len = _PREFIX.unpack_from(prefix)
     if magic != MAGIC:
         hint = ""
-        if data.startswith(b"\x89HDF"):
+        if prefix.startswith(b"\x89HDF"):
             hint = " (it is an HDF5 file, such as Keras's .h5; cnncuda reads only its own format)"
-        elif data.startswith(b"PK"):
+        elif prefix.startswith(b"PK"):
             hint = " (it is a zip file, such as Keras's .keras; cnncuda reads only its own format)"
         raise ModelFileError("%s: not a cnncuda model file%s" % (path, hint))
     if version not in READ_VERSIONS:
@@ -107,11 +151,15 @@ def read_model_file(path):
                                                 " (the file is newer: upgrade cnncuda)"
                                                 if version > FORMAT_VERSION else ""))
     end_header = _PREFIX.size + header_len
-    if len(data) < end_header + _DIGEST:
+    if src.size is not None and src.size < end_header + _DIGEST:
         raise ModelFileError("%s: truncated cnncuda model file: the header alone needs %d bytes, "
-                             "the file has %d" % (path, end_header + _DIGEST, len(data)))
+                             "the file has %d" % (path, end_header + _DIGEST, src.size))
+    text = src.read(header_len)
+    if len(text) < header_len:
+        raise ModelFileError("%s: truncated cnncuda model file: the header alone needs %d bytes, "
+                             "the file has %d" % (path, end_header + _DIGEST, src.got))
     try:
-        header = json.loads(data[_PREFIX.size:end_header].decode("utf-8"))
+        header = json.loads(text.decode("utf-8"))
         shapes = [tuple(int(d) for d in entry["shape"]) for entry in header["weights"]]
         slot_shapes = []
         state = header.get("optimizer_state") if version >= 2 else None
@@ -122,24 +170,33 @@ def read_model_file(path):
             raise ValueError("a negative dimension")
         if any(d >= 2**31 for s in shapes + [s for e in slot_shapes for s in e] for d in s):
             raise ValueError("a dimension of 2**31 or more")
+    except RecursionError:
+        raise ModelFileError("%s: corrupted cnncuda model file: unreadable header (nested too "
+                             "deeply)" % path) from None
     except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as err:
         raise ModelFileError("%s: corrupted cnncuda model file: unreadable header (%s)"
                              % (path, err)) from None
     flat_slots = [s for entry in slot_shapes for s in entry]
     sizes = [math.prod(s) * 4 for s in shapes + flat_slots]     # Python ints: no overflow
     expected = end_header + sum(sizes) + _DIGEST
-    if len(data) < expected:
-        raise ModelFileError("%s: truncated cnncuda model file: expected %d bytes, found %d"
-                             % (path, expected, len(data)))
-    if len(data) > expected:
-        raise ModelFileError("%s: corrupted cnncuda model file: expected %d bytes, found %d"
-                             % (path, expected, len(data)))
-    if hashlib.sha256(data[:-_DIGEST]).digest() != data[-_DIGEST:]:
+    if src.size is not None and src.size != expected:
+        raise ModelFileError("%s: %s cnncuda model file: expected %d bytes, found %d"
+                             % (path, "truncated" if src.size < expected else "corrupted",
+                                expected, src.size))
+    body = src.read(expected - end_header - _DIGEST)
+    digest = src.read(_DIGEST, hashed=False)
+    if len(body) + len(digest) < expected - end_header or src.size is None:
+        found = src.found()
+        if found != expected:
+            raise ModelFileError("%s: %s cnncuda model file: expected %d bytes, found %d"
+                                 % (path, "truncated" if found < expected else "corrupted",
+                                    expected, found))
+    if src.hash.digest() != digest:
         raise ModelFileError("%s: corrupted cnncuda model file: the SHA-256 checksum does not "
                              "match its contents" % path)
-    arrays, at = [], end_header
+    arrays, at = [], 0
     for shape, size in zip(shapes + flat_slots, sizes):
-        arrays.append(np.frombuffer(data, dtype="<f4", count=size // 4, offset=at)
+        arrays.append(np.frombuffer(body, dtype="<f4", count=size // 4, offset=at)
                       .reshape(shape).astype(np.float32))
         at += size
     weights, rest = arrays[:len(shapes)], arrays[len(shapes):]

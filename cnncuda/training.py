@@ -89,7 +89,50 @@ def _logs(model, loss_sum, correct, count, prefix=""):
     return logs
 
 
-def _train_epoch(model, net, n, batch, steps, callbacks, bar, per_batch):
+class _ResidentData:
+    """The training and validation data of one fit, kept on the engine
+    (``net.set_data``, ``net.set_validation``).
+
+    A callback may call fit again on the same model (fine-tuning on another
+    set at an epoch's end): that fit uploads its own data to the model's
+    network, and may rebuild the network (for a larger batch). So this fit
+    asks for its network through ``net()`` after every point where a
+    callback ran: it gives the model's current network with this fit's data
+    and, within an epoch, this epoch's order on it, uploading them again
+    only when another call replaced them. ``model._data_token`` names the
+    holder of the data on the model's network. The data stay on the engine
+    after the call: a later fit with as many samples refills the same memory
+    (and keeps its recorded step and validation pass)."""
+
+    def __init__(self, model, device, batch, x, y, validation=None, val_arg="x", val_index0=0):
+        self.model, self.device, self.batch, self.x, self.y = model, device, batch, x, y
+        self.validation, self.val_arg, self.val_index0 = validation, val_arg, val_index0
+        self.token = object()
+        self.holder = None          # the network this fit last uploaded to
+        self.order = None           # this epoch's order, once given
+
+    def net(self):
+        net = self.model._get_net(self.device, "train", self.batch)
+        if net is not self.holder or self.model._data_token is not self.token:
+            self.model._data_token = None       # nobody's, should an upload fail halfway
+            net.set_data(self.x, self.y)
+            if self.validation is not None:
+                net.set_validation(self.validation[0], self.validation[1], x_arg=self.val_arg,
+                                   x_index0=self.val_index0)
+            else:
+                net.set_validation(None, None)
+            self.model._data_token, self.holder = self.token, net
+            if self.order is not None:
+                net.set_order(self.order)
+        return net
+
+    def set_order(self, order):
+        self.order = None
+        self.net().set_order(order)
+        self.order = order
+
+
+def _train_epoch(model, data, n, batch, steps, callbacks, bar, per_batch):
     """One epoch over the order already given to the engine; returns (logs, seen)."""
     seconds = bar.progbar.interval if (bar and bar.progbar.dynamic and bar.verbose == 1) \
         else _SLOW_CHUNK_SECONDS
@@ -102,6 +145,7 @@ def _train_epoch(model, net, n, batch, steps, callbacks, bar, per_batch):
             callbacks.on_train_batch_begin(done)
         start = done * batch
         count = min(count_steps * batch, n - start)
+        net = data.net()        # a batch callback may have fit on other data
         began = time.perf_counter()
         net.train_range(start, count, batch)
         chunker.took(time.perf_counter() - began, count_steps)
@@ -119,6 +163,7 @@ def _train_epoch(model, net, n, batch, steps, callbacks, bar, per_batch):
                 break
     # a group of replicas over several processes sums its ranks' counts here
     # (a collective call, made by every rank at the same point)
+    net = data.net()
     part_loss, part_correct = net.epoch_sums() if hasattr(net, "epoch_sums") else net.read_sums()
     seen = min(done * batch, n)
     return _logs(model, loss_sum + part_loss, correct + part_correct, seen), seen
@@ -202,14 +247,8 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
         val_arg, val_index0 = "x", split_at * _row_values(x)
     batch = min(batch, len(x))      # as Keras: a batch_size past the data is one batch of it all
     device = config.resolve_device(model._device)
-    net = model._get_net(device, "train", batch)
-    net.set_data(x, y)
-    # kept on the engine after the call: the next fit with as many
-    # validation samples refills the same memory (and its recorded pass)
-    if validation is not None:
-        net.set_validation(validation[0], validation[1], x_arg=val_arg, x_index0=val_index0)
-    else:
-        net.set_validation(None, None)
+    data = _ResidentData(model, device, batch, x, y, validation, val_arg, val_index0)
+    data.net()
 
     n = len(x)
     steps = math.ceil(n / batch)
@@ -225,22 +264,22 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
         for epoch in range(initial_epoch, epochs):
             callbacks.on_epoch_begin(epoch)
             order = model._shuffle_rng.permutation(n) if shuffle else np.arange(n)
-            net.set_order(order)
+            data.set_order(order)
             try:
-                logs, _ = _train_epoch(model, net, n, batch, steps, callbacks, bar, per_batch)
+                logs, _ = _train_epoch(model, data, n, batch, steps, callbacks, bar, per_batch)
             except BaseException:
                 # Ctrl-C or an error in a callback: drop the cut epoch's loss and
                 # accuracy sums, or the next fit's first epoch would count them
                 try:
-                    net.read_sums()
+                    data.holder.read_sums()
                 except Exception:
                     pass
                 raise
             if validation is not None:
                 callbacks.on_test_begin()
-                loss_sum, correct = _evaluate_loop(model, net, validation[0], validation[1],
-                                                   val_batch, callbacks, None, val_arg,
-                                                   val_index0, resident=True)
+                loss_sum, correct = _evaluate_loop(model, data.net(), validation[0],
+                                                   validation[1], val_batch, callbacks, None,
+                                                   val_arg, val_index0, resident=True)
                 val_logs = _logs(model, loss_sum, correct, len(validation[0]), "val_")
                 callbacks.on_test_end(val_logs)
                 logs.update(val_logs)

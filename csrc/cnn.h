@@ -193,6 +193,20 @@ typedef struct cnn_optimizer_desc {
     int nesterov;                  /* SGD */
 } cnn_optimizer_desc;
 
+/* The optimizer's hyperparameters as a step reads them: CNN_HYPERS floats
+ * in backend memory (GPU memory on a GPU engine), so that a recorded step
+ * reads the values of the time it replays, and cnn_net_set_optimizer can
+ * change them between steps. */
+enum {
+    CNN_HYPER_LR = 0,
+    CNN_HYPER_BETA_1 = 1,   /* Adam */
+    CNN_HYPER_BETA_2 = 2,   /* Adam */
+    CNN_HYPER_EPSILON = 3,  /* Adam */
+    CNN_HYPER_MOMENTUM = 4, /* SGD */
+    CNN_HYPER_NESTEROV = 5, /* SGD: 0 or 1 */
+    CNN_HYPERS = 6
+};
+
 /* b^t for t >= 0 by repeated squaring: multiplications only, so host and
  * device give the same bits (no library pow, no fused multiply-add). */
 static inline CNN_HD double cnn_pow_int(double b, int64_t t)
@@ -552,13 +566,16 @@ struct cnn_backend {
     cnn_status (*advance_counters)(cnn_ctx *ctx, int64_t *counters, int forward, int steps,
                                    long rows);
 
-    /* optimizers over a flat block of count parameters. Adam's step t =
-     * *step (backend memory, counting from 1; the Net checks it), read when
-     * the op runs; its step size is cnn_adam_lr_t. */
-    cnn_status (*adam_step)(cnn_ctx *ctx, const cnn_optimizer_desc *o, const int64_t *step,
+    /* optimizers over a flat block of count parameters. The
+     * hyperparameters are hyper[CNN_HYPER_*] and Adam's step t = *step
+     * (counting from 1; the Net checks it), all backend memory read when the
+     * op runs (nothing of them is baked into a recorded step); Adam's step
+     * size is cnn_adam_lr_t. SGD without a velocity buffer (NULL) or with
+     * momentum 0 is plain SGD, the velocity left as it is. */
+    cnn_status (*adam_step)(cnn_ctx *ctx, const float *hyper, const int64_t *step,
                             size_t count, float *p, const float *g, float *m, float *v);
-    cnn_status (*sgd_step)(cnn_ctx *ctx, const cnn_optimizer_desc *o, size_t count,
-                           float *p, const float *g, float *velocity);
+    cnn_status (*sgd_step)(cnn_ctx *ctx, const float *hyper, size_t count, float *p,
+                           const float *g, float *velocity);
 
     /* Optional (NULL in the host engines). Recording: the work the Net
      * queues between capture_begin and capture_end is not run but recorded
@@ -737,6 +754,12 @@ cnn_status cnn_net_get_slot(cnn_net *net, int i, int slot, float *host);
 cnn_status cnn_net_set_slot(cnn_net *net, int i, int slot, const float *host);
 long cnn_net_train_forward_count(const cnn_net *net);
 cnn_status cnn_net_set_counters(cnn_net *net, long steps, long train_forwards);
+
+/* The optimizer's hyperparameters from the next step on (Keras reads them
+ * at every step): o's kind must be the net's; a value out of range, or SGD
+ * momentum for a net built without it (no velocity buffer), is refused and
+ * changes nothing. Reaches a recorded GPU step too (cnn.h: CNN_HYPER_*). */
+cnn_status cnn_net_set_optimizer(cnn_net *net, const cnn_optimizer_desc *o);
 
 /* Data parallel (comm.h): makes the net replica comm->rank of comm->world
  * (NULL: alone again). Every replica's parameters, state and optimizer

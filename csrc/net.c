@@ -108,6 +108,9 @@ struct cnn_net {
     /* (CNN_COUNTERS) the engine's copy of the counters, which a step reads
      * (cnn.h): steps and train_forwards above are the host's, kept equal */
     int64_t *counters;
+    /* (CNN_HYPERS) the engine's copy of opt's hyperparameters, which a
+     * step reads (cnn.h); cnn_net_set_optimizer changes both */
+    float *hyper;
     /* the engine's CNN_COUNT_POSITION as the host knows it, so that a range
      * moves it with advance_counters (a launch) rather than an upload (a
      * copy from host memory, which may wait for the engine); -1: unknown */
@@ -563,6 +566,42 @@ cnn_status cnn_net_set_counters(cnn_net *net, long steps, long train_forwards)
     return CNN_OK;
 }
 
+static cnn_status validate_optimizer(const cnn_optimizer_desc *o);
+
+/* net->opt's hyperparameters to the engine's copy that steps read */
+static cnn_status upload_hyper(cnn_net *net)
+{
+    float h[CNN_HYPERS] = {0};
+    h[CNN_HYPER_LR] = net->opt.lr;
+    h[CNN_HYPER_BETA_1] = net->opt.beta_1;
+    h[CNN_HYPER_BETA_2] = net->opt.beta_2;
+    h[CNN_HYPER_EPSILON] = net->opt.epsilon;
+    h[CNN_HYPER_MOMENTUM] = net->opt.momentum;
+    h[CNN_HYPER_NESTEROV] = net->opt.nesterov ? 1.0f : 0.0f;
+    return net->be->upload(net->ctx, net->hyper, h, sizeof h);
+}
+
+cnn_status cnn_net_set_optimizer(cnn_net *net, const cnn_optimizer_desc *o)
+{
+    static const char *const kinds[] = {"adam", "sgd"};
+    if (o->kind != net->opt.kind)
+        return cnn_set_error(CNN_ERR_VALUE, "optimizer: this network was built for %s, got %s "
+                             "(a new kind of optimizer needs a new network)",
+                             kinds[net->opt.kind],
+                             o->kind == CNN_OPT_ADAM || o->kind == CNN_OPT_SGD ? kinds[o->kind]
+                                                                               : "an unknown kind");
+    CNN_TRY(validate_optimizer(o));
+    if (o->kind == CNN_OPT_SGD && o->momentum != 0.0f && !net->opt_m)
+        return cnn_set_error(CNN_ERR_VALUE, "sgd momentum: this network was built without "
+                             "momentum (it keeps no velocity), got momentum %g",
+                             (double)o->momentum);
+    cnn_optimizer_desc old = net->opt;
+    net->opt = *o;
+    cnn_status st = upload_hyper(net);
+    if (st != CNN_OK) net->opt = old;
+    return st;
+}
+
 /* Keras defaults: glorot_uniform kernels, zero biases, gamma 1, beta 0,
  * moving mean 0, moving variance 1. */
 static cnn_status initialize_weights(cnn_net *net)
@@ -638,6 +677,7 @@ void cnn_net_destroy(cnn_net *net)
         for (size_t k = 0; k < sizeof blocks / sizeof blocks[0]; k++)
             if (blocks[k]) be->free(ctx, blocks[k]);
         if (net->x && net->x != net->x_stage) be->free(ctx, net->x);
+        if (net->hyper) be->free(ctx, net->hyper);
         be->ctx_destroy(ctx);
     }
     free(net->layers);
@@ -664,7 +704,11 @@ static cnn_status validate_spec(const cnn_net_spec *spec)
     const cnn_loss_desc *l = &spec->loss;
     if (l->kind < CNN_LOSS_SPARSE_CE || l->kind > CNN_LOSS_BINARY_CE)
         return cnn_set_error(CNN_ERR_VALUE, "unknown loss kind %d", l->kind);
-    const cnn_optimizer_desc *o = &spec->optimizer;
+    return validate_optimizer(&spec->optimizer);
+}
+
+static cnn_status validate_optimizer(const cnn_optimizer_desc *o)
+{
     if (o->kind != CNN_OPT_ADAM && o->kind != CNN_OPT_SGD)
         return cnn_set_error(CNN_ERR_VALUE, "unknown optimizer kind %d", o->kind);
     if (!(o->lr >= 0.0f) || !isfinite(o->lr))
@@ -715,6 +759,7 @@ static cnn_status alloc_buffers(cnn_net *net, size_t largest)
     ALLOC(net->sums, 2 * F);
     ALLOC(net->run_sums, 2 * F);
     ALLOC(net->counters, CNN_COUNTERS * sizeof(int64_t));
+    ALLOC(net->hyper, CNN_HYPERS * F);
     if (net->head >= 0) ALLOC(net->head_ws, CNN_HEAD_WS_BYTES(mb, net->loss.k));
     for (int i = 0; i < net->n_layers; i++) {
         layer *L = &net->layers[i];
@@ -869,6 +914,7 @@ cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn
     if ((st = alloc_buffers(net, largest)) != CNN_OK) goto fail;
 
     list_weights(net);
+    if ((st = upload_hyper(net)) != CNN_OK) goto fail;
     if ((st = initialize_weights(net)) != CNN_OK) goto fail;
     *out = net;
     return CNN_OK;
@@ -1405,10 +1451,10 @@ static cnn_status optimizer_step(cnn_net *net, long rows, int counted)
     if (!counted) CNN_TRY(net->be->advance_counters(net->ctx, net->counters, 0, 1, rows));
     net->steps++;
     if (net->opt.kind == CNN_OPT_ADAM)
-        return net->be->adam_step(net->ctx, &net->opt, net->counters + CNN_COUNT_STEPS,
+        return net->be->adam_step(net->ctx, net->hyper, net->counters + CNN_COUNT_STEPS,
                                   net->n_params, net->params, net->grads, net->opt_m,
                                   net->opt_v);
-    return net->be->sgd_step(net->ctx, &net->opt, net->n_params, net->params, net->grads,
+    return net->be->sgd_step(net->ctx, net->hyper, net->n_params, net->params, net->grads,
                              net->opt_m);
 }
 

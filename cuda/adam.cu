@@ -1,6 +1,7 @@
 // adam.cu: one Adam step for the cuda engine, in Keras's form:
 //   lr_t = lr sqrt(1 - beta_2^t) / (1 - beta_1^t)   (cnn_adam_lr_t, as the cpu
-//   engine; t = *step, read on the device so that a recorded step replays)
+//   engine; t = *step and the hyperparameters hyper[CNN_HYPER_*], read on
+//   the device so that a recorded step replays with the values of its time)
 //   m += (g - m)(1 - beta_1); v += (g^2 - v)(1 - beta_2);
 //   p -= lr_t m / (sqrt(v) + epsilon).
 // One thread per parameter (grid-stride) over the flat block. The float
@@ -13,16 +14,23 @@
 #include "cuda_ops.h"
 
 // p, g, m, v: (count)
-__global__ void adam_kernel(size_t count, float lr, float beta_1, float beta_2,
-                            const int64_t *__restrict__ step, float one_b1, float one_b2,
-                            float eps, float *__restrict__ p, const float *__restrict__ g,
-                            float *__restrict__ m, float *__restrict__ v)
+// hyper: (CNN_HYPERS), cnn.h
+__global__ void adam_kernel(size_t count, const float *__restrict__ hyper,
+                            const int64_t *__restrict__ step, float *__restrict__ p,
+                            const float *__restrict__ g, float *__restrict__ m,
+                            float *__restrict__ v)
 {
     cnn_kernel_begin();
-    __shared__ float lr_shared;
-    if (threadIdx.x == 0) lr_shared = cnn_adam_lr_t(lr, beta_1, beta_2, *step);
+    __shared__ float shared[4];
+    if (threadIdx.x == 0) {
+        const float beta_1 = hyper[CNN_HYPER_BETA_1], beta_2 = hyper[CNN_HYPER_BETA_2];
+        shared[0] = cnn_adam_lr_t(hyper[CNN_HYPER_LR], beta_1, beta_2, *step);
+        shared[1] = __fsub_rn(1.0f, beta_1);
+        shared[2] = __fsub_rn(1.0f, beta_2);
+        shared[3] = hyper[CNN_HYPER_EPSILON];
+    }
     __syncthreads();
-    const float lr_t = lr_shared;
+    const float lr_t = shared[0], one_b1 = shared[1], one_b2 = shared[2], eps = shared[3];
     CNN_GRID_LOOP(i, count) {
         const float gi = g[i], m0 = m[i], v0 = v[i];
         const float mi = __fadd_rn(m0, __fmul_rn(__fsub_rn(gi, m0), one_b1));
@@ -35,13 +43,13 @@ __global__ void adam_kernel(size_t count, float lr, float beta_1, float beta_2,
 
 // p, g, m, v: (count)
 // step: device memory, >= 1 (the Net checks its own count)
-cnn_status cuda_adam_step(cnn_ctx *ctx, const cnn_optimizer_desc *o, const int64_t *step,
+// hyper: device memory, (CNN_HYPERS)
+cnn_status cuda_adam_step(cnn_ctx *ctx, const float *hyper, const int64_t *step,
                           size_t count, float *p, const float *g, float *m, float *v)
 {
     if (count == 0) return CNN_OK;
-    const float one_b1 = 1.0f - o->beta_1, one_b2 = 1.0f - o->beta_2;
     adam_kernel<<<cnn_blocks(count, CNN_THREADS), CNN_THREADS, 0, cnn_stream(ctx)>>>(
-        count, o->lr, o->beta_1, o->beta_2, step, one_b1, one_b2, o->epsilon, p, g, m, v);
+        count, hyper, step, p, g, m, v);
     CNN_CUDA_LAUNCHED("adam_step");
     return CNN_OK;
 }

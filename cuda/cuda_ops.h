@@ -145,9 +145,9 @@ cnn_status cuda_timer_mark(cnn_ctx *ctx, int which);
 cnn_status cuda_timer_elapsed(cnn_ctx *ctx, double *seconds);
 
 /* adam.cu, sgd.cu */
-cnn_status cuda_adam_step(cnn_ctx *ctx, const cnn_optimizer_desc *o, const int64_t *step,
+cnn_status cuda_adam_step(cnn_ctx *ctx, const float *hyper, const int64_t *step,
                          size_t count, float *p, const float *g, float *m, float *v);
-cnn_status cuda_sgd_step(cnn_ctx *ctx, const cnn_optimizer_desc *o, size_t count, float *p,
+cnn_status cuda_sgd_step(cnn_ctx *ctx, const float *hyper, size_t count, float *p,
                         const float *g, float *velocity);
 
 #ifdef __cplusplus

@@ -5,7 +5,9 @@
 // runs, every kernel, copy and library call is recorded with its arguments.
 // What changes from step to step (the batch's position in the epoch's
 // order, dropout's key, Adam's step) is read by the kernels from the Net's
-// counters in device memory, so the same recording serves every step.
+// counters in device memory, and so are the optimizer's hyperparameters
+// (cnn.h CNN_HYPER_*, which cnn_net_set_optimizer may change between
+// replays), so the same recording serves every step.
 // Capture is thread-local: a call on this thread that is not allowed while
 // capturing (a synchronisation, an allocation) fails instead of running.
 #include <stdlib.h>

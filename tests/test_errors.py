@@ -123,10 +123,11 @@ def test_set_weights_is_all_or_nothing(engine):
         net.set_weights([w + 1 for w in good[:-1]] + wrong_shape[-1:])
     with pytest.raises(ValueError, match=r"weights: expected a list of 4 arrays, got 3"):
         net.set_weights(good[:3])
-    nan = [w + 1 for w in good]
-    nan[2][0, 0] = np.nan
-    with pytest.raises(ValueError, match=r"weights\[2\]: expected finite values, got NaN"):
-        net.set_weights(nan)
+    nan_then_bad = [w + 1 for w in good]           # NaN is taken (a diverged model's) ...
+    nan_then_bad[2][0, 0] = np.nan
+    nan_then_bad[3] = np.zeros(4, np.float32)      # ... but not with a bad shape after it
+    with pytest.raises(ValueError, match=r"weights\[3\]: expected shape \(3,\), got \(4,\)"):
+        net.set_weights(nan_then_bad)
     with pytest.raises(TypeError, match=r"weights\[0\]: expected a real numeric array"):
         net.set_weights([np.zeros((3, 3, 2, 2), complex)] + good[1:])
     assert_unchanged_and_usable(engine, net)

@@ -304,10 +304,8 @@ def call_verdict(model, method, args):
             a = np.asarray(w)
             if a.dtype.kind not in "biuf":
                 return TypeError, clean
-            f = np.ascontiguousarray(quiet_cast(a, np.float32))
-            if not np.isfinite(f).all():
-                return ValueError, clean
-            out.append(f)
+            # NaN and infinities are taken, as in Keras (a diverged model's)
+            out.append(np.ascontiguousarray(quiet_cast(a, np.float32)))
         clean["weights"] = out
         return None, clean
     in_shape = model.input_shape[1:]
@@ -380,16 +378,16 @@ def test_data_on_the_keras_api(call):
         weights, iterations = snapshot(model)
         assert iterations == before[1]
         for a, b in zip(weights, before[0], strict=True):
-            assert np.array_equal(a, b), "a refused call changed the weights"
+            assert np.array_equal(a, b, equal_nan=True), "a refused call changed the weights"
         return
     got = run(model, method, args)
     want = run(twin, method, clean)
     if isinstance(got, np.ndarray):
-        assert got.dtype == want.dtype and np.array_equal(got, want)
+        assert got.dtype == want.dtype and np.array_equal(got, want, equal_nan=True)
     else:
         assert got == want
     for a, b in zip(model.get_weights(), twin.get_weights(), strict=True):
-        assert np.array_equal(a, b)
+        assert np.array_equal(a, b, equal_nan=True)
     x = clean.get("x")
     if method in ("predict", "evaluate") and x is not None and len(x) \
             and np.abs(x).max() <= 1e4:

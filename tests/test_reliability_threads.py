@@ -181,3 +181,73 @@ def test_a_second_call_on_a_busy_net_is_refused():
     assert net.read_sums() == twin.read_sums()
     for a, b in zip(net.get_weights(), twin.get_weights(), strict=True):
         assert np.array_equal(a, b)
+
+
+def overlapping(calls, rounds):
+    """Runs the callables of `calls` at once (a barrier starts them) `rounds`
+    times; yields, per round, each call's result or the exception it raised."""
+    for _ in range(rounds):
+        barrier = threading.Barrier(len(calls))
+        outcome = [None] * len(calls)
+
+        def worker(i, call):
+            barrier.wait()
+            try:
+                outcome[i] = ("ok", call())
+            except BaseException as err:     # judged by the caller
+                outcome[i] = ("raised", err)
+
+        threads = [threading.Thread(target=worker, args=(i, c)) for i, c in enumerate(calls)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=300)
+        yield outcome
+
+
+def refused_as_documented(outcome):
+    """Every call of a round either returned or raised the documented
+    RuntimeError (another call runs on the model); anything else fails."""
+    for kind, value in outcome:
+        if kind == "raised":
+            assert isinstance(value, RuntimeError) and "on another thread" in str(value), value
+    return [kind == "ok" for kind, _ in outcome]
+
+
+@pytest.mark.parametrize("device", ENGINES)
+def test_two_fits_on_one_model_at_once_lose_no_update(device):
+    """Two threads call fit on one model at once: each fit either trains its
+    32 steps or raises the documented RuntimeError, and the step count is 32
+    per fit that returned (before the guard, both returned and one fit's
+    steps were lost: each thread had built its own network)."""
+    rng = np.random.default_rng(3)
+    x, y = rng.random((512, 12, 12, 3)).astype(np.float32), rng.integers(0, 5, 512)
+    for _ in range(5):
+        model = image_model(device, 4)
+        fit = lambda: model.fit(x, y, batch_size=16, epochs=1, verbose=0)   # noqa: E731
+        for outcome in overlapping([fit, fit], rounds=1):
+            returned = refused_as_documented(outcome)
+            assert any(returned)
+            assert model.optimizer.iterations == 32 * sum(returned), \
+                (model.optimizer.iterations, returned)
+
+
+@pytest.mark.parametrize("device", ENGINES)
+@pytest.mark.parametrize("other", ["fit", "predict", "get_weights", "evaluate"])
+def test_a_fresh_models_first_fit_beside_another_call(device, other):
+    """A fresh model's first fit (which builds its network) beside another
+    call on it: each returns or raises the documented RuntimeError (before
+    the guard: AttributeError 'NoneType' object has no attribute 'steps'),
+    and the weights are then those of the fits that returned."""
+    rng = np.random.default_rng(4)
+    x, y = rng.random((256, 12, 12, 3)).astype(np.float32), rng.integers(0, 5, 256)
+    for _ in range(5):
+        model = image_model(device, 5)
+        calls = {"fit": lambda: model.fit(x, y, batch_size=16, epochs=1, verbose=0),
+                 "predict": lambda: model.predict(x, verbose=0),
+                 "get_weights": model.get_weights,
+                 "evaluate": lambda: model.evaluate(x, y, verbose=0)}
+        for outcome in overlapping([calls["fit"], calls[other]], rounds=1):
+            returned = refused_as_documented(outcome)
+            fits = returned[0] + (returned[1] if other == "fit" else 0)
+            assert model.optimizer.iterations == 16 * fits

@@ -16,6 +16,8 @@ import tempfile
 import urllib.error
 import urllib.request
 
+from ..atomic_file import create_temporary
+
 __all__ = ["DatasetNotFoundError", "data_dir", "keras_dir", "file_digest", "fetch", "find_local",
            "extract_tar"]
 
@@ -91,8 +93,8 @@ def _download(origin, target, what, sha256, md5):
             from None
     algorithm, expected = ("sha256", sha256) if sha256 else ("md5", md5)
     digest = hashlib.new(algorithm)
-    fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(target), suffix=".part",
-                               dir=folder)
+    # (not tempfile.mkstemp: its file is 0600 whatever the umask)
+    fd, tmp = create_temporary(folder, os.path.basename(target), suffix=".part")
     try:
         sys.stdout.write("Downloading data from %s\n" % origin)
         sys.stdout.flush()

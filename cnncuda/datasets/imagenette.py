@@ -15,10 +15,10 @@ from the fast.ai archive there, else downloaded (checked against the MD5
 sum the archive's publisher gives; no SHA-256 is published).
 """
 import os
-import tempfile
 
 import numpy as np
 
+from ..atomic_file import create_temporary
 from ..checks import positive_int
 from .cache import data_dir, extract_tar, fetch, find_local, keras_dir
 
@@ -131,8 +131,14 @@ def load_data(size=160, path=None):
             return (f["x_train"], f["y_train"]), (f["x_val"], f["y_val"])
     (x_train, y_train), (x_val, y_val) = read_folder(_tree(folder, md5), size)
     os.makedirs(data_dir(), exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".npz", dir=data_dir())
-    with os.fdopen(fd, "wb") as f:
-        np.savez(f, x_train=x_train, y_train=y_train, x_val=x_val, y_val=y_val)
-    os.replace(tmp, cache)
+    # the umask's mode (not mkstemp's 0600), and no partial file left behind
+    fd, tmp = create_temporary(data_dir(), os.path.basename(cache))
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, x_train=x_train, y_train=y_train, x_val=x_val, y_val=y_val)
+        os.replace(tmp, cache)
+    except BaseException:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        raise
     return (x_train, y_train), (x_val, y_val)

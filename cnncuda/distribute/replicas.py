@@ -249,6 +249,9 @@ class ReplicaGroup:
     def set_optimizer_state(self, state):
         self._call_all(lambda net: net.set_optimizer_state(state))
 
+    def set_optimizer(self, optimizer):
+        self._call_all(lambda net: net.set_optimizer(optimizer))
+
     # -- not for a group -----------------------------------------------------------
 
     def _refuse(self, what):

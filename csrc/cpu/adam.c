@@ -31,14 +31,16 @@ static void adam_range(void *arg, long lo, long hi, int slot)
 }
 
 /* p, g, m, v: (count) */
-cnn_status cpu_adam_step(cnn_ctx *ctx, const cnn_optimizer_desc *o, const int64_t *step,
+/* hyper: (CNN_HYPERS), cnn.h */
+cnn_status cpu_adam_step(cnn_ctx *ctx, const float *hyper, const int64_t *step,
                          size_t count, float *p, const float *g, float *m, float *v)
 {
     if (*step < 1)
         return cnn_set_error(CNN_ERR_VALUE, "adam: step %lld must count from 1",
                              (long long)*step);
-    const float lr_t = cnn_adam_lr_t(o->lr, o->beta_1, o->beta_2, *step);
-    adam_job j = {lr_t, 1.0f - o->beta_1, 1.0f - o->beta_2, o->epsilon, p, m, v, g};
+    const float b1 = hyper[CNN_HYPER_BETA_1], b2 = hyper[CNN_HYPER_BETA_2];
+    const float lr_t = cnn_adam_lr_t(hyper[CNN_HYPER_LR], b1, b2, *step);
+    adam_job j = {lr_t, 1.0f - b1, 1.0f - b2, hyper[CNN_HYPER_EPSILON], p, m, v, g};
     cnn_cpu_parallel(ctx, cnn_cpu_parts(ctx, (long)count, 4.0, CNN_GRAIN_ELEMENTS),
                      (long)count, adam_range, &j);
     return CNN_OK;

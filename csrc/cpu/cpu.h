@@ -41,6 +41,9 @@ static inline cnn_cpu_impl *cnn_cpu_get(cnn_ctx *ctx)
  * arg. */
 typedef void cnn_range_fn(void *arg, long lo, long hi, int slot);
 void cnn_cpu_parallel(cnn_ctx *ctx, int parts, long count, cnn_range_fn *fn, void *arg);
+/* Whether this process was forked after OpenMP had run in its parent:
+ * cnn_cpu_parallel then runs the parts one after another (parallel.c). */
+int cnn_cpu_threads_lost_to_fork(void);
 
 /* The number of parts for `count` items of `cost` units each on this
  * context: at most its threads, and none smaller than `grain` units of work
@@ -173,9 +176,9 @@ cnn_status cpu_advance_counters(cnn_ctx *ctx, int64_t *counters, int forward, in
                                 long rows);
 
 /* adam.c, sgd.c */
-cnn_status cpu_adam_step(cnn_ctx *ctx, const cnn_optimizer_desc *o, const int64_t *step,
+cnn_status cpu_adam_step(cnn_ctx *ctx, const float *hyper, const int64_t *step,
                          size_t count, float *p, const float *g, float *m, float *v);
-cnn_status cpu_sgd_step(cnn_ctx *ctx, const cnn_optimizer_desc *o, size_t count, float *p,
+cnn_status cpu_sgd_step(cnn_ctx *ctx, const float *hyper, size_t count, float *p,
                         const float *g, float *velocity);
 
 #endif

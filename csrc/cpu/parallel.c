@@ -6,10 +6,30 @@
  * ignored) and nothing here needs #ifdef: registry.c alone decides whether
  * the omp table is offered. */
 #define _POSIX_C_SOURCE 200112L
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cpu.h"
+
+/* fork: libgomp's thread pool does not survive it. A child forked after the
+ * parent entered a parallel region hangs in its first region (its pool's
+ * threads do not exist there; what libgomp does then is undefined). So the
+ * first region registers a fork handler, and in such a child every region
+ * runs its parts one after another on the calling thread -- the same ranges
+ * on the same slots, so the same bits (see backend_omp.c), on one thread. */
+static volatile sig_atomic_t regions_entered, pool_lost;
+static pthread_once_t fork_watch = PTHREAD_ONCE_INIT;
+
+static void note_fork_in_child(void)
+{
+    if (regions_entered) pool_lost = 1;
+}
+
+static void watch_forks(void) { pthread_atfork(NULL, NULL, note_fork_in_child); }
+
+int cnn_cpu_threads_lost_to_fork(void) { return pool_lost; }
 
 /* The ranges of [0, count) cut into `parts`, on a team of `team` >= parts
  * threads: iteration t is range t on slot t (thread t), and threads past
@@ -17,6 +37,12 @@
  * thread limits) only serializes. */
 static void run_parts(int team, int parts, long count, cnn_range_fn *fn, void *arg)
 {
+    if (pool_lost) {
+        for (int t = 0; t < parts; ++t) fn(arg, count * t / parts, count * (t + 1) / parts, t);
+        return;
+    }
+    pthread_once(&fork_watch, watch_forks);
+    regions_entered = 1;
 #pragma omp parallel for num_threads(team) schedule(static, 1)
     for (int t = 0; t < team; ++t)
         if (t < parts) fn(arg, count * t / parts, count * (t + 1) / parts, t);

@@ -1,5 +1,5 @@
 /* sgd.c: one SGD step for the cpu engine, in Keras's form:
- *   momentum 0: p -= lr g;
+ *   momentum 0 (or no velocity buffer): p -= lr g;
  *   else v = momentum v - lr g, then p += v, or with nesterov
  *   p += momentum v - lr g.
  * Elementwise: the omp engine cuts the block into ranges, one per thread. */
@@ -19,7 +19,7 @@ static void sgd_range(void *arg, long lo, long hi, int slot)
     float *restrict p = j->p, *restrict velocity = j->velocity;
     const float *restrict g = j->g;
     const float lr = j->lr, mom = j->mom;
-    if (mom == 0.0f) {
+    if (mom == 0.0f || !velocity) {
         for (long i = lo; i < hi; ++i) p[i] -= lr * g[i];
     } else if (j->nesterov) {
         for (long i = lo; i < hi; ++i) {
@@ -36,13 +36,15 @@ static void sgd_range(void *arg, long lo, long hi, int slot)
     }
 }
 
-/* p, g, velocity: (count); velocity is unused (may be NULL) without momentum */
-cnn_status cpu_sgd_step(cnn_ctx *ctx, const cnn_optimizer_desc *o, size_t count, float *p,
+/* p, g, velocity: (count); velocity is unused (may be NULL) without
+ * momentum; hyper: (CNN_HYPERS), cnn.h */
+cnn_status cpu_sgd_step(cnn_ctx *ctx, const float *hyper, size_t count, float *p,
                         const float *g, float *velocity)
 {
-    if (o->momentum != 0.0f && !velocity)
+    const float mom = hyper[CNN_HYPER_MOMENTUM];
+    if (mom != 0.0f && !velocity)
         return cnn_set_error(CNN_ERR_VALUE, "sgd: momentum without a velocity buffer");
-    sgd_job j = {o->lr, o->momentum, o->nesterov, p, velocity, g};
+    sgd_job j = {hyper[CNN_HYPER_LR], mom, hyper[CNN_HYPER_NESTEROV] != 0.0f, p, velocity, g};
     cnn_cpu_parallel(ctx, cnn_cpu_parts(ctx, (long)count, 2.0, CNN_GRAIN_ELEMENTS),
                      (long)count, sgd_range, &j);
     return CNN_OK;

@@ -5,7 +5,10 @@
  *   layers: list of dicts (see cnncuda/engine.py for the keys);
  *   loss: {"kind": ..., "from_logits": bool}; optimizer: {"kind": "adam"|"sgd", ...}.
  * Every array argument is checked here once (dtype, shape, finite values,
- * label range) before the core sees it; the GIL is released around core calls.
+ * label range) before the core sees it -- except that weights and optimizer
+ * state may hold NaN and infinities (a diverged model's, as Keras, so that
+ * whatever get_weights gives, set_weights takes); the GIL is released
+ * around core calls.
  */
 #include "binding.h"
 
@@ -1107,8 +1110,7 @@ static PyObject *Net_set_weights(NetObject *self, PyObject *arg)
         npy_intp dims[4];
         for (int k = 0; k < w->rank; k++) dims[k] = w->dims[k];
         arrays[i] = cnn_as_float32(PySequence_Fast_GET_ITEM(seq, i), name);
-        if (!arrays[i] || cnn_check_shape(arrays[i], name, w->rank, dims) < 0 ||
-            cnn_check_finite(arrays[i], name) < 0)
+        if (!arrays[i] || cnn_check_shape(arrays[i], name, w->rank, dims) < 0)
             goto done;
     }
     if (!ready(self)) goto done; /* NumPy may have released the GIL while converting */
@@ -1222,7 +1224,7 @@ static PyObject *Net_set_optimizer_state(NetObject *self, PyObject *state)
             PyArrayObject *a = cnn_as_float32(item, name);
             Py_DECREF(item);
             arrays[(size_t)t * n_slots + s] = a;
-            if (!a || cnn_check_shape(a, name, w->rank, dims) < 0 || cnn_check_finite(a, name) < 0)
+            if (!a || cnn_check_shape(a, name, w->rank, dims) < 0)
                 goto done;
         }
         t++;
@@ -1252,6 +1254,18 @@ done:
     for (size_t k = 0; k < total; k++) Py_XDECREF(arrays[k]);
     PyMem_Free(arrays);
     return result;
+}
+
+/* set_optimizer(optimizer): the optimizer dict of the constructor (the
+ * same kind); its hyperparameters apply from the next step on. */
+static PyObject *Net_set_optimizer(NetObject *self, PyObject *optimizer)
+{
+    if (!ready(self)) return NULL;
+    cnn_optimizer_desc o;
+    if (parse_optimizer(optimizer, &o) < 0) return NULL;
+    cnn_status st = cnn_net_set_optimizer(self->net, &o);
+    if (st != CNN_OK) return cnn_raise_status(st);
+    Py_RETURN_NONE;
 }
 
 static PyObject *Net_get_training_forwards(NetObject *self, void *closure)
@@ -1389,6 +1403,8 @@ static PyMethodDef Net_methods[] = {
      "get_optimizer_state() -> {'steps', 'training_forwards', 'slots'}."},
     {"set_optimizer_state", (PyCFunction)Net_set_optimizer_state, METH_O,
      "set_optimizer_state(state): all arrays are checked before any is written."},
+    {"set_optimizer", (PyCFunction)Net_set_optimizer, METH_O,
+     "set_optimizer(dict): the optimizer's hyperparameters from the next step on (same kind)."},
     {"weight_info", (PyCFunction)Net_weight_info, METH_NOARGS,
      "weight_info() -> list of dicts: layer, name, trainable, shape."},
     {NULL, NULL, 0, NULL},
