@@ -288,9 +288,9 @@ class BuildExt(build_ext):
             sources = [f for f in sources if not os.path.basename(f).startswith("comm_nccl")]
         out_dir = os.path.join(self.build_temp, "cuda")
         os.makedirs(out_dir, exist_ok=True)
-        flags = ["-O3", "-std=c++20", "-Xcompiler", "-fPIC", "-I" + os.path.join(HERE, "csrc")]
-        flags += ["-I" + d for d in dict.fromkeys(include_dirs) if d.startswith("/")
-                  and d not in ("/usr/include", numpy.get_include())]
+        flags = ["-O3", "-std=c++20", "-Xcompiler", "-fPIC"]
+        flags += ["-I" + d for d in dict.fromkeys([os.path.join(HERE, "csrc")] + include_dirs)
+                  if d.startswith("/") and d not in ("/usr/include", numpy.get_include())]
         flags += gpu_archs.gencode_flags(archs)
         # the library headers found (cudnn.h, nccl.h: not under a versioned
         # path) and nvcc's version enter each key
