@@ -17,8 +17,10 @@ these: a cubin runs on every GPU of its major compute capability with an
 equal or higher minor one (NVIDIA's compatibility guides: a 7.0 cubin runs on
 7.5, not on 8.x), so the sm_80 cubin runs on sm_86 (A10, RTX 30x0, A40) and
 sm_89 (L4, L40, RTX 40x0) GPUs, and the sm_86 and sm_89 cubins built before
-only bought ptxas's tuning for them: no kernel has code of its own for 8.6 or
-8.9 (cuda/ tests __CUDA_ARCH__ >= 800 and >= 900 only). PTX, by contrast, runs
+only bought ptxas's scheduling for them (nvcc 13.0 gives the two the same
+code, ordered differently from sm_80's; the speed difference is not
+measured; CNNCUDA_CUDA_ARCH="75;80;86;90" adds it): no kernel has code of its
+own for 8.6 or 8.9 (cuda/ tests __CUDA_ARCH__ >= 800 and >= 900 only). PTX runs
 only on its own compute capability and later ones, compiled by the driver at
 load time, so PTX for compute_90 serves GPUs newer than Hopper (Blackwell)
 but not sm_86 or sm_89: those run the sm_80 cubin. sm_75 (T4) has nothing
@@ -27,14 +29,15 @@ newest architecture.
 
 Parallel and incremental (build_tools/jobs.py, build_tools/objcache.py).
 The .cu files, then the .c files, are compiled MAX_JOBS at a time (default:
-the CPUs this process may run on), the longest first (the size of a source
-and the headers it includes stands for its time: gemm.cu alone is about 40%
-of the CUDA work). Each object is kept in build/cnncuda-objects/ of this
-checkout (a folder pip's temporary build directories do not touch, removed
-with `rm -rf build`) under a key of the source's content, the content of the
-headers it can include and the exact compile command, so that reinstalling,
-or installing another extra, with no source changed compiles nothing; a
-changed file recompiles that file and those that include it.
+the CPUs this process may run on), the largest first: a source's bytes with
+its headers' stand for its time. One file, gemm.cu, is about 40% of the CUDA
+work (26 of 63 s for sm_90 on one core); second of 27 by size, it starts at
+once with two jobs or more. Each object is kept in build/cnncuda-objects/
+of this checkout (a folder pip's temporary build directories do not touch;
+`rm -rf build` empties it) under a key of the source's content, the content
+of the headers it can include and the exact compile command, so that
+reinstalling, or installing another extra, with no source changed compiles
+nothing; a changed file recompiles that file and those that include it.
 
 The build prints one line saying what it found ("cnncuda build: ..."; pip
 shows it with -v); `python -m cnncuda` prints it from the installed module.
@@ -163,6 +166,12 @@ class BuildExt(build_ext):
         ext = self.extensions[0]
         self.njobs = jobs.job_count(os.environ)
         self.cache = open_cache()
+        # build_ext skips a module newer than its sources, even one built
+        # with another configuration (a CUDA build, then CNNCUDA_CUDA=0): with
+        # the cache a full pass costs seconds, so it always runs; --force
+        # still means every object compiled anew
+        self.reuse = not self.force
+        self.force = True
         cc = self.compiler.compiler_so[:1]
         found = []
         openmp = compiler_accepts(cc, "-fopenmp")
@@ -217,10 +226,6 @@ class BuildExt(build_ext):
             objects = self.compile_cuda(nvcc, archs, ext.include_dirs, lib_headers, with_cudnn,
                                         with_nccl)
             ext.extra_objects.extend(objects)
-            # build_ext relinks only when a dependency is newer than the module:
-            # the objects (copied or compiled anew every build) are, so a .cu
-            # change alone relinks too (extra_objects are not checked)
-            ext.depends.extend(objects)
         # registry.c alone reports it, so only its command (and cache key)
         # changes with the summary
         self.source_args = {os.path.join(HERE, "csrc", "registry.c"): [
@@ -240,7 +245,7 @@ class BuildExt(build_ext):
 
             def task(src=src, obj=obj, key=key, build=build):
                 status[src], text = objcache.build_or_reuse(self.cache, key, obj, build,
-                                                            reuse=not self.force)
+                                                            reuse=self.reuse)
                 return text
 
             tasks.append((os.path.relpath(src, HERE), weight(src, headers), task))
@@ -324,16 +329,6 @@ def c_sources():
     return files
 
 
-def headers():
-    """The project's headers: build_ext (setup.py build_ext --inplace) rebuilds
-    when one is newer than the module; the cache then compiles only the
-    sources that can include a changed one."""
-    files = []
-    for pattern in ("csrc/*.h", "csrc/*/*.h", "cuda/*.h", "cuda/*.cuh"):
-        files.extend(sorted(glob.glob(pattern, root_dir=HERE)))
-    return files
-
-
 setup(
     ext_modules=[
         Extension(
@@ -344,7 +339,6 @@ setup(
                                 "-Wno-unknown-pragmas", "-pthread"],
             extra_link_args=["-pthread"],
             define_macros=[],
-            depends=headers(),
         )
     ],
     cmdclass={"build_ext": BuildExt},
