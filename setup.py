@@ -5,10 +5,42 @@ the compiler accepts -fopenmp. When nvcc is found (CUDA_HOME or CUDA_PATH,
 nvcc on PATH, /usr/local/cuda) the CUDA sources (cuda/) are compiled too and
 the CUDA runtime is linked statically; cuBLAS, cuDNN and NCCL are probed
 (header and library) and compiled in when found. CNNCUDA_CUDA=0 forces a
-CPU-only build; CNNCUDA_CUDA_ARCH="75;90" picks the GPU architectures (the
-default covers T4 (sm_75) to Hopper (sm_90) plus PTX for newer GPUs).
+CPU-only build.
 
-The build prints one line saying what it found.
+GPU architectures (build_tools/archs.py). CNNCUDA_CUDA_ARCH="75;90" (or
+"7.5 9.0", "sm_75,sm_90"; "all" for the defaults) picks them. Without it the
+build compiles for this machine's GPUs only, as CMake's "native" does: the
+compute capabilities `nvidia-smi --query-gpu=compute_cap` lists. Where that
+finds none (no GPU or no driver: a container build, CI), the defaults:
+machine code (SASS) for sm_75, sm_80 and sm_90, and PTX for compute_90. Why
+these: a cubin runs on every GPU of its major compute capability with an
+equal or higher minor one (NVIDIA's compatibility guides: a 7.0 cubin runs on
+7.5, not on 8.x), so the sm_80 cubin runs on sm_86 (A10, RTX 30x0, A40) and
+sm_89 (L4, L40, RTX 40x0) GPUs, and the sm_86 and sm_89 cubins built before
+only bought ptxas's scheduling for them (nvcc 13.0 gives the two the same
+code, ordered differently from sm_80's; the speed difference is not
+measured; CNNCUDA_CUDA_ARCH="75;80;86;90" adds it): no kernel has code of its
+own for 8.6 or 8.9 (cuda/ tests __CUDA_ARCH__ >= 800 and >= 900 only). PTX runs
+only on its own compute capability and later ones, compiled by the driver at
+load time, so PTX for compute_90 serves GPUs newer than Hopper (Blackwell)
+but not sm_86 or sm_89: those run the sm_80 cubin. sm_75 (T4) has nothing
+below it and keeps its cubin. Every list, native or given, gets PTX for its
+newest architecture.
+
+Parallel and incremental (build_tools/jobs.py, build_tools/objcache.py).
+The .cu files, then the .c files, are compiled MAX_JOBS at a time (default:
+the CPUs this process may run on), the largest first: a source's bytes with
+its headers' stand for its time. One file, gemm.cu, is about 40% of the CUDA
+work (26 of 63 s for sm_90 on one core); second of 27 by size, it starts at
+once with two jobs or more. Each object is kept in build/cnncuda-objects/
+of this checkout (a folder pip's temporary build directories do not touch;
+`rm -rf build` empties it) under a key of the source's content, the content
+of the headers it can include and the exact compile command, so that
+reinstalling, or installing another extra, with no source changed compiles
+nothing; a changed file recompiles that file and those that include it.
+
+The build prints one line saying what it found ("cnncuda build: ..."; pip
+shows it with -v); `python -m cnncuda` prints it from the installed module.
 """
 import glob
 import os
@@ -17,15 +49,21 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_ARCHS = ["75", "80", "86", "89", "90"]
+sys.path.insert(0, HERE)  # build_tools/, wherever the build backend runs from
+from build_tools import archs as gpu_archs  # noqa: E402
+from build_tools import jobs, objcache  # noqa: E402
+
+CACHE_DIR = os.path.join(HERE, "build", "cnncuda-objects")
 INCLUDE_DIRS = ["/usr/include", "/usr/include/x86_64-linux-gnu", "/usr/local/include"]
 LIB_DIRS = ["/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/local/lib"]
+PROJECT_INCLUDES = [os.path.join(HERE, "csrc"), os.path.join(HERE, "cuda")]
 
 
 def find_nvcc():
@@ -88,16 +126,52 @@ def compiler_accepts(compiler_cmd, flag):
         return r.returncode == 0
 
 
-def cuda_archs():
-    env = os.environ.get("CNNCUDA_CUDA_ARCH", "").strip()
-    if not env:
-        return DEFAULT_ARCHS
-    return [a for a in re.split(r"[;, ]+", env.replace("sm_", "").replace(".", "")) if a]
+def version_text(tool):
+    """What ``tool --version`` prints (part of every object's cache key), or ''."""
+    try:
+        return subprocess.run([tool, "--version"], capture_output=True, text=True,
+                              timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def open_cache():
+    """The object cache, or None (said why) where its folder cannot be written."""
+    try:
+        os.makedirs(CACHE_DIR, exist_ok=True)
+        if os.access(CACHE_DIR, os.W_OK):
+            cache = objcache.ObjectCache(CACHE_DIR)
+            cache.prune()
+            return cache
+    except OSError:
+        pass
+    print("cnncuda build: object cache off (%s cannot be written)" % CACHE_DIR, flush=True)
+    return None
+
+
+def weight(source, headers):
+    """What the pool orders compiles by: the bytes of a source and its headers."""
+    return sum(os.path.getsize(p) for p in [source] + headers)
+
+
+def report(kind, status, start, njobs):
+    compiled = sum(1 for s in status.values() if s == "compiled")
+    print("cnncuda build: %d %s objects, %d compiled, %d reused from %s; %.1f s, %d jobs"
+          % (len(status), kind, compiled, len(status) - compiled,
+             os.path.relpath(CACHE_DIR, HERE), time.monotonic() - start, njobs), flush=True)
 
 
 class BuildExt(build_ext):
     def build_extensions(self):
         ext = self.extensions[0]
+        self.njobs = jobs.job_count(os.environ)
+        self.cache = open_cache()
+        # build_ext skips a module newer than its sources, even one built
+        # with another configuration (a CUDA build, then CNNCUDA_CUDA=0): with
+        # the cache a full pass costs seconds, so it always runs; --force
+        # still means every object compiled anew
+        self.reuse = not self.force
+        self.force = True
         cc = self.compiler.compiler_so[:1]
         found = []
         openmp = compiler_accepts(cc, "-fopenmp")
@@ -111,7 +185,7 @@ class BuildExt(build_ext):
         if nvcc:
             cuda_home = os.path.dirname(os.path.dirname(nvcc))
             version = nvcc_version(nvcc) or "?"
-            archs = cuda_archs()
+            archs, how = gpu_archs.choose_archs(os.environ, gpu_archs.supported_archs(nvcc))
             ext.define_macros.append(("CNNCUDA_HAVE_CUDA", "1"))
             cudart_dirs = [d for d in (os.path.join(cuda_home, "lib64"), os.path.join(cuda_home, "lib"),
                                        os.path.join(cuda_home, "targets/x86_64-linux/lib"))
@@ -120,6 +194,7 @@ class BuildExt(build_ext):
             ext.libraries.extend(["cudart_static", "dl", "rt", "pthread", "stdc++"])
             ext.include_dirs.append(os.path.join(cuda_home, "include"))
             libs = []
+            lib_headers = []
             for macro, header, libname in (("CNNCUDA_HAVE_CUBLAS", "cublas_v2.h", "cublas"),
                                            ("CNNCUDA_HAVE_CUDNN", "cudnn.h", "cudnn"),
                                            ("CNNCUDA_HAVE_NCCL", "nccl.h", "nccl")):
@@ -133,28 +208,79 @@ class BuildExt(build_ext):
                 ext.library_dirs.append(lib)
                 ext.runtime_library_dirs.append(lib)
                 ext.libraries.append(libname)
+                lib_headers += [p for p in (os.path.join(inc, header),
+                                            os.path.join(inc, libname + "_version.h"))
+                                if os.path.isfile(p)]
                 extra = " %s" % cudnn_version(inc) if libname == "cudnn" else ""
                 libs.append("%s yes%s" % (libname, extra))
             have = {m for m, _ in ext.define_macros}
             with_cudnn = "CNNCUDA_HAVE_CUDNN" in have and "CNNCUDA_HAVE_CUBLAS" in have
             with_nccl = "CNNCUDA_HAVE_NCCL" in have
-            objects = self.compile_cuda(nvcc, cuda_home, archs, ext.include_dirs, with_cudnn,
-                                        with_nccl)
-            ext.extra_objects.extend(objects)
-            # build_ext relinks only when a dependency is newer than the module:
-            # the objects (compiled anew every build) are, so a .cu change alone
-            # relinks too (extra_objects are not checked)
-            ext.depends.extend(objects)
-            found.append("nvcc %s (%s), sm_%s + PTX; %s"
-                         % (version, nvcc, ",".join(archs), ", ".join(libs)))
+            found.append("nvcc %s (%s), %s (%s); %s"
+                         % (version, nvcc, gpu_archs.describe(archs), how, ", ".join(libs)))
         else:
             found.append("CUDA: %s, CPU-only build" % why_not)
         summary = "; ".join(found)
-        ext.define_macros.append(("CNNCUDA_BUILD_SUMMARY", '"%s"' % summary.replace('"', "'")))
         print("cnncuda build: " + summary, flush=True)
+        if nvcc:
+            objects = self.compile_cuda(nvcc, archs, ext.include_dirs, lib_headers, with_cudnn,
+                                        with_nccl)
+            ext.extra_objects.extend(objects)
+        # registry.c alone reports it, so only its command (and cache key)
+        # changes with the summary
+        self.source_args = {os.path.join(HERE, "csrc", "registry.c"): [
+            '-DCNNCUDA_BUILD_SUMMARY="%s"' % summary.replace('"', "'")]}
+        self.compiler.compile = self.compile_c
         super().build_extensions()
 
-    def compile_cuda(self, nvcc, cuda_home, archs, include_dirs, with_cudnn, with_nccl):
+    def run_cached(self, kind, items):
+        """Compiles ``items`` -- (source, object, command key, headers, extra,
+        build) -- MAX_JOBS at a time, each object reused from the cache when
+        its key is there; build(tmp) compiles the source to tmp."""
+        start = time.monotonic()
+        status = {}
+        tasks = []
+        for src, obj, key_cmd, headers, extra, build in items:
+            key = objcache.object_key(src, key_cmd, headers, HERE, extra)
+
+            def task(src=src, obj=obj, key=key, build=build):
+                status[src], text = objcache.build_or_reuse(self.cache, key, obj, build,
+                                                            reuse=self.reuse)
+                return text
+
+            tasks.append((os.path.relpath(src, HERE), weight(src, headers), task))
+        jobs.run_all(tasks, self.njobs)
+        report(kind, status, start, self.njobs)
+
+    def compile_c(self, sources, output_dir=None, macros=None, include_dirs=None, debug=False,
+                  extra_preargs=None, extra_postargs=None, depends=None):
+        """CCompiler.compile, MAX_JOBS at a time through the object cache."""
+        cc = self.compiler
+        macros, objects, extra_postargs, pp_opts, build = cc._setup_compile(
+            output_dir, macros, include_dirs, sources, depends, extra_postargs)
+        cc_args = cc._get_cc_args(pp_opts, debug, extra_preargs)
+        numpy_include = numpy.get_include()
+        # pip's isolated numpy is somewhere new every build: its headers'
+        # content stands for its path in the keys
+        stand_ins = {numpy_include: "<numpy headers %s>" % objcache.tree_digest(numpy_include)}
+        extra = [version_text(cc.compiler_so[0])]
+        items = []
+        for obj in objects:
+            src, suffix = build[obj]
+            post = extra_postargs + self.source_args.get(os.path.abspath(src), [])
+            command = cc.compiler_so + cc_args + [src, "-o", obj] + post
+
+            def compile_one(tmp, src=src, suffix=suffix, post=post):
+                cc._compile(tmp, src, suffix, cc_args, post, pp_opts)
+                return ""
+
+            items.append((os.path.abspath(src), obj,
+                          objcache.key_command(command, src, obj, stand_ins),
+                          objcache.reachable_headers(src, PROJECT_INCLUDES), extra, compile_one))
+        self.run_cached("C", items)
+        return objects
+
+    def compile_cuda(self, nvcc, archs, include_dirs, lib_headers, with_cudnn, with_nccl):
         """Compiles cuda/*.cu; the cudnn engine's files (cudnn_*.cu, cublas_*.cu,
         backend_cudnn.cu) only when cuDNN and cuBLAS were found, the NCCL
         communicator (comm_nccl.cu) only when NCCL was (registry.c stands in
@@ -167,20 +293,32 @@ class BuildExt(build_ext):
             sources = [f for f in sources if not os.path.basename(f).startswith("comm_nccl")]
         out_dir = os.path.join(self.build_temp, "cuda")
         os.makedirs(out_dir, exist_ok=True)
-        gencode = []
-        for a in archs:
-            gencode.append("-gencode=arch=compute_%s,code=sm_%s" % (a, a))
-        gencode.append("-gencode=arch=compute_%s,code=compute_%s" % (archs[-1], archs[-1]))
+        flags = ["-O3", "-std=c++20", "-Xcompiler", "-fPIC"]
+        flags += ["-I" + d for d in dict.fromkeys([os.path.join(HERE, "csrc")] + include_dirs)
+                  if d.startswith("/") and d not in ("/usr/include", numpy.get_include())]
+        flags += gpu_archs.gencode_flags(archs)
+        # the library headers found (cudnn.h, nccl.h: not under a versioned
+        # path) and nvcc's version enter each key
+        extra = [version_text(nvcc)] + ["%s %s" % (h, objcache.file_digest(h)) for h in lib_headers]
+        items = []
         objects = []
         for src in sources:
             obj = os.path.join(out_dir, os.path.basename(src) + ".o")
-            cmd = [nvcc, "-c", src, "-o", obj, "-O3", "-std=c++20", "-Xcompiler", "-fPIC",
-                   "-I" + os.path.join(HERE, "csrc")]
-            cmd += ["-I" + d for d in dict.fromkeys(include_dirs) if d.startswith("/") and d != "/usr/include"]
-            cmd += gencode
-            print(" ".join(cmd), flush=True)
-            subprocess.run(cmd, check=True)
+
+            def compile_one(tmp, src=src):
+                cmd = [nvcc, "-c", src, "-o", tmp] + flags
+                start = time.monotonic()
+                r = subprocess.run(cmd, capture_output=True, text=True)
+                if r.returncode != 0:
+                    raise RuntimeError("%s\n%s%s" % (" ".join(cmd), r.stdout, r.stderr))
+                return "%s\n%s%s(%.1f s)" % (" ".join(cmd), r.stdout, r.stderr,
+                                              time.monotonic() - start)
+
+            items.append((src, obj, objcache.key_command([nvcc, "-c", src, "-o", obj] + flags,
+                                                         src, obj),
+                          objcache.reachable_headers(src, PROJECT_INCLUDES), extra, compile_one))
             objects.append(obj)
+        self.run_cached("CUDA", items)
         return objects
 
 
