@@ -14,16 +14,18 @@
 // copy engine work at once; the conversion is the same C code every engine
 // runs, so the bits are the cpu engine's (and NumPy's cast's).
 //
-// The pinned buffers, device staging, streams and events are made on a
-// context's first call and kept (cnn_cuda_uploader_free at its end): pinning
-// memory costs more than a chunk's copy. Workers are threads of this call
-// only, so nothing is left running across a fork.
+// The device staging, streams and events are made on a context's first
+// call and kept (cnn_cuda_uploader_free at its end); the pinned host
+// buffers on the process's first call, kept until it exits (pinning costs
+// far more than a chunk's copy). Workers are threads of this call only, so
+// nothing is left running across a fork.
 //
 // A value that is not finite: the first one (the smallest flat index over
 // all workers, chunks past it skipped) is refused with cnn_refuse_value.
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <mutex>
@@ -34,16 +36,16 @@
 #include "cuda_ops.h"
 
 #define UPLOAD_MAX_WORKERS 16
-#define UPLOAD_CHUNK_BYTES ((size_t)512 << 10)
+#define UPLOAD_CHUNK_BYTES ((size_t)2 << 20)
 
+// A context's part: device staging, a stream per worker and events.
 struct cnn_cuda_uploader {
     int workers;
     size_t chunk_bytes; // of each buffer below
-    char *pinned_block, *staging_block; // one allocation each, cut into the buffers below
-    float *pinned[UPLOAD_MAX_WORKERS][2];
+    char *staging_block; // one allocation, cut into the buffers below
     float *staging[UPLOAD_MAX_WORKERS][2]; // device: a chunk before its transpose
     cudaStream_t streams[UPLOAD_MAX_WORKERS];
-    cudaEvent_t copied[UPLOAD_MAX_WORKERS][2]; // the copy out of pinned[w][s] is done
+    cudaEvent_t copied[UPLOAD_MAX_WORKERS][2]; // the copy out of pinned buffer (w, s) is done
 };
 
 // The CPUs this process may run on (taskset and cgroups' cpusets shrink it).
@@ -67,7 +69,6 @@ void cnn_cuda_uploader_free(cnn_cuda_impl *impl)
             if (u->copied[w][s]) cudaEventDestroy(u->copied[w][s]);
         if (u->streams[w]) cudaStreamDestroy(u->streams[w]);
     }
-    if (u->pinned_block) cudaFreeHost(u->pinned_block);
     if (u->staging_block) cudaFree(u->staging_block);
     free(u);
     impl->uploader = NULL;
@@ -86,24 +87,55 @@ static cnn_status uploader_for(cnn_cuda_impl *impl, size_t chunk_bytes)
     const int cpus = usable_cpus();
     u->workers = cpus < UPLOAD_MAX_WORKERS ? cpus : UPLOAD_MAX_WORKERS;
     u->chunk_bytes = chunk_bytes;
-    // pinning costs about a millisecond a MiB (H100 host, 2026-11-26): the
-    // buffers are small, and pinned in one call
-    const size_t total = (size_t)u->workers * 2 * chunk_bytes;
-    cudaError_t err = cudaHostAlloc((void **)&u->pinned_block, total, cudaHostAllocPortable);
-    if (err == cudaSuccess) err = cudaMalloc((void **)&u->staging_block, total);
+    cudaError_t err = cudaMalloc((void **)&u->staging_block, (size_t)u->workers * 2 * chunk_bytes);
     for (int w = 0; w < u->workers && err == cudaSuccess; w++) {
         err = cudaStreamCreateWithFlags(&u->streams[w], cudaStreamNonBlocking);
         for (int s = 0; s < 2 && err == cudaSuccess; s++) {
-            const size_t at = ((size_t)w * 2 + s) * chunk_bytes;
-            u->pinned[w][s] = (float *)(u->pinned_block + at);
-            u->staging[w][s] = (float *)(u->staging_block + at);
+            u->staging[w][s] = (float *)(u->staging_block + ((size_t)w * 2 + s) * chunk_bytes);
             err = cudaEventCreateWithFlags(&u->copied[w][s], cudaEventDisableTiming);
         }
     }
     if (err != cudaSuccess) {
         cnn_cuda_uploader_free(impl);
-        return cnn_cuda_status(err, "making the GPU uploader's pinned buffers");
+        return cnn_cuda_status(err, "making the GPU uploader");
     }
+    return CNN_OK;
+}
+
+// The pinned host buffers are the process's, not a context's: pinning
+// costs about 0.9 ms a MiB (H100 host, 2026-11-26: a new model's first fit
+// spent 0.083 s before its first step with 64 MiB pinned for its context,
+// 0.038 s with 16 MiB, whose smaller chunks then made set_data slower), so
+// it is paid once per process. An upload holds them, and pinned_lock, from
+// its first chunk to its last copy's end: uploads to several GPUs at once
+// (replicas) take turns. Worker w's buffer s is pinned_pool at
+// (w * 2 + s) * chunk bytes.
+static std::mutex pinned_lock;
+static char *pinned_pool;
+static size_t pinned_bytes;
+static pid_t pinned_pid; // a forked child leaves its parent's pool alone
+
+static void free_pinned_pool(void)
+{
+    if (pinned_pool && getpid() == pinned_pid) cudaFreeHost(pinned_pool);
+    pinned_pool = NULL;
+    pinned_bytes = 0;
+}
+
+// The pool, of at least `bytes`; pinned_lock held.
+static cnn_status pinned_for(size_t bytes)
+{
+    static bool registered = false;
+    if (pinned_pool && pinned_bytes >= bytes && getpid() == pinned_pid) return CNN_OK;
+    free_pinned_pool();
+    cudaError_t err = cudaHostAlloc((void **)&pinned_pool, bytes, cudaHostAllocPortable);
+    if (err != cudaSuccess) {
+        pinned_pool = NULL;
+        return cnn_cuda_status(err, "pinning the GPU uploader's host buffers");
+    }
+    pinned_bytes = bytes;
+    pinned_pid = getpid();
+    if (!registered) registered = atexit(free_pinned_pool) == 0;
     return CNN_OK;
 }
 
@@ -117,6 +149,7 @@ struct upload_job {
     size_t row; // floats per sample
     int h, w, c, transpose, device;
     cnn_cuda_uploader *u;
+    char *pinned; // the pool (pinned_for)
     std::atomic<long> next{0};
     std::atomic<int64_t> first_bad{INT64_MAX};
     std::mutex failed_lock;
@@ -152,7 +185,8 @@ void upload_worker(upload_job *job, int w)
         const size_t first = (size_t)at * job->row, count = (size_t)m * job->row;
         if ((int64_t)first > job->first_bad.load()) continue; // an earlier value is refused
         if (job->failed != CNN_OK) break;
-        float *host = u->pinned[w][slot], *staged = u->staging[w][slot];
+        float *host = (float *)(job->pinned + ((size_t)w * 2 + slot) * u->chunk_bytes);
+        float *staged = u->staging[w][slot];
         // the copy out of this buffer, two chunks ago, must be done
         st = cnn_cuda_status(cudaEventSynchronize(u->copied[w][slot]), "uploading samples");
         if (st != CNN_OK) break;
@@ -188,6 +222,8 @@ cnn_status cuda_upload_samples(cnn_ctx *ctx, float *dst, const cnn_host_array *a
     const size_t row_bytes = row * sizeof(float);
     const size_t chunk_bytes = row_bytes > UPLOAD_CHUNK_BYTES ? row_bytes : UPLOAD_CHUNK_BYTES;
     CNN_TRY(uploader_for(impl, chunk_bytes));
+    std::lock_guard<std::mutex> hold(pinned_lock);
+    CNN_TRY(pinned_for((size_t)UPLOAD_MAX_WORKERS * 2 * impl->uploader->chunk_bytes));
     // dst may still be read by work queued on the context's stream (an
     // earlier part of a predict): the workers' streams do not wait for it
     CNN_CUDA_TRY(cudaStreamSynchronize(impl->stream), "uploading samples");
@@ -204,6 +240,7 @@ cnn_status cuda_upload_samples(cnn_ctx *ctx, float *dst, const cnn_host_array *a
     job.transpose = transpose;
     job.device = impl->device;
     job.u = impl->uploader;
+    job.pinned = pinned_pool;
     const int workers = (long)impl->uploader->workers < job.chunks ? impl->uploader->workers
                                                                    : (int)job.chunks;
     std::vector<std::thread> threads;

@@ -173,7 +173,7 @@ def test_non_finite_values_are_refused_by_index(engine, value, what):
 @pytest.mark.parametrize("first,second", [(5, 10 ** 6), (10 ** 6, 3 * 10 ** 6 + 7),
                                           (3 * 10 ** 6 + 7, 3 * 10 ** 6 + 8)])
 def test_the_first_of_several_bad_values_is_named(engine, first, second):
-    """Across the upload's chunks (512 KiB each on the GPU engines, converted
+    """Across the upload's chunks (2 MiB each on the GPU engines, converted
     by several threads), the smallest flat index is the one reported."""
     s = seed_network("cifar10_cnn")
     net = make_net(engine, s["layers"], s["input_shape"], 32, s["loss"], s["optimizer"], seed=0)
