@@ -10,7 +10,7 @@ only when the bar is due to redraw, and at the end of each epoch. Validation
 data go to the engine once per fit call too (``net.set_validation``) and are
 evaluated there at the end of each epoch (``net.evaluate_validation``). Both
 stay on the engine after the call: the next fit with as many samples fills
-the same memory again, so its recorded steps and validation pass are reused.
+the same memory again, so its recorded training step is reused.
 
 The user's arrays reach the engine as they are (float64, uint8, ...): the
 engine converts them to float32 and checks that every value is finite while
@@ -102,7 +102,7 @@ class _ResidentData:
     only when another call replaced them. ``model._data_token`` names the
     holder of the data on the model's network. The data stay on the engine
     after the call: a later fit with as many samples refills the same memory
-    (and keeps its recorded step and validation pass)."""
+    (and keeps its recorded training step)."""
 
     def __init__(self, model, device, batch, x, y, validation=None, val_arg="x", val_index0=0):
         self.model, self.device, self.batch, self.x, self.y = model, device, batch, x, y
