@@ -4,7 +4,9 @@
 #include <math.h>
 #include <stdio.h>
 
-PyArrayObject *cnn_as_float32(PyObject *obj, const char *arg)
+/* obj as a NumPy array of a real numeric dtype (a new reference), or NULL
+ * with TypeError naming arg. */
+static PyArrayObject *real_array(PyObject *obj, const char *arg)
 {
     PyArrayObject *any = (PyArrayObject *)PyArray_FROMANY(obj, NPY_NOTYPE, 0, 0, 0);
     if (!any) {
@@ -23,6 +25,13 @@ PyArrayObject *cnn_as_float32(PyObject *obj, const char *arg)
         Py_DECREF(any);
         return NULL;
     }
+    return any;
+}
+
+PyArrayObject *cnn_as_float32(PyObject *obj, const char *arg)
+{
+    PyArrayObject *any = real_array(obj, arg);
+    if (!any) return NULL;
     PyArrayObject *out = (PyArrayObject *)PyArray_FROM_OTF(
         (PyObject *)any, NPY_FLOAT32, NPY_ARRAY_IN_ARRAY | NPY_ARRAY_FORCECAST);
     Py_DECREF(any);
@@ -31,24 +40,9 @@ PyArrayObject *cnn_as_float32(PyObject *obj, const char *arg)
 
 PyArrayObject *cnn_as_samples(PyObject *obj, const char *arg, cnn_host_array *host)
 {
-    PyArrayObject *any = (PyArrayObject *)PyArray_FROMANY(obj, NPY_NOTYPE, 0, 0, 0);
-    if (!any) {
-        PyErr_Clear();
-        PyErr_Format(PyExc_TypeError, "%s: expected a numeric array, got %.100s", arg,
-                     Py_TYPE(obj)->tp_name);
-        return NULL;
-    }
-    PyArray_Descr *descr = PyArray_DESCR(any);
-    char kind = descr->kind;
-    if (kind != 'f' && kind != 'i' && kind != 'u' && kind != 'b') {
-        PyObject *name = PyObject_Str((PyObject *)descr);
-        PyErr_Format(PyExc_TypeError,
-                     "%s: expected a real numeric array (float or integer), got dtype %S", arg,
-                     name ? name : Py_None);
-        Py_XDECREF(name);
-        Py_DECREF(any);
-        return NULL;
-    }
+    PyArrayObject *any = real_array(obj, arg);
+    if (!any) return NULL;
+    const char kind = PyArray_DESCR(any)->kind;
     int type = PyArray_TYPE(any);
     if (type != NPY_FLOAT32 && type != NPY_FLOAT64 && type != NPY_UINT8)
         type = kind == 'f' && PyArray_ITEMSIZE(any) > 4 ? NPY_FLOAT64 : NPY_FLOAT32;
