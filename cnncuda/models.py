@@ -37,7 +37,16 @@ from .utils import get_random_seed, unique_name
 
 __all__ = ["Sequential", "load_model"]
 
-_LIVE = weakref.WeakSet()       # every model, for park_networks_at_exit
+# every model, for park_networks_at_exit: plain weak references without a
+# callback. A WeakSet's callback is Python code run whenever a model is
+# collected, in the middle of whatever runs then: a Ctrl-C that lands there
+# is swallowed ("Exception ignored"), and an interrupted fit went on.
+_LIVE = []
+
+
+def _remember(model):
+    _LIVE[:] = [ref for ref in _LIVE if ref() is not None]
+    _LIVE.append(weakref.ref(model))
 
 _PLACEHOLDER_LOSS = {"kind": "sparse_categorical_crossentropy", "from_logits": True}
 _PLACEHOLDER_OPTIMIZER = {"kind": "adam"}
@@ -78,7 +87,7 @@ class Sequential:
         self.stop_training = False
         self.history = None
         self._shuffle_rng = np.random.default_rng(self.seed)
-        _LIVE.add(self)
+        _remember(self)
         if layers is not None:
             if isinstance(layers, Layer) or not hasattr(layers, "__iter__"):
                 raise TypeError("layers: expected a list of layers, got %r" % (layers,))
@@ -708,7 +717,9 @@ def park_networks_at_exit():
     (one registered before cnncuda was imported) can still save, predict or
     train -- on a new network built from them. A model in use on another
     thread keeps its network (released with the others)."""
-    for model in list(_LIVE):
+    for model in [ref() for ref in _LIVE]:
+        if model is None:
+            continue
         try:
             model._park_net()
         except Exception:       # busy on another thread, or its engine failed: left as it is
