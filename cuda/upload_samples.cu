@@ -5,7 +5,7 @@
 // arrive as the user holds them: CIFAR-10's 50,000 images divided by 255.0
 // are 1.2 GB of float64. One thread converting them and a pageable copy of
 // the result took 0.4 s before the first step; here the work is cut into
-// chunks of whole rows (512 KiB of float32 by default) that several host
+// chunks of whole rows (2 MiB of float32 by default) that up to 16 host
 // threads take in turn. Each worker converts a chunk into one of its two
 // pinned buffers (host_convert.c: the cast and the finiteness check in one
 // pass), queues its copy to the device on its own stream, and converts its
