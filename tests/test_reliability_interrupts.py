@@ -21,6 +21,16 @@ import pytest
 from cnncuda.keras import callbacks, layers, losses, models, optimizers
 from conftest import engine_params
 
+
+@pytest.fixture(autouse=True)
+def python_handles_ctrl_c():
+    """Python's own SIGINT handler, whatever started the test process: a
+    command put in the background by a non-interactive shell starts with
+    SIGINT ignored, and then no Ctrl-C reaches Python at all."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
 N, BATCH = 1024, 16
 STEPS_PER_EPOCH = N // BATCH
 
