@@ -150,14 +150,15 @@ def _train_epoch(model, data, n, batch, steps, callbacks, bar, per_batch):
         net.train_range(start, count, batch)
         chunker.took(time.perf_counter() - began, count_steps)
         done += count_steps
-        if per_batch or (bar is not None and bar.due()):
+        # the epoch's last chunk draws nothing: its final line follows at once
+        if per_batch or (bar is not None and done < steps and bar.due()):
             part_loss, part_correct = net.read_sums()
             loss_sum += part_loss
             correct += part_correct
             logs = _logs(model, loss_sum, correct, min(done * batch, n))
             if per_batch:
                 callbacks.on_train_batch_end(done - 1, logs)
-            if bar is not None:
+            if bar is not None and done < steps:
                 bar.update(done, logs)
             if model.stop_training:
                 break
