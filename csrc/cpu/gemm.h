@@ -24,7 +24,8 @@ void cnn_sgemm(const cnn_gemm_pack *pack, int trans_a, int trans_b, int m, int n
                float *c, int ldc);
 
 /* The micro-kernel in use: CNN_GEMM_PORTABLE, CNN_GEMM_AVX2 or
- * CNN_GEMM_AVX512 (the same results bit for bit). The first call picks
+ * CNN_GEMM_AVX512 (AVX2 and AVX-512 give the same bits, both fusing each
+ * multiply-add; portable C rounds the product first, so its bits differ). The first call picks
  * AVX-512 on an Intel CPU with AVX-512F (cnn_gemm_avx512_preferred), else
  * AVX2 where the CPU has AVX2 and FMA, else portable C; the environment
  * variable CNNCUDA_GEMM=portable|avx2|avx512 overrides the choice where the
