@@ -227,7 +227,7 @@ def run_c_check(tmp_path, name):
                      for f in os.listdir(os.path.join(root, d)) if f.endswith(".c"))
     exe = str(tmp_path / name)
     build = subprocess.run([gcc, "-std=c11", "-O2", "-Icsrc"] + sources
-                           + ["tests/%s.c" % name, "-lm", "-o", exe],
+                           + ["tests/fusions/%s.c" % name, "-lm", "-o", exe],
                            cwd=root, capture_output=True, text=True)
     assert build.returncode == 0, build.stderr
     run = subprocess.run([exe], capture_output=True, text=True, timeout=300)

@@ -18,7 +18,7 @@ import cnncuda
 from cnncuda.engine import make_net
 from conftest import ADAM, SPARSE_LOGITS, conv, engine_params, relu
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HOST_ENGINES = [d for d in ("cpu", "omp:1", "omp:2", "omp:3")
                 if d.split(":")[0] in cnncuda.devices()]
 
@@ -93,7 +93,7 @@ def test_the_fused_entries_in_c(tmp_path):
         flags += ["-fopenmp", "-DCNNCUDA_HAVE_OPENMP=1"]
     exe = str(tmp_path / "relu_fusion_check")
     build = subprocess.run([gcc] + flags + ["-Icsrc"] + sources
-                           + ["tests/relu_fusion_check.c", "-lm", "-o", exe],
+                           + ["tests/fusions/relu_fusion_check.c", "-lm", "-o", exe],
                            cwd=ROOT, capture_output=True, text=True)
     assert build.returncode == 0, build.stderr
     run = subprocess.run([exe], capture_output=True, text=True, timeout=300)

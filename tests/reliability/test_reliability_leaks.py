@@ -37,7 +37,7 @@ import cnncuda
 from cnncuda.keras import layers, models
 from conftest import engine_params
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RSS_BOUND = 2 << 20
 WARM_UP, CYCLES = 20, 200
 CORE_CYCLES = 10
@@ -198,7 +198,7 @@ def test_the_c_core_under_leak_sanitizer(tmp_path):
     if "omp" in cnncuda.build_info()["engines"]:
         flags += ["-fopenmp", "-DCNNCUDA_HAVE_OPENMP=1"]
     build = subprocess.run(["gcc"] + flags + ["-Icsrc"] + sources
-                           + ["tests/reliability_core_cycles.c", "-lm", "-o", exe],
+                           + ["tests/reliability/reliability_core_cycles.c", "-lm", "-o", exe],
                            cwd=ROOT, capture_output=True, text=True)
     assert build.returncode == 0, build.stderr
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=1:"

@@ -13,7 +13,7 @@ import pytest
 from cnncuda.keras import models
 from conftest import engine_params
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 SCRIPT = """
 import atexit, sys

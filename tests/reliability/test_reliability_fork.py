@@ -13,7 +13,7 @@ import pytest
 
 from conftest import engine_params
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 SCRIPT = """
 import os, sys

@@ -19,7 +19,7 @@ import cnncuda
 from cnncuda import _C, distribute, engine, seeds
 from conftest import check_agreement, max_rel_diff
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GPUS = len(_C.cuda_devices())
 GPU_ENGINE = next((e for e in ("cudnn", "cuda") if _C.engine_status(e) is None), None)
 

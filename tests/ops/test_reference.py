@@ -12,7 +12,7 @@ import pytest
 try:
     from cnncuda import reference as ref
 except ImportError:  # the package's __init__ may need the compiled core
-    _path = pathlib.Path(__file__).resolve().parents[1] / "cnncuda" / "reference.py"
+    _path = pathlib.Path(__file__).resolve().parents[2] / "cnncuda" / "reference.py"
     _spec = importlib.util.spec_from_file_location("cnncuda_reference", _path)
     ref = importlib.util.module_from_spec(_spec)
     _spec.loader.exec_module(ref)

@@ -17,7 +17,7 @@ import pytest
 
 import cnncuda
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PRELOAD = os.path.join(ROOT, "cnncuda", "_preload.py")
 
 

@@ -255,12 +255,12 @@ def test_pooling_paths_agree(layer, shape):
     code = textwrap.dedent("""
         import sys
         import numpy as np
-        sys.path.insert(0, %r)
+        sys.path[:0] = [%r, %r]
         from test_omp import pool_results
         from cnncuda import _C
         assert _C.gemm_path() == "portable"
         np.save(sys.argv[1], pool_results(%r, %r))
-    """ % (os.path.dirname(__file__), layer, shape))
+    """ % (os.path.dirname(__file__), os.path.dirname(os.path.dirname(__file__)), layer, shape))
     path = os.path.join(os.environ.get("TMPDIR", "/tmp"), "cnncuda_pool_%d.npy" % os.getpid())
     env = dict(os.environ, CNNCUDA_GEMM="portable")
     out = subprocess.run([sys.executable, "-c", code, path], env=env, capture_output=True,

@@ -16,7 +16,7 @@ from cnncuda import bench_stages
 from cnncuda.bench_data import bench_data
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+ROOT = os.path.dirname(os.path.dirname(HERE))
 NOTEBOOKS = sorted(glob.glob(os.path.join(ROOT, "notebooks", "*.ipynb")))
 EXPERIMENT_NOTEBOOKS = [p for p in NOTEBOOKS if os.path.basename(p)[:2] in ("01", "02", "03", "04", "05")]
 SMALL = {"STEPS": 2, "EPOCHS": 1, "IMAGES": 48, "VAL_IMAGES": 16, "CHECK_STEPS": 3}

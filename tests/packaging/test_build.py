@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 from build_tools import archs, jobs, objcache  # noqa: E402
 
 

@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEV = os.path.join(ROOT, "dev", "cuda")
 PROGRAMS = ("sgemm", "conv2d_forward", "maxpool_forward", "conv2d_backward_filter",
             "conv2d_backward_data_pool", "pool_forward_im2col", "gather_im2col")

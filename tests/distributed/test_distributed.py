@@ -26,7 +26,7 @@ import cnncuda
 from cnncuda import _C, distribute, engine, layers, models, seeds
 from conftest import check_agreement, max_rel_diff
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _seed_net(name, batch, seed=7):
