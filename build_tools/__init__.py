@@ -1,5 +1,5 @@
 """Helpers of setup.py's build of cnncuda._C, importable on their own so that
-tests/test_build.py checks them without a compiler:
+tests/packaging/test_build.py checks them without a compiler:
 
 - archs.py: which GPU architectures nvcc compiles for;
 - jobs.py: how many compilers run at once, and running them;

@@ -68,7 +68,7 @@ def make_net(device, layers, input_shape, max_batch, loss, optimizer, seed=0,
 
     The CPU engines (numpy, cpu, omp) have no TF32 and refuse it. Results in
     TF32 are not the bits of float32; losses track float32's within a
-    tolerance (tests/test_gpu_training.py), not exactly. Keras-level models
+    tolerance (tests/net/test_gpu_training.py), not exactly. Keras-level models
     opt in with ``cnncuda.config.experimental.enable_tensor_float_32_execution``.
 
     device_index: the CUDA device of a GPU engine (0, the first, by default)."""

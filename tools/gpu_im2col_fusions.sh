@@ -27,12 +27,12 @@ echo "== 1. build (sm_$arch)"
 CNNCUDA_CUDA_ARCH=$arch python3 setup.py -q build_ext --inplace 2>&1 | grep -E "cnncuda build|error" || true
 python3 -c "import cnncuda; print(cnncuda.devices(), cnncuda.cuda_devices())"
 echo "== 2. GPU tests"
-python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_im2col_fusion.py \
-    tests/test_pool_col2im_fusion.py tests/test_recorded_steps.py tests/test_early_launch.py
+python3 -m pytest -q -m gpu -p no:cacheprovider tests/fusions/test_im2col_fusion.py \
+    tests/fusions/test_pool_col2im_fusion.py tests/net/test_recorded_steps.py tests/net/test_early_launch.py
 echo "== 3. compute-sanitizer memcheck, initcheck"
 for tool in memcheck initcheck; do
     compute-sanitizer --tool $tool --error-exitcode 99 \
-        python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_im2col_fusion.py \
+        python3 -m pytest -q -m gpu -p no:cacheprovider tests/fusions/test_im2col_fusion.py \
         -k "targets or (seeds and cifar10_cnn-7)"
 done
 echo "== 4. dev/cuda/pool_forward_im2col"

@@ -24,11 +24,11 @@ compute-sanitizer --tool memcheck --error-exitcode 99 --leak-check full \
 # frees it at the end instead)
 echo "== compute-sanitizer racecheck"
 compute-sanitizer --tool racecheck --error-exitcode 99 \
-    python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_ops.py
+    python3 -m pytest -q -m gpu -p no:cacheprovider tests/ops/test_ops.py
 echo "== compute-sanitizer initcheck"
 compute-sanitizer --tool initcheck --error-exitcode 99 \
-    python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_ops.py tests/test_recorded_steps.py \
+    python3 -m pytest -q -m gpu -p no:cacheprovider tests/ops/test_ops.py tests/net/test_recorded_steps.py \
     -k "not device_memory"  # initcheck keeps memory of its own per allocation
 echo "== compute-sanitizer synccheck"
 compute-sanitizer --tool synccheck --error-exitcode 99 \
-    python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_ops.py
+    python3 -m pytest -q -m gpu -p no:cacheprovider tests/ops/test_ops.py

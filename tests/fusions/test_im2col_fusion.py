@@ -14,8 +14,8 @@ with them on and off and must agree bit for bit (read when a Net is made:
 CNNCUDA_FUSE_POOL_IM2COL=1 turns the pool's on, off when unset: slower on
 an H100; CNNCUDA_FUSE_GATHER_IM2COL=0 turns the gather's off, on when
 unset). The kernels themselves are checked on the
-CPU by a host emulation (tests/test_emu_pool_im2col.py,
-tests/test_emu_gather_im2col.py); the Net's plan by a C program on the cpu
+CPU by a host emulation (tests/dev/test_emu_pool_im2col.py,
+tests/dev/test_emu_gather_im2col.py); the Net's plan by a C program on the cpu
 engine's table with stand-ins (below)."""
 
 import numpy as np
@@ -79,7 +79,7 @@ def train(engine, layers, batch, fuse, monkeypatch, fuse_relu="1"):
 
 
 def test_the_net_plans_in_c(tmp_path):
-    """tests/im2col_plan_check.c: the Net on a copy of the cpu table with
+    """tests/fusions/im2col_plan_check.c: the Net on a copy of the cpu table with
     stand-ins for the three entries (the entries they replace): the same
     bits as the cpu table, switches on, off or unset, ReLU fused or not,
     batches 1 and 7, predictions in chunks, train_range epochs with a

@@ -100,7 +100,7 @@ def test_host_engines_ignore_the_switch(engine, name, monkeypatch):
 
 
 def test_the_net_plans_and_skips_in_c(tmp_path):
-    """tests/pool_col_plan_check.c: the Net on a copy of the cpu table with a
+    """tests/fusions/pool_col_plan_check.c: the Net on a copy of the cpu table with a
     stand-in for the entry (the two entries apart): the same bits as the cpu
     table for these networks and the seeds, switch on or off, ReLU fused or
     not, batches 1 and 7; and the stand-in called exactly where planned,

@@ -3,7 +3,7 @@ conv2d_forward_relu, pool_backward_relu) gives the bits of the two ops run
 one after the other.
 
 The entries themselves, with their error paths, are checked in C
-(tests/relu_fusion_check.c); here whole networks train with fusion on and
+(tests/fusions/relu_fusion_check.c); here whole networks train with fusion on and
 off (CNNCUDA_FUSE=0, read when a Net is made) and must agree bit for bit:
 weights, gradients, predictions and the input gradient of a backward.
 """
@@ -80,7 +80,7 @@ def test_gpu_networks_same_bits_fused_or_not(device, name, monkeypatch):
 
 
 def test_the_fused_entries_in_c(tmp_path):
-    """tests/relu_fusion_check.c: each fused entry against the two it
+    """tests/fusions/relu_fusion_check.c: each fused entry against the two it
     replaces on random values (zeros, -0, a NaN), odd shapes, every host
     engine; and the entries' error paths."""
     gcc = shutil.which("gcc")

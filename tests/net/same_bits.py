@@ -7,15 +7,15 @@ and a rest, a partial last batch), then a forward of evaluate. What is kept
 per run: the hex of every loss sum and correct count, and the SHA-256 of the
 final weights (Keras layouts), of the optimizer state and of the predictions.
 
-    python tests/same_bits.py record cpu omp:2     # writes tests/same_bits.json
-    python tests/same_bits.py record cuda cudnn    # on a GPU machine: keyed by
+    python tests/net/same_bits.py record cpu omp:2     # writes tests/net/same_bits.json
+    python tests/net/same_bits.py record cuda cudnn    # on a GPU machine: keyed by
                                                    # device and recorded steps
 
 The GPU engines' entries are keyed by the device's name and by whether the
 training step is recorded (CNNCUDA_GRAPHS): kernels and cuDNN's algorithm
 choices may differ between GPU models. The CPU engines' are keyed by the
 GEMM's micro-kernel: AVX2 and AVX-512 (both fused multiply-adds) give the same
-bits, portable C (a product rounded before its sum) others. tests/test_same_bits.py compares the runs it can make here.
+bits, portable C (a product rounded before its sum) others. tests/net/test_same_bits.py compares the runs it can make here.
 """
 import hashlib
 import json

@@ -2,7 +2,7 @@
 truncated, corrupted, forged or other-version file raises ModelFileError
 (never loads garbage, never another exception); and a save that fails or is
 killed midway leaves the previous checkpoint whole (the file is written to
-a temporary name and renamed). tests/test_keras_saving*.py hold the first
+a temporary name and renamed). tests/keras/test_keras_saving*.py hold the first
 cases of each; these go through every byte."""
 import hashlib
 import json

@@ -7,7 +7,7 @@ the C core and over the binding.
   RSS_BOUND. A cycle moves about 2 MiB through the engine (a resident copy
   of the training set, a converted float64 batch, the outputs), so leaking
   any of it, or a Net's buffers, breaks the bound within a few cycles.
-* The C core alone: tests/reliability_core_cycles.c is built with
+* The C core alone: tests/reliability/reliability_core_cycles.c is built with
   -fsanitize=address,undefined with csrc/*.c and csrc/cpu/*.c and run for
   CORE_CYCLES cycles per host engine; LeakSanitizer (and ASan, UBSan) must
   report nothing.

@@ -3,7 +3,7 @@ than the machine's memory raises MemoryError naming the bytes, before
 anything is allocated (Linux would hand the memory out and kill the process
 when the buffers are zeroed); sizes past what the kernels' int arithmetic
 holds raise ValueError. The process goes on. (The GPU's out-of-memory test
-is tests/test_gpu_training.py, run on a GPU machine.)"""
+is tests/net/test_gpu_training.py, run on a GPU machine.)"""
 import os
 import re
 
