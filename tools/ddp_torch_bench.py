@@ -15,10 +15,10 @@ each batch gathered on the device by index, as bench_torch does; every rank
 takes the same number of steps, which DDP needs.
 
 One untimed warm-up epoch first (cuDNN's and NCCL's set-up, as
-cnncuda.bench_distributed warms cnncuda up), then --epochs timed ones: each
+cnncuda.bench.distributed warms cnncuda up), then --epochs timed ones: each
 on the host between two torch.cuda.synchronize() calls, after a barrier so
 that the ranks start together; an epoch's time is the slowest rank's. Rank 0
-prints one JSON line (cnncuda.bench_distributed reads it):
+prints one JSON line (cnncuda.bench.distributed reads it):
 
     {"framework": "torch-ddp", "gpus": N, "per_gpu_batch": B,
      "seconds_per_epoch": <best epoch>, "images_per_second": <images / best>, ...}
@@ -39,7 +39,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 # run from a checkout (torchrun puts tools/, not the root, on the path)
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from cnncuda.bench_torch import _module, _targets_and_loss  # noqa: E402
+from cnncuda.bench.torch import _module, _targets_and_loss  # noqa: E402
 from cnncuda.seeds import seed_network  # noqa: E402
 
 MODEL = "cifar10_cnn"

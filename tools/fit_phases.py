@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import numpy as np  # noqa: E402
 
-from cnncuda.bench_script import keras_model  # noqa: E402
+from cnncuda.bench.script import keras_model  # noqa: E402
 
 
 def best(call, repeats=5):

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 import cnncuda
-from cnncuda import bench, bench_torch
-from cnncuda.bench_data import bench_data
+from cnncuda import bench
+from cnncuda.bench import torch as bench_torch
+from cnncuda.bench.data import bench_data
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -163,7 +164,7 @@ def test_command_line_errors_exit_with_the_message(capsys):
 def test_gpu_timing_and_memory_come_from_the_binding_when_it_reports_them():
     """The engine's CUDA-event time and allocation, where the binding has
     them, are what the row reports (checked through a stand-in network)."""
-    from cnncuda.bench_cnncuda import EngineRunner
+    from cnncuda.bench.cnncuda import EngineRunner
 
     class Reporting:
         def __init__(self, net):
@@ -202,7 +203,7 @@ def test_rows_of_one_experiment_compare_by_throughput():
     """A CUDA-graph row trains only full batches (49,984 of 50,000 images):
     it is still compared with the cpu row of its model and batch, by images
     per second."""
-    from cnncuda.bench_table import add_speedups, group_key
+    from cnncuda.bench.table import add_speedups, group_key
     rows = [{"model": "m", "batch_size": 32, "data": "synthetic", "device": "cpu",
              "images": 50000, "seconds_per_epoch": 10.0, "images_per_second": 5000.0},
             {"model": "m", "batch_size": 32, "data": "synthetic", "device": "torch-cuda-graph",

@@ -1,11 +1,11 @@
-"""The data-parallel bench (python -m cnncuda.bench_distributed), checked on
+"""The data-parallel bench (python -m cnncuda.bench.distributed), checked on
 CPU replicas (--engine cpu): rows, scaling columns, the table and the JSON.
 Its GPU and PyTorch DDP rows need GPUs (BENCHMARKS.md has them)."""
 import json
 
 import pytest
 
-from cnncuda import bench_distributed
+from cnncuda.bench import distributed as bench_distributed
 
 
 def test_cpu_replicas_give_rows_scaling_and_json(tmp_path, capsys):

@@ -22,8 +22,8 @@ def child():
 
 
 def check_same_training(model):
-    from cnncuda.bench_data import bench_data
-    from cnncuda.bench_jax import JaxRunner
+    from cnncuda.bench.data import bench_data
+    from cnncuda.bench.jax import JaxRunner
     from cnncuda.engine import make_net
     from cnncuda.seeds import seed_network
     spec = seed_network(model)
@@ -79,8 +79,8 @@ def check_tf32_row():
 
 
 def check_weights_are_checked():
-    from cnncuda.bench_data import bench_data
-    from cnncuda.bench_jax import JaxRunner
+    from cnncuda.bench.data import bench_data
+    from cnncuda.bench.jax import JaxRunner
     data = bench_data("tiny_mnist", images=8, val_images=0, data="synthetic")
     with pytest.raises(ValueError, match=r"weights: expected an array of shape \(3, 3, 1, 8\)"):
         JaxRunner("tiny_mnist", data, 4, weights=[np.zeros((3, 3, 1, 9))])

@@ -7,11 +7,12 @@ import numpy as np
 import pytest
 
 import cnncuda
-from cnncuda import bench_env, bench_timing
-from cnncuda.bench_data import bench_data
-from cnncuda.bench_memory import HostPeak
-from cnncuda.bench_nvml import Nvml
-from cnncuda.bench_timing import EnergyMeter, keras_epoch_line, time_row
+from cnncuda.bench import env as bench_env
+from cnncuda.bench import timing as bench_timing
+from cnncuda.bench.data import bench_data
+from cnncuda.bench.memory import HostPeak
+from cnncuda.bench.nvml import Nvml
+from cnncuda.bench.timing import EnergyMeter, keras_epoch_line, time_row
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="Linux's clear_refs")

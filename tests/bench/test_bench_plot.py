@@ -5,9 +5,10 @@ import os
 
 import pytest
 
-from cnncuda import bench, bench_plot
-from cnncuda.bench_table import add_speedups
-from cnncuda.bench_stages import (find_repository_file, load_stages, read_stages_json,
+from cnncuda import bench
+from cnncuda.bench import plot as bench_plot
+from cnncuda.bench.table import add_speedups
+from cnncuda.bench.stages import (find_repository_file, load_stages, read_stages_json,
                                   recorded_engine_stages)
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -156,7 +157,7 @@ def test_recorded_engine_stages_are_read_from_benchmarks_md():
 
 
 def test_without_the_json_the_recorded_stages_are_loaded(monkeypatch):
-    from cnncuda import bench_stages
+    from cnncuda.bench import stages as bench_stages
     monkeypatch.setattr(bench_stages, "STAGES_JSON", os.path.join("dev", "cuda", "absent.json"))
     monkeypatch.setattr(bench_stages, "MEASURED_STAGES_JSON", os.path.join("docs", "absent.json"))
     what, bars, source, notes = load_stages()
@@ -236,7 +237,7 @@ def test_load_stages_prefers_the_harness_json_and_its_totals(tmp_path):
 
 
 def test_without_a_local_run_the_committed_h200_measurement_is_loaded(monkeypatch):
-    from cnncuda import bench_stages
+    from cnncuda.bench import stages as bench_stages
     monkeypatch.setattr(bench_stages, "STAGES_JSON", os.path.join("dev", "cuda", "absent.json"))
     what, bars, source, notes = load_stages()
     assert what == "kernel versions" and source.endswith(os.path.join("figures", "stages_h200.json"))

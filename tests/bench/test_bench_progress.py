@@ -10,9 +10,9 @@ import types
 
 import pytest
 
-from cnncuda.bench_cnncuda import EngineRunner
-from cnncuda.bench_data import bench_data
-from cnncuda.bench_timing import keras_epoch_line, time_row
+from cnncuda.bench.cnncuda import EngineRunner
+from cnncuda.bench.data import bench_data
+from cnncuda.bench.timing import keras_epoch_line, time_row
 
 BATCH = 8
 STEPS = 240

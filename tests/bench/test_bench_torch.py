@@ -38,8 +38,8 @@ def test_tf32_rows_allow_tf32_on_the_gpu_only():
     """--precision tf32: the GPU variants run with TF32 allowed in cuDNN and
     matrix products (labelled -tf32), the CPU variant stays float32; the
     settings go back afterwards."""
-    from cnncuda.bench_data import bench_data
-    from cnncuda.bench_torch import TorchRunner
+    from cnncuda.bench.data import bench_data
+    from cnncuda.bench.torch import TorchRunner
     backends = torch.backends
     before = (backends.cudnn.allow_tf32, backends.cuda.matmul.allow_tf32)
     data = bench_data("tiny_mnist", images=16, val_images=0, data="synthetic")

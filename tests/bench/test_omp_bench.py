@@ -5,7 +5,8 @@ import json
 import pytest
 
 import cnncuda
-from cnncuda import bench, bench_torch
+from cnncuda import bench
+from cnncuda.bench import torch as bench_torch
 
 pytestmark = pytest.mark.skipif("omp" not in cnncuda.devices(), reason="no omp engine here")
 

@@ -15,8 +15,9 @@ import pytest
 
 import cnncuda
 import cnncuda as tf
-from cnncuda import bench, bench_cnncuda, config, distribute, models
-from cnncuda.bench_cnncuda import row_label, row_precision
+from cnncuda import bench, config, distribute, models
+from cnncuda.bench import cnncuda as bench_cnncuda
+from cnncuda.bench.cnncuda import row_label, row_precision
 from cnncuda.engine import make_net
 from cnncuda.keras import layers, losses, optimizers
 from cnncuda.seeds import seed_network, synthetic_data
@@ -300,7 +301,7 @@ def test_bench_refuses_a_bad_precision(capsys):
 
 
 def test_bench_plot_counts_tf32_rows_as_gpu_rows():
-    from cnncuda.bench_plot import _family
+    from cnncuda.bench.plot import _family
     assert _family({"device": "cuda-tf32", "framework": "cnncuda"}) == "gpu"
     assert _family({"device": "cudnn", "framework": "cnncuda"}) == "gpu"
     assert _family({"device": "omp:4", "framework": "cnncuda"}) == "host"

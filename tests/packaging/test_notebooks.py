@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
-from cnncuda import bench_stages
-from cnncuda.bench_data import bench_data
+from cnncuda.bench import stages as bench_stages
+from cnncuda.bench.data import bench_data
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))

@@ -20,15 +20,15 @@ import time
 
 import numpy as np
 
-from .callbacks import Callback
-from .seeds import SEEDS
+from ..callbacks import Callback
+from ..seeds import SEEDS
 
 __all__ = ["keras_model", "script_row"]
 
 
 def keras_model(name, device, seed=0):
     """The seed network `name` as a compiled Keras-style Sequential on `device`."""
-    from .keras import layers, losses, models
+    from ..keras import layers, losses, models
     spec = SEEDS[name]
     stack = []
     for i, layer in enumerate(spec["layers"]):

@@ -26,8 +26,8 @@ import time
 
 import numpy as np
 
-from .bench_cnncuda import row_label, row_precision
-from .seeds import seed_network
+from .cnncuda import row_label, row_precision
+from ..seeds import seed_network
 
 __all__ = ["available", "TorchRunner", "VARIANTS"]
 

@@ -1,4 +1,4 @@
-"""``python -m cnncuda.bench_distributed``: data-parallel scaling of the seed
+"""``python -m cnncuda.bench.distributed``: data-parallel scaling of the seed
 CIFAR-10 CNN on 1, 2, 4 ... GPUs, and PyTorch DistributedDataParallel on the
 same GPUs in the same run.
 
@@ -12,7 +12,7 @@ CIFAR shape, 50,000 per epoch, best of --epochs after one warm-up epoch.
 Rows: seconds per epoch, images per second, speedup and scaling efficiency
 over the same framework's one-GPU row.
 
-    python -m cnncuda.bench_distributed --gpus 1,2,4 --batch-size 32,512 --json out.json
+    python -m cnncuda.bench.distributed --gpus 1,2,4 --batch-size 32,512 --json out.json
 """
 import argparse
 import json
@@ -24,10 +24,10 @@ import time
 
 import numpy as np
 
-from . import _C, seeds
-from .distribute import MirroredStrategy
+from .. import _C, seeds
+from ..distribute import MirroredStrategy
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODEL = "cifar10_cnn"
 
 
@@ -99,7 +99,7 @@ def table(rows):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="python -m cnncuda.bench_distributed",
+    p = argparse.ArgumentParser(prog="python -m cnncuda.bench.distributed",
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--gpus", default="1,2,4", help="GPU counts (default 1,2,4)")
     p.add_argument("--batch-size", default="32,512", help="per-GPU batch sizes")

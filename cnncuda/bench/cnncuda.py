@@ -30,9 +30,9 @@ import time
 
 import numpy as np
 
-from .chunks import StepChunker
-from .engine import PRECISIONS, make_net, parse_device
-from .seeds import parameter_count, seed_network
+from ..chunks import StepChunker
+from ..engine import PRECISIONS, make_net, parse_device
+from ..seeds import parameter_count, seed_network
 
 __all__ = ["EngineRunner", "GPU_ENGINES", "row_precision", "row_label"]
 

@@ -29,8 +29,8 @@ import time
 
 import numpy as np
 
-from .bench_cnncuda import row_label, row_precision
-from .seeds import seed_network
+from .cnncuda import row_label, row_precision
+from ..seeds import seed_network
 
 __all__ = ["available", "JaxRunner"]
 

@@ -16,8 +16,8 @@ from importlib import metadata
 
 import numpy as np
 
-from . import _C, _cores, build_info, cuda_devices, devices
-from .bench_nvml import nvml
+from .. import _C, _cores, build_info, cuda_devices, devices
+from .nvml import nvml
 
 __all__ = ["environment", "format_environment", "cpu_model"]
 

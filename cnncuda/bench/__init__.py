@@ -16,7 +16,7 @@ wall clock, and the row says so). With several epochs, the best is reported.
 In a terminal or Jupyter, Keras's bar is redrawn during each epoch of our
 engines: the epoch then runs in engine calls of about 0.05 s, the sums read
 only when the bar redraws, and a GPU row's time is its calls' CUDA-event
-times added up (bench_cnncuda says why that stays honest).
+times added up (bench/cnncuda.py says why that stays honest).
 
 Data: the seed's real data set when it is on this machine (CIFAR-10, MNIST or
 Fashion-MNIST, Imagenette; never downloaded unless ``--download``), otherwise
@@ -40,7 +40,7 @@ like for like; CPU rows have no TF32 and stay float32. Every row's
 
 The user's figure: ``--script`` also times, for each engine, one ``fit``
 call as the seed script makes it (float64 input, validation after every
-epoch, the progress bar on; cnncuda/bench_script.py), and prints it beside
+epoch, the progress bar on; cnncuda/bench/script.py), and prints it beside
 the engine's epoch: fit's seconds per epoch, the fixed cost before the first
 epoch, the validation pass. ``--epochs`` sets that call's epochs too.
 
@@ -58,16 +58,16 @@ import json
 import os
 import sys
 
-from . import EngineUnavailableError, _C, devices, get_num_threads
-from .bench_cnncuda import EngineRunner, row_precision
-from .bench_data import DATA_MODES, bench_data, check_real
-from .bench_env import environment, format_environment
-from .bench_table import add_speedups, format_table
-from .bench_timing import time_row
-from .checks import choice, nonnegative_int, positive_int
-from .datasets import DatasetNotFoundError
-from .engine import parse_device
-from .seeds import SEEDS
+from .. import EngineUnavailableError, _C, devices, get_num_threads
+from .cnncuda import EngineRunner, row_precision
+from .data import DATA_MODES, bench_data, check_real
+from .env import environment, format_environment
+from .table import add_speedups, format_table
+from .timing import time_row
+from ..checks import choice, nonnegative_int, positive_int
+from ..datasets import DatasetNotFoundError
+from ..engine import parse_device
+from ..seeds import SEEDS
 
 __all__ = ["run", "main", "split_engines", "write_json", "ENGINE_NAMES", "FRAMEWORKS"]
 
@@ -211,7 +211,7 @@ def _plan(models, engines, batch_size, images, epochs, seed, torch_threads, torc
 
 def _torch_variants(p, log):
     """[(variant, threads)] of the PyTorch rows asked for and possible."""
-    from . import bench_torch
+    from . import torch as bench_torch
     asked = p.torch_threads or p.torch_gpu or "torch" in p.frameworks
     if not asked:
         return []
@@ -234,7 +234,7 @@ def _torch_variants(p, log):
 def _jax_wanted(p, log):
     if "jax" not in p.frameworks:
         return False
-    from . import bench_jax
+    from . import jax as bench_jax
     if not bench_jax.available():
         log("jax is not installed: no JAX rows")
         return False
@@ -244,12 +244,12 @@ def _jax_wanted(p, log):
 def _framework_rows(p, model, batch, data, log):
     rows = []
     for variant, threads in p.torch_variants:
-        from .bench_torch import TorchRunner
+        from .torch import TorchRunner
         rows.append(_row(lambda: TorchRunner(model, data, batch, variant, threads, p.seed,
                                              precision=p.precision),
                          "torch-%s" % variant, p, model, batch, data, log))
     if p.jax:
-        from .bench_jax import JaxRunner
+        from .jax import JaxRunner
         rows.append(_row(lambda: JaxRunner(model, data, batch, p.seed, precision=p.precision),
                          "jax", p, model, batch, data, log))
     return [r for r in rows if r is not None]
@@ -272,7 +272,7 @@ def _row(make_runner, label, p, model, batch, data, log):
 
 def _script_rows(p, model, batch, data, log):
     """One fit call per engine, as the seed script makes it (bench_script)."""
-    from .bench_script import script_row
+    from .script import script_row
     out = []
     for device in p.engines:
         log("-- %s on %s: fit as the script calls it, %d epochs" % (model, device, p.epochs))
@@ -354,7 +354,7 @@ def _execute(p, log, json_path, plot_path, command):
     for line in format_table(rows):
         log(line)
     if script_rows:
-        from .bench_script import format_script_rows
+        from .script import format_script_rows
         log("")
         log("fit as the seed script calls it (float64 input, validation every epoch, bar on):")
         for line in format_script_rows(script_rows, rows):
@@ -363,7 +363,7 @@ def _execute(p, log, json_path, plot_path, command):
         write_json(json_path, rows + script_rows, env, command)
         log("rows written to %s" % json_path)
     if plot_path:
-        from .bench_plot import speedup_plot
+        from .plot import speedup_plot
         folder = os.path.dirname(os.path.abspath(plot_path))
         os.makedirs(folder, exist_ok=True)
         speedup_plot(rows, plot_path, environment=env)
@@ -447,7 +447,3 @@ def main(argv=None):
         parser.error(str(err))
     _execute(plan, print, args.json, args.plot, command.strip())
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -20,7 +20,7 @@ machine's cores (marked ``*``), synthetic data.
 Figures are made without pyplot (no display needed, none kept open by
 pyplot); the returned Figure shows itself in a notebook -- IPython, in
 Jupyter and in Colab, displays its PNG -- so a cell that ends with a plot
-call shows the plot. ``python -m cnncuda.bench_plot rows.json out.png``
+call shows the plot. ``python -m cnncuda.bench.plot rows.json out.png``
 redraws a saved run.
 """
 import io
@@ -29,7 +29,7 @@ import math
 import sys
 import textwrap
 
-from .bench_table import _rate, data_label, group_key
+from .table import _rate, data_label, group_key
 
 __all__ = ["speedup_plot", "curves_plot", "stages_plot", "main"]
 
@@ -237,7 +237,7 @@ def _cores(environment):
     """The cores of the machine that ran the rows: the environment's, or this
     machine's when no environment is given."""
     if environment is None:
-        from . import _cores as here
+        from .. import _cores as here
         return here()
     return environment.get("cores")
 
@@ -379,10 +379,10 @@ def stages_plot(bars, path=None, title=None):
 
 
 def main(argv=None):
-    """python -m cnncuda.bench_plot RUN.json OUT.png: the speedup plot of a saved run."""
+    """python -m cnncuda.bench.plot RUN.json OUT.png: the speedup plot of a saved run."""
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 2:
-        print("usage: python -m cnncuda.bench_plot RUN.json OUT.png", file=sys.stderr)
+        print("usage: python -m cnncuda.bench.plot RUN.json OUT.png", file=sys.stderr)
         return 2
     with open(argv[0]) as f:
         saved = json.load(f)

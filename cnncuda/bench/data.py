@@ -12,9 +12,9 @@ synthetic.
 """
 import numpy as np
 
-from .checks import choice, nonnegative_int, positive_int
-from .datasets import DatasetNotFoundError, cifar10, data_dir, fashion_mnist, imagenette, mnist
-from .seeds import SEEDS, synthetic_data
+from ..checks import choice, nonnegative_int, positive_int
+from ..datasets import DatasetNotFoundError, cifar10, data_dir, fashion_mnist, imagenette, mnist
+from ..seeds import SEEDS, synthetic_data
 
 __all__ = ["REAL_DATASETS", "DATA_MODES", "BenchData", "bench_data", "check_real", "prepare"]
 

@@ -19,9 +19,9 @@ written.
 """
 import math
 
-from .bench_memory import HostPeak
-from .bench_nvml import nvml
-from .progbar import Progbar, format_time
+from .memory import HostPeak
+from .nvml import nvml
+from ..progbar import Progbar, format_time
 
 __all__ = ["time_row", "EnergyMeter", "keras_epoch_line"]
 

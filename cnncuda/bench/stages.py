@@ -41,7 +41,7 @@ def find_repository_file(relpath, start=None):
         if parent == folder:
             break
         folder = parent
-    candidates.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    candidates.append(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     for folder in candidates:
         path = os.path.join(folder, relpath)
         if os.path.isfile(path):
