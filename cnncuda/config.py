@@ -47,7 +47,8 @@ import warnings
 
 import numpy as np
 
-from . import _C, devices, get_num_threads
+from . import _C
+from .runtime import devices, get_num_threads
 from ._C import EngineUnavailableError
 from .checks import nonnegative_int
 from .engine import TF32_ENGINES

@@ -74,7 +74,7 @@ def make_net(device, layers, input_shape, max_batch, loss, optimizer, seed=0,
     device_index: the CUDA device of a GPU engine (0, the first, by default)."""
     name, threads = parse_device(device)
     if name == "omp" and ":" not in device:  # 'omp': cnncuda.get_num_threads()
-        from . import get_num_threads
+        from .runtime import get_num_threads
         threads = get_num_threads()
     if precision not in PRECISIONS:
         raise ValueError("precision: expected 'float32' or 'tf32', got %r" % (precision,))

@@ -746,7 +746,7 @@ def _set_optimizer_state(net, state):
 
 
 def _version():
-    from . import __version__
+    from .runtime import __version__
     return __version__
 
 

@@ -12,7 +12,8 @@ test as ``tf.config.list_physical_devices('GPU')``.
 import numbers
 import warnings
 
-from . import _C, cuda_compute_capabilities
+from . import _C
+from .runtime import cuda_compute_capabilities
 from .config import _gpu_engine_runs
 
 __all__ = ["is_built_with_cuda", "is_built_with_gpu_support", "is_gpu_available",

@@ -58,7 +58,9 @@ import json
 import os
 import sys
 
-from .. import EngineUnavailableError, _C, devices, get_num_threads
+from .. import _C
+from .._C import EngineUnavailableError
+from ..runtime import devices, get_num_threads
 from .cnncuda import EngineRunner, row_precision
 from .data import DATA_MODES, bench_data, check_real
 from .env import environment, format_environment

@@ -16,7 +16,8 @@ from importlib import metadata
 
 import numpy as np
 
-from .. import _C, _cores, build_info, cuda_devices, devices
+from .. import _C
+from ..runtime import _cores, build_info, cuda_devices, devices
 from .nvml import nvml
 
 __all__ = ["environment", "format_environment", "cpu_model"]

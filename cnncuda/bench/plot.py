@@ -237,7 +237,7 @@ def _cores(environment):
     """The cores of the machine that ran the rows: the environment's, or this
     machine's when no environment is given."""
     if environment is None:
-        from .. import _cores as here
+        from ..runtime import _cores as here
         return here()
     return environment.get("cores")
 

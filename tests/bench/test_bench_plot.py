@@ -113,7 +113,7 @@ def test_a_slowdown_and_more_threads_than_cores_are_marked():
 
 def test_without_an_environment_this_machines_cores_count(monkeypatch):
     import cnncuda
-    monkeypatch.setattr(cnncuda, "_cores", lambda: 4)
+    monkeypatch.setattr(cnncuda.runtime, "_cores", lambda: 4)
     rows = add_speedups([fake_row("cpu", 20.0, data="real"), fake_row("omp:4", 6.0, data="real"),
                          fake_row("omp:8", 5.0, data="real")])
     fig = bench_plot.speedup_plot(rows)

@@ -165,7 +165,7 @@ def test_thread_count_argument():
         make_net("omp:0", *args)
     with pytest.raises(ValueError, match=r"engine 'omp': threads must be in \[1, 1024\], got 5000"):
         make_net("omp:5000", *args)
-    saved = cnncuda._omp_threads[0]
+    saved = cnncuda.runtime._omp_threads[0]
     try:
         cnncuda.set_num_threads(3)
         assert cnncuda.get_num_threads() == 3
@@ -178,7 +178,7 @@ def test_thread_count_argument():
         with pytest.raises(ValueError, match="n: expected an int >= 0"):
             cnncuda.set_num_threads(-1)
     finally:
-        cnncuda._omp_threads[0] = saved
+        cnncuda.runtime._omp_threads[0] = saved
 
 
 def test_default_is_every_core_or_omp_num_threads():
