@@ -233,3 +233,66 @@ def run_c_check(tmp_path, name):
     run = subprocess.run([exe], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     assert run.stdout.strip() == "ok"
+
+
+def run_both(engine, layers, input_shape, n, seed=3, rtol=1e-5, atol=1e-5, training=True,
+             weights=None):
+    """Forward, backward and gradients of `layers` on `engine` and on the reference."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n,) + tuple(input_shape)).astype(np.float32)
+    net = make_net(engine, layers, input_shape, n, SPARSE_LOGITS, ADAM, seed=seed)
+    ref = make_net("numpy", layers, input_shape, n, SPARSE_LOGITS, ADAM, seed=seed)
+    ref_64 = type(ref)(layers, input_shape, n, SPARSE_LOGITS, ADAM, seed=seed, dtype=np.float64)
+    for a, b in zip(net.get_weights(), ref.get_weights()):
+        assert np.array_equal(a, b), "initial weights differ from the reference"
+    if weights is not None:
+        net.set_weights(weights)
+        ref_64.set_weights(weights)
+    y = net.forward(x, training=training)
+    y_ref = ref_64.forward(x.astype(np.float64), training=training)
+    assert_close(y, y_ref, rtol, atol, "forward")
+    dy = rng.standard_normal(y.shape).astype(np.float32)
+    if not training:
+        return net, ref_64
+    dx = net.backward(dy)
+    dx_ref = ref_64.backward(dy.astype(np.float64))
+    assert_close(dx, dx_ref, rtol, atol, "backward data")
+    for i, (g, g_ref) in enumerate(zip(net.get_gradients(), ref_64.get_gradients())):
+        assert_close(g, g_ref, rtol, atol, "gradient %d" % i)
+    return net, ref_64
+
+
+# Every place a fusion applies or must not: conv + ReLU + max pool (odd
+# planes: the pooling's tails), conv without bias + ReLU + average pool
+# (full 2x2 windows), an overlapping clipped max pool after a ReLU, a ReLU
+# as the first layer (its input gradient is not needed), a conv + ReLU whose
+# ReLU is the network's output before Flatten, and a ReLU after a dense layer
+# and after batchnorm (not fused).
+RELU_FUSION_NETWORKS = {
+    "conv_relu_maxpool": [conv(6, 3), relu(), {"kind": "maxpool", "kernel": (2, 2)},
+                          conv(5, 3, strides=(2, 2), padding="same", use_bias=False), relu(),
+                          {"kind": "avgpool", "kernel": (2, 2)},
+                          {"kind": "flatten"}, {"kind": "dense", "units": 7}, relu(),
+                          {"kind": "dense", "units": 3}],
+    "relu_first": [relu(), {"kind": "maxpool", "kernel": (3, 3), "strides": (2, 2),
+                            "padding": "same"},
+                   conv(4, 2), {"kind": "batchnorm"}, relu(),
+                   {"kind": "avgpool", "kernel": (3, 3), "strides": (2, 2)},
+                   conv(3, 1), relu(), {"kind": "flatten"}, {"kind": "dense", "units": 3}],
+}
+
+
+def train_relu_fusion(device, layers, fuse, monkeypatch):
+    """Three steps of `layers` (RELU_FUSION_NETWORKS) with the ReLU fusion
+    on or off: the weights, gradients, predictions and an input gradient."""
+    monkeypatch.setenv("CNNCUDA_FUSE", "1" if fuse else "0")
+    net = make_net(device, layers, (11, 13, 3), 8, SPARSE_LOGITS, ADAM, seed=3)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((8, 11, 13, 3)).astype(np.float32)
+    y = rng.integers(0, 3, 8).astype(np.int32)
+    for _ in range(3):
+        net.train_batch(x, y)
+    grads = net.get_gradients()
+    net.forward(x[:5], training=True)
+    dx = net.backward(rng.standard_normal((5, 3)).astype(np.float32))
+    return net.get_weights() + grads + [net.predict(x), dx]

@@ -31,8 +31,7 @@ import numpy as np
 import pytest
 
 from cnncuda.engine import make_net
-from conftest import ADAM, C_ENGINES, SPARSE_LOGITS, engine_params, train_seed_epochs
-from test_ops import run_both
+from conftest import ADAM, C_ENGINES, SPARSE_LOGITS, engine_params, run_both, train_seed_epochs
 
 CUDA = engine_params(("cuda",))  # the fused entries are the cuda engine's alone
 ACTIVATIONS = ["relu", "sigmoid", "tanh", "softmax", "linear"]

@@ -11,50 +11,16 @@ import os
 import shutil
 import subprocess
 
-import numpy as np
 import pytest
 
 import cnncuda
-from cnncuda.engine import make_net
-from conftest import ADAM, SPARSE_LOGITS, conv, engine_params, relu
+from conftest import RELU_FUSION_NETWORKS as NETWORKS
+from conftest import engine_params
+from conftest import train_relu_fusion as train
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HOST_ENGINES = [d for d in ("cpu", "omp:1", "omp:2", "omp:3")
                 if d.split(":")[0] in cnncuda.devices()]
-
-
-# Every place a fusion applies or must not: conv + ReLU + max pool (odd
-# planes: the pooling's tails), conv without bias + ReLU + average pool
-# (full 2x2 windows), an overlapping clipped max pool after a ReLU, a ReLU
-# as the first layer (its input gradient is not needed), a conv + ReLU whose
-# ReLU is the network's output before Flatten, and a ReLU after a dense layer
-# and after batchnorm (not fused).
-NETWORKS = {
-    "conv_relu_maxpool": [conv(6, 3), relu(), {"kind": "maxpool", "kernel": (2, 2)},
-                          conv(5, 3, strides=(2, 2), padding="same", use_bias=False), relu(),
-                          {"kind": "avgpool", "kernel": (2, 2)},
-                          {"kind": "flatten"}, {"kind": "dense", "units": 7}, relu(),
-                          {"kind": "dense", "units": 3}],
-    "relu_first": [relu(), {"kind": "maxpool", "kernel": (3, 3), "strides": (2, 2),
-                            "padding": "same"},
-                   conv(4, 2), {"kind": "batchnorm"}, relu(),
-                   {"kind": "avgpool", "kernel": (3, 3), "strides": (2, 2)},
-                   conv(3, 1), relu(), {"kind": "flatten"}, {"kind": "dense", "units": 3}],
-}
-
-
-def train(device, layers, fuse, monkeypatch):
-    monkeypatch.setenv("CNNCUDA_FUSE", "1" if fuse else "0")
-    net = make_net(device, layers, (11, 13, 3), 8, SPARSE_LOGITS, ADAM, seed=3)
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((8, 11, 13, 3)).astype(np.float32)
-    y = rng.integers(0, 3, 8).astype(np.int32)
-    for _ in range(3):
-        net.train_batch(x, y)
-    grads = net.get_gradients()
-    net.forward(x[:5], training=True)
-    dx = net.backward(rng.standard_normal((5, 3)).astype(np.float32))
-    return net.get_weights() + grads + [net.predict(x), dx]
 
 
 @pytest.mark.parametrize("name", sorted(NETWORKS))

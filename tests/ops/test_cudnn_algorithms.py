@@ -8,8 +8,8 @@ import pytest
 
 from cnncuda.engine import make_net
 from cnncuda.seeds import seed_network, synthetic_data
-from conftest import engine_params
-from test_ops import CONV_CASES, run_both
+from conftest import engine_params, run_both
+from test_ops import CONV_CASES
 
 CUDNN = engine_params(("cudnn",))
 

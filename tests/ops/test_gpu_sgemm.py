@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from cnncuda.engine import make_net
-from conftest import ADAM, SPARSE_LOGITS, engine_params
-from test_ops import run_both
-from test_relu_fusion import NETWORKS, train
+from conftest import RELU_FUSION_NETWORKS as NETWORKS
+from conftest import ADAM, SPARSE_LOGITS, engine_params, run_both
+from conftest import train_relu_fusion as train
 
 CUDA = engine_params(("cuda",))
 KERNELS = ["wide", "tile64", "auto"]

@@ -14,9 +14,8 @@ import numpy as np
 import pytest
 
 from cnncuda.engine import make_net
-from conftest import ADAM, SPARSE_LOGITS, engine_params, train_seed_epochs
+from conftest import ADAM, SPARSE_LOGITS, engine_params, run_both, train_seed_epochs
 from test_gpu_sgemm import CONV_CASES
-from test_ops import run_both
 
 CUDA = engine_params(("cuda",))
 TILES = ["shaped", "square", "scalar"]

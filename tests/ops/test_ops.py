@@ -15,34 +15,7 @@ import numpy as np
 import pytest
 
 from cnncuda.engine import make_net
-from conftest import ADAM, C_ENGINES, SPARSE_LOGITS, assert_close
-
-
-def run_both(engine, layers, input_shape, n, seed=3, rtol=1e-5, atol=1e-5, training=True,
-             weights=None):
-    """Forward, backward and gradients of `layers` on `engine` and on the reference."""
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((n,) + tuple(input_shape)).astype(np.float32)
-    net = make_net(engine, layers, input_shape, n, SPARSE_LOGITS, ADAM, seed=seed)
-    ref = make_net("numpy", layers, input_shape, n, SPARSE_LOGITS, ADAM, seed=seed)
-    ref_64 = type(ref)(layers, input_shape, n, SPARSE_LOGITS, ADAM, seed=seed, dtype=np.float64)
-    for a, b in zip(net.get_weights(), ref.get_weights()):
-        assert np.array_equal(a, b), "initial weights differ from the reference"
-    if weights is not None:
-        net.set_weights(weights)
-        ref_64.set_weights(weights)
-    y = net.forward(x, training=training)
-    y_ref = ref_64.forward(x.astype(np.float64), training=training)
-    assert_close(y, y_ref, rtol, atol, "forward")
-    dy = rng.standard_normal(y.shape).astype(np.float32)
-    if not training:
-        return net, ref_64
-    dx = net.backward(dy)
-    dx_ref = ref_64.backward(dy.astype(np.float64))
-    assert_close(dx, dx_ref, rtol, atol, "backward data")
-    for i, (g, g_ref) in enumerate(zip(net.get_gradients(), ref_64.get_gradients())):
-        assert_close(g, g_ref, rtol, atol, "gradient %d" % i)
-    return net, ref_64
+from conftest import ADAM, C_ENGINES, SPARSE_LOGITS, assert_close, run_both
 
 
 CONV_CASES = [
