@@ -296,3 +296,21 @@ def train_relu_fusion(device, layers, fuse, monkeypatch):
     net.forward(x[:5], training=True)
     dx = net.backward(rng.standard_normal((5, 3)).astype(np.float32))
     return net.get_weights() + grads + [net.predict(x), dx]
+
+
+def random_images(n, shape, classes, seed=0):
+    """`n` images of `shape` (HWC), uniform in [0, 1) as float32, and `n`
+    labels below `classes` (int64), drawn in that order from `seed`."""
+    rng = np.random.default_rng(seed)
+    return rng.random((n,) + tuple(shape)).astype(np.float32), rng.integers(0, classes, n)
+
+
+def same_arrays(a, b, equal_nan=False):
+    """Two equally long lists of arrays, equal element for element."""
+    return all(np.array_equal(p, q, equal_nan=equal_nan) for p, q in zip(a, b, strict=True))
+
+
+def assert_same_weights(a, b):
+    """Two models' weights, equal array for array."""
+    for i, (wa, wb) in enumerate(zip(a.get_weights(), b.get_weights(), strict=True)):
+        assert np.array_equal(wa, wb), "weight %d differs" % i

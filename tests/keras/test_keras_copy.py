@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from cnncuda.keras import layers, losses, models, optimizers
-from conftest import engine_params
+from conftest import engine_params, random_images
+from conftest import same_arrays as same
 
 ENGINES = engine_params(("cpu", "omp")) + ["numpy"]
 COPIES = {"deepcopy": copy.deepcopy, "pickle": lambda m: pickle.loads(pickle.dumps(m)),
@@ -25,12 +26,7 @@ def make(device):
 
 
 def data():
-    rng = np.random.default_rng(1)
-    return rng.random((48, 6, 6, 2)).astype(np.float32), rng.integers(0, 4, 48)
-
-
-def same(a, b):
-    return all(np.array_equal(p, q) for p, q in zip(a, b, strict=True))
+    return random_images(48, (6, 6, 2), 4, seed=1)
 
 
 @pytest.mark.parametrize("device", ENGINES)

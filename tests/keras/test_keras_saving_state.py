@@ -12,6 +12,7 @@ import pytest
 import cnncuda
 from cnncuda import saving
 from cnncuda.keras import layers, losses, models, optimizers
+from conftest import assert_same_weights, random_images
 
 OPTIMIZERS = {"adam": lambda: optimizers.Adam(learning_rate=0.01, beta_1=0.8),
               "sgd-momentum": lambda: optimizers.SGD(learning_rate=0.05, momentum=0.9),
@@ -34,13 +35,7 @@ def make(optimizer="adam", device="cpu", conv_bias=True):
 
 
 def data(n=40):
-    rng = np.random.default_rng(0)
-    return rng.random((n, 6, 6, 2)).astype(np.float32), rng.integers(0, 4, n)
-
-
-def assert_same_weights(a, b):
-    for wa, wb in zip(a.get_weights(), b.get_weights(), strict=True):
-        np.testing.assert_array_equal(wa, wb)
+    return random_images(n, (6, 6, 2), 4)
 
 
 def fit(model, batch_size=8, epochs=2):

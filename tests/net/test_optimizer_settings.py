@@ -9,7 +9,8 @@ from cnncuda import saving
 from cnncuda.callbacks import Callback
 from cnncuda.engine import make_net
 from cnncuda.keras import layers, losses, models, optimizers
-from conftest import C_ENGINES
+from conftest import C_ENGINES, random_images
+from conftest import same_arrays as same
 
 ENGINES = C_ENGINES + ["numpy"]
 
@@ -24,12 +25,7 @@ def make(device, optimizer):
 
 
 def data(n=64, seed=0):
-    rng = np.random.default_rng(seed)
-    return rng.random((n, 8, 8, 2)).astype(np.float32), rng.integers(0, 3, n)
-
-
-def same(a, b):
-    return all(np.array_equal(wa, wb) for wa, wb in zip(a, b, strict=True))
+    return random_images(n, (8, 8, 2), 3, seed)
 
 
 MAKERS = {"adam": lambda: optimizers.Adam(learning_rate=0.01),

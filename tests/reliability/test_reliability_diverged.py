@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from cnncuda.keras import callbacks, layers, losses, models, optimizers
-from conftest import engine_params
+from conftest import engine_params, random_images, same_arrays
 
 ENGINES = engine_params(("cpu", "omp")) + ["numpy"]
 
@@ -21,8 +21,7 @@ def make(device):
 
 
 def data(n=32):
-    rng = np.random.default_rng(0)
-    return rng.random((n, 6, 6, 2)).astype(np.float32), rng.integers(0, 4, n)
+    return random_images(n, (6, 6, 2), 4)
 
 
 def poison(model):
@@ -36,7 +35,7 @@ def poison(model):
 
 
 def same(a, b):
-    return all(np.array_equal(p, q, equal_nan=True) for p, q in zip(a, b, strict=True))
+    return same_arrays(a, b, equal_nan=True)
 
 
 @pytest.mark.parametrize("device", ENGINES)

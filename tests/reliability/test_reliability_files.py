@@ -19,7 +19,7 @@ import pytest
 
 from cnncuda import saving
 from cnncuda.keras import callbacks, layers, losses, models, optimizers
-from conftest import engine_params
+from conftest import engine_params, random_images
 
 ENGINES = engine_params(("cpu", "omp")) + ["numpy"]
 ERRORS = ("truncated cnncuda model file", "corrupted cnncuda model file",
@@ -39,8 +39,7 @@ def make(device, optimizer="adam"):
 
 
 def data(n=40):
-    rng = np.random.default_rng(0)
-    return rng.random((n, 6, 6, 2)).astype(np.float32), rng.integers(0, 4, n)
+    return random_images(n, (6, 6, 2), 4)
 
 
 def same_weights(a, b):

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from cnncuda.keras import callbacks, layers, losses, models, optimizers
-from conftest import engine_params
+from conftest import engine_params, random_images
 
 
 @pytest.fixture(autouse=True)
@@ -46,8 +46,7 @@ def make(device):
 
 
 def data(n=N):
-    rng = np.random.default_rng(5)
-    return rng.random((n, 16, 16, 3)).astype(np.float32), rng.integers(0, 10, n)
+    return random_images(n, (16, 16, 3), 10, seed=5)
 
 
 def twin_after(device, steps, x, y):

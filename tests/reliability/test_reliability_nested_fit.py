@@ -1,12 +1,11 @@
 """fit called from a callback of another fit (fine-tuning on another set at
 an epoch's end, or after a batch): the outer fit goes on with its own data,
 as in Keras -- bit for bit what the same fits made one after another give."""
-import numpy as np
 import pytest
 
 from cnncuda.callbacks import Callback
 from cnncuda.keras import layers, losses, models, optimizers
-from conftest import engine_params
+from conftest import assert_same_weights, engine_params, random_images
 
 ENGINES = engine_params(("cpu", "omp")) + ["numpy"]
 
@@ -21,8 +20,7 @@ def make(device):
 
 
 def data(n, seed):
-    rng = np.random.default_rng(seed)
-    return rng.random((n, 8, 8, 2)).astype(np.float32), rng.integers(0, 3, n)
+    return random_images(n, (8, 8, 2), 3, seed)
 
 
 class FineTuneAtEpochEnd(Callback):
@@ -32,11 +30,6 @@ class FineTuneAtEpochEnd(Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         self.model.fit(self.x, self.y, batch_size=self.batch, epochs=1, verbose=0)
-
-
-def assert_same_weights(a, b):
-    for wa, wb in zip(a.get_weights(), b.get_weights(), strict=True):
-        assert np.array_equal(wa, wb)
 
 
 @pytest.mark.parametrize("device", ENGINES)

@@ -9,11 +9,11 @@ import shutil
 import stat
 import subprocess
 
-import numpy as np
 import pytest
 
 from cnncuda import atomic_file
 from cnncuda.keras import layers, models
+from conftest import same_arrays as same
 
 
 def make(seed=0):
@@ -24,10 +24,6 @@ def make(seed=0):
 
 def weights_in(path):
     return models.load_model(path).get_weights()
-
-
-def same(a, b):
-    return all(np.array_equal(p, q) for p, q in zip(a, b, strict=True))
 
 
 def test_a_symbolic_link_is_written_through(tmp_path):
