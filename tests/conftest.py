@@ -57,15 +57,21 @@ SPARSE_LOGITS = {"kind": "sparse_categorical_crossentropy", "from_logits": True}
 ADAM = {"kind": "adam"}
 
 
+def build_seed_net(engine, name, batch=None, seed=0):
+    """Seed network `name` (cnncuda.seeds) on `engine`: its layers, input
+    shape, loss and optimizer, at `batch` (default: its own batch size)."""
+    from cnncuda.seeds import seed_network
+    s = seed_network(name)
+    return make_net(engine, s["layers"], s["input_shape"], batch or s["batch_size"], s["loss"],
+                    s["optimizer"], seed=seed)
+
+
 def train_seed_epochs(engine, name, batch, images, net_seed, data_seed, epochs=2):
     """`epochs` of seed `name` on `images` resident synthetic samples through
     train_range (a new order each epoch): each epoch's running (loss,
     correct) sums and the final weights."""
-    from cnncuda.engine import make_net
-    from cnncuda.seeds import seed_network, synthetic_data
-    s = seed_network(name)
-    net = make_net(engine, s["layers"], s["input_shape"], batch, s["loss"], s["optimizer"],
-                   seed=net_seed)
+    from cnncuda.seeds import synthetic_data
+    net = build_seed_net(engine, name, batch, net_seed)
     x, y = synthetic_data(name, images, seed=data_seed)
     net.set_data(x, y)
     sums = []

@@ -4,15 +4,13 @@ import pytest
 
 from cnncuda.engine import make_net
 from cnncuda.seeds import seed_network, synthetic_data
-from conftest import engine_params, require_tensor_cores
+from conftest import build_seed_net, engine_params, require_tensor_cores
 
 GPU_ENGINES = engine_params(("cuda", "cudnn"))
 
 
 def build(engine, name, batch):
-    s = seed_network(name)
-    return make_net(engine, s["layers"], s["input_shape"], batch, s["loss"], s["optimizer"],
-                    seed=0)
+    return build_seed_net(engine, name, batch)
 
 
 SEED_NAMES = ["cifar10_cnn", "lenet5", "tiny_mnist", "binary_100", "imagenette_cnn"]

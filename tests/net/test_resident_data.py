@@ -3,16 +3,14 @@ result as feeding the same batches one by one, sums kept on the engine."""
 import numpy as np
 import pytest
 
-from cnncuda.engine import make_net
-from cnncuda.seeds import seed_network, synthetic_data
-from conftest import C_ENGINES
+from cnncuda.seeds import synthetic_data
+from conftest import C_ENGINES, build_seed_net
 
 ENGINES = C_ENGINES + ["numpy"]
 
 
 def build(engine, name):
-    s = seed_network(name)
-    return make_net(engine, s["layers"], s["input_shape"], 32, s["loss"], s["optimizer"], seed=3)
+    return build_seed_net(engine, name, 32, seed=3)
 
 
 @pytest.mark.parametrize("engine", ENGINES)

@@ -10,13 +10,11 @@ from cnncuda import reference as ref
 from cnncuda.datasets import fashion_mnist
 from cnncuda.engine import make_net
 from cnncuda.seeds import SEEDS, parameter_count, seed_network, synthetic_data
-from conftest import C_ENGINES
+from conftest import C_ENGINES, build_seed_net
 
 
 def build(engine, name, seed=0, batch=None):
-    s = seed_network(name)
-    return make_net(engine, s["layers"], s["input_shape"], batch or s["batch_size"], s["loss"],
-                    s["optimizer"], seed=seed)
+    return build_seed_net(engine, name, batch, seed)
 
 
 def test_rng_matches_reference():

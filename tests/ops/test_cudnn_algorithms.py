@@ -6,18 +6,15 @@ gradients, and the default must give the same bits for the same seed."""
 import numpy as np
 import pytest
 
-from cnncuda.engine import make_net
-from cnncuda.seeds import seed_network, synthetic_data
-from conftest import engine_params, run_both
+from cnncuda.seeds import synthetic_data
+from conftest import build_seed_net, engine_params, run_both
 from test_ops import CONV_CASES
 
 CUDNN = engine_params(("cudnn",))
 
 
 def build(engine, batch, name="cifar10_cnn"):
-    s = seed_network(name)
-    return make_net(engine, s["layers"], s["input_shape"], batch, s["loss"], s["optimizer"],
-                    seed=0)
+    return build_seed_net(engine, name, batch)
 
 
 def assert_gradients_match(engine, batch, seed):
