@@ -1,17 +1,23 @@
 #!/bin/bash
-# dev/emu/run_head.sh [random shapes] [most n in k of one] [seed] [baseline rev]:
+# dev/emu/run_head.sh [random shapes] [most n in k of one] [seed] [baseline]:
 # builds the host emulation of cuda/dense_head.cu (the working tree's) and of
-# the baseline revision's, and runs head_check (head_check.cpp says what it
-# checks). No GPU needed: g++ and the repository. Default: 300 shapes of at
-# most 1.5M n in k, seed 7, against 62fe45f (the backward before its rewrite);
-# 3000 shapes take a few minutes.
+# the baseline's, and runs head_check (head_check.cpp says what it checks).
+# The baseline is a dense_head.cu file or a git revision holding one; default
+# dev/emu/reference/dense_head_62fe45f.cu (the backward before its rewrite, as
+# it was at 62fe45f, kept in the tree so the check runs in any copy). No GPU
+# needed: g++. Default: 300 shapes of at most 1.5M n in k, seed 7; 3000 shapes
+# take a few minutes.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
-rev="${4:-62fe45f}"
-git -C "$root" show "$rev:cuda/dense_head.cu" > "$out/old.cu"
+base="${4:-$here/reference/dense_head_62fe45f.cu}"
+if [ -f "$base" ]; then
+    cp "$base" "$out/old.cu"
+else
+    git -C "$root" show "$base:cuda/dense_head.cu" > "$out/old.cu"
+fi
 python3 "$here/prep.py" "$root/cuda/dense_head.cu" "$out/new_emu.cpp"
 python3 "$here/prep.py" "$out/old.cu" "$out/old_emu.cpp"
 # the fake cuda_runtime.h first; no contraction of a * b + c into an fma, no
