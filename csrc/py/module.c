@@ -2,6 +2,7 @@
  * RNG (for the reference's cross-check), and the Net type. */
 #define CNN_BINDING_MODULE
 #include "binding.h"
+#include "../switches.h"
 
 #include "../cpu/gemm.h"
 
@@ -156,6 +157,22 @@ static PyObject *py_gemm_avx512_supported(PyObject *self, PyObject *noargs)
     return PyBool_FromLong(cnn_gemm_avx512_supported());
 }
 
+/* switches() -> {name: value}: the engine's switches as they read now
+ * (csrc/switches.c); ValueError for a value it refuses. */
+static PyObject *py_switches(PyObject *self, PyObject *noargs)
+{
+    cnn_switches s;
+    cnn_status st = cnn_switches_read(&s);
+    if (st != CNN_OK) return cnn_raise_status(st);
+    PyObject *out = PyDict_New();
+    for (int i = 0; out && i < cnn_switches_count(); ++i) {
+        PyObject *v = PyLong_FromLong(cnn_switches_value(&s, i));
+        if (!v || PyDict_SetItemString(out, cnn_switches_name(i), v) < 0) Py_CLEAR(out);
+        Py_XDECREF(v);
+    }
+    return out;
+}
+
 static PyObject *py_rng_key(PyObject *self, PyObject *args)
 {
     (void)self;
@@ -208,6 +225,8 @@ static PyMethodDef module_methods[] = {
      "Whether this CPU can run the AVX-512 GEMM micro-kernel."},
     {"sgemm", (PyCFunction)(void (*)(void))cnn_py_sgemm, METH_VARARGS | METH_KEYWORDS,
      "sgemm(a, b, c, trans_a=False, trans_b=False, alpha=1, beta=0, path=None) -> new c."},
+    {"switches", py_switches, METH_NOARGS,
+     "switches() -> {name: value}: the engine's CNNCUDA_* switches as they read now."},
     {"rng_key", py_rng_key, METH_VARARGS, "rng_key(seed, stream) -> key (the core's RNG)."},
     {"rng_uniform", py_rng_uniform, METH_VARARGS,
      "rng_uniform(key, n) -> float32 array of uniform(key, 0..n-1)."},
