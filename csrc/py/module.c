@@ -1,30 +1,13 @@
-/* module.c: the cnncuda._C module: exceptions, build and device queries, the
- * RNG (for the reference's cross-check), and the Net type. */
+/* module.c: the cnncuda._C module: build and device queries, the engine's
+ * switches, the RNG (for the reference's cross-check), and the types (Net,
+ * Comm) and exceptions (errors.c) it holds. */
 #define CNN_BINDING_MODULE
 #include "binding.h"
 #include "../switches.h"
 
 #include "../cpu/gemm.h"
 
-PyObject *cnn_CudaError;
-PyObject *cnn_EngineUnavailableError;
-PyObject *cnn_CommError;
-
 PyObject *cnn_py_sgemm(PyObject *self, PyObject *args, PyObject *kwds); /* gemm_check.c */
-
-PyObject *cnn_raise_status(cnn_status status)
-{
-    const char *msg = cnn_last_error();
-    switch (status) {
-    case CNN_ERR_VALUE: PyErr_SetString(PyExc_ValueError, msg); break;
-    case CNN_ERR_MEMORY: PyErr_SetString(PyExc_MemoryError, msg); break;
-    case CNN_ERR_DEVICE: PyErr_SetString(cnn_CudaError, msg); break;
-    case CNN_ERR_UNAVAILABLE: PyErr_SetString(cnn_EngineUnavailableError, msg); break;
-    case CNN_ERR_COMM: PyErr_SetString(cnn_CommError, msg); break;
-    default: PyErr_SetString(PyExc_RuntimeError, msg); break;
-    }
-    return NULL;
-}
 
 static PyObject *py_compiled_features(PyObject *self, PyObject *noargs)
 {
@@ -248,21 +231,7 @@ PyMODINIT_FUNC PyInit__C(void)
         Py_DECREF(m);
         return NULL;
     }
-    cnn_CudaError = PyErr_NewExceptionWithDoc(
-        "cnncuda.CudaError", "A CUDA, cuDNN, cuBLAS or NCCL call failed.", PyExc_RuntimeError,
-        NULL);
-    cnn_EngineUnavailableError = PyErr_NewExceptionWithDoc(
-        "cnncuda.EngineUnavailableError",
-        "The engine asked for was not compiled in or cannot run on this machine.",
-        PyExc_RuntimeError, NULL);
-    cnn_CommError = PyErr_NewExceptionWithDoc(
-        "cnncuda.CommError",
-        "A data-parallel group failed: a peer failed, left or did not answer in time.",
-        PyExc_RuntimeError, NULL);
-    if (!cnn_CudaError || !cnn_EngineUnavailableError || !cnn_CommError ||
-        PyModule_AddObjectRef(m, "CudaError", cnn_CudaError) < 0 ||
-        PyModule_AddObjectRef(m, "EngineUnavailableError", cnn_EngineUnavailableError) < 0 ||
-        PyModule_AddObjectRef(m, "CommError", cnn_CommError) < 0 ||
+    if (cnn_py_add_errors(m) < 0 ||
         PyModule_AddObjectRef(m, "Net", (PyObject *)&cnn_NetType) < 0 ||
         PyModule_AddObjectRef(m, "Comm", (PyObject *)&cnn_CommType) < 0) {
         Py_DECREF(m);
