@@ -20,9 +20,12 @@ cnn_status cnn_cuda_impl_init(cnn_cuda_impl *impl, int device)
                              count, device);
     cnn_switches sw;
     CNN_TRY(cnn_switches_read(&sw));
-    static_assert(CNN_SWITCH_SGEMM_AUTO == CNN_SGEMM_AUTO && CNN_SWITCH_SGEMM_TILE64 == CNN_SGEMM_TILE64 &&
-                      CNN_SWITCH_SGEMM_WIDE == CNN_SGEMM_WIDE && CNN_SWITCH_TILE_SHAPED == CNN_TILE_SHAPED &&
-                      CNN_SWITCH_TILE_SQUARE == CNN_TILE_SQUARE && CNN_SWITCH_TILE_SCALAR == CNN_TILE_SCALAR,
+    static_assert((int)CNN_SWITCH_SGEMM_AUTO == (int)CNN_SGEMM_AUTO &&
+                      (int)CNN_SWITCH_SGEMM_TILE64 == (int)CNN_SGEMM_TILE64 &&
+                      (int)CNN_SWITCH_SGEMM_WIDE == (int)CNN_SGEMM_WIDE &&
+                      (int)CNN_SWITCH_TILE_SHAPED == (int)CNN_TILE_SHAPED &&
+                      (int)CNN_SWITCH_TILE_SQUARE == (int)CNN_TILE_SQUARE &&
+                      (int)CNN_SWITCH_TILE_SCALAR == (int)CNN_TILE_SCALAR,
                   "the SGEMM switches' values");
     impl->sgemm_kernel = sw.sgemm_kernel;
     impl->sgemm_tile = sw.sgemm_tile;

@@ -333,9 +333,9 @@ cnn_status cnn_cudnn_algo_settings(cnn_cudnn_impl *impl)
     cnn_switches sw;
     CNN_TRY(cnn_switches_read(&sw));
     // the switch's values are this file's modes (switches.h, cudnn_common.cuh)
-    static_assert(CNN_SWITCH_ALGO_MEASURED == CNN_CUDNN_ALGO_MEASURED &&
-                      CNN_SWITCH_ALGO_HEURISTIC == CNN_CUDNN_ALGO_HEURISTIC &&
-                      CNN_SWITCH_ALGO_NONDETERMINISTIC == CNN_CUDNN_ALGO_NONDETERMINISTIC,
+    static_assert((int)CNN_SWITCH_ALGO_MEASURED == (int)CNN_CUDNN_ALGO_MEASURED &&
+                      (int)CNN_SWITCH_ALGO_HEURISTIC == (int)CNN_CUDNN_ALGO_HEURISTIC &&
+                      (int)CNN_SWITCH_ALGO_NONDETERMINISTIC == (int)CNN_CUDNN_ALGO_NONDETERMINISTIC,
                   "CNNCUDA_CUDNN_ALGO's values");
     impl->algo_mode = sw.cudnn_algo;
     impl->own_wgrad = sw.cudnn_own_wgrad >= 0 ? sw.cudnn_own_wgrad
