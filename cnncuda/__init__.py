@@ -129,8 +129,8 @@ def cuda_compute_capabilities():
 
 
 # The Keras-style API (after devices(), which config uses).
-from . import (activations, callbacks, config, datasets, distribute, layers,  # noqa: E402
-               losses, models, optimizers, random, test, utils)
+from . import (activations, callbacks, config, data, datasets, distribute,  # noqa: E402
+               layers, losses, models, optimizers, random, test, utils)
 from . import keras  # noqa: E402
 from .config import device  # noqa: E402
 
