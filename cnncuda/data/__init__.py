@@ -5,12 +5,14 @@ cnncuda is imported as tf).
     model.fit(ds.prefetch(tf.data.AUTOTUNE), epochs=5)
 
 Dataset (dataset.py), Sequence / PyDataset (sequence.py), fit and evaluate
-over them (feed.py), image_dataset_from_directory (image_folder.py).
+over them (feed.py), image_dataset_from_directory (image_folder.py), the
+legacy ImageDataGenerator (image_generator.py).
 """
 import types as _types
 
 from .dataset import AUTOTUNE, INFINITE, UNKNOWN, Dataset
 from .image_folder import image_dataset_from_directory
+from .image_generator import ImageDataGenerator
 from .sequence import PyDataset, Sequence
 
 INFINITE_CARDINALITY = INFINITE
@@ -18,5 +20,5 @@ UNKNOWN_CARDINALITY = UNKNOWN
 experimental = _types.SimpleNamespace(AUTOTUNE=AUTOTUNE, INFINITE_CARDINALITY=INFINITE,
                                       UNKNOWN_CARDINALITY=UNKNOWN)
 
-__all__ = ["AUTOTUNE", "Dataset", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY", "PyDataset",
+__all__ = ["AUTOTUNE", "Dataset", "ImageDataGenerator", "INFINITE_CARDINALITY", "UNKNOWN_CARDINALITY", "PyDataset",
            "Sequence", "experimental", "image_dataset_from_directory"]
