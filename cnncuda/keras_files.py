@@ -4,7 +4,7 @@ saved by Keras loads here:
 
 - ``.keras``: a zip of config.json (the architecture and compile settings as
   Keras serializes them), metadata.json and model.weights.h5 (each layer's
-  variables under layers/<name>/vars/<i>);
+  variables under layers/<class name in snake case, numbered>/vars/<i>);
 - ``.h5`` / ``.hdf5``: the legacy HDF5 file (attributes model_config and
   training_config, each layer's weights under model_weights/<layer>/).
 
@@ -21,6 +21,7 @@ cnncuda's own format (any other extension, docs/model-file-format.md).
 import datetime
 import io
 import json
+import re
 import zipfile
 
 import numpy as np
@@ -142,6 +143,29 @@ def _compile_config(model):
             "jit_compile": False}
 
 
+def _snake(class_name):
+    """Keras's snake-case of a class name (Conv2D -> conv2d, ReLU -> re_lu)."""
+    name = re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", class_name)
+    return re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower()
+
+
+def _weight_paths(class_names):
+    """Where a .keras file keeps each layer's variables: layers/<the class's
+    snake-case name>, numbered _1, _2, ... for the second, third, ... of a
+    class, in the model's order (as Keras walks a Sequential's layers; the
+    layers' own names play no part)."""
+    used, paths = {}, []
+    for class_name in class_names:
+        name = _snake(class_name)
+        if name in used:
+            used[name] += 1
+            name = "%s_%d" % (name, used[name])
+        else:
+            used[name] = 0
+        paths.append(name)
+    return paths
+
+
 def _per_layer_weights(model):
     """[(layer, [arrays in Keras's order])] for every layer but InputLayer."""
     weights = iter(model.get_weights())
@@ -159,8 +183,10 @@ def _keras_bytes(model):
     weights = io.BytesIO()
     with h5py.File(weights, "w") as f:
         group = f.create_group("layers")
-        for layer, arrays in _per_layer_weights(model):
-            var = group.create_group(layer.name).create_group("vars")
+        named = _per_layer_weights(model)
+        paths = _weight_paths([type(layer).__name__ for layer, _ in named])
+        for (layer, arrays), path in zip(named, paths):
+            var = group.create_group(path).create_group("vars")
             for i, (_, a) in enumerate(arrays):
                 var.create_dataset(str(i), data=np.asarray(a, np.float32))
         if model.loss is not None:
@@ -295,10 +321,11 @@ def _build(config, weights_of, compile_config, compile, device, path):
             continue
         model.add(_cnncuda_layer(entry))
     arrays = []
-    for layer in model._layers:
-        if type(layer).__name__ == "InputLayer":
-            continue
-        arrays.extend(weights_of(layer.name, len(layer.weight_specs(layer.input_shape[1:]))))
+    mine = [l for l in model._layers if type(l).__name__ != "InputLayer"]
+    paths = _weight_paths([type(l).__name__ for l in mine])
+    for layer, path in zip(mine, paths):
+        arrays.extend(weights_of(layer.name, path,
+                                 len(layer.weight_specs(layer.input_shape[1:]))))
     model.set_weights(arrays)
     if compile and compile_config:
         opt = compile_config.get("optimizer") or compile_config.get("optimizer_config")
@@ -345,8 +372,8 @@ def load(path, data, kind, compile=True, device=None):
             config = json.loads(z.read("config.json"))
             f = h5py.File(io.BytesIO(z.read("model.weights.h5")), "r")
 
-            def weights_of(name, count):
-                group = f["layers"][name]["vars"] if count else None
+            def weights_of(name, path, count):
+                group = f["layers"][path]["vars"] if count else None
                 return [np.asarray(group[str(i)], np.float32) for i in range(count)]
             with f:
                 return _build(config, weights_of, config.get("compile_config"), compile, device,
@@ -357,7 +384,7 @@ def load(path, data, kind, compile=True, device=None):
             if "training_config" in f.attrs else None
         group = f["model_weights"] if "model_weights" in f else f
 
-        def weights_of(name, count):
+        def weights_of(name, path, count):
             names = [_text(n) for n in group[name].attrs.get("weight_names", [])]
             if len(names) != count:
                 raise ValueError("layer %s: %d weights in the file, %d in the model"
