@@ -9,6 +9,7 @@ import os
 import sys
 
 os.environ.setdefault("KERAS_BACKEND", "jax")
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
