@@ -59,6 +59,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)  # build_tools/, wherever the build backend runs from
 from build_tools import archs as gpu_archs  # noqa: E402
 from build_tools import jobs, objcache  # noqa: E402
+from build_tools import switches as build_switches  # noqa: E402
 
 CACHE_DIR = os.path.join(HERE, "build", "cnncuda-objects")
 INCLUDE_DIRS = ["/usr/include", "/usr/include/x86_64-linux-gnu", "/usr/local/include"]
@@ -67,7 +68,7 @@ PROJECT_INCLUDES = [os.path.join(HERE, "csrc"), os.path.join(HERE, "cuda")]
 
 
 def find_nvcc():
-    if os.environ.get("CNNCUDA_CUDA", "1").strip().lower() in ("0", "no", "off", "false"):
+    if not build_switches.cuda_wanted(os.environ):
         return None, "disabled by CNNCUDA_CUDA=0"
     candidates = []
     for var in ("CUDA_HOME", "CUDA_PATH"):

@@ -17,6 +17,8 @@ are 75, 80 and 90.
 import re
 import subprocess
 
+from . import switches
+
 VARIABLE = "CNNCUDA_CUDA_ARCH"
 DEFAULT_ARCHS = ("75", "80", "90")
 NVIDIA_SMI_QUERY = ["--query-gpu=compute_cap", "--format=csv,noheader"]
@@ -107,7 +109,7 @@ def detect_gpu_archs(nvidia_smi="nvidia-smi"):
 def choose_archs(environ, supported=None, detect=detect_gpu_archs):
     """(architectures, how they were chosen) for a build: CNNCUDA_CUDA_ARCH from
     ``environ`` when set, else the GPUs ``detect()`` finds, else the defaults."""
-    value = environ.get(VARIABLE, "").strip()
+    value = switches.cuda_arch(environ)
     if value:
         return parse_arch_list(value, supported), "%s=%s" % (VARIABLE, value)
     found, why_not = detect()

@@ -39,8 +39,8 @@ def _release_at_exit():
 atexit.register(_release_at_exit)
 
 # The Keras-style API.
-from . import (activations, callbacks, config, datasets, distribute, layers,  # noqa: E402
-               losses, models, optimizers, random, test, utils)
+from . import (activations, callbacks, config, data, datasets, distribute,  # noqa: E402
+               layers, losses, models, optimizers, random, test, utils)
 from . import keras  # noqa: E402
 from .config import device  # noqa: E402
 

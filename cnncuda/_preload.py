@@ -102,9 +102,20 @@ def plan(needed, roots):
 
 
 def system_libs_asked():
-    """Whether CNNCUDA_SYSTEM_LIBS asks for the system's libraries: any value
-    but unset, empty or "0"."""
-    return os.environ.get("CNNCUDA_SYSTEM_LIBS", "0") not in ("", "0")
+    """Whether CNNCUDA_SYSTEM_LIBS asks for the system's libraries
+    (cnncuda/switches.py, loaded by its path where this file runs on its own,
+    as its tests run it)."""
+    try:
+        from .switches import system_libs
+    except ImportError:
+        import importlib.util
+        spec = importlib.util.spec_from_file_location(
+            "cnncuda_switches", os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                             "switches.py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        system_libs = module.system_libs
+    return system_libs()
 
 
 def prefer_wheel_libraries(extension_path):

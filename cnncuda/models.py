@@ -28,7 +28,7 @@ import weakref
 
 import numpy as np
 
-from . import config, distribute, losses, optimizers, saving, training
+from . import config, distribute, keras_files, losses, optimizers, saving, training
 from .checks import nonnegative_int, shape_str
 from .engine import make_net
 from .exclusive import exclusive
@@ -614,6 +614,11 @@ class Sequential:
         on exactly as this one would."""
         self._require_built()
         _check_overwrite(filepath, overwrite)
+        kind = keras_files.is_keras_path(filepath) if isinstance(filepath, (str, os.PathLike)) \
+            else None
+        if kind is not None:
+            keras_files.save(self, os.fspath(filepath), kind)
+            return
         saving.write_model_file(filepath, *self._file_parts(include_optimizer))
 
     def _file_parts(self, include_optimizer):
@@ -787,6 +792,9 @@ def load_model(filepath, compile=True, device=None, custom_objects=None):
                          % (custom_objects,))
     if device is not None:
         config.engine_for(device)     # the caller's argument: its error is not the file's
+    model = _model_from_keras_file(filepath, compile, device)
+    if model is not None:
+        return model
     header, weights, slots = saving.read_model_file(filepath)
     try:
         return _model_from_file(filepath, header, weights, slots, compile, device)
@@ -795,6 +803,27 @@ def load_model(filepath, compile=True, device=None, custom_objects=None):
         # what reads it next (a repr in a message, a comparison)
         raise saving.ModelFileError("%s: corrupted cnncuda model file: bad header (nested too "
                                     "deeply)" % filepath) from None
+
+
+def _model_from_keras_file(filepath, compile, device):
+    """The model of a Keras .keras (zip) or .h5 (HDF5) file, known by its
+    first bytes (keras_files.py), or None for any other file."""
+    if not isinstance(filepath, (str, os.PathLike)):
+        return None
+    with open(filepath, "rb") as f:
+        kind = keras_files.kind_of_bytes(f.read(8))
+        if kind is None:
+            return None
+        f.seek(0)
+        data = f.read()
+    try:
+        return keras_files.load(filepath, data, kind, compile, device)
+    except ImportError:
+        raise
+    except Exception as err:     # h5py's and zipfile's errors, a layer refused, ...
+        raise saving.ModelFileError("%s: not a loadable Keras %s file (%s: %s)"
+                                    % (filepath, ".keras" if kind == "keras" else ".h5",
+                                       type(err).__name__, err)) from None
 
 
 def _model_from_bytes(data, device):

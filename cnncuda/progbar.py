@@ -52,7 +52,7 @@ def _format_value(value, verbose):
 
 class Progbar:
     """Progbar(target, verbose=1): call ``update(current, values)`` with the
-    number of steps done and a list of (name, mean value) pairs, and
+    number of steps done (target None: not known yet, drawn "k/Unknown") and a list of (name, mean value) pairs, and
     ``update(target, values, finalize=True)`` once at the end."""
 
     def __init__(self, target, width=30, verbose=1, interval=0.05, unit_name="step",
@@ -93,6 +93,8 @@ class Progbar:
         return per_step
 
     def _bar(self, current):
+        if self.target is None:     # a dataset of unknown length, in its first epoch
+            return "%7d/Unknown" % current
         digits = len(str(self.target))
         text = "%*d/%d [" % (digits, current, self.target)
         filled = int(self.width * current / self.target) if self.target else self.width
@@ -103,7 +105,7 @@ class Progbar:
     def update(self, current, values=(), finalize=None):
         """Draws the bar for `current` steps done, when due (or at the end)."""
         if finalize is None:
-            finalize = current >= self.target
+            finalize = self.target is not None and current >= self.target
         now = time.perf_counter()
         values = list(values.items()) if isinstance(values, dict) else list(values)
         if self.verbose == 1:
@@ -115,7 +117,7 @@ class Progbar:
                 message = ""
             bar = self._bar(current)
             per_step = self._step_seconds(current, now)
-            if finalize:
+            if finalize or self.target is None:
                 info = " - %.0fs" % (now - self._start) + format_time(per_step, self.unit_name)
             else:
                 eta = per_step * (self.target - current)
@@ -134,13 +136,14 @@ class Progbar:
             message += line + " " * padding + ("\n" if finalize else "")
             self._write(message)
         elif self.verbose == 2 and finalize:
-            digits = len(str(self.target))
+            target = current if self.target is None else self.target
+            digits = len(str(target))
             epoch_seconds = now - self._start
-            info = "%*d/%d - %.0fs" % (digits, current, self.target, epoch_seconds)
+            info = "%*d/%d - %.0fs" % (digits, current, target, epoch_seconds)
             for name, value in values:
                 info += " - %s:" % name + _format_value(value, 2)
             info += " -" + format_time(epoch_seconds, "epoch")
-            info += " -" + format_time(epoch_seconds / max(1, self.target), self.unit_name)
+            info += " -" + format_time(epoch_seconds / max(1, target), self.unit_name)
             self._write(info + "\n")
         self._last_update = now
 

@@ -30,6 +30,7 @@ from . import config
 from .callbacks import Callback, CallbackList, History, ProgbarLogger
 from .checks import boolean, check_targets, check_x, nonnegative_int, number_in, positive_int
 from .chunks import StepChunker
+from .data import feed
 from .progbar import Progbar
 
 __all__ = ["fit", "evaluate", "predict"]
@@ -222,6 +223,14 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
     split = number_in(validation_split, "validation_split", 0.0, 1.0, high_open=True)
     if shuffle != "batch":
         shuffle = boolean(shuffle, "shuffle")
+    if feed.is_stream(x):       # a Dataset, a generator or a Sequence: data/feed.py
+        feed.refuse_array_arguments(x, [("y", y, None), ("batch_size", batch_size, None),
+                                        ("validation_split", split, 0.0),
+                                        ("sample_weight", sample_weight, None),
+                                        ("class_weight", class_weight, None)])
+        return feed.fit(model, x, epochs, verbose, user_callbacks, validation_data, shuffle,
+                        initial_epoch, steps_per_epoch, validation_steps,
+                        validation_batch_size, validation_freq)
     _unsupported(class_weight=(class_weight, None), sample_weight=(sample_weight, None),
                  steps_per_epoch=(steps_per_epoch, None), validation_steps=(validation_steps, None),
                  validation_freq=(validation_freq, 1))
@@ -305,6 +314,10 @@ def evaluate(model, x, y, batch_size, verbose, sample_weight, steps, callbacks, 
     batch = 32 if batch_size is None else positive_int(batch_size, "batch_size")
     verbose = _verbose(verbose)
     user_callbacks = _callbacks(callbacks)
+    if feed.is_stream(x):
+        feed.refuse_array_arguments(x, [("y", y, None), ("batch_size", batch_size, None),
+                                        ("sample_weight", sample_weight, None)])
+        return feed.evaluate(model, x, verbose, steps, user_callbacks, return_dict)
     _unsupported(sample_weight=(sample_weight, None), steps=(steps, None))
     x, y = _data(model, x, y)
     net = model._get_net(config.resolve_device(model._device), "evaluate")
@@ -330,6 +343,9 @@ def predict(model, x, batch_size, verbose, steps, callbacks):
     batch = 32 if batch_size is None else positive_int(batch_size, "batch_size")
     verbose = _verbose(verbose)
     user_callbacks = _callbacks(callbacks)
+    if feed.is_stream(x):
+        feed.refuse_array_arguments(x, [("batch_size", batch_size, None)])
+        return feed.predict(model, x, verbose, steps, user_callbacks)
     _unsupported(steps=(steps, None))
     if x is None:
         raise ValueError("x: expected an array of samples, got None")

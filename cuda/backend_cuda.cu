@@ -5,6 +5,7 @@
 
 #include "cuda_common.cuh"
 #include "cuda_ops.h"
+#include "../csrc/switches.h"
 
 // The stream and split-K scratch of a context on CUDA device `device`
 // (shared with cudnn). Leaves `device` current on the calling thread: the
@@ -17,42 +18,19 @@ cnn_status cnn_cuda_impl_init(cnn_cuda_impl *impl, int device)
     if (device < 0 || device >= count)
         return cnn_set_error(CNN_ERR_VALUE, "device: expected a CUDA device index in [0, %d), got %d",
                              count, device);
-    const char *kernel = getenv("CNNCUDA_SGEMM");
-    if (!kernel || !*kernel || !strcmp(kernel, "auto"))
-        impl->sgemm_kernel = CNN_SGEMM_AUTO;
-    else if (!strcmp(kernel, "wide"))
-        impl->sgemm_kernel = CNN_SGEMM_WIDE;
-    else if (!strcmp(kernel, "tile64"))
-        impl->sgemm_kernel = CNN_SGEMM_TILE64;
-    else
-        return cnn_set_error(CNN_ERR_VALUE,
-                             "CNNCUDA_SGEMM: expected 'auto', 'wide' or 'tile64', got '%s'", kernel);
-    const char *tile = getenv("CNNCUDA_SGEMM_TILE");
-    if (!tile || !*tile || !strcmp(tile, "shaped"))
-        impl->sgemm_tile = CNN_TILE_SHAPED;
-    else if (!strcmp(tile, "square"))
-        impl->sgemm_tile = CNN_TILE_SQUARE;
-    else if (!strcmp(tile, "scalar"))
-        impl->sgemm_tile = CNN_TILE_SCALAR;
-    else
-        return cnn_set_error(CNN_ERR_VALUE,
-                             "CNNCUDA_SGEMM_TILE: expected 'shaped', 'square' or 'scalar', got '%s'",
-                             tile);
-    const char *tn = getenv("CNNCUDA_TILE_TN");
-    if (!tn || !*tn || !strcmp(tn, "4"))
-        impl->tile_tn_four = 1;
-    else if (!strcmp(tn, "3"))
-        impl->tile_tn_four = 0;
-    else
-        return cnn_set_error(CNN_ERR_VALUE, "CNNCUDA_TILE_TN: expected '4' or '3', got '%s'", tn);
-    const char *split = getenv("CNNCUDA_WIDE_SPLITK");
-    if (!split || !*split || !strcmp(split, "occupancy"))
-        impl->wide_splitk_blocks = 0;
-    else if (!strcmp(split, "blocks"))
-        impl->wide_splitk_blocks = 1;
-    else
-        return cnn_set_error(CNN_ERR_VALUE,
-                             "CNNCUDA_WIDE_SPLITK: expected 'occupancy' or 'blocks', got '%s'", split);
+    cnn_switches sw;
+    CNN_TRY(cnn_switches_read(&sw));
+    static_assert((int)CNN_SWITCH_SGEMM_AUTO == (int)CNN_SGEMM_AUTO &&
+                      (int)CNN_SWITCH_SGEMM_TILE64 == (int)CNN_SGEMM_TILE64 &&
+                      (int)CNN_SWITCH_SGEMM_WIDE == (int)CNN_SGEMM_WIDE &&
+                      (int)CNN_SWITCH_TILE_SHAPED == (int)CNN_TILE_SHAPED &&
+                      (int)CNN_SWITCH_TILE_SQUARE == (int)CNN_TILE_SQUARE &&
+                      (int)CNN_SWITCH_TILE_SCALAR == (int)CNN_TILE_SCALAR,
+                  "the SGEMM switches' values");
+    impl->sgemm_kernel = sw.sgemm_kernel;
+    impl->sgemm_tile = sw.sgemm_tile;
+    impl->tile_tn_four = sw.tile_tn_four;
+    impl->wide_splitk_blocks = sw.wide_splitk_blocks;
     CNN_CUDA_TRY(cudaSetDevice(device), "selecting the context's GPU");
     impl->device = device;
     int major = 0;
@@ -129,11 +107,9 @@ namespace {
 
 cnn_status cuda_ctx_create(cnn_ctx **out, int num_threads, int device)
 {
-    const char *env = getenv("CNNCUDA_EARLY_LAUNCH");
-    if (env && *env && strcmp(env, "0") && strcmp(env, "1"))
-        return cnn_set_error(CNN_ERR_VALUE, "CNNCUDA_EARLY_LAUNCH: expected '0' or '1', got '%s'",
-                             env);
-    const int early = !(env && !strcmp(env, "0"));
+    cnn_switches sw;
+    CNN_TRY(cnn_switches_read(&sw));
+    const int early = sw.early_launch;
     cnn_ctx *ctx = (cnn_ctx *)calloc(1, sizeof *ctx);
     cnn_cuda_impl *impl = (cnn_cuda_impl *)calloc(1, sizeof *impl);
     if (!ctx || !impl) {

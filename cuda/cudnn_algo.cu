@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "cuda_ops.h"
+#include "../csrc/switches.h"
 #include "cudnn_common.cuh"
 
 namespace {
@@ -181,11 +182,6 @@ cnn_status time_algo(cnn_ctx *ctx, const cnn_cudnn_conv *c, int dir, int algo, c
     return CNN_OK;
 }
 
-bool verbose(void)
-{
-    const char *v = getenv("CNNCUDA_CUDNN_VERBOSE");
-    return v && *v && strcmp(v, "0") != 0;
-}
 
 void describe(const cnn_conv_desc *d, int dir, char *buf, size_t len)
 {
@@ -224,7 +220,7 @@ cnn_status measured_choice(cnn_ctx *ctx, const cnn_cudnn_conv *c, int dir, const
     candidate r[MAX_ALGOS];
     int got = 0;
     CNN_TRY(rank(impl, c, dir, r, &got));
-    const bool talk = verbose();
+    const bool talk = impl->verbose != 0;
     char what[160];
     if (talk) describe(&c->key, dir, what, sizeof what);
     cudaEvent_t start = NULL, stop = NULL;
@@ -334,25 +330,18 @@ cnn_status workspace_of(cnn_cudnn_impl *impl, cnn_cudnn_conv *c, int dir)
 
 cnn_status cnn_cudnn_algo_settings(cnn_cudnn_impl *impl)
 {
-    const char *v = getenv("CNNCUDA_CUDNN_ALGO");
-    if (!v || !*v || strcmp(v, "measured") == 0)
-        impl->algo_mode = CNN_CUDNN_ALGO_MEASURED;
-    else if (strcmp(v, "heuristic") == 0)
-        impl->algo_mode = CNN_CUDNN_ALGO_HEURISTIC;
-    else if (strcmp(v, "nondeterministic") == 0)
-        impl->algo_mode = CNN_CUDNN_ALGO_NONDETERMINISTIC;
-    else
-        return cnn_set_error(CNN_ERR_VALUE,
-                             "CNNCUDA_CUDNN_ALGO: expected 'measured', 'heuristic' or "
-                             "'nondeterministic', got '%s'", v);
-    v = getenv("CNNCUDA_CUDNN_OWN_WGRAD");
-    if (!v || !*v)
-        impl->own_wgrad = impl->algo_mode == CNN_CUDNN_ALGO_HEURISTIC ? 0 : -1;
-    else if (strcmp(v, "0") == 0 || strcmp(v, "1") == 0)
-        impl->own_wgrad = v[0] - '0';
-    else
-        return cnn_set_error(CNN_ERR_VALUE, "CNNCUDA_CUDNN_OWN_WGRAD: expected '0' or '1', got '%s'",
-                             v);
+    cnn_switches sw;
+    CNN_TRY(cnn_switches_read(&sw));
+    // the switch's values are this file's modes (switches.h, cudnn_common.cuh)
+    static_assert((int)CNN_SWITCH_ALGO_MEASURED == (int)CNN_CUDNN_ALGO_MEASURED &&
+                      (int)CNN_SWITCH_ALGO_HEURISTIC == (int)CNN_CUDNN_ALGO_HEURISTIC &&
+                      (int)CNN_SWITCH_ALGO_NONDETERMINISTIC == (int)CNN_CUDNN_ALGO_NONDETERMINISTIC,
+                  "CNNCUDA_CUDNN_ALGO's values");
+    impl->algo_mode = sw.cudnn_algo;
+    impl->own_wgrad = sw.cudnn_own_wgrad >= 0 ? sw.cudnn_own_wgrad
+                      : impl->algo_mode == CNN_CUDNN_ALGO_HEURISTIC ? 0
+                                                                    : -1;
+    impl->verbose = sw.cudnn_verbose;
     return CNN_OK;
 }
 

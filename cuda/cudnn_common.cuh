@@ -51,8 +51,10 @@ struct cnn_cudnn_impl {
     cudnnActivationDescriptor_t act;
     cnn_cudnn_conv convs[CNN_CUDNN_MAX_CONVS];
     int n_convs;
-    int algo_mode; // CNN_CUDNN_ALGO_*, from the environment when the context was made
+    // switches (switches.h) read when the context was made:
+    int algo_mode; // CNN_CUDNN_ALGO_* (CNNCUDA_CUDNN_ALGO)
     int own_wgrad; // CNNCUDA_CUDNN_OWN_WGRAD: -1 a measured candidate, 0 never, 1 always
+    int verbose;   // CNNCUDA_CUDNN_VERBOSE: each measured choice printed to stderr
 };
 
 static inline cnn_cudnn_impl *cnn_cudnn(cnn_ctx *ctx) { return (cnn_cudnn_impl *)ctx->impl; }

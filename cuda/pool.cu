@@ -57,7 +57,7 @@ static __device__ __forceinline__ void covering(int i, int stride, int pad, int 
 
 // Every kernel is compiled for two index types: unsigned 32-bit when the
 // input and the output have fewer than 2^31 elements (GPU integer division is
-// much cheaper in 32 bits), size_t otherwise (and under CNNCUDA_POOL=generic).
+// much cheaper in 32 bits), size_t otherwise.
 #define POOL_LOOP(I, i, n)                                                     \
     for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (I)blockDim.x * gridDim.x)
 
@@ -189,23 +189,11 @@ __global__ void avg_pool_backward_kernel(I total, pool_geom g, const float *__re
     }
 }
 
-// CNNCUDA_POOL=generic: the size_t kernels and no disjoint path (the code
-// before the 32-bit paths, kept to time against), read once.
-static int generic_only(void)
-{
-    static int cached = -1;
-    if (cached < 0) {
-        const char *v = getenv("CNNCUDA_POOL");
-        cached = v != NULL && strcmp(v, "generic") == 0;
-    }
-    return cached;
-}
-
 // Whether the input and output planes of d can use 32-bit indices.
 static int fits_32(const cnn_pool_desc *d)
 {
     const size_t in = (size_t)d->n * d->c * d->h * d->w, out = (size_t)d->n * d->c * d->oh * d->ow;
-    return !generic_only() && in < 0x7fffffffu && out < 0x7fffffffu;
+    return in < 0x7fffffffu && out < 0x7fffffffu;
 }
 
 // x (n, c, h, w) -> y (n, c, oh, ow); argmax (n, c, oh, ow) for max (may be

@@ -16,6 +16,7 @@ import tempfile
 import urllib.error
 import urllib.request
 
+from .. import switches
 from ..atomic_file import create_temporary
 
 __all__ = ["DatasetNotFoundError", "data_dir", "keras_dir", "file_digest", "fetch", "find_local",
@@ -28,8 +29,7 @@ class DatasetNotFoundError(FileNotFoundError):
 
 def data_dir():
     """cnncuda's data folder: $CNNCUDA_DATA, else ~/.cnncuda/datasets."""
-    return os.environ.get("CNNCUDA_DATA") or os.path.join(os.path.expanduser("~"), ".cnncuda",
-                                                          "datasets")
+    return switches.data_dir()
 
 
 def keras_dir():

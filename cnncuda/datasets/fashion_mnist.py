@@ -14,6 +14,7 @@ import os
 
 import numpy as np
 
+from ..switches import fashion_mnist_dir
 from .cache import data_dir, fetch, keras_dir
 
 __all__ = ["load_data", "find", "read_idx", "ORIGIN", "SHA256"]
@@ -36,7 +37,7 @@ SHA256 = {
 
 
 def _search_dirs():
-    dirs = [os.environ["CNNCUDA_FASHION_MNIST"]] if os.environ.get("CNNCUDA_FASHION_MNIST") else []
+    dirs = [fashion_mnist_dir()] if fashion_mnist_dir() else []
     return dirs + [os.path.join(data_dir(), SUBDIR), os.path.join(keras_dir(), SUBDIR)] + \
         list(DEFAULT_DIRS)
 

@@ -17,7 +17,7 @@ import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from .. import _C, config
+from .. import _C, config, switches
 from ..checks import number_in
 from ..engine import make_net
 from .replicas import ReplicaGroup, connect_local, nccl_defaults
@@ -254,9 +254,8 @@ class MultiWorkerMirroredStrategy(MirroredStrategy):
                              % (world, self._rank))
         local_rank = _env_int(env, "LOCAL_RANK") if "LOCAL_RANK" in env else 0
         self._addr = env.get("MASTER_ADDR") or "127.0.0.1"
-        if "CNNCUDA_PORT" in env:
-            self._port = _env_int(env, "CNNCUDA_PORT", 1)
-        else:
+        self._port = switches.port(env)
+        if self._port is None:
             self._port = _env_int(env, "MASTER_PORT", 1) + (1 if "TORCHELASTIC_RUN_ID" in env else 0)
         if self._port > 65535:
             raise ValueError("MASTER_PORT: expected a port number up to 65535, got %d" % self._port)

@@ -8,9 +8,9 @@ gives ``tf.keras.losses.SparseCategoricalCrossentropy``, ``models.Sequential``,
 re-exports the cnncuda module of the same name.
 """
 from . import (activations, backend, callbacks, datasets, layers, losses, models, optimizers,
-               utils)
+               preprocessing, utils)
 from .layers import Input
 from .models import Sequential, load_model
 
 __all__ = ["activations", "backend", "callbacks", "datasets", "layers", "losses", "models",
-           "optimizers", "utils", "Input", "Sequential", "load_model"]
+           "optimizers", "preprocessing", "utils", "Input", "Sequential", "load_model"]

@@ -18,8 +18,6 @@
 typedef struct cnn_cpu_impl {
     int threads;
     int chunked_filter;
-    double grain_scale; /* the grains below times this (CNNCUDA_OMP_GRAIN, default 1) */
-    int full_team;      /* every region on all threads (parallel.c; CNNCUDA_OMP_TEAM) */
     cnn_gemm_pack *packs; /* threads of them */
 } cnn_cpu_impl;
 
@@ -51,8 +49,8 @@ int cnn_cpu_threads_lost_to_fork(void);
 int cnn_cpu_parts(cnn_ctx *ctx, long count, double cost, double grain);
 
 /* Work grains, in floats touched (elementwise ops) and multiply-adds (GEMM).
- * CNNCUDA_OMP_GRAIN=s in the environment multiplies both by s (> 0) for the
- * contexts made after it is set: a tuning knob for the scaling benchmark. */
+ * (The scaling benchmark's CNNCUDA_OMP_GRAIN, a multiplier of both, was
+ * retired on 2026-11-26: BENCHMARKS.md keeps what it measured.) */
 #define CNN_GRAIN_ELEMENTS 16384.0
 #define CNN_GRAIN_MACS 65536.0
 

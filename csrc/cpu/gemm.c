@@ -31,6 +31,8 @@
  */
 #include "gemm.h"
 
+#include "../switches.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -442,18 +444,30 @@ int cnn_gemm_avx512_preferred(void)
 #endif
 }
 
+/* The CPU's own choice: AVX-512 where it is preferred, else AVX2/FMA where
+ * the CPU has it, else portable C. */
+static int best_path(void)
+{
+    if (cnn_gemm_avx512_preferred()) return CNN_GEMM_AVX512;
+    return cnn_gemm_avx2_supported() ? CNN_GEMM_AVX2 : CNN_GEMM_PORTABLE;
+}
+
+static int path_supported(int path)
+{
+    return path == CNN_GEMM_PORTABLE || (path == CNN_GEMM_AVX2 && cnn_gemm_avx2_supported()) ||
+           (path == CNN_GEMM_AVX512 && cnn_gemm_avx512_supported());
+}
+
 int cnn_gemm_path(void)
 {
     int path = selected_path;
     if (path < 0) {
-        const char *env = getenv("CNNCUDA_GEMM");
-        int want_portable = env != NULL && strcmp(env, "portable") == 0;
-        int want_avx2 = env != NULL && strcmp(env, "avx2") == 0;
-        int want_avx512 = env != NULL && strcmp(env, "avx512") == 0;
-        path = (!want_portable && cnn_gemm_avx2_supported()) ? CNN_GEMM_AVX2 : CNN_GEMM_PORTABLE;
-        if (cnn_gemm_avx512_supported() &&
-            (want_avx512 || (!want_portable && !want_avx2 && cnn_gemm_avx512_preferred())))
-            path = CNN_GEMM_AVX512;
+        /* CNNCUDA_GEMM where this CPU can run it (a bad value or a path the
+         * CPU lacks is refused when a cpu or omp context is made) */
+        cnn_switches s;
+        path = best_path();
+        if (cnn_switches_read(&s) == CNN_OK && s.gemm >= 0 && path_supported(s.gemm))
+            path = s.gemm;
         selected_path = path;
     }
     return path;

@@ -12,6 +12,8 @@
 #include <string.h>
 
 #include "cpu.h"
+#include "gemm.h"
+#include "../switches.h"
 
 /* fork: libgomp's thread pool does not survive it. A child forked after the
  * parent entered a parallel region hangs in its first region (its pool's
@@ -49,8 +51,7 @@ static void run_parts(int team, int parts, long count, cnn_range_fn *fn, void *a
 }
 
 /* The team a region of `parts` parts is entered with: the context's whole
- * thread count (full_team, the default), or `parts` (CNNCUDA_OMP_TEAM=parts).
- * libgomp ends the pooled threads that a region with fewer threads than the
+ * thread count. libgomp ends the pooled threads that a region with fewer threads than the
  * one before leaves out, and starts new ones for the next larger region, so
  * a step whose ops are cut into different counts (LeNet-5 at batch 32 on 16
  * threads: 16 for a convolution, 11 and 3 for the poolings, 15 for Adam,
@@ -58,10 +59,11 @@ static void run_parts(int team, int parts, long count, cnn_range_fn *fn, void *a
  * same threads serve every region, the idle ones only passing its barrier:
  * omp:16 went from 5.55 to 2.65 ms a step on the CIFAR CNN and from 3.96 to
  * 0.65 on LeNet-5 on the 16-core host (AVX2 both; BENCHMARKS.md, "CPU
- * scaling on the 16-core host: a fixed OpenMP team"). */
+ * scaling on the 16-core host: a fixed OpenMP team"; a team of `parts`
+ * threads per region was a switch until 2026-11-26). */
 static int team_for(const cnn_cpu_impl *impl, int parts)
 {
-    return impl->full_team && impl->threads > parts ? impl->threads : parts;
+    return impl->threads > parts ? impl->threads : parts;
 }
 
 void cnn_cpu_parallel(cnn_ctx *ctx, int parts, long count, cnn_range_fn *fn, void *arg)
@@ -90,7 +92,7 @@ int cnn_cpu_parts(cnn_ctx *ctx, long count, double cost, double grain)
 {
     const int threads = cnn_cpu_get(ctx)->threads;
     if (threads <= 1 || count <= 1) return 1;
-    const double by_work = (double)count * cost / (grain * cnn_cpu_get(ctx)->grain_scale);
+    const double by_work = (double)count * cost / grain;
     long parts = by_work < 1.0 ? 1 : (long)by_work;
     if (parts > count) parts = count;
     if (parts > threads) parts = threads;
@@ -202,13 +204,17 @@ cnn_status cnn_cpu_ctx_create(const cnn_backend *table, int threads, int chunked
     ctx->backend = table;
     ctx->num_threads = threads;
     impl->chunked_filter = chunked_filter;
-    impl->grain_scale = 1.0;
-    const char *scale = getenv("CNNCUDA_OMP_GRAIN");
-    if (scale && atof(scale) > 0.0) impl->grain_scale = atof(scale);
-    /* CNNCUDA_OMP_TEAM=parts: each region on as many threads as it has
-     * parts, the way before 2026-11-25 (kept to compare against). */
-    const char *team = getenv("CNNCUDA_OMP_TEAM");
-    impl->full_team = !(team && strcmp(team, "parts") == 0);
+    /* CNNCUDA_GEMM: checked here, so a bad value is refused when a Net is made */
+    cnn_switches sw;
+    cnn_status st = cnn_switches_read(&sw);
+    if (st != CNN_OK) goto fail;
+    if (sw.gemm >= 0 && cnn_gemm_set_path(sw.gemm) != 0) {
+        st = cnn_set_error(CNN_ERR_VALUE, "CNNCUDA_GEMM: '%s' needs a CPU with %s; this one has "
+                           "none (portable runs everywhere)",
+                           sw.gemm == CNN_GEMM_AVX2 ? "avx2" : "avx512",
+                           sw.gemm == CNN_GEMM_AVX2 ? "AVX2 and FMA" : "AVX-512F");
+        goto fail;
+    }
     impl->packs = calloc((size_t)threads, sizeof *impl->packs);
     if (!impl->packs) goto oom;
     impl->threads = threads;
@@ -221,6 +227,9 @@ cnn_status cnn_cpu_ctx_create(const cnn_backend *table, int threads, int chunked
     }
     *out = ctx;
     return CNN_OK;
+fail:
+    cnn_cpu_ctx_destroy(ctx);
+    return st;
 oom:
     cnn_cpu_ctx_destroy(ctx);
     if (!ctx) free(impl);

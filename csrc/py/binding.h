@@ -1,4 +1,9 @@
-/* binding.h: shared pieces of the CPython binding (cnncuda._C). */
+/* binding.h: shared pieces of the CPython binding (cnncuda._C).
+ *
+ * Who uses whom (no circle): module.c (the module: build and device
+ * queries, the RNG, the switches) uses the Net and Comm types; net_*.c (the
+ * Net type, net_object.h) use comm_type.c's group bookkeeping; every file
+ * uses errors.c (the exceptions) and convert.c (array checks). */
 #ifndef CNN_BINDING_H
 #define CNN_BINDING_H
 
@@ -13,14 +18,7 @@
 #include <numpy/arrayobject.h>
 
 #include "../cnn.h"
-
-/* module.c: the exception types */
-extern PyObject *cnn_CudaError;
-extern PyObject *cnn_EngineUnavailableError;
-extern PyObject *cnn_CommError;
-
-/* Raises the Python exception for `status` with the core's last message. */
-PyObject *cnn_raise_status(cnn_status status);
+#include "errors.h"
 
 /* convert.c */
 /* A float32, C-contiguous, aligned array from `obj` (a new reference), or
@@ -46,7 +44,7 @@ PyArrayObject *cnn_checked_float32(PyArrayObject *raw, const cnn_host_array *hos
 /* "(None, 32, 32, 3)" style text of a shape, into buf. */
 void cnn_shape_text(char *buf, size_t len, int rank, const npy_intp *dims);
 
-/* net_type.c */
+/* net_type.c (the Net's own pieces: net_object.h) */
 extern PyTypeObject cnn_NetType;
 
 /* comm_type.c */

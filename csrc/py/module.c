@@ -1,29 +1,13 @@
-/* module.c: the cnncuda._C module: exceptions, build and device queries, the
- * RNG (for the reference's cross-check), and the Net type. */
+/* module.c: the cnncuda._C module: build and device queries, the engine's
+ * switches, the RNG (for the reference's cross-check), and the types (Net,
+ * Comm) and exceptions (errors.c) it holds. */
 #define CNN_BINDING_MODULE
 #include "binding.h"
+#include "../switches.h"
 
 #include "../cpu/gemm.h"
 
-PyObject *cnn_CudaError;
-PyObject *cnn_EngineUnavailableError;
-PyObject *cnn_CommError;
-
 PyObject *cnn_py_sgemm(PyObject *self, PyObject *args, PyObject *kwds); /* gemm_check.c */
-
-PyObject *cnn_raise_status(cnn_status status)
-{
-    const char *msg = cnn_last_error();
-    switch (status) {
-    case CNN_ERR_VALUE: PyErr_SetString(PyExc_ValueError, msg); break;
-    case CNN_ERR_MEMORY: PyErr_SetString(PyExc_MemoryError, msg); break;
-    case CNN_ERR_DEVICE: PyErr_SetString(cnn_CudaError, msg); break;
-    case CNN_ERR_UNAVAILABLE: PyErr_SetString(cnn_EngineUnavailableError, msg); break;
-    case CNN_ERR_COMM: PyErr_SetString(cnn_CommError, msg); break;
-    default: PyErr_SetString(PyExc_RuntimeError, msg); break;
-    }
-    return NULL;
-}
 
 static PyObject *py_compiled_features(PyObject *self, PyObject *noargs)
 {
@@ -156,6 +140,22 @@ static PyObject *py_gemm_avx512_supported(PyObject *self, PyObject *noargs)
     return PyBool_FromLong(cnn_gemm_avx512_supported());
 }
 
+/* switches() -> {name: value}: the engine's switches as they read now
+ * (csrc/switches.c); ValueError for a value it refuses. */
+static PyObject *py_switches(PyObject *self, PyObject *noargs)
+{
+    cnn_switches s;
+    cnn_status st = cnn_switches_read(&s);
+    if (st != CNN_OK) return cnn_raise_status(st);
+    PyObject *out = PyDict_New();
+    for (int i = 0; out && i < cnn_switches_count(); ++i) {
+        PyObject *v = PyLong_FromLong(cnn_switches_value(&s, i));
+        if (!v || PyDict_SetItemString(out, cnn_switches_name(i), v) < 0) Py_CLEAR(out);
+        Py_XDECREF(v);
+    }
+    return out;
+}
+
 static PyObject *py_rng_key(PyObject *self, PyObject *args)
 {
     (void)self;
@@ -208,6 +208,8 @@ static PyMethodDef module_methods[] = {
      "Whether this CPU can run the AVX-512 GEMM micro-kernel."},
     {"sgemm", (PyCFunction)(void (*)(void))cnn_py_sgemm, METH_VARARGS | METH_KEYWORDS,
      "sgemm(a, b, c, trans_a=False, trans_b=False, alpha=1, beta=0, path=None) -> new c."},
+    {"switches", py_switches, METH_NOARGS,
+     "switches() -> {name: value}: the engine's CNNCUDA_* switches as they read now."},
     {"rng_key", py_rng_key, METH_VARARGS, "rng_key(seed, stream) -> key (the core's RNG)."},
     {"rng_uniform", py_rng_uniform, METH_VARARGS,
      "rng_uniform(key, n) -> float32 array of uniform(key, 0..n-1)."},
@@ -229,21 +231,7 @@ PyMODINIT_FUNC PyInit__C(void)
         Py_DECREF(m);
         return NULL;
     }
-    cnn_CudaError = PyErr_NewExceptionWithDoc(
-        "cnncuda.CudaError", "A CUDA, cuDNN, cuBLAS or NCCL call failed.", PyExc_RuntimeError,
-        NULL);
-    cnn_EngineUnavailableError = PyErr_NewExceptionWithDoc(
-        "cnncuda.EngineUnavailableError",
-        "The engine asked for was not compiled in or cannot run on this machine.",
-        PyExc_RuntimeError, NULL);
-    cnn_CommError = PyErr_NewExceptionWithDoc(
-        "cnncuda.CommError",
-        "A data-parallel group failed: a peer failed, left or did not answer in time.",
-        PyExc_RuntimeError, NULL);
-    if (!cnn_CudaError || !cnn_EngineUnavailableError || !cnn_CommError ||
-        PyModule_AddObjectRef(m, "CudaError", cnn_CudaError) < 0 ||
-        PyModule_AddObjectRef(m, "EngineUnavailableError", cnn_EngineUnavailableError) < 0 ||
-        PyModule_AddObjectRef(m, "CommError", cnn_CommError) < 0 ||
+    if (cnn_py_add_errors(m) < 0 ||
         PyModule_AddObjectRef(m, "Net", (PyObject *)&cnn_NetType) < 0 ||
         PyModule_AddObjectRef(m, "Comm", (PyObject *)&cnn_CommType) < 0) {
         Py_DECREF(m);

@@ -104,7 +104,7 @@ def test_other_versions_and_other_files(saved, tmp_path):
                                                     r"\(the file is newer: upgrade cnncuda\)"):
         models.load_model(path)
     path.write_bytes(b"\x89HDF\r\n\x1a\n" + b"\0" * 100)
-    with pytest.raises(saving.ModelFileError, match="HDF5 file, such as Keras's .h5"):
+    with pytest.raises(saving.ModelFileError, match="not a loadable Keras .h5 file"):
         models.load_model(path)
     path.write_bytes(b"")
     with pytest.raises(saving.ModelFileError, match="not a cnncuda model file"):

@@ -42,5 +42,5 @@ def test_early_launch_replay_equals_kernel_by_kernel(engine, model, monkeypatch)
 def test_early_launch_switch_is_checked(engine, monkeypatch):
     monkeypatch.setenv("CNNCUDA_EARLY_LAUNCH", "yes")
     s = seed_network("tiny_mnist")
-    with pytest.raises(ValueError, match=r"CNNCUDA_EARLY_LAUNCH: expected '0' or '1', got 'yes'"):
+    with pytest.raises(ValueError, match=r"CNNCUDA_EARLY_LAUNCH: expected 1, 0, on, off, true or false, got 'yes'"):
         make_net("cuda", s["layers"], s["input_shape"], 8, s["loss"], s["optimizer"])

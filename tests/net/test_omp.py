@@ -275,19 +275,6 @@ def test_pooling_paths_agree(layer, shape):
     assert np.array_equal(here[:half], here[half:]), "cpu and omp differ"
 
 
-def test_team_modes_bit_identical(monkeypatch):
-    """Every region on all threads (the default) or on as many as it has
-    parts (CNNCUDA_OMP_TEAM=parts, read when a context is made): the same
-    ranges on the same slots, so the same bits."""
-    full = trained("omp:3", 40, batch=16)
-    monkeypatch.setenv("CNNCUDA_OMP_TEAM", "parts")
-    parts = trained("omp:3", 40, batch=16)
-    for a, b in zip(full[0] + full[1], parts[0] + parts[1]):
-        assert np.array_equal(a, b)
-    assert full[2] == parts[2]
-    assert np.array_equal(full[3], parts[3])
-
-
 TEAM_CODE = textwrap.dedent("""
     import os
     import numpy as np
@@ -308,15 +295,12 @@ TEAM_CODE = textwrap.dedent("""
 """)
 
 
-def team_threads(team):
+def team_threads():
     """The thread ids of a process after each of 4 epochs of LeNet-5 on
-    omp:4, with CNNCUDA_OMP_TEAM=team (None: the default)."""
+    omp:4."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(cnncuda.__file__)))
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1",
                PYTHONPATH=os.pathsep.join([root] + os.environ.get("PYTHONPATH", "").split(os.pathsep)))
-    env.pop("CNNCUDA_OMP_TEAM", None)
-    if team:
-        env["CNNCUDA_OMP_TEAM"] = team
     out = subprocess.run([sys.executable, "-c", TEAM_CODE], env=env, capture_output=True,
                          text=True)
     assert out.returncode == 0, out.stderr
@@ -327,10 +311,10 @@ def team_threads(team):
 def test_fixed_team_keeps_its_threads():
     """LeNet-5's ops at batch 32 are cut into 1, 3 and 4 parts on 4 threads
     (Adam's, the step's last region, into 4). libgomp ends the threads that
-    a smaller region leaves out and starts new ones for a larger one
-    (CNNCUDA_OMP_TEAM=parts shows new thread ids after every epoch); the
-    engine enters every region with all its threads, so the same threads
+    a smaller region leaves out and starts new ones for a larger one (a
+    team of as many threads as parts showed new thread ids after every
+    epoch, BENCHMARKS.md); the engine enters every region with all its threads, so the same threads
     serve every epoch (on the 16-core host, the churn made omp:16 slower
     than omp:4)."""
-    seen = team_threads(None)
+    seen = team_threads()
     assert all(s == seen[0] for s in seen[1:]), seen

@@ -72,8 +72,8 @@ def test_an_unknown_mode_is_a_value_error(engine, monkeypatch):
 @pytest.mark.parametrize("engine", CUDNN)
 def test_an_unknown_own_wgrad_setting_is_a_value_error(engine, monkeypatch):
     monkeypatch.setenv("CNNCUDA_CUDNN_OWN_WGRAD", "yes")
-    with pytest.raises(ValueError, match="CNNCUDA_CUDNN_OWN_WGRAD: expected '0' or '1', "
-                                         "got 'yes'"):
+    with pytest.raises(ValueError, match="CNNCUDA_CUDNN_OWN_WGRAD: expected 1, 0, on, off, "
+                                         "true or false, got 'yes'"):
         build(engine, 8)
 
 

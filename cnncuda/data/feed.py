@@ -1,0 +1,393 @@
+"""fit, evaluate and predict over batches that arrive one at a time: a
+cnncuda.data.Dataset, a Python generator (or any iterator) and a
+keras.utils.Sequence / PyDataset.
+
+The batches are the pipeline's own: consecutive batches of one size are
+joined into a block and given to the engine in one call (``set_data`` of the
+block, ``set_order`` in its order, ``train_range`` over it), so training on
+k batches costs one engine call and gives exactly the results of training
+them one by one. How many batches a call takes adapts so that each lasts
+about one progress-bar interval (cnncuda.chunks.StepChunker); a callback
+with batch hooks gets one batch a call. Each call reads the engine's sums
+(the loss shown). Arrays keep fit's resident path (training.py).
+
+Per epoch: a Dataset is iterated anew (its shuffle reshuffles); a Sequence's
+batches are visited in a shuffled order when shuffle=True, and its
+on_epoch_end is called; a generator is one stream for the whole fit. With
+steps_per_epoch the epoch ends after that many batches, and the next epoch
+goes on from there (a Dataset or Sequence starts over once it runs out);
+a generator that runs out ends training with Keras's warning.
+"""
+import collections.abc
+import sys
+import time
+import warnings
+
+import numpy as np
+
+from .. import config
+from ..callbacks import CallbackList, History, ProgbarLogger
+from ..checks import positive_int
+from ..chunks import StepChunker
+from ..progbar import Progbar
+from .dataset import INFINITE, Dataset
+from .sequence import PyDataset
+
+__all__ = ["is_stream", "fit", "evaluate", "predict"]
+
+_CHUNK_SECONDS = 1.0     # an engine call's length when no bar is redrawn in place
+
+
+def is_stream(x):
+    """Whether x is a Dataset, a Sequence / PyDataset or an iterator of batches."""
+    return isinstance(x, (Dataset, PyDataset)) or (
+        isinstance(x, collections.abc.Iterator) and not isinstance(x, np.ndarray))
+
+
+def _kind(x):
+    if isinstance(x, Dataset):
+        return "a Dataset"
+    if isinstance(x, PyDataset):
+        return "a PyDataset"
+    return "a generator"
+
+
+def refuse_array_arguments(x, arg_values):
+    """Keras's rule: a stream brings its own batches and targets."""
+    for arg, value, default in arg_values:
+        if value is not default and not (default == 0.0 and value == 0.0):
+            raise ValueError("%s: expected %r when x is %s (it brings its own batches%s), got %r"
+                             % (arg, default, _kind(x),
+                                " and targets" if arg == "y" else "", value))
+
+
+class _Batches:
+    """The batches of one stream, an epoch at a time: ``epoch(limit)``
+    yields (x, y) pairs (y None where the batch has none); ``steps`` is the
+    number of batches of a whole pass where it is known."""
+
+    def __init__(self, x, arg, shuffle=False, rng=None):
+        self.x, self.arg, self.shuffle, self.rng = x, arg, shuffle, rng
+        self.current = None          # the iterator an epoch with a step limit goes on from
+        if isinstance(x, Dataset):
+            card = x.cardinality()
+            self.steps = card if card >= 0 else None
+            self.infinite = card == INFINITE
+        elif isinstance(x, PyDataset):
+            self.steps, self.infinite = len(x), False
+        else:
+            self.steps, self.infinite = None, False
+            self.current = x
+
+    def _fresh(self):
+        if isinstance(self.x, Dataset):
+            return iter(self.x)
+        if isinstance(self.x, PyDataset):
+            order = np.arange(len(self.x))
+            if self.shuffle:
+                order = self.rng.permutation(order)
+            return (self.x[int(i)] for i in order)
+        return None                  # a generator has one pass only
+
+    def epoch(self, limit=None):
+        """The batches of one epoch: all of a fresh pass, or `limit` of
+        them, going on from where the last epoch stopped. Sets
+        ``ran_out`` when a generator ended before `limit`."""
+        self.ran_out = False
+        if limit is None:
+            source = self._fresh() if not self._is_generator() else self.current
+            for element in source:
+                yield self._split(element)
+            return
+        given = 0
+        while given < limit:
+            if self.current is None:
+                self.current = self._fresh()
+            try:
+                element = next(self.current)
+            except StopIteration:
+                if self._is_generator():
+                    self.ran_out = True
+                    return
+                self.current = None
+                if given == 0 and self.steps == 0:
+                    return
+                continue
+            given += 1
+            yield self._split(element)
+
+    def end_epoch(self):
+        if isinstance(self.x, PyDataset):
+            self.x.on_epoch_end()
+
+    def _is_generator(self):
+        return not isinstance(self.x, (Dataset, PyDataset))
+
+    def _split(self, element):
+        if isinstance(element, dict):
+            raise ValueError("%s: expected batches (x, y) or x, got a dict of %s (named inputs "
+                             "are not supported)" % (self.arg, ", ".join(sorted(element))))
+        if isinstance(element, tuple):
+            if len(element) == 3:
+                if element[2] is not None:
+                    raise ValueError("%s: expected batches (x, y), got (x, y, sample_weight) "
+                                     "(sample weights are not supported)" % self.arg)
+                element = element[:2]
+            if len(element) == 2:
+                return element[0], element[1]
+            if len(element) == 1:
+                return element[0], None
+            raise ValueError("%s: expected batches (x, y) or x, got a tuple of %d"
+                             % (self.arg, len(element)))
+        return element, None
+
+
+def _blocks(batches, chunker, done_before=0):
+    """Groups consecutive batches of one size: yields (xs, ys, batch, count)
+    with `count` batches each, as many as chunker asks for."""
+    pending = []
+
+    def flush():
+        xs = np.concatenate([np.asarray(b[0]) for b in pending]) if len(pending) > 1 \
+            else np.asarray(pending[0][0])
+        ys = None
+        if pending[0][1] is not None:
+            ys = np.concatenate([np.asarray(b[1]) for b in pending]) if len(pending) > 1 \
+                else np.asarray(pending[0][1])
+        return xs, ys, len(pending[0][0]), len(pending)
+
+    done = done_before
+    for xb, yb in batches:
+        if pending and (len(xb) != len(pending[0][0]) or len(pending) >= chunker.next(done)):
+            block = flush()
+            done += block[3]
+            pending = []
+            yield block
+        pending.append((xb, yb))
+    if pending:
+        yield flush()
+
+
+def _check_pair(model, xb, yb, arg):
+    from ..training import _data
+    if yb is None:
+        raise ValueError("%s: expected batches (x, y) to train or evaluate on, got batches of "
+                         "x alone" % arg)
+    return _data(model, xb, yb, arg, arg + "'s targets")
+
+
+def _logs(model, loss_sum, correct, count, prefix=""):
+    from ..training import _logs as logs
+    return logs(model, loss_sum, correct, max(count, 1), prefix)
+
+
+def _steps(value, arg):
+    return None if value is None else positive_int(value, arg)
+
+
+def fit(model, x, epochs, verbose, callbacks, validation_data, shuffle, initial_epoch,
+        steps_per_epoch, validation_steps, validation_batch_size, validation_freq):
+    """fit over a stream (training.fit checked the common arguments)."""
+    steps_per_epoch = _steps(steps_per_epoch, "steps_per_epoch")
+    validation_steps = _steps(validation_steps, "validation_steps")
+    if validation_batch_size is not None:
+        raise ValueError("validation_batch_size: expected None when x is %s, got %r"
+                         % (_kind(x), validation_batch_size))
+    source = _Batches(x, "x", shuffle=bool(shuffle), rng=model._shuffle_rng)
+    if source.infinite and steps_per_epoch is None:
+        raise ValueError("steps_per_epoch: expected the number of batches of an epoch: x is an "
+                         "infinite dataset (repeat() without a count), got None")
+    validation = None
+    if validation_data is not None:
+        if is_stream(validation_data):
+            validation = _Batches(validation_data, "validation_data")
+            if validation.infinite and validation_steps is None:
+                raise ValueError("validation_steps: expected the number of batches to "
+                                 "evaluate: validation_data is infinite, got None")
+        elif isinstance(validation_data, (tuple, list)) and len(validation_data) == 2:
+            vx, vy = _check_pair(model, validation_data[0], validation_data[1],
+                                 "validation_data[0]")
+            validation = (vx, vy)
+        else:
+            raise ValueError("validation_data: expected a tuple (x_val, y_val) or a dataset, "
+                             "got %s" % type(validation_data).__name__)
+    device = config.resolve_device(model._device)
+    steps = steps_per_epoch if steps_per_epoch is not None else source.steps
+    history = History()
+    bar = ProgbarLogger(verbose) if verbose else None
+    params = {"verbose": verbose, "epochs": epochs, "steps": steps}
+    cbs = CallbackList(([bar] if bar else []) + list(callbacks) + [history], model, params)
+    per_batch = cbs.wants_batches("train")
+    model.stop_training = False
+    cbs.on_train_begin()
+    logs = {}
+    try:
+        for epoch in range(initial_epoch, epochs):
+            cbs.on_epoch_begin(epoch)
+            logs, done = _train_epoch(model, device, source, steps_per_epoch, cbs, bar, per_batch)
+            source.end_epoch()
+            if params["steps"] is None:
+                params["steps"] = done      # known after the first pass, as Keras learns it
+            if source.ran_out:
+                warnings.warn("Your input ran out of data; interrupting training. Make sure "
+                              "that your dataset or generator can generate at least "
+                              "`steps_per_epoch * epochs` batches.", stacklevel=3)
+                model.stop_training = True
+            if validation is not None and done and (epoch + 1) % validation_freq == 0:
+                cbs.on_test_begin()
+                val_logs = _evaluate_validation(model, model._net, validation, validation_steps)
+                cbs.on_test_end(val_logs)
+                logs.update(val_logs)
+            cbs.on_epoch_end(epoch, logs)
+            if model.stop_training:
+                break
+    except BaseException:
+        model._forget_failed_group(sys.exc_info()[1])
+        raise
+    cbs.on_train_end(logs)
+    return history
+
+
+def _train_epoch(model, device, source, limit, cbs, bar, per_batch):
+    """One epoch; the loss and accuracy sums stay on the engine (read
+    without reset after each block, reset at the end), so they are summed
+    as fit over arrays sums them."""
+    seconds = bar.progbar.interval if (bar and bar.progbar.dynamic and bar.verbose == 1) \
+        else _CHUNK_SECONDS
+    chunker = StepChunker(seconds, limit or (1 << 40), single=per_batch)
+    base_loss = base_correct = 0.0      # sums of a network replaced within the epoch
+    loss_sum = correct = 0.0
+    seen = done = 0
+    net = None
+    try:
+        for xs, ys, batch, count in _blocks(source.epoch(limit), chunker):
+            if per_batch:
+                cbs.on_train_batch_begin(done)
+            xs, ys = _check_pair(model, xs, ys, "x")
+            new = model._get_net(device, "train", max(batch, _built_batch(model)))
+            if net is not None and new is not net:
+                part_loss, part_correct = net.read_sums(reset=True)
+                base_loss, base_correct = base_loss + part_loss, base_correct + part_correct
+            net = new
+            began = time.perf_counter()
+            model._data_token = None      # the network holds this block, no fit's data
+            net.set_data(xs, ys)
+            net.set_order(np.arange(len(xs)))
+            net.train_range(0, len(xs), batch)
+            part_loss, part_correct = net.read_sums(reset=False)
+            chunker.took(time.perf_counter() - began, count)
+            loss_sum, correct = base_loss + part_loss, base_correct + part_correct
+            seen += len(xs)
+            done += count
+            logs = _logs(model, loss_sum, correct, seen)
+            if per_batch:
+                cbs.on_train_batch_end(done - 1, logs)
+            if bar is not None and (limit is None or done < limit) and bar.due():
+                bar.update(done, logs)
+            if model.stop_training:
+                break
+    finally:
+        if net is not None:
+            try:
+                net.read_sums(reset=True)    # the next epoch (or fit) starts from zero
+            except Exception:
+                pass
+    return _logs(model, loss_sum, correct, seen), done
+
+
+def _built_batch(model):
+    net = model._current_net()
+    return net.max_batch if net is not None else 1
+
+
+def _evaluate_validation(model, net, validation, steps):
+    if isinstance(validation, tuple):
+        loss_sum, correct = net.evaluate(validation[0], validation[1], x_arg="validation_data[0]")
+        return _logs(model, loss_sum, correct, len(validation[0]), "val_")
+    loss_sum = correct = 0.0
+    seen = 0
+    for xb, yb in validation.epoch(steps):
+        xb, yb = _check_pair(model, xb, yb, "validation_data")
+        part_loss, part_correct = net.evaluate(xb, yb, x_arg="validation_data")
+        loss_sum += part_loss
+        correct += part_correct
+        seen += len(xb)
+    validation.end_epoch()
+    return _logs(model, loss_sum, correct, seen, "val_")
+
+
+def evaluate(model, x, verbose, steps, callbacks, return_dict):
+    """evaluate over a stream: the loss and metric over every sample of its batches."""
+    steps = _steps(steps, "steps")
+    source = _Batches(x, "x")
+    if source.infinite and steps is None:
+        raise ValueError("steps: expected the number of batches to evaluate: x is an infinite "
+                         "dataset, got None")
+    net = model._get_net(config.resolve_device(model._device), "evaluate")
+    total = steps if steps is not None else source.steps
+    cbs = CallbackList(list(callbacks), model, {"verbose": verbose, "epochs": 1, "steps": total})
+    progbar = Progbar(total, verbose=verbose) if verbose else None
+    cbs.on_test_begin()
+    loss_sum = correct = 0.0
+    seen = done = 0
+    for xb, yb in source.epoch(steps):
+        cbs.on_test_batch_begin(done)
+        xb, yb = _check_pair(model, xb, yb, "x")
+        net = model._get_net(config.resolve_device(model._device), "evaluate")
+        part_loss, part_correct = net.evaluate(xb, yb)
+        loss_sum += part_loss
+        correct += part_correct
+        seen += len(xb)
+        done += 1
+        logs = _logs(model, loss_sum, correct, seen)
+        cbs.on_test_batch_end(done - 1, logs)
+        if progbar is not None and (total is None or done < total):
+            progbar.update(done, logs)
+    source.end_epoch()
+    logs = _logs(model, loss_sum, correct, seen)
+    if progbar is not None:
+        if progbar.target is None:
+            progbar.target = done
+        progbar.update(done, logs, finalize=True)
+    cbs.on_test_end(logs)
+    if return_dict:
+        return logs
+    values = list(logs.values())
+    return values if len(values) > 1 else values[0]
+
+
+def predict(model, x, verbose, steps, callbacks):
+    """predict over a stream: the outputs of every batch's x, in order."""
+    from ..checks import check_x
+    steps = _steps(steps, "steps")
+    source = _Batches(x, "x")
+    if source.infinite and steps is None:
+        raise ValueError("steps: expected the number of batches to predict: x is an infinite "
+                         "dataset, got None")
+    total = steps if steps is not None else source.steps
+    cbs = CallbackList(list(callbacks), model, {"verbose": verbose, "epochs": 1, "steps": total})
+    progbar = Progbar(total, verbose=verbose) if verbose else None
+    cbs.on_predict_begin()
+    parts, done = [], 0
+    for xb, _ in source.epoch(steps):
+        cbs.on_predict_batch_begin(done)
+        model._build_from_data(xb)
+        xb = check_x(xb, model.input_shape[1:], "x", finite=False)
+        net = model._get_net(config.resolve_device(model._device), "predict", len(xb))
+        parts.append(net.predict(xb, x_arg="x"))
+        done += 1
+        cbs.on_predict_batch_end(done - 1, {"outputs": parts[-1]})
+        if progbar is not None and (total is None or done < total):
+            progbar.update(done)
+    source.end_epoch()
+    if progbar is not None:
+        if progbar.target is None:
+            progbar.target = done
+        progbar.update(done, finalize=True)
+    cbs.on_predict_end()
+    if not parts:
+        if not model.built:
+            raise ValueError("x: expected at least one batch, got an empty dataset")
+        return np.zeros((0,) + tuple(model.output_shape[1:]), np.float32)
+    return np.concatenate(parts, axis=0)
+

@@ -1,0 +1,397 @@
+"""Keras's own model files, written and read in Keras's layout, so that a
+model trained here opens in Keras 3 (and TensorFlow) and a Sequential model
+saved by Keras loads here:
+
+- ``.keras``: a zip of config.json (the architecture and compile settings as
+  Keras serializes them), metadata.json and model.weights.h5 (each layer's
+  variables under layers/<class name in snake case, numbered>/vars/<i>);
+- ``.h5`` / ``.hdf5``: the legacy HDF5 file (attributes model_config and
+  training_config, each layer's weights under model_weights/<layer>/).
+
+Through h5py (an optional dependency: ``pip install h5py``). What crosses:
+the layers cnncuda has (InputLayer, Conv2D, MaxPooling2D, AveragePooling2D,
+Flatten, Dense, Dropout, BatchNormalization, Activation, ReLU) with their
+weights, and the compile settings (Adam or SGD with their hyperparameters,
+the cross-entropy losses, the accuracy metric). What does not: the
+optimizer's moments and step count (a model loaded from a Keras file starts
+its optimizer afresh, as Keras does when the optimizer's variables do not
+match); those, and the dropout and shuffling counters, are kept only by
+cnncuda's own format (any other extension, docs/model-file-format.md).
+"""
+import datetime
+import io
+import json
+import re
+import zipfile
+
+import numpy as np
+
+from . import layers as layer_module
+from . import losses, optimizers
+from .atomic_file import write_atomically
+
+__all__ = ["is_keras_path", "save", "load", "kind_of_bytes"]
+
+_LAYER_MODULE = "keras.layers"
+_LOSS_CLASSES = {"sparse_categorical_crossentropy": "SparseCategoricalCrossentropy",
+                 "categorical_crossentropy": "CategoricalCrossentropy",
+                 "binary_crossentropy": "BinaryCrossentropy"}
+
+
+def is_keras_path(path):
+    """'keras', 'h5' or None: the format a path's extension asks for."""
+    name = str(path).lower()
+    if name.endswith(".keras"):
+        return "keras"
+    if name.endswith((".h5", ".hdf5")):
+        return "h5"
+    return None
+
+
+def kind_of_bytes(head):
+    """'keras' (a zip), 'h5' (HDF5) or None, from a file's first bytes."""
+    if head.startswith(b"PK\x03\x04"):
+        return "keras"
+    if head.startswith(b"\x89HDF\r\n\x1a\n"):
+        return "h5"
+    return None
+
+
+def _h5py():
+    try:
+        import h5py
+    except ImportError:
+        raise ImportError("Keras's .keras and .h5 files need h5py: pip install h5py (or save "
+                          "under another extension for cnncuda's own format)") from None
+    return h5py
+
+
+# -- cnncuda -> Keras ----------------------------------------------------------------
+
+def _dtype_policy():
+    return {"module": "keras", "class_name": "DTypePolicy", "config": {"name": "float32"},
+            "registered_name": None}
+
+
+def _layer_config(layer):
+    """(class_name, Keras config) of one of cnncuda's layers."""
+    name = type(layer).__name__
+    mine = layer.get_config()
+    config = {"name": layer.name, "trainable": True, "dtype": _dtype_policy()}
+    if name in ("Conv2D",):
+        config.update(filters=mine["filters"], kernel_size=mine["kernel_size"],
+                      strides=mine["strides"], padding=mine["padding"],
+                      data_format="channels_last", dilation_rate=[1, 1], groups=1,
+                      activation=mine["activation"], use_bias=mine["use_bias"])
+    elif name in ("MaxPooling2D", "AveragePooling2D"):
+        config.update(pool_size=mine["pool_size"], strides=mine["strides"],
+                      padding=mine["padding"], data_format="channels_last")
+    elif name == "Flatten":
+        config.update(data_format="channels_last")
+    elif name == "Dense":
+        config.update(units=mine["units"], activation=mine["activation"],
+                      use_bias=mine["use_bias"])
+    elif name == "Dropout":
+        config.update(rate=mine["rate"], seed=None, noise_shape=None)
+    elif name == "BatchNormalization":
+        config.update(axis=mine["axis"], momentum=mine["momentum"], epsilon=mine["epsilon"],
+                      center=True, scale=True)
+    elif name == "Activation":
+        config.update(activation=mine["activation"])
+    elif name == "ReLU":
+        config.update(max_value=None, negative_slope=0.0, threshold=0.0)
+    else:
+        raise ValueError("layer %s: %s has no Keras form here" % (layer.name, name))
+    return name, config
+
+
+def _keras_config(model):
+    shape = [None] + list(model._input_shape)
+    entries = [{"module": _LAYER_MODULE, "class_name": "InputLayer",
+                "config": {"batch_shape": shape, "dtype": "float32", "sparse": False,
+                           "ragged": False, "name": "input_layer", "optional": False},
+                "registered_name": None}]
+    for layer in model._layers:
+        if type(layer).__name__ == "InputLayer":
+            continue
+        class_name, config = _layer_config(layer)
+        entries.append({"module": _LAYER_MODULE, "class_name": class_name, "config": config,
+                        "registered_name": None,
+                        "build_config": {"input_shape": [None] + list(layer.input_shape[1:])}})
+    return {"module": "keras", "class_name": "Sequential",
+            "config": {"name": model.name, "trainable": True, "dtype": _dtype_policy(),
+                       "layers": entries, "build_input_shape": shape},
+            "registered_name": None, "build_config": {"input_shape": shape},
+            "compile_config": _compile_config(model)}
+
+
+def _compile_config(model):
+    if model.loss is None:
+        return None
+    opt = model.optimizer
+    opt_config = dict(opt.get_config(), name=opt.kind)
+    loss = model.loss
+    return {"optimizer": {"module": "keras.optimizers",
+                          "class_name": "Adam" if opt.kind == "adam" else "SGD",
+                          "config": opt_config, "registered_name": None},
+            "loss": {"module": "keras.losses", "class_name": _LOSS_CLASSES[loss.kind],
+                     "config": {"name": loss.kind, "reduction": "sum_over_batch_size",
+                                "from_logits": loss.from_logits},
+                     "registered_name": None},
+            "loss_weights": None, "metrics": [model.metric_name] if model.metric_name else [],
+            "weighted_metrics": None, "run_eagerly": False, "steps_per_execution": 1,
+            "jit_compile": False}
+
+
+def _snake(class_name):
+    """Keras's snake-case of a class name (Conv2D -> conv2d, ReLU -> re_lu)."""
+    name = re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", class_name)
+    return re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower()
+
+
+def _weight_paths(class_names):
+    """Where a .keras file keeps each layer's variables: layers/<the class's
+    snake-case name>, numbered _1, _2, ... for the second, third, ... of a
+    class, in the model's order (as Keras walks a Sequential's layers; the
+    layers' own names play no part)."""
+    used, paths = {}, []
+    for class_name in class_names:
+        name = _snake(class_name)
+        if name in used:
+            used[name] += 1
+            name = "%s_%d" % (name, used[name])
+        else:
+            used[name] = 0
+        paths.append(name)
+    return paths
+
+
+def _per_layer_weights(model):
+    """[(layer, [arrays in Keras's order])] for every layer but InputLayer."""
+    weights = iter(model.get_weights())
+    out = []
+    for layer in model._layers:
+        if type(layer).__name__ == "InputLayer":
+            continue
+        specs = layer.weight_specs(layer.input_shape[1:])
+        out.append((layer, [(name, next(weights)) for name, _, _ in specs]))
+    return out
+
+
+def _keras_bytes(model):
+    h5py = _h5py()
+    weights = io.BytesIO()
+    with h5py.File(weights, "w") as f:
+        group = f.create_group("layers")
+        named = _per_layer_weights(model)
+        paths = _weight_paths([type(layer).__name__ for layer, _ in named])
+        for (layer, arrays), path in zip(named, paths):
+            var = group.create_group(path).create_group("vars")
+            for i, (_, a) in enumerate(arrays):
+                var.create_dataset(str(i), data=np.asarray(a, np.float32))
+        if model.loss is not None:
+            opt = f.create_group("optimizer").create_group("vars")
+            opt.create_dataset("0", data=np.int64(0))
+            opt.create_dataset("1", data=np.float32(model.optimizer.learning_rate))
+        f.create_group("vars")
+    data = io.BytesIO()
+    with zipfile.ZipFile(data, "w") as z:
+        meta = {"keras_version": "3.0.0",
+                "date_saved": datetime.datetime.now().strftime("%Y-%m-%d@%H:%M:%S"),
+                "saved_by": "cnncuda"}
+        z.writestr("metadata.json", json.dumps(meta))
+        z.writestr("config.json", json.dumps(_keras_config(model)))
+        z.writestr("model.weights.h5", weights.getvalue())
+    return data.getvalue()
+
+
+def _h5_bytes(model):
+    h5py = _h5py()
+    config = _keras_config(model)
+    compile_config = config.pop("compile_config")
+    data = io.BytesIO()
+    with h5py.File(data, "w") as f:
+        f.attrs["backend"] = "cnncuda"
+        f.attrs["keras_version"] = "3.0.0"
+        f.attrs["model_config"] = json.dumps({"class_name": "Sequential",
+                                              "config": config["config"]})
+        if compile_config is not None:
+            training = {k: v for k, v in compile_config.items() if k != "optimizer"}
+            training["optimizer_config"] = {"class_name": compile_config["optimizer"]["class_name"],
+                                            "config": compile_config["optimizer"]["config"]}
+            f.attrs["training_config"] = json.dumps(training)
+        group = f.create_group("model_weights")
+        named = _per_layer_weights(model)
+        group.attrs["layer_names"] = [layer.name.encode() for layer, _ in named]
+        group.attrs["backend"] = "cnncuda"
+        group.attrs["keras_version"] = "3.0.0"
+        for layer, arrays in named:
+            g = group.create_group(layer.name)
+            names = ["%s/%s/%s" % (model.name, layer.name, name) for name, _ in arrays]
+            g.attrs["weight_names"] = [n.encode() for n in names]
+            for n, (_, a) in zip(names, arrays):
+                g.create_dataset(n, data=np.asarray(a, np.float32))
+        top = group.create_group("top_level_model_weights")
+        top.attrs["weight_names"] = np.array([], dtype=np.float64)
+    return data.getvalue()
+
+
+def save(model, path, kind):
+    """Writes `model` to `path` as a Keras file of `kind` ('keras' or 'h5'),
+    atomically (the old file stays whole if anything fails)."""
+    data = _keras_bytes(model) if kind == "keras" else _h5_bytes(model)
+    write_atomically(path, [data])
+
+
+# -- Keras -> cnncuda ------------------------------------------------------------------
+
+def _cnncuda_layer(entry):
+    class_name = entry.get("class_name")
+    config = dict(entry.get("config") or {})
+    keep = {"name": config.get("name")}
+    if class_name == "Conv2D":
+        if config.get("data_format", "channels_last") != "channels_last" or \
+                list(config.get("dilation_rate", [1, 1])) != [1, 1] or config.get("groups", 1) != 1:
+            raise ValueError("layer %s: only channels_last, undilated, ungrouped convolutions "
+                             "load here" % keep["name"])
+        keep.update(filters=config["filters"], kernel_size=tuple(config["kernel_size"]),
+                    strides=tuple(config.get("strides", (1, 1))),
+                    padding=config.get("padding", "valid"),
+                    activation=_activation(config.get("activation")),
+                    use_bias=config.get("use_bias", True))
+    elif class_name in ("MaxPooling2D", "AveragePooling2D"):
+        keep.update(pool_size=tuple(config["pool_size"]),
+                    strides=tuple(config["strides"]) if config.get("strides") else None,
+                    padding=config.get("padding", "valid"))
+    elif class_name == "Flatten":
+        pass
+    elif class_name == "Dense":
+        keep.update(units=config["units"], activation=_activation(config.get("activation")),
+                    use_bias=config.get("use_bias", True))
+    elif class_name == "Dropout":
+        keep.update(rate=config["rate"])
+    elif class_name == "BatchNormalization":
+        axis = config.get("axis", -1)
+        keep.update(axis=axis[0] if isinstance(axis, list) else axis,
+                    momentum=config.get("momentum", 0.99), epsilon=config.get("epsilon", 1e-3))
+    elif class_name == "Activation":
+        keep.update(activation=_activation(config.get("activation")))
+    elif class_name == "ReLU":
+        pass
+    else:
+        raise ValueError("layer %s: Keras's %s has no cnncuda form (cnncuda has %s)"
+                         % (keep["name"], class_name, ", ".join(layer_module.LAYER_CLASSES)))
+    return layer_module.LAYER_CLASSES[class_name](**keep)
+
+
+def _activation(value):
+    if isinstance(value, dict):      # a serialized function
+        value = value.get("config", value.get("class_name"))
+    return value or "linear"
+
+
+def _input_shape(config, layers_config):
+    for entry in layers_config:
+        if entry.get("class_name") == "InputLayer":
+            c = entry["config"]
+            shape = c.get("batch_shape") or c.get("batch_input_shape")
+            return tuple(shape[1:])
+    shape = config.get("build_input_shape")
+    if shape:
+        return tuple(shape[1:])
+    for entry in layers_config:
+        c = entry.get("config", {})
+        if c.get("batch_input_shape"):
+            return tuple(c["batch_input_shape"][1:])
+    raise ValueError("the model has no input shape (an unbuilt Keras model)")
+
+
+def _build(config, weights_of, compile_config, compile, device, path):
+    from .layers import InputLayer
+    from .models import Sequential
+    if config.get("class_name") != "Sequential":
+        raise ValueError("%s: a Keras %s; only Sequential models load here"
+                         % (path, config.get("class_name")))
+    inner = config["config"]
+    entries = inner["layers"]
+    model = Sequential(name=inner.get("name"))
+    model.add(InputLayer(input_shape=_input_shape(inner, entries), name="_input"))
+    for entry in entries:
+        if entry.get("class_name") == "InputLayer":
+            continue
+        model.add(_cnncuda_layer(entry))
+    arrays = []
+    mine = [l for l in model._layers if type(l).__name__ != "InputLayer"]
+    paths = _weight_paths([type(l).__name__ for l in mine])
+    for layer, path in zip(mine, paths):
+        arrays.extend(weights_of(layer.name, path,
+                                 len(layer.weight_specs(layer.input_shape[1:]))))
+    model.set_weights(arrays)
+    if compile and compile_config:
+        opt = compile_config.get("optimizer") or compile_config.get("optimizer_config")
+        loss = compile_config.get("loss")
+        model.compile(optimizer=_optimizer(opt), loss=_loss(loss),
+                      metrics=[m for m in (compile_config.get("metrics") or [])
+                               if isinstance(m, str)],
+                      device=device)
+    return model
+
+
+def _optimizer(entry):
+    if isinstance(entry, str):
+        return optimizers.get(entry.lower())
+    name = entry["class_name"].lower()
+    config = entry.get("config", {})
+    if name == "adam":
+        return optimizers.Adam(learning_rate=float(config.get("learning_rate", 1e-3)),
+                               beta_1=config.get("beta_1", 0.9), beta_2=config.get("beta_2", 0.999),
+                               epsilon=config.get("epsilon", 1e-7))
+    if name == "sgd":
+        return optimizers.SGD(learning_rate=float(config.get("learning_rate", 0.01)),
+                              momentum=config.get("momentum", 0.0),
+                              nesterov=config.get("nesterov", False))
+    raise ValueError("optimizer: Keras's %s has no cnncuda form (Adam, SGD)" % entry["class_name"])
+
+
+def _loss(entry):
+    if isinstance(entry, str):
+        return losses.get(entry)
+    by_class = {v: k for k, v in _LOSS_CLASSES.items()}
+    kind = by_class.get(entry.get("class_name"))
+    if kind is None:
+        raise ValueError("loss: Keras's %s has no cnncuda form" % entry.get("class_name"))
+    return losses.from_config(kind, {"from_logits": entry.get("config", {}).get("from_logits",
+                                                                                 False)})
+
+
+def load(path, data, kind, compile=True, device=None):
+    """The Sequential model in Keras file `data` (the bytes of `path`)."""
+    h5py = _h5py()
+    if kind == "keras":
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            config = json.loads(z.read("config.json"))
+            f = h5py.File(io.BytesIO(z.read("model.weights.h5")), "r")
+
+            def weights_of(name, path, count):
+                group = f["layers"][path]["vars"] if count else None
+                return [np.asarray(group[str(i)], np.float32) for i in range(count)]
+            with f:
+                return _build(config, weights_of, config.get("compile_config"), compile, device,
+                              path)
+    with h5py.File(io.BytesIO(data), "r") as f:
+        config = json.loads(_text(f.attrs["model_config"]))
+        training = json.loads(_text(f.attrs["training_config"])) \
+            if "training_config" in f.attrs else None
+        group = f["model_weights"] if "model_weights" in f else f
+
+        def weights_of(name, path, count):
+            names = [_text(n) for n in group[name].attrs.get("weight_names", [])]
+            if len(names) != count:
+                raise ValueError("layer %s: %d weights in the file, %d in the model"
+                                 % (name, len(names), count))
+            return [np.asarray(group[name][n], np.float32) for n in names]
+        return _build(config, weights_of, training, compile, device, path)
+
+
+def _text(value):
+    return value.decode() if isinstance(value, bytes) else str(value)
