@@ -665,6 +665,15 @@ void cnn_net_output_shape(const cnn_net *net, int *rank, int dims[3]);
 int cnn_net_max_batch(const cnn_net *net);
 long cnn_net_step_count(const cnn_net *net);
 
+/* The steps a training step of fit runs, planned once when the Net was
+ * created: the forward (its loss last) when backward is 0, else the
+ * backward. Each step is one call of the engine over one layer or, fused,
+ * several; its name is "<layer kind>_<layer index>.<what it runs>", e.g.
+ * "conv2d_0.forward+relu" or "dense_4.backward_filter". The name is NULL
+ * for an i outside [0, cnn_net_plan_length). */
+int cnn_net_plan_length(const cnn_net *net, int backward);
+const char *cnn_net_plan_step_name(const cnn_net *net, int backward, int i);
+
 /* x_host: (n, in_h, in_w, in_c) float32. Targets: labels_host int32 (n) for
  * sparse losses, targets_host float32 (n, k) otherwise. */
 cnn_status cnn_net_train_batch(cnn_net *net, int n, const float *x_host,

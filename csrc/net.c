@@ -59,6 +59,57 @@ typedef struct layer {
     int pool_im2col;
 } layer;
 
+/* One step of a plan (plan_steps): one call of the engine over layers
+ * [layer, last] going forward (last >= layer) or backward (last <= layer). */
+typedef enum step_kind {
+    /* forward */
+    STEP_CONV_FORWARD, STEP_CONV_FORWARD_RELU, STEP_CONV_FORWARD_COL,
+    STEP_CONV_FORWARD_COL_RELU, STEP_POOL_FORWARD, STEP_POOL_FORWARD_IM2COL,
+    STEP_FLATTEN_FORWARD, STEP_DENSE_FORWARD, STEP_DENSE_FORWARD_RELU,
+    STEP_ACTIVATION_FORWARD, STEP_DROPOUT_FORWARD, STEP_BATCHNORM_FORWARD,
+    /* a training step's loss, its gradient into grad_a */
+    STEP_LOSS, STEP_SOFTMAX_LOSS, STEP_DENSE_LOSS_HEAD,
+    /* backward */
+    STEP_CONV_BACKWARD_FILTER, STEP_CONV_BACKWARD_DATA, STEP_CONV_BACKWARD_DATA_POOL,
+    STEP_CONV_BACKWARD_DATA_POOL_RELU, STEP_POOL_BACKWARD, STEP_POOL_BACKWARD_RELU,
+    STEP_FLATTEN_BACKWARD, STEP_DENSE_BACKWARD_FILTER, STEP_DENSE_BACKWARD_DATA,
+    STEP_ACTIVATION_BACKWARD, STEP_ACTIVATION_BACKWARD_BIAS, STEP_DROPOUT_BACKWARD,
+    STEP_BATCHNORM_BACKWARD,
+} step_kind;
+
+typedef struct step {
+    step_kind kind;
+    int layer, last;
+    int with_db; /* a backward_filter writes the bias gradient */
+    int swap;    /* backward: dy and dx change places after it */
+    char name[48]; /* "conv2d_0.forward+relu" */
+} step;
+
+typedef struct step_plan {
+    int n;
+    step *steps; /* (2 * n_layers + 1), host memory */
+} step_plan;
+
+/* The plans a Net makes at creation (plan_steps). */
+typedef enum plan_kind {
+    PLAN_FORWARD,                /* every layer: predict, evaluate, forward */
+    PLAN_TRAIN_FORWARD,          /* a training step's forward and loss */
+    PLAN_TRAIN_FORWARD_GATHERED, /* the same after gather_batch (fit) */
+    PLAN_TRAIN_BACKWARD,         /* a training step's backward */
+    PLAN_BACKWARD,               /* cnn_net_backward, no input gradient */
+    PLAN_BACKWARD_DX,            /* cnn_net_backward with the input gradient */
+    PLAN_COUNT
+} plan_kind;
+
+/* What one run of a forward plan is given (run_forward). */
+typedef struct run_args {
+    int n;        /* samples */
+    int training; /* a training forward (dropout on, batchnorm's batch statistics) */
+    int counted;  /* the step's gather_batch moved the forward counter on */
+    int scale_n;  /* the loss's gradient is that of the mean over scale_n samples */
+    float *sums;  /* the loss's sums (2) */
+} run_args;
+
 struct cnn_net {
     const cnn_backend *be;
     cnn_ctx *ctx;
@@ -177,6 +228,8 @@ struct cnn_net {
      * matrix. On unless CNNCUDA_FUSE_GATHER_IM2COL is "0" (read once, at
      * creation; 1-3% faster at batch 32 on an H100); the same bits */
     int gather_im2col;
+
+    step_plan plans[PLAN_COUNT]; /* plan_steps */
 
     int counting;   /* net_alloc only adds up bytes in planned (cnn_net_create) */
     size_t planned;
@@ -676,6 +729,7 @@ void cnn_net_destroy(cnn_net *net)
         if (net->hyper) be->free(ctx, net->hyper);
         be->ctx_destroy(ctx);
     }
+    for (int k = 0; k < PLAN_COUNT; k++) free(net->plans[k].steps);
     free(net->layers);
     free(net->weights);
     free(net);
@@ -684,6 +738,7 @@ void cnn_net_destroy(cnn_net *net)
 static void plan_head(cnn_net *net);
 static void plan_pool_col(cnn_net *net);
 static void plan_pool_im2col(cnn_net *net);
+static cnn_status plan_steps(cnn_net *net);
 
 static cnn_status validate_spec(const cnn_net_spec *spec)
 {
@@ -890,6 +945,7 @@ cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn
     net->gather_im2col = switch_on("CNNCUDA_FUSE_GATHER_IM2COL") &&
                          backend->gather_batch_im2col && backend->conv2d_forward_col &&
                          net->layers[0].spec.kind == CNN_LAYER_CONV2D;
+    if ((st = plan_steps(net)) != CNN_OK) goto fail;
 
     /* every buffer, once. A first pass adds up the bytes: on a host engine
      * a network larger than the machine's memory is refused before anything
@@ -971,7 +1027,7 @@ static int dense_relu_fused(const cnn_net *net, int i, int top)
  * (activation_backward_bias: ReLU, sigmoid, tanh, softmax) when the
  * backward runs that layer (i + 1 <= top, the first layer it runs). Then
  * its dense_backward_filter gets db NULL. (The training head's db_below is
- * the other: train_pass says so to backward_device.) The activation's
+ * the other: plan_steps says so to plan_backward.) The activation's
  * output has rank 2, so no pooling after it takes its backward
  * (pool_backward_relu). */
 static int dense_bias_in_activation(const cnn_net *net, int i, int top)
@@ -1066,207 +1122,445 @@ static int fused_softmax_loss(const cnn_net *net)
            (net->loss.kind == CNN_LOSS_SPARSE_CE || net->loss.kind == CNN_LOSS_CATEGORICAL_CE);
 }
 
-/* Forward of the n samples already in net->x through layers [0, top);
- * leaves the output in layer top - 1's y. A training forward moves the
- * engine's forward counter on, unless `counted` (the step's gather_batch
- * has: with gather_im2col, gather_batch_im2col, which wrote the first
- * convolution's column matrix instead of net->x). */
-static cnn_status forward_device(cnn_net *net, int n, int training, int counted, int top)
+/* ------------------------------------------------------------ step plan
+ *
+ * A Net plans, once, at creation, the lists of steps its forward and
+ * backward passes run (net->plans): each step is one call of the engine (or
+ * of a fused entry, over several layers), with the layers it runs and a
+ * name such as "conv2d_0.forward+relu". The loops below only execute the
+ * lists. A fusion is a planning rule (the predicates above: fusable_relu,
+ * dense_relu_fused, dense_bias_in_activation, plan_head, plan_pool_col,
+ * plan_pool_im2col, fused_softmax_loss) that puts one step where two would
+ * be. */
+
+static const char *step_suffix(step_kind k)
+{
+    switch (k) {
+    case STEP_CONV_FORWARD: return "forward";
+    case STEP_CONV_FORWARD_RELU: return "forward+relu";
+    case STEP_CONV_FORWARD_COL: return "forward_col";
+    case STEP_CONV_FORWARD_COL_RELU: return "forward_col+relu";
+    case STEP_POOL_FORWARD: return "forward";
+    case STEP_POOL_FORWARD_IM2COL: return "forward+im2col";
+    case STEP_FLATTEN_FORWARD: return "forward";
+    case STEP_DENSE_FORWARD: return "forward";
+    case STEP_DENSE_FORWARD_RELU: return "forward+relu";
+    case STEP_ACTIVATION_FORWARD: return "forward";
+    case STEP_DROPOUT_FORWARD: return "forward";
+    case STEP_BATCHNORM_FORWARD: return "forward";
+    case STEP_LOSS: return "loss";
+    case STEP_SOFTMAX_LOSS: return "forward+loss";
+    case STEP_DENSE_LOSS_HEAD: return "head";
+    case STEP_CONV_BACKWARD_FILTER: return "backward_filter";
+    case STEP_CONV_BACKWARD_DATA: return "backward_data";
+    case STEP_CONV_BACKWARD_DATA_POOL: return "backward_data+pool";
+    case STEP_CONV_BACKWARD_DATA_POOL_RELU: return "backward_data+pool+relu";
+    case STEP_POOL_BACKWARD: return "backward";
+    case STEP_POOL_BACKWARD_RELU: return "backward+relu";
+    case STEP_FLATTEN_BACKWARD: return "backward";
+    case STEP_DENSE_BACKWARD_FILTER: return "backward_filter";
+    case STEP_DENSE_BACKWARD_DATA: return "backward_data";
+    case STEP_ACTIVATION_BACKWARD: return "backward";
+    case STEP_ACTIVATION_BACKWARD_BIAS: return "backward+bias";
+    case STEP_DROPOUT_BACKWARD: return "backward";
+    case STEP_BATCHNORM_BACKWARD: return "backward";
+    }
+    return "unknown";
+}
+
+/* Appends a step of kind k over layers [first, last] (last <= first going
+ * backward) to plan p. */
+static step *add_step(const cnn_net *net, step_plan *p, step_kind k, int first, int last)
+{
+    step *s = &p->steps[p->n++];
+    *s = (step){.kind = k, .layer = first, .last = last};
+    const int i = k == STEP_LOSS ? net->n_layers - 1 : first;
+    snprintf(s->name, sizeof s->name, "%s_%d.%s", kind_name(net->layers[i].spec.kind), i,
+             step_suffix(k));
+    return s;
+}
+
+/* The forward through layers [0, top): `from_col`, the first convolution
+ * starts from its column matrix (gather_batch_im2col wrote it); `loss`, the
+ * training step's loss (and the head, where plan_head chose it) follows. */
+static void plan_forward(const cnn_net *net, step_plan *p, int top, int from_col, int loss)
 {
     const cnn_backend *be = net->be;
-    cnn_ctx *ctx = net->ctx;
-    const float *in = net->x;
-    /* the last layer run (or the gather) wrote this convolution's column matrix */
-    int col_ready = counted && net->gather_im2col;
-    net->last_n = 0; /* the activations a backward needs are being replaced */
-    if (training && !counted) CNN_TRY(be->advance_counters(ctx, net->counters, 1, 0, 0));
+    p->n = 0;
+    int col_ready = from_col;
     for (int i = 0; i < top; i++) {
-        layer *L = &net->layers[i];
-        const cnn_layer_spec *s = &L->spec;
-        const int from_col = col_ready;
+        const layer *L = &net->layers[i];
+        const int col = col_ready;
         col_ready = 0;
-        switch (s->kind) {
+        switch (L->spec.kind) {
         case CNN_LAYER_CONV2D: {
-            cnn_conv_desc d = L->conv;
-            d.n = n;
-            const float *b = s->use_bias ? net->params + L->b_off : NULL;
-            const float *w = net->params + L->w_off;
-            void *ws = L->ws;
             const int relu = be->conv2d_forward_relu && i + 1 < top && fusable_relu(net, i + 1);
-            if (relu) L = &net->layers[++i]; /* conv and the ReLU after it, into its output */
-            if (from_col)
-                CNN_TRY(be->conv2d_forward_col(ctx, &d, relu, in, w, b, L->y, ws));
-            else if (relu)
-                CNN_TRY(be->conv2d_forward_relu(ctx, &d, in, w, b, L->y, ws));
-            else
-                CNN_TRY(be->conv2d_forward(ctx, &d, in, w, b, L->y, ws));
+            const step_kind k = col ? (relu ? STEP_CONV_FORWARD_COL_RELU : STEP_CONV_FORWARD_COL)
+                                    : (relu ? STEP_CONV_FORWARD_RELU : STEP_CONV_FORWARD);
+            add_step(net, p, k, i, i + relu);
+            i += relu;
             break;
         }
         case CNN_LAYER_MAXPOOL:
-        case CNN_LAYER_AVGPOOL: {
-            cnn_pool_desc d = L->pool;
-            d.n = n;
-            if (L->pool_im2col && i + 1 < top) { /* and the next convolution's column matrix */
-                const layer *C = &net->layers[i + 1];
-                cnn_conv_desc cd = C->conv;
-                cd.n = n;
-                CNN_TRY(be->pool_forward_im2col(ctx, &d, &cd, in, L->y, L->argmax, C->ws));
+        case CNN_LAYER_AVGPOOL:
+            if (L->pool_im2col && i + 1 < top) {
+                add_step(net, p, STEP_POOL_FORWARD_IM2COL, i, i);
                 col_ready = 1;
             } else {
-                CNN_TRY(be->pool_forward(ctx, &d, in, L->y, L->argmax));
+                add_step(net, p, STEP_POOL_FORWARD, i, i);
+            }
+            break;
+        case CNN_LAYER_FLATTEN:
+            if (!L->alias_in) add_step(net, p, STEP_FLATTEN_FORWARD, i, i); /* else: no step */
+            break;
+        case CNN_LAYER_DENSE:
+            if (dense_relu_fused(net, i, top)) {
+                add_step(net, p, STEP_DENSE_FORWARD_RELU, i, i + 1);
+                i++;
+            } else {
+                add_step(net, p, STEP_DENSE_FORWARD, i, i);
+            }
+            break;
+        case CNN_LAYER_ACTIVATION: add_step(net, p, STEP_ACTIVATION_FORWARD, i, i); break;
+        case CNN_LAYER_DROPOUT: add_step(net, p, STEP_DROPOUT_FORWARD, i, i); break;
+        case CNN_LAYER_BATCHNORM: add_step(net, p, STEP_BATCHNORM_FORWARD, i, i); break;
+        }
+    }
+    if (!loss) return;
+    if (net->head >= 0)
+        add_step(net, p, STEP_DENSE_LOSS_HEAD, net->head, net->n_layers - 1);
+    else if (top < net->n_layers) /* fused_softmax_loss */
+        add_step(net, p, STEP_SOFTMAX_LOSS, net->n_layers - 1, net->n_layers - 1);
+    else
+        add_step(net, p, STEP_LOSS, net->n_layers - 1, net->n_layers - 1);
+}
+
+/* The backward through layers top, ..., 0 (see run_backward); top_db:
+ * layer top is a dense layer whose bias gradient is written already (the
+ * head's db_below); want_dx: the input gradient is wanted. */
+static void plan_backward(const cnn_net *net, step_plan *p, int top, int top_db, int want_dx)
+{
+    const cnn_backend *be = net->be;
+    p->n = 0;
+    for (int i = top; i >= 0; i--) {
+        const layer *L = &net->layers[i];
+        const cnn_layer_spec *s = &L->spec;
+        const int need_dx = i > 0 || want_dx;
+        step *st = NULL; /* the step after which dy and dx change places */
+        switch (s->kind) {
+        case CNN_LAYER_CONV2D: {
+            add_step(net, p, STEP_CONV_BACKWARD_FILTER, i, i)->with_db = s->use_bias;
+            if (!need_dx) break;
+            /* and the backward of the pool before it, in one call, where
+             * plan_pool_col chose it and the pool's backward would run (as in
+             * the pool's case below: with the ReLU before the pool where fused) */
+            const int pool = L->pool_col;
+            const int relu = pool && be->pool_backward_relu && fusable_relu(net, i - 2);
+            if (pool && (relu || i - 1 > 0 || want_dx)) {
+                st = add_step(net, p,
+                              relu ? STEP_CONV_BACKWARD_DATA_POOL_RELU
+                                   : STEP_CONV_BACKWARD_DATA_POOL,
+                              i, i - 1 - relu);
+                i -= 1 + relu; /* dx: the pool's input gradient, or the ReLU's */
+            } else {
+                st = add_step(net, p, STEP_CONV_BACKWARD_DATA, i, i);
             }
             break;
         }
+        case CNN_LAYER_MAXPOOL:
+        case CNN_LAYER_AVGPOOL:
+            if (be->pool_backward_relu && fusable_relu(net, i - 1)) {
+                /* the pool's and the ReLU's before it: dx is the ReLU's input gradient */
+                st = add_step(net, p, STEP_POOL_BACKWARD_RELU, i, i - 1);
+                i--;
+            } else if (need_dx) {
+                st = add_step(net, p, STEP_POOL_BACKWARD, i, i);
+            }
+            break;
         case CNN_LAYER_FLATTEN:
-            if (!L->alias_in) /* else its y is `in` */
-                CNN_TRY(be->nhwc_from_nchw(ctx, n, L->in_h, L->in_w, L->in_c, in, L->y));
+            /* an aliased flatten: dx is dy, where it is: no step, no swap */
+            if (!L->alias_in && need_dx) st = add_step(net, p, STEP_FLATTEN_BACKWARD, i, i);
             break;
         case CNN_LAYER_DENSE: {
-            const float *w = net->params + L->w_off;
-            const float *b = s->use_bias ? net->params + L->b_off : NULL;
-            if (dense_relu_fused(net, i, top)) { /* and the ReLU after it, into its output */
-                const int in_c = L->in_c;
-                L = &net->layers[++i];
-                CNN_TRY(be->dense_forward_relu(ctx, n, in_c, s->units, in, w, b, L->y));
-            } else {
-                CNN_TRY(be->dense_forward(ctx, n, L->in_c, s->units, in, w, b, L->y));
-            }
+            /* db written by the launch that wrote dy, or to be written by the next one */
+            const int db_elsewhere = (i == top && top_db) || dense_bias_in_activation(net, i, top);
+            add_step(net, p, STEP_DENSE_BACKWARD_FILTER, i, i)->with_db =
+                s->use_bias && !db_elsewhere;
+            if (need_dx) st = add_step(net, p, STEP_DENSE_BACKWARD_DATA, i, i);
             break;
         }
         case CNN_LAYER_ACTIVATION:
-            CNN_TRY(be->activation_forward(ctx, s->activation, n, (int)L->in_count, in, L->y));
+            if (dense_bias_in_activation(net, i - 1, top)) /* and the dense layer's db */
+                st = add_step(net, p, STEP_ACTIVATION_BACKWARD_BIAS, i, i);
+            else if (need_dx)
+                st = add_step(net, p, STEP_ACTIVATION_BACKWARD, i, i);
             break;
         case CNN_LAYER_DROPOUT:
-            CNN_TRY(be->dropout_forward(ctx, n, L->in_c, L->in_h, L->in_w,
-                                        training ? s->rate : 0.0f, L->dropout_key,
-                                        net->counters + CNN_COUNT_MASK, net->row0, in, L->y));
+            if (need_dx) st = add_step(net, p, STEP_DROPOUT_BACKWARD, i, i);
             break;
-        case CNN_LAYER_BATCHNORM: {
+        case CNN_LAYER_BATCHNORM:
+            /* always run: it also writes dgamma and dbeta */
+            st = add_step(net, p, STEP_BATCHNORM_BACKWARD, i, i);
+            break;
+        }
+        if (st && need_dx) st->swap = 1;
+    }
+}
+
+/* Every plan of the Net (plan_kind), once, after the fusion rules have
+ * marked the layers; host memory only. */
+static cnn_status plan_steps(cnn_net *net)
+{
+    const int n = net->n_layers;
+    const int train_top = net->head >= 0 ? net->head : n - fused_softmax_loss(net);
+    /* the layer a training backward starts at: below the head (and its
+     * ReLU), else below the forward's top */
+    const int train_below = net->head >= 0 ? net->head - 1 - net->head_relu : train_top - 1;
+    for (int k = 0; k < PLAN_COUNT; k++) {
+        net->plans[k].steps = calloc(2 * (size_t)n + 1, sizeof(step));
+        if (!net->plans[k].steps)
+            return cnn_set_error(CNN_ERR_MEMORY, "out of host memory creating a network");
+    }
+    plan_forward(net, &net->plans[PLAN_FORWARD], n, 0, 0);
+    plan_forward(net, &net->plans[PLAN_TRAIN_FORWARD], train_top, 0, 1);
+    plan_forward(net, &net->plans[PLAN_TRAIN_FORWARD_GATHERED], train_top, net->gather_im2col, 1);
+    plan_backward(net, &net->plans[PLAN_TRAIN_BACKWARD], train_below,
+                  net->head >= 0 && net->head_db_below, 0);
+    plan_backward(net, &net->plans[PLAN_BACKWARD], n - 1, 0, 0);
+    plan_backward(net, &net->plans[PLAN_BACKWARD_DX], n - 1, 0, 1);
+    return CNN_OK;
+}
+
+/* The training step fit runs (train_range): its forward, loss included, or
+ * its backward. */
+static const step_plan *fit_plan(const cnn_net *net, int backward)
+{
+    return &net->plans[backward ? PLAN_TRAIN_BACKWARD : PLAN_TRAIN_FORWARD_GATHERED];
+}
+
+int cnn_net_plan_length(const cnn_net *net, int backward)
+{
+    return fit_plan(net, backward)->n;
+}
+
+const char *cnn_net_plan_step_name(const cnn_net *net, int backward, int i)
+{
+    const step_plan *p = fit_plan(net, backward);
+    return i >= 0 && i < p->n ? p->steps[i].name : NULL;
+}
+
+/* Runs a forward plan on the n samples already in net->x; leaves the
+ * output in the last layer's y. r->training: a training forward, which
+ * moves the engine's forward counter on unless r->counted (the step's
+ * gather_batch has); a plan that ends in the loss adds it to r->sums, its
+ * gradient that of the mean over r->scale_n samples, into net->grad_a. */
+static cnn_status run_forward(cnn_net *net, plan_kind which, const run_args *r)
+{
+    const cnn_backend *be = net->be;
+    cnn_ctx *ctx = net->ctx;
+    const step_plan *p = &net->plans[which];
+    const int n = r->n;
+    net->last_n = 0; /* the activations a backward needs are being replaced */
+    if (r->training && !r->counted) CNN_TRY(be->advance_counters(ctx, net->counters, 1, 0, 0));
+    for (int k = 0; k < p->n; k++) {
+        const step *st = &p->steps[k];
+        const int i = st->layer;
+        layer *L = &net->layers[i];
+        const cnn_layer_spec *s = &L->spec;
+        const float *in = i ? net->layers[i - 1].y : net->x;
+        float *y = net->layers[st->last].y; /* the output of the last layer it runs */
+        const float *w = L->w_off != NO_OFFSET ? net->params + L->w_off : NULL;
+        const float *b = s->use_bias && L->b_off != NO_OFFSET ? net->params + L->b_off : NULL;
+        switch (st->kind) {
+        case STEP_CONV_FORWARD:
+        case STEP_CONV_FORWARD_RELU:
+        case STEP_CONV_FORWARD_COL:
+        case STEP_CONV_FORWARD_COL_RELU: {
+            cnn_conv_desc d = L->conv;
+            d.n = n;
+            if (st->kind == STEP_CONV_FORWARD_COL || st->kind == STEP_CONV_FORWARD_COL_RELU)
+                CNN_TRY(be->conv2d_forward_col(ctx, &d, st->kind == STEP_CONV_FORWARD_COL_RELU,
+                                               in, w, b, y, L->ws));
+            else if (st->kind == STEP_CONV_FORWARD_RELU)
+                CNN_TRY(be->conv2d_forward_relu(ctx, &d, in, w, b, y, L->ws));
+            else
+                CNN_TRY(be->conv2d_forward(ctx, &d, in, w, b, y, L->ws));
+            break;
+        }
+        case STEP_POOL_FORWARD:
+        case STEP_POOL_FORWARD_IM2COL: {
+            cnn_pool_desc d = L->pool;
+            d.n = n;
+            if (st->kind == STEP_POOL_FORWARD_IM2COL) { /* and the next convolution's column matrix */
+                const layer *C = &net->layers[i + 1];
+                cnn_conv_desc cd = C->conv;
+                cd.n = n;
+                CNN_TRY(be->pool_forward_im2col(ctx, &d, &cd, in, y, L->argmax, C->ws));
+            } else {
+                CNN_TRY(be->pool_forward(ctx, &d, in, y, L->argmax));
+            }
+            break;
+        }
+        case STEP_FLATTEN_FORWARD:
+            CNN_TRY(be->nhwc_from_nchw(ctx, n, L->in_h, L->in_w, L->in_c, in, y));
+            break;
+        case STEP_DENSE_FORWARD:
+            CNN_TRY(be->dense_forward(ctx, n, L->in_c, s->units, in, w, b, y));
+            break;
+        case STEP_DENSE_FORWARD_RELU: /* and the ReLU after it, into its output */
+            CNN_TRY(be->dense_forward_relu(ctx, n, L->in_c, s->units, in, w, b, y));
+            break;
+        case STEP_ACTIVATION_FORWARD:
+            CNN_TRY(be->activation_forward(ctx, s->activation, n, (int)L->in_count, in, y));
+            break;
+        case STEP_DROPOUT_FORWARD:
+            CNN_TRY(be->dropout_forward(ctx, n, L->in_c, L->in_h, L->in_w,
+                                        r->training ? s->rate : 0.0f, L->dropout_key,
+                                        net->counters + CNN_COUNT_MASK, net->row0, in, y));
+            break;
+        case STEP_BATCHNORM_FORWARD: {
             cnn_bn_desc d = L->bn;
             d.n = n;
-            if (training)
+            if (r->training)
                 CNN_TRY(be->batchnorm_forward_train(
                     ctx, &d, in, net->params + L->gamma_off, net->params + L->beta_off,
-                    net->state + L->mean_off, net->state + L->var_off, L->y, L->save_mean,
+                    net->state + L->mean_off, net->state + L->var_off, y, L->save_mean,
                     L->save_invstd));
             else
                 CNN_TRY(be->batchnorm_forward_infer(
                     ctx, &d, in, net->params + L->gamma_off, net->params + L->beta_off,
-                    net->state + L->mean_off, net->state + L->var_off, L->y));
+                    net->state + L->mean_off, net->state + L->var_off, y));
+            break;
+        }
+        case STEP_LOSS:
+        case STEP_SOFTMAX_LOSS:
+        case STEP_DENSE_LOSS_HEAD: {
+            cnn_loss_desc d = net->loss;
+            d.n = n;
+            const int sparse = d.kind == CNN_LOSS_SPARSE_CE;
+            const int32_t *labels = sparse ? net->labels : NULL;
+            const float *targets = sparse ? NULL : net->targets;
+            float *last_y = net->layers[net->n_layers - 1].y;
+            if (st->kind == STEP_DENSE_LOSS_HEAD) {
+                /* the last dense layer, softmax and loss in one call */
+                const int h = i, below = h - 1 - net->head_relu;
+                CNN_TRY(be->dense_loss_head(
+                    ctx, &d, L->in_c, net->head_softmax, net->head_relu, in, w, b, labels,
+                    targets, r->scale_n, L->y, net->head_softmax ? net->layers[h + 1].y : NULL,
+                    net->grads + L->w_off, b ? net->grads + L->b_off : NULL,
+                    below >= 0 ? net->grad_a : NULL,
+                    net->head_db_below ? net->grads + net->layers[below].b_off : NULL, r->sums,
+                    net->head_ws));
+            } else if (st->kind == STEP_SOFTMAX_LOSS) {
+                CNN_TRY(be->softmax_loss_forward_backward(ctx, &d, in, last_y, labels, targets,
+                                                          r->scale_n, net->grad_a, r->sums));
+            } else {
+                CNN_TRY(be->loss_forward_backward(ctx, &d, last_y, labels, targets, r->scale_n,
+                                                  net->grad_a, r->sums));
+            }
             break;
         }
         default:
-            return cnn_set_error(CNN_ERR_INTERNAL, "layer %d: unknown kind %d", i, s->kind);
+            return cnn_set_error(CNN_ERR_INTERNAL, "step %s: not a forward step", st->name);
         }
-        in = L->y;
     }
-    if (training) {
+    if (r->training) {
         net->train_forwards++;
         net->last_n = n;
     }
     return CNN_OK;
 }
 
-/* Backward of the last training forward through layers top, ..., 0 from
- * the gradient of layer top's output in net->grad_a (internal layout);
- * fills the gradient block. When want_dx, returns through *dx_out the
- * buffer holding the input gradient (internal layout). top_db: layer top
- * is a dense layer whose bias gradient is written already (the head's
- * db_below). */
-static cnn_status backward_device(cnn_net *net, int top, int top_db, int want_dx,
-                                  float **dx_out)
+/* Runs a backward plan after the last training forward, from the gradient
+ * of its top layer's output in net->grad_a (internal layout); fills the
+ * gradient block. Returns through *dx_out (if not NULL) the buffer holding
+ * the last gradient written: the input gradient where the plan wants it. */
+static cnn_status run_backward(cnn_net *net, plan_kind which, float **dx_out)
 {
     const cnn_backend *be = net->be;
     cnn_ctx *ctx = net->ctx;
-    int n = net->last_n;
+    const step_plan *p = &net->plans[which];
+    const int n = net->last_n;
     float *dy = net->grad_a, *dx = net->grad_b;
-    for (int i = top; i >= 0; i--) {
+    for (int k = 0; k < p->n; k++) {
+        const step *st = &p->steps[k];
+        const int i = st->layer;
         layer *L = &net->layers[i];
         const cnn_layer_spec *s = &L->spec;
         const float *in = i ? net->layers[i - 1].y : net->x;
-        int need_dx = i > 0 || want_dx;
-        switch (s->kind) {
-        case CNN_LAYER_CONV2D: {
+        switch (st->kind) {
+        case STEP_CONV_BACKWARD_FILTER:
+        case STEP_CONV_BACKWARD_DATA:
+        case STEP_CONV_BACKWARD_DATA_POOL:
+        case STEP_CONV_BACKWARD_DATA_POOL_RELU: {
             cnn_conv_desc d = L->conv;
             d.n = n;
-            CNN_TRY(be->conv2d_backward_filter(ctx, &d, in, dy, net->grads + L->w_off,
-                                               s->use_bias ? net->grads + L->b_off : NULL,
-                                               L->ws));
-            if (!need_dx) break;
-            /* and the backward of the pool before it, in one call, where
-             * plan_pool_col chose it and the pool's backward would run (as in
-             * the pool's case below: with the ReLU before the pool where fused) */
-            const layer *P = L->pool_col ? &net->layers[i - 1] : NULL;
-            const int relu = P && be->pool_backward_relu && fusable_relu(net, i - 2);
-            if (P && (relu || i - 1 > 0 || want_dx)) {
+            if (st->kind == STEP_CONV_BACKWARD_FILTER) {
+                CNN_TRY(be->conv2d_backward_filter(ctx, &d, in, dy, net->grads + L->w_off,
+                                                   st->with_db ? net->grads + L->b_off : NULL,
+                                                   L->ws));
+            } else if (st->kind == STEP_CONV_BACKWARD_DATA) {
+                CNN_TRY(be->conv2d_backward_data(ctx, &d, dy, net->params + L->w_off, dx, L->ws));
+            } else {
+                const layer *P = &net->layers[i - 1];
+                const int relu = st->kind == STEP_CONV_BACKWARD_DATA_POOL_RELU;
                 cnn_pool_desc pd = P->pool;
                 pd.n = n;
                 CNN_TRY(be->conv2d_backward_data_pool(ctx, &d, &pd, dy, net->params + L->w_off,
                                                       P->argmax,
                                                       relu ? net->layers[i - 2].y : NULL, dx,
                                                       L->ws));
-                i -= 1 + relu; /* dx: the pool's input gradient, or the ReLU's */
-            } else {
-                CNN_TRY(be->conv2d_backward_data(ctx, &d, dy, net->params + L->w_off, dx, L->ws));
             }
             break;
         }
-        case CNN_LAYER_MAXPOOL:
-        case CNN_LAYER_AVGPOOL: {
+        case STEP_POOL_BACKWARD:
+        case STEP_POOL_BACKWARD_RELU: {
             cnn_pool_desc d = L->pool;
             d.n = n;
-            if (be->pool_backward_relu && fusable_relu(net, i - 1)) {
+            if (st->kind == STEP_POOL_BACKWARD_RELU)
                 /* the pool's and the ReLU's before it: dx is the ReLU's input gradient */
                 CNN_TRY(be->pool_backward_relu(ctx, &d, dy, L->argmax, in, dx));
-                i--;
-            } else if (need_dx) {
+            else
                 CNN_TRY(be->pool_backward(ctx, &d, dy, L->argmax, dx));
-            }
             break;
         }
-        case CNN_LAYER_FLATTEN:
-            if (L->alias_in) continue; /* dx is dy, where it is: no swap */
-            if (need_dx) CNN_TRY(be->nchw_from_nhwc(ctx, n, L->in_h, L->in_w, L->in_c, dy, dx));
+        case STEP_FLATTEN_BACKWARD:
+            CNN_TRY(be->nchw_from_nhwc(ctx, n, L->in_h, L->in_w, L->in_c, dy, dx));
             break;
-        case CNN_LAYER_DENSE: {
-            /* db written by the launch that wrote dy, or to be written by the next one */
-            const int db_elsewhere = (i == top && top_db) || dense_bias_in_activation(net, i, top);
-            CNN_TRY(be->dense_backward_filter(
-                ctx, n, L->in_c, s->units, in, dy, net->grads + L->w_off,
-                s->use_bias && !db_elsewhere ? net->grads + L->b_off : NULL));
-            if (need_dx)
-                CNN_TRY(be->dense_backward_data(ctx, n, L->in_c, s->units, dy,
-                                                net->params + L->w_off, dx));
+        case STEP_DENSE_BACKWARD_FILTER:
+            CNN_TRY(be->dense_backward_filter(ctx, n, L->in_c, s->units, in, dy,
+                                              net->grads + L->w_off,
+                                              st->with_db ? net->grads + L->b_off : NULL));
             break;
-        }
-        case CNN_LAYER_ACTIVATION:
-            if (dense_bias_in_activation(net, i - 1, top)) /* and the dense layer's db */
-                CNN_TRY(be->activation_backward_bias(ctx, s->activation, n, (int)L->in_count,
-                                                     L->y, dy, dx,
-                                                     net->grads + net->layers[i - 1].b_off));
-            else if (need_dx)
-                CNN_TRY(be->activation_backward(ctx, s->activation, n, (int)L->in_count, L->y, dy,
-                                                dx));
+        case STEP_DENSE_BACKWARD_DATA:
+            CNN_TRY(be->dense_backward_data(ctx, n, L->in_c, s->units, dy,
+                                            net->params + L->w_off, dx));
             break;
-        case CNN_LAYER_DROPOUT:
-            if (need_dx)
-                CNN_TRY(be->dropout_backward(ctx, n, L->in_c, L->in_h, L->in_w, s->rate,
-                                             L->dropout_key, net->counters + CNN_COUNT_MASK,
-                                             net->row0, dy, dx));
+        case STEP_ACTIVATION_BACKWARD_BIAS: /* and the dense layer's db */
+            CNN_TRY(be->activation_backward_bias(ctx, s->activation, n, (int)L->in_count, L->y,
+                                                 dy, dx, net->grads + net->layers[i - 1].b_off));
             break;
-        case CNN_LAYER_BATCHNORM: {
+        case STEP_ACTIVATION_BACKWARD:
+            CNN_TRY(be->activation_backward(ctx, s->activation, n, (int)L->in_count, L->y, dy,
+                                            dx));
+            break;
+        case STEP_DROPOUT_BACKWARD:
+            CNN_TRY(be->dropout_backward(ctx, n, L->in_c, L->in_h, L->in_w, s->rate,
+                                         L->dropout_key, net->counters + CNN_COUNT_MASK,
+                                         net->row0, dy, dx));
+            break;
+        case STEP_BATCHNORM_BACKWARD: {
             cnn_bn_desc d = L->bn;
             d.n = n;
-            /* always run: it also writes dgamma and dbeta */
             CNN_TRY(be->batchnorm_backward(ctx, &d, in, dy, net->params + L->gamma_off,
                                            L->save_mean, L->save_invstd, dx,
                                            net->grads + L->gamma_off, net->grads + L->beta_off));
             break;
         }
         default:
-            return cnn_set_error(CNN_ERR_INTERNAL, "layer %d: unknown kind %d", i, s->kind);
+            return cnn_set_error(CNN_ERR_INTERNAL, "step %s: not a backward step", st->name);
         }
-        if (need_dx) {
+        if (st->swap) {
             float *t = dy;
             dy = dx;
             dx = t;
@@ -1341,46 +1635,17 @@ static cnn_status loss_device(cnn_net *net, int n, float *sums)
  * and the backward starts below it. */
 static cnn_status train_pass(cnn_net *net, int n, int scale_n, int counted, float *sums)
 {
-    cnn_loss_desc d = net->loss;
-    d.n = n;
-    const int sparse = d.kind == CNN_LOSS_SPARSE_CE;
-    const int32_t *labels = sparse ? net->labels : NULL;
-    const float *targets = sparse ? NULL : net->targets;
-    if (net->head >= 0) { /* the last dense layer, softmax and loss in one call */
-        const int h = net->head;
-        const int below = h - 1 - net->head_relu; /* the first layer the backward runs */
-        layer *L = &net->layers[h];
-        const float *b = L->spec.use_bias ? net->params + L->b_off : NULL;
-        CNN_TRY(forward_device(net, n, 1, counted, h));
-        CNN_TRY(net->be->dense_loss_head(
-            net->ctx, &d, L->in_c, net->head_softmax, net->head_relu,
-            h ? net->layers[h - 1].y : net->x, net->params + L->w_off, b, labels, targets, scale_n,
-            L->y, net->head_softmax ? net->layers[h + 1].y : NULL, net->grads + L->w_off,
-            b ? net->grads + L->b_off : NULL, below >= 0 ? net->grad_a : NULL,
-            net->head_db_below ? net->grads + net->layers[below].b_off : NULL, sums,
-            net->head_ws));
-        return backward_device(net, below, net->head_db_below, 0, NULL);
-    }
-    const int fused = fused_softmax_loss(net);
-    const int top = net->n_layers - fused; /* the layers the forward runs */
-    CNN_TRY(forward_device(net, n, 1, counted, top));
-    float *last_y = net->layers[net->n_layers - 1].y;
-    if (fused) {
-        const float *x = net->n_layers > 1 ? net->layers[net->n_layers - 2].y : net->x;
-        CNN_TRY(net->be->softmax_loss_forward_backward(net->ctx, &d, x, last_y, labels, targets,
-                                                       scale_n, net->grad_a, sums));
-    } else {
-        CNN_TRY(net->be->loss_forward_backward(net->ctx, &d, last_y, labels, targets, scale_n,
-                                               net->grad_a, sums));
-    }
-    return backward_device(net, top - 1, 0, 0, NULL);
+    const run_args r = {.n = n, .training = 1, .counted = counted, .scale_n = scale_n,
+                        .sums = sums};
+    CNN_TRY(run_forward(net, counted ? PLAN_TRAIN_FORWARD_GATHERED : PLAN_TRAIN_FORWARD, &r));
+    return run_backward(net, PLAN_TRAIN_BACKWARD, NULL);
 }
 
 cnn_status cnn_net_forward(cnn_net *net, int n, const float *x_host, int training, float *y_host)
 {
     CNN_TRY(check_batch(net, n));
     CNN_TRY(stage_input(net, n, x_host));
-    CNN_TRY(forward_device(net, n, training, 0, net->n_layers));
+    CNN_TRY(run_forward(net, PLAN_FORWARD, &(run_args){.n = n, .training = training}));
     if (!y_host) return CNN_OK;
     const layer *last = &net->layers[net->n_layers - 1];
     const float *y = last->y;
@@ -1412,7 +1677,7 @@ cnn_status cnn_net_backward(cnn_net *net, int n, const float *dy_host, float *dx
         CNN_TRY(net->be->upload(net->ctx, net->grad_a, dy_host, dy_bytes));
     }
     float *dx = NULL;
-    CNN_TRY(backward_device(net, net->n_layers - 1, 0, dx_host != NULL, &dx));
+    CNN_TRY(run_backward(net, dx_host ? PLAN_BACKWARD_DX : PLAN_BACKWARD, &dx));
     if (!dx_host) return CNN_OK;
     size_t bytes = (size_t)n * net->in_count * sizeof(float);
     if (net->in_rank == 4) {
@@ -1523,7 +1788,7 @@ static cnn_status queue_evaluation(cnn_net *net, long n, const float *x, const i
         else
             CNN_TRY(be->copy(net->ctx, net->targets, targets + (size_t)start * net->loss.k,
                              (size_t)m * net->loss.k * sizeof(float)));
-        CNN_TRY(forward_device(net, m, 0, 0, net->n_layers));
+        CNN_TRY(run_forward(net, PLAN_FORWARD, &(run_args){.n = m}));
         CNN_TRY(loss_device(net, m, sums + 2 * b));
     }
     return CNN_OK;
@@ -1699,7 +1964,7 @@ static cnn_status predict_rows(cnn_net *net, long n, const float *x, float *out,
         float *dst = out + (size_t)start * last->out_count;
         CNN_TRY(be->copy(net->ctx, net->x, x + (size_t)start * net->in_count,
                          (size_t)m * net->in_count * sizeof(float)));
-        CNN_TRY(forward_device(net, m, 0, 0, net->n_layers));
+        CNN_TRY(run_forward(net, PLAN_FORWARD, &(run_args){.n = m}));
         if (last->out_rank == 4)
             CNN_TRY(be->nhwc_from_nchw(net->ctx, m, last->out_h, last->out_w, last->out_c,
                                        last->y, dst));
