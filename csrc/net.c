@@ -23,6 +23,7 @@
 
 #include "cnn.h"
 #include "comm.h"
+#include "switches.h"
 
 #define NO_OFFSET SIZE_MAX
 
@@ -179,26 +180,25 @@ struct cnn_net {
     struct cnn_comm *comm;
     int64_t row0;
 
-    /* ReLU fusion where the engine has the entry (fusable_relu): on unless
-     * CNNCUDA_FUSE is "0" in the environment (read once, at creation) */
-    int fuse_relu;
-    /* the dense fusions where the engine has the entries: a ReLU after a
-     * dense layer in its GEMM (dense_relu_fused), a dense layer's bias
-     * gradient in the backward of the activation after it
-     * (dense_bias_in_activation) or in the training head above it
-     * (head_db_below): on unless CNNCUDA_FUSE or CNNCUDA_FUSE_DENSE is "0"
-     * (read once, at creation). The same bits either way. */
-    int fuse_dense;
-    /* the softmax of the last layer run inside the loss where the engine has
-     * softmax_loss_forward_backward (fused_softmax_loss): on unless
-     * CNNCUDA_FUSE_SOFTMAX is "0" (read once, at creation). Not the same
-     * bits as apart: the gradient is formed in one expression. */
-    int fuse_softmax;
-    /* a Flatten before a Dense layer costs nothing (layer.alias_in): on
-     * unless CNNCUDA_FUSE_FLATTEN is "0" (read once, at creation). Not the
-     * same bits as a transposing Flatten: the dense product sums its inputs
-     * in NCHW order. */
-    int fuse_flatten;
+    /* the fusion switches, read once, at creation (plan_switches); each
+     * planning rule below says what its switch turns on:
+     *   fuse: the ReLU fusions (fusable_relu);
+     *   fuse_dense: a ReLU after a dense layer in its GEMM (dense_relu_fused),
+     *     a dense layer's bias gradient in the backward of the activation
+     *     after it (dense_bias_in_activation) or in the training head above
+     *     it (head_db_below); the same bits either way;
+     *   fuse_softmax: the last layer's softmax inside the loss
+     *     (fused_softmax_loss); not the same bits as apart: the gradient is
+     *     formed in one expression;
+     *   fuse_flatten: a Flatten before a Dense layer costs nothing
+     *     (layer.alias_in); not the same bits as a transposing Flatten: the
+     *     dense product sums its inputs in NCHW order;
+     *   fuse_head: dense_loss_head (plan_head);
+     *   fuse_pool_col2im: conv2d_backward_data_pool (plan_pool_col);
+     *   fuse_gather_im2col: gather_batch_im2col (gather_im2col below). */
+    cnn_switches sw;
+    /* CNNCUDA_FUSE_POOL_IM2COL: pool_forward_im2col (plan_pool_im2col) */
+    int fuse_pool_im2col;
 
     /* dense_loss_head where the engine has it (plan_head): the index of the
      * last dense layer, or -1; whether a softmax layer follows it; whether
@@ -206,27 +206,17 @@ struct cnn_net {
      * workspace. CNNCUDA_FUSE_HEAD=0 turns it off (CNNCUDA_FUSE=0 only
      * leaves the ReLU's backward to its own layer: the head computes the
      * same bits either way, so the ReLU fusions compare bit for bit). */
-    int fuse_head; /* CNNCUDA_FUSE_HEAD, read once, at creation */
     int head, head_softmax, head_relu;
     /* the layer below the head's (and its ReLU's) is a dense layer with a
      * bias whose bias gradient the head sums (fuse_dense) */
     int head_db_below;
     void *head_ws;
 
-    /* conv2d_backward_data_pool where the engine has it (plan_pool_col,
-     * layer.pool_col): on unless CNNCUDA_FUSE_POOL_COL2IM is "0" (read
-     * once, at creation); the same bits either way */
-    int fuse_pool_col;
-    /* pool_forward_im2col and conv2d_forward_col where the engine has them
-     * (plan_pool_im2col, layer.pool_im2col): off unless
-     * CNNCUDA_FUSE_POOL_IM2COL is "1" (read once, at creation; off by
-     * default: slower on an H100, BENCHMARKS.md); the same bits either way */
-    int fuse_pool_im2col;
     /* gather_batch_im2col and conv2d_forward_col where the engine has them
      * and the first layer is a convolution (set in cnn_net_create): a step of
      * train_range gathers its batch straight into that convolution's column
-     * matrix. On unless CNNCUDA_FUSE_GATHER_IM2COL is "0" (read once, at
-     * creation; 1-3% faster at batch 32 on an H100); the same bits */
+     * matrix. Under sw.fuse_gather_im2col (1-3% faster at batch 32 on an
+     * H100); the same bits */
     int gather_im2col;
 
     step_plan plans[PLAN_COUNT]; /* plan_steps */
@@ -851,12 +841,25 @@ static int switch_on(const char *name)
     return !(v && strcmp(v, "0") == 0);
 }
 
-/* An opt-in switch read from the environment at creation: off unless the
- * variable is "1". */
-static int switch_set(const char *name)
+/* The fusion switches of a Net being made, the one place the planning
+ * rules' switches are read (CNNCUDA_GRAPHS, which the recording of a step
+ * reads, and the engines' own are not planning switches). Every fusion is
+ * on unless its variable is "0"; CNNCUDA_FUSE=0 also turns the dense
+ * fusions off. CNNCUDA_FUSE_POOL_IM2COL, off unless "1", is no member of
+ * cnn_switches: *pool_im2col. */
+static void plan_switches(cnn_switches *sw, int *pool_im2col)
 {
-    const char *v = getenv(name);
-    return v && strcmp(v, "1") == 0;
+    *sw = (cnn_switches){
+        .fuse = switch_on("CNNCUDA_FUSE"),
+        .fuse_softmax = switch_on("CNNCUDA_FUSE_SOFTMAX"),
+        .fuse_flatten = switch_on("CNNCUDA_FUSE_FLATTEN"),
+        .fuse_head = switch_on("CNNCUDA_FUSE_HEAD"),
+        .fuse_pool_col2im = switch_on("CNNCUDA_FUSE_POOL_COL2IM"),
+        .fuse_gather_im2col = switch_on("CNNCUDA_FUSE_GATHER_IM2COL"),
+    };
+    sw->fuse_dense = sw->fuse && switch_on("CNNCUDA_FUSE_DENSE");
+    const char *v = getenv("CNNCUDA_FUSE_POOL_IM2COL");
+    *pool_im2col = v && strcmp(v, "1") == 0;
 }
 
 cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn_net_spec *spec,
@@ -868,13 +871,7 @@ cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn
     if (!net) return cnn_set_error(CNN_ERR_MEMORY, "out of host memory creating a network");
     cnn_status st = CNN_OK;
     net->be = backend;
-    net->fuse_relu = switch_on("CNNCUDA_FUSE");
-    net->fuse_softmax = switch_on("CNNCUDA_FUSE_SOFTMAX");
-    net->fuse_flatten = switch_on("CNNCUDA_FUSE_FLATTEN");
-    net->fuse_head = switch_on("CNNCUDA_FUSE_HEAD");
-    net->fuse_dense = net->fuse_relu && switch_on("CNNCUDA_FUSE_DENSE");
-    net->fuse_pool_col = switch_on("CNNCUDA_FUSE_POOL_COL2IM");
-    net->fuse_pool_im2col = switch_set("CNNCUDA_FUSE_POOL_IM2COL");
+    plan_switches(&net->sw, &net->fuse_pool_im2col);
     net->n_layers = spec->n_layers;
     net->max_batch = spec->max_batch;
     net->loss = spec->loss;
@@ -921,7 +918,7 @@ cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn
     }
     /* a Flatten followed by a Dense layer: the dense kernel's rows take the
      * NCHW order instead of the Flatten transposing to NHWC */
-    for (int i = 0; net->fuse_flatten && i + 1 < net->n_layers; i++) {
+    for (int i = 0; net->sw.fuse_flatten && i + 1 < net->n_layers; i++) {
         layer *F = &net->layers[i], *D = &net->layers[i + 1];
         if (F->spec.kind != CNN_LAYER_FLATTEN || D->spec.kind != CNN_LAYER_DENSE) continue;
         F->alias_in = 1;
@@ -942,7 +939,7 @@ cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn
     plan_head(net);
     plan_pool_col(net);
     plan_pool_im2col(net);
-    net->gather_im2col = switch_on("CNNCUDA_FUSE_GATHER_IM2COL") &&
+    net->gather_im2col = net->sw.fuse_gather_im2col &&
                          backend->gather_batch_im2col && backend->conv2d_forward_col &&
                          net->layers[0].spec.kind == CNN_LAYER_CONV2D;
     if ((st = plan_steps(net)) != CNN_OK) goto fail;
@@ -1007,7 +1004,7 @@ static cnn_status check_batch(const cnn_net *net, long n)
  * off, to compare the two. */
 static int fusable_relu(const cnn_net *net, int i)
 {
-    if (!net->fuse_relu || i < 0 || i >= net->n_layers) return 0;
+    if (!net->sw.fuse || i < 0 || i >= net->n_layers) return 0;
     const cnn_layer_spec *s = &net->layers[i].spec;
     return s->kind == CNN_LAYER_ACTIVATION && s->activation == CNN_ACT_RELU;
 }
@@ -1018,7 +1015,7 @@ static int fusable_relu(const cnn_net *net, int i)
  * fused convolution's. */
 static int dense_relu_fused(const cnn_net *net, int i, int top)
 {
-    return net->fuse_dense && net->be->dense_forward_relu && i + 1 < top &&
+    return net->sw.fuse_dense && net->be->dense_forward_relu && i + 1 < top &&
            net->layers[i].spec.kind == CNN_LAYER_DENSE && fusable_relu(net, i + 1);
 }
 
@@ -1032,7 +1029,7 @@ static int dense_relu_fused(const cnn_net *net, int i, int top)
  * (pool_backward_relu). */
 static int dense_bias_in_activation(const cnn_net *net, int i, int top)
 {
-    if (!net->fuse_dense || !net->be->activation_backward_bias || i < 0 || i + 1 > top ||
+    if (!net->sw.fuse_dense || !net->be->activation_backward_bias || i < 0 || i + 1 > top ||
         i + 1 >= net->n_layers)
         return 0;
     const cnn_layer_spec *d = &net->layers[i].spec, *s = &net->layers[i + 1].spec;
@@ -1053,7 +1050,7 @@ static void plan_head(cnn_net *net)
 {
     net->head = -1;
     net->head_softmax = net->head_relu = net->head_db_below = 0;
-    if (!net->be->dense_loss_head || !net->fuse_head) return;
+    if (!net->be->dense_loss_head || !net->sw.fuse_head) return;
     if (net->loss.kind != CNN_LOSS_SPARSE_CE && net->loss.kind != CNN_LOSS_CATEGORICAL_CE) return;
     int h = net->n_layers - 1, softmax = 0;
     const cnn_layer_spec *s = &net->layers[h].spec;
@@ -1068,7 +1065,7 @@ static void plan_head(cnn_net *net)
     net->head_softmax = softmax;
     net->head_relu = fusable_relu(net, h - 1);
     const int below = h - 1 - net->head_relu;
-    net->head_db_below = net->fuse_dense && below >= 0 &&
+    net->head_db_below = net->sw.fuse_dense && below >= 0 &&
                          net->layers[below].spec.kind == CNN_LAYER_DENSE &&
                          net->layers[below].spec.use_bias;
 }
@@ -1084,7 +1081,7 @@ static void plan_pool_col(cnn_net *net)
         layer *L = &net->layers[i];
         const layer *P = &net->layers[i - 1];
         const cnn_pool_desc *p = &P->pool;
-        L->pool_col = net->fuse_pool_col && net->be->conv2d_backward_data_pool &&
+        L->pool_col = net->sw.fuse_pool_col2im && net->be->conv2d_backward_data_pool &&
                       L->spec.kind == CNN_LAYER_CONV2D &&
                       (P->spec.kind == CNN_LAYER_MAXPOOL || P->spec.kind == CNN_LAYER_AVGPOOL) &&
                       p->ph <= p->sh && p->pw <= p->sw && p->pad_top >= 0 && p->pad_left >= 0;
@@ -1116,7 +1113,7 @@ static void plan_pool_im2col(cnn_net *net)
 static int fused_softmax_loss(const cnn_net *net)
 {
     const cnn_layer_spec *s = &net->layers[net->n_layers - 1].spec;
-    return net->fuse_softmax && net->be->softmax_loss_forward_backward &&
+    return net->sw.fuse_softmax && net->be->softmax_loss_forward_backward &&
            s->kind == CNN_LAYER_ACTIVATION && s->activation == CNN_ACT_SOFTMAX &&
            !net->loss.from_logits &&
            (net->loss.kind == CNN_LOSS_SPARSE_CE || net->loss.kind == CNN_LOSS_CATEGORICAL_CE);
