@@ -1,5 +1,5 @@
 /* im2col_plan_check.c: the Net's use of pool_forward_im2col,
- * gather_batch_im2col and conv2d_forward_col (cnn.h; net.c plan_pool_im2col,
+ * gather_batch_im2col and conv2d_forward_col (cnn.h; net/plan.c plan_pool_im2col,
  * plan_forward and range_step), on the CPU.
  *
  * Built and run by tests/test_im2col_fusion.py from the C sources of csrc

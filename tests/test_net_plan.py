@@ -42,7 +42,7 @@ def check_exe(tmp_path_factory):
     gcc = shutil.which("gcc")
     if not gcc:
         pytest.skip("gcc is not installed")
-    sources = sorted(os.path.join(d, f) for d in ("csrc", "csrc/cpu")
+    sources = sorted(os.path.join(d, f) for d in ("csrc", "csrc/net", "csrc/cpu")
                      for f in os.listdir(os.path.join(ROOT, d)) if f.endswith(".c"))
     exe = str(tmp_path_factory.mktemp("plan") / "net_plan_check")
     build = subprocess.run([gcc, "-std=c11", "-O1", "-Icsrc"] + sources
