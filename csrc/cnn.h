@@ -738,9 +738,18 @@ cnn_status cnn_net_apply_gradients(cnn_net *net);
 
 /* Weights in Keras order and layout: per conv/dense layer kernel then bias,
  * per batchnorm layer gamma, beta, moving_mean, moving_variance. */
+typedef enum cnn_weight_role {
+    CNN_WEIGHT_KERNEL = 0,
+    CNN_WEIGHT_BIAS = 1,
+    CNN_WEIGHT_GAMMA = 2,
+    CNN_WEIGHT_BETA = 3,
+    CNN_WEIGHT_MOVING_MEAN = 4,
+    CNN_WEIGHT_MOVING_VAR = 5
+} cnn_weight_role;
+
 typedef struct cnn_weight_info {
     int layer;     /* index into spec.layers */
-    int role;      /* 0 kernel, 1 bias, 2 gamma, 3 beta, 4 moving mean, 5 moving var */
+    int role;      /* cnn_weight_role */
     int trainable;
     int rank;
     int dims[4];   /* Keras shape */

@@ -137,11 +137,13 @@ static cnn_status range_step(cnn_net *net, int m)
                                      net->in_count * sizeof(float), net->data_x, net->x,
                                      t_bytes, src_t, dst_t));
         }
-        CNN_TRY(net_train_pass(net, mine, m, 1, net->run_sums));
+        CNN_TRY(net_train_pass(net, &(run_args){.n = mine, .scale_n = m,
+                                                .counted = COUNTERS_MOVED,
+                                                .sums = net->run_sums}));
     }
     net->row0 = 0;
     CNN_TRY(reduce_gradients(net));
-    return net_optimizer_step(net, m, mine > 0);
+    return net_optimizer_step(net, m, mine > 0 ? COUNTERS_MOVED : COUNTERS_TO_MOVE);
 }
 
 /* CNNCUDA_GRAPHS=0 in the environment turns recording off (every step is

@@ -109,11 +109,16 @@ typedef enum plan_kind {
     PLAN_COUNT
 } plan_kind;
 
+/* Whether a step's counters (the engine's forward count, step count and
+ * data position, cnn.h CNN_COUNT_*) are still to be moved on by the step,
+ * or were already, by its gather_batch (one launch for them all). */
+typedef enum counters_state { COUNTERS_TO_MOVE = 0, COUNTERS_MOVED = 1 } counters_state;
+
 /* What one run of a forward plan is given (run_forward). */
 typedef struct run_args {
     int n;        /* samples */
     int training; /* a training forward (dropout on, batchnorm's batch statistics) */
-    int counted;  /* the step's gather_batch moved the forward counter on */
+    counters_state counted;
     int scale_n;  /* the loss's gradient is that of the mean over scale_n samples */
     float *sums;  /* the loss's sums (2) */
 } run_args;
@@ -257,9 +262,9 @@ cnn_status net_plan(cnn_net *net);
 cnn_status net_check_batch(const cnn_net *net, long n);
 cnn_status net_check_loss_ready(const cnn_net *net);
 cnn_status net_loss_device(cnn_net *net, int n, float *sums);
-cnn_status net_optimizer_step(cnn_net *net, long rows, int counted);
+cnn_status net_optimizer_step(cnn_net *net, long rows, counters_state counted);
 cnn_status net_run_forward(cnn_net *net, plan_kind which, const run_args *r);
-cnn_status net_train_pass(cnn_net *net, int n, int scale_n, int counted, float *sums);
+cnn_status net_train_pass(cnn_net *net, const run_args *r);
 
 /* evaluate.c: evaluate, validation, predict */
 cnn_status net_alloc_rows(cnn_net *net, long n, float **x_dev, void **t_dev);

@@ -213,14 +213,31 @@ static step *add_step(const cnn_net *net, step_plan *p, step_kind k, int first, 
     return s;
 }
 
-/* The forward through layers [0, top): `from_col`, the first convolution
- * starts from its column matrix (gather_batch_im2col wrote it); `loss`, the
- * training step's loss (and the head, where plan_head chose it) follows. */
-static void plan_forward(const cnn_net *net, step_plan *p, int top, int from_col, int loss)
+/* What a forward plan covers: layers [0, top); from_col, the first
+ * convolution starts from its column matrix (gather_batch_im2col wrote it);
+ * with_loss, the training step's loss (and the head, where plan_head chose
+ * it) follows. */
+typedef struct forward_span {
+    int top;
+    int from_col;
+    int with_loss;
+} forward_span;
+
+/* What a backward plan covers: layers top, ..., 0; top_db, layer top is a
+ * dense layer whose bias gradient is written already (the head's
+ * db_below); want_dx, the input gradient is wanted. */
+typedef struct backward_span {
+    int top;
+    int top_db;
+    int want_dx;
+} backward_span;
+
+static void plan_forward(const cnn_net *net, step_plan *p, forward_span span)
 {
     const cnn_backend *be = net->be;
+    const int top = span.top;
     p->n = 0;
-    int col_ready = from_col;
+    int col_ready = span.from_col;
     for (int i = 0; i < top; i++) {
         const layer *L = &net->layers[i];
         const int col = col_ready;
@@ -259,7 +276,7 @@ static void plan_forward(const cnn_net *net, step_plan *p, int top, int from_col
         case CNN_LAYER_BATCHNORM: add_step(net, p, STEP_BATCHNORM_FORWARD, i, i); break;
         }
     }
-    if (!loss) return;
+    if (!span.with_loss) return;
     if (net->head >= 0)
         add_step(net, p, STEP_DENSE_LOSS_HEAD, net->head, net->n_layers - 1);
     else if (top < net->n_layers) /* fused_softmax_loss */
@@ -268,12 +285,11 @@ static void plan_forward(const cnn_net *net, step_plan *p, int top, int from_col
         add_step(net, p, STEP_LOSS, net->n_layers - 1, net->n_layers - 1);
 }
 
-/* The backward through layers top, ..., 0 (see run_backward); top_db:
- * layer top is a dense layer whose bias gradient is written already (the
- * head's db_below); want_dx: the input gradient is wanted. */
-static void plan_backward(const cnn_net *net, step_plan *p, int top, int top_db, int want_dx)
+/* The backward over a span (see run_backward). */
+static void plan_backward(const cnn_net *net, step_plan *p, backward_span span)
 {
     const cnn_backend *be = net->be;
+    const int top = span.top, top_db = span.top_db, want_dx = span.want_dx;
     p->n = 0;
     for (int i = top; i >= 0; i--) {
         const layer *L = &net->layers[i];
@@ -354,13 +370,18 @@ static cnn_status plan_steps(cnn_net *net)
         if (!net->plans[k].steps)
             return cnn_set_error(CNN_ERR_MEMORY, "out of host memory creating a network");
     }
-    plan_forward(net, &net->plans[PLAN_FORWARD], n, 0, 0);
-    plan_forward(net, &net->plans[PLAN_TRAIN_FORWARD], train_top, 0, 1);
-    plan_forward(net, &net->plans[PLAN_TRAIN_FORWARD_GATHERED], train_top, net->gather_im2col, 1);
-    plan_backward(net, &net->plans[PLAN_TRAIN_BACKWARD], train_below,
-                  net->head >= 0 && net->head_db_below, 0);
-    plan_backward(net, &net->plans[PLAN_BACKWARD], n - 1, 0, 0);
-    plan_backward(net, &net->plans[PLAN_BACKWARD_DX], n - 1, 0, 1);
+    plan_forward(net, &net->plans[PLAN_FORWARD], (forward_span){.top = n});
+    plan_forward(net, &net->plans[PLAN_TRAIN_FORWARD],
+                 (forward_span){.top = train_top, .with_loss = 1});
+    plan_forward(net, &net->plans[PLAN_TRAIN_FORWARD_GATHERED],
+                 (forward_span){.top = train_top, .from_col = net->gather_im2col,
+                                .with_loss = 1});
+    plan_backward(net, &net->plans[PLAN_TRAIN_BACKWARD],
+                  (backward_span){.top = train_below,
+                                  .top_db = net->head >= 0 && net->head_db_below});
+    plan_backward(net, &net->plans[PLAN_BACKWARD], (backward_span){.top = n - 1});
+    plan_backward(net, &net->plans[PLAN_BACKWARD_DX],
+                  (backward_span){.top = n - 1, .want_dx = 1});
     return CNN_OK;
 }
 

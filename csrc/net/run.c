@@ -15,8 +15,8 @@ cnn_status net_check_batch(const cnn_net *net, long n)
 
 /* Runs a forward plan on the n samples already in net->x; leaves the
  * output in the last layer's y. r->training: a training forward, which
- * moves the engine's forward counter on unless r->counted (the step's
- * gather_batch has); a plan that ends in the loss adds it to r->sums, its
+ * moves the engine's forward counter on unless r->counted is
+ * COUNTERS_MOVED (the step's gather_batch has); a plan that ends in the loss adds it to r->sums, its
  * gradient that of the mean over r->scale_n samples, into net->grad_a. */
 cnn_status net_run_forward(cnn_net *net, plan_kind which, const run_args *r)
 {
@@ -25,7 +25,7 @@ cnn_status net_run_forward(cnn_net *net, plan_kind which, const run_args *r)
     const step_plan *p = &net->plans[which];
     const int n = r->n;
     net->last_n = 0; /* the activations a backward needs are being replaced */
-    if (r->training && !r->counted) CNN_TRY(be->advance_counters(ctx, net->counters, 1, 0, 0));
+    if (r->training && r->counted == COUNTERS_TO_MOVE) CNN_TRY(be->advance_counters(ctx, net->counters, 1, 0, 0));
     for (int k = 0; k < p->n; k++) {
         const step *st = &p->steps[k];
         const int i = st->layer;
@@ -290,18 +290,22 @@ cnn_status net_loss_device(cnn_net *net, int n, float *sums)
                                           sparse ? NULL : net->targets, n, NULL, sums);
 }
 
-/* A training forward, the loss (added to `sums`, its gradient that of the
- * mean over scale_n samples) and the backward, of the n samples in net->x
- * against the staged targets. `counted`: the step's gather_batch has moved
- * the engine's forward counter on. The last dense layer, softmax and loss in
+/* A training forward, the loss (added to args->sums, its gradient that of
+ * the mean over args->scale_n samples) and the backward, of the args->n
+ * samples in net->x against the staged targets; args->counted:
+ * COUNTERS_MOVED where the step's gather_batch has moved the engine's
+ * forward counter on (and, with gather_im2col, written the first
+ * convolution's column matrix). The last dense layer, softmax and loss in
  * the engine's dense_loss_head where plan_head chose it; else, where the
  * last layer's softmax is fused into the loss, the forward stops before it
  * and the backward starts below it. */
-cnn_status net_train_pass(cnn_net *net, int n, int scale_n, int counted, float *sums)
+cnn_status net_train_pass(cnn_net *net, const run_args *args)
 {
-    const run_args r = {.n = n, .training = 1, .counted = counted, .scale_n = scale_n,
-                        .sums = sums};
-    CNN_TRY(net_run_forward(net, counted ? PLAN_TRAIN_FORWARD_GATHERED : PLAN_TRAIN_FORWARD, &r));
+    run_args r = *args;
+    r.training = 1;
+    const plan_kind forward =
+        r.counted == COUNTERS_MOVED ? PLAN_TRAIN_FORWARD_GATHERED : PLAN_TRAIN_FORWARD;
+    CNN_TRY(net_run_forward(net, forward, &r));
     return run_backward(net, PLAN_TRAIN_BACKWARD, NULL);
 }
 
@@ -361,7 +365,7 @@ cnn_status cnn_net_compute_gradients(cnn_net *net, int n, const float *x_host,
     CNN_TRY(stage_input(net, n, x_host));
     CNN_TRY(stage_targets(net, n, labels_host, targets_host));
     CNN_TRY(net->be->zero(net->ctx, net->sums, 2 * sizeof(float)));
-    CNN_TRY(net_train_pass(net, n, n, 0, net->sums));
+    CNN_TRY(net_train_pass(net, &(run_args){.n = n, .scale_n = n, .sums = net->sums}));
     float sums[2];
     CNN_TRY(net->be->download(net->ctx, sums, net->sums, sizeof sums));
     if (loss_sum) *loss_sum = sums[0];
@@ -371,9 +375,9 @@ cnn_status cnn_net_compute_gradients(cnn_net *net, int n, const float *x_host,
 
 /* One optimizer step; also moves the resident-data position on by `rows`,
  * unless `counted` (the step's gather_batch has moved the counters on). */
-cnn_status net_optimizer_step(cnn_net *net, long rows, int counted)
+cnn_status net_optimizer_step(cnn_net *net, long rows, counters_state counted)
 {
-    if (!counted) CNN_TRY(net->be->advance_counters(net->ctx, net->counters, 0, 1, rows));
+    if (counted == COUNTERS_TO_MOVE) CNN_TRY(net->be->advance_counters(net->ctx, net->counters, 0, 1, rows));
     net->steps++;
     if (net->opt.kind == CNN_OPT_ADAM)
         return net->be->adam_step(net->ctx, net->hyper, net->counters + CNN_COUNT_STEPS,
@@ -387,7 +391,7 @@ cnn_status net_optimizer_step(cnn_net *net, long rows, int counted)
 cnn_status cnn_net_apply_gradients(cnn_net *net)
 {
     if (net->comm) return net_refuse_replica(net, "apply_gradients");
-    return net_optimizer_step(net, 0, 0);
+    return net_optimizer_step(net, 0, COUNTERS_TO_MOVE);
 }
 
 cnn_status cnn_net_train_batch(cnn_net *net, int n, const float *x_host,

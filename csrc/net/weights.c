@@ -4,20 +4,12 @@
  * (RNG stream 2i for layer i). */
 #include "net_private.h"
 
-static void add_weight(cnn_net *net, int layer_index, int role, int trainable, int rank,
-                       int d0, int d1, int d2, int d3)
+/* Appends weight `info` (its count worked out from its dims). */
+static void add_weight(cnn_net *net, cnn_weight_info info)
 {
-    cnn_weight_info *w = &net->weights[net->n_weights++];
-    int dims[4] = {d0, d1, d2, d3};
-    w->layer = layer_index;
-    w->role = role;
-    w->trainable = trainable;
-    w->rank = rank;
-    w->count = 1;
-    for (int k = 0; k < 4; k++) {
-        w->dims[k] = k < rank ? dims[k] : 0;
-        if (k < rank) w->count *= (size_t)dims[k];
-    }
+    info.count = 1;
+    for (int k = 0; k < info.rank; k++) info.count *= (size_t)info.dims[k];
+    net->weights[net->n_weights++] = info;
 }
 
 void net_list_weights(cnn_net *net)
@@ -25,15 +17,26 @@ void net_list_weights(cnn_net *net)
     for (int i = 0; i < net->n_layers; i++) {
         const layer *L = &net->layers[i];
         const cnn_layer_spec *s = &L->spec;
-        if (s->kind == CNN_LAYER_CONV2D) {
-            add_weight(net, i, 0, 1, 4, s->kh, s->kw, L->in_c, s->units);
-            if (s->use_bias) add_weight(net, i, 1, 1, 1, s->units, 0, 0, 0);
-        } else if (s->kind == CNN_LAYER_DENSE) {
-            add_weight(net, i, 0, 1, 2, L->in_c, s->units, 0, 0);
-            if (s->use_bias) add_weight(net, i, 1, 1, 1, s->units, 0, 0, 0);
+        if (s->kind == CNN_LAYER_CONV2D || s->kind == CNN_LAYER_DENSE) {
+            const int conv = s->kind == CNN_LAYER_CONV2D;
+            add_weight(net, (cnn_weight_info){
+                                .layer = i, .role = CNN_WEIGHT_KERNEL, .trainable = 1,
+                                .rank = conv ? 4 : 2,
+                                .dims = {conv ? s->kh : L->in_c, conv ? s->kw : s->units,
+                                         conv ? L->in_c : 0, conv ? s->units : 0}});
+            if (s->use_bias)
+                add_weight(net, (cnn_weight_info){.layer = i, .role = CNN_WEIGHT_BIAS,
+                                                  .trainable = 1, .rank = 1,
+                                                  .dims = {s->units}});
         } else if (s->kind == CNN_LAYER_BATCHNORM) {
-            for (int role = 2; role <= 5; role++)
-                add_weight(net, i, role, role <= 3, 1, L->in_c, 0, 0, 0);
+            const cnn_weight_role roles[] = {CNN_WEIGHT_GAMMA, CNN_WEIGHT_BETA,
+                                             CNN_WEIGHT_MOVING_MEAN, CNN_WEIGHT_MOVING_VAR};
+            for (int k = 0; k < 4; k++)
+                add_weight(net, (cnn_weight_info){
+                                    .layer = i, .role = roles[k],
+                                    .trainable = roles[k] == CNN_WEIGHT_GAMMA ||
+                                                 roles[k] == CNN_WEIGHT_BETA,
+                                    .rank = 1, .dims = {L->in_c}});
         }
     }
 }
@@ -47,16 +50,16 @@ static float *weight_place(cnn_net *net, float *trainable_block, int i, int *lay
 {
     const cnn_weight_info *w = &net->weights[i];
     const layer *L = &net->layers[w->layer];
-    *layout = w->role != 0 ? LAYOUT_KERAS
+    *layout = w->role != CNN_WEIGHT_KERNEL ? LAYOUT_KERAS
               : L->spec.kind == CNN_LAYER_CONV2D ? LAYOUT_CONV
               : L->rows_c ? LAYOUT_NCHW_ROWS : LAYOUT_KERAS;
     switch (w->role) {
-    case 0: return trainable_block + L->w_off;
-    case 1: return trainable_block + L->b_off;
-    case 2: return trainable_block + L->gamma_off;
-    case 3: return trainable_block + L->beta_off;
-    case 4: return net->state + L->mean_off;
-    default: return net->state + L->var_off;
+    case CNN_WEIGHT_KERNEL: return trainable_block + L->w_off;
+    case CNN_WEIGHT_BIAS: return trainable_block + L->b_off;
+    case CNN_WEIGHT_GAMMA: return trainable_block + L->gamma_off;
+    case CNN_WEIGHT_BETA: return trainable_block + L->beta_off;
+    case CNN_WEIGHT_MOVING_MEAN: return net->state + L->mean_off;
+    default: return net->state + L->var_off; /* CNN_WEIGHT_MOVING_VAR */
     }
 }
 
@@ -81,11 +84,15 @@ static void fckk_to_keras(const float *o, float *k, int kh, int kw, int c, int f
                         o[(((size_t)fi * c + ch) * kh + a) * kw + b];
 }
 
+/* Which way permute_rows copies. */
+typedef enum row_order { TO_OURS = 0, TO_KERAS = 1 } row_order;
+
 /* A dense kernel (c*hw, out) after a Flatten of (c, hw) images: Keras's
- * row s*c + ch <-> our row ch*hw + s (to_keras 0: Keras's k to our o). */
-static void permute_rows(const float *from, float *to, int c, int hw, int out, int to_keras)
+ * row s*c + ch <-> our row ch*hw + s. */
+static void permute_rows(const float *from, float *to, int c, int hw, int out, row_order order)
 {
     const size_t row = (size_t)out * sizeof(float);
+    const int to_keras = order == TO_KERAS;
     for (int s = 0; s < hw; s++)
         for (int ch = 0; ch < c; ch++) {
             const size_t keras = ((size_t)s * c + ch) * out, ours = ((size_t)ch * hw + s) * out;
@@ -107,7 +114,7 @@ static cnn_status copy_weight_out(cnn_net *net, float *block, int i, float *host
         fckk_to_keras(tmp, host, w->dims[0], w->dims[1], w->dims[2], w->dims[3]);
     if (st == CNN_OK && layout == LAYOUT_NCHW_ROWS) {
         const layer *L = &net->layers[w->layer];
-        permute_rows(tmp, host, L->rows_c, L->rows_hw, w->dims[1], 1);
+        permute_rows(tmp, host, L->rows_c, L->rows_hw, w->dims[1], TO_KERAS);
     }
     free(tmp);
     return st;
@@ -155,7 +162,7 @@ static cnn_status copy_weight_in(cnn_net *net, float *block, int i, const float 
         keras_to_fckk(host, tmp, w->dims[0], w->dims[1], w->dims[2], w->dims[3]);
     } else {
         const layer *L = &net->layers[w->layer];
-        permute_rows(host, tmp, L->rows_c, L->rows_hw, w->dims[1], 0);
+        permute_rows(host, tmp, L->rows_c, L->rows_hw, w->dims[1], TO_OURS);
     }
     cnn_status st = net->be->upload(net->ctx, dst, tmp, w->count * sizeof(float));
     free(tmp);
@@ -269,7 +276,7 @@ cnn_status net_initialize_weights(cnn_net *net)
     cnn_status st = CNN_OK;
     for (int i = 0; i < net->n_weights && st == CNN_OK; i++) {
         const cnn_weight_info *w = &net->weights[i];
-        if (w->role == 0) {
+        if (w->role == CNN_WEIGHT_KERNEL) {
             const layer *L = &net->layers[w->layer];
             size_t fan_in, fan_out;
             if (L->spec.kind == CNN_LAYER_CONV2D) {
@@ -284,7 +291,8 @@ cnn_status net_initialize_weights(cnn_net *net)
             for (size_t j = 0; j < w->count; j++)
                 host[j] = (2.0f * cnn_uniform(key, j) - 1.0f) * limit;
         } else {
-            float value = (w->role == 2 || w->role == 5) ? 1.0f : 0.0f;
+            float value =
+                (w->role == CNN_WEIGHT_GAMMA || w->role == CNN_WEIGHT_MOVING_VAR) ? 1.0f : 0.0f;
             for (size_t j = 0; j < w->count; j++) host[j] = value;
         }
         st = cnn_net_set_weight(net, i, host);
