@@ -161,7 +161,7 @@ cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn
     if (!net) return cnn_set_error(CNN_ERR_MEMORY, "out of host memory creating a network");
     cnn_status st = CNN_OK;
     net->be = backend;
-    net_plan_switches(&net->sw, &net->fuse_pool_im2col);
+    net_plan_switches(&net->sw);
     net->n_layers = spec->n_layers;
     net->max_batch = spec->max_batch;
     net->loss = spec->loss;

@@ -61,10 +61,6 @@ typedef struct layer {
     /* convolution after a pooling layer: its data gradient and the pool's
      * backward in one call (plan_pool_col) */
     int pool_col;
-    /* pooling layer before a convolution: its forward also writes that
-     * convolution's column matrix, from which the convolution's forward
-     * starts (plan_pool_im2col) */
-    int pool_im2col;
 } layer;
 
 /* One step of a plan (plan_steps): one call of the engine over layers
@@ -72,7 +68,7 @@ typedef struct layer {
 typedef enum step_kind {
     /* forward */
     STEP_CONV_FORWARD, STEP_CONV_FORWARD_RELU, STEP_CONV_FORWARD_COL,
-    STEP_CONV_FORWARD_COL_RELU, STEP_POOL_FORWARD, STEP_POOL_FORWARD_IM2COL,
+    STEP_CONV_FORWARD_COL_RELU, STEP_POOL_FORWARD,
     STEP_FLATTEN_FORWARD, STEP_DENSE_FORWARD, STEP_DENSE_FORWARD_RELU,
     STEP_ACTIVATION_FORWARD, STEP_DROPOUT_FORWARD, STEP_BATCHNORM_FORWARD,
     /* a training step's loss, its gradient into grad_a */
@@ -209,8 +205,6 @@ struct cnn_net {
      *   fuse_pool_col2im: conv2d_backward_data_pool (plan_pool_col);
      *   fuse_gather_im2col: gather_batch_im2col (gather_im2col below). */
     cnn_switches sw;
-    /* CNNCUDA_FUSE_POOL_IM2COL: pool_forward_im2col (plan_pool_im2col) */
-    int fuse_pool_im2col;
 
     /* dense_loss_head where the engine has it (plan_head): the index of the
      * last dense layer, or -1; whether a softmax layer follows it; whether
@@ -255,7 +249,7 @@ cnn_status net_upload_hyper(cnn_net *net);
 cnn_status net_validate_optimizer(const cnn_optimizer_desc *o);
 
 /* plan.c: the switches, the planning rules and the step plans */
-void net_plan_switches(cnn_switches *sw, int *pool_im2col);
+void net_plan_switches(cnn_switches *sw);
 cnn_status net_plan(cnn_net *net);
 
 /* run.c: running the plans: forward, backward, a training step */

@@ -15,9 +15,8 @@ static int switch_on(const char *name)
  * rules' switches are read (CNNCUDA_GRAPHS, which the recording of a step
  * reads, and the engines' own are not planning switches). Every fusion is
  * on unless its variable is "0"; CNNCUDA_FUSE=0 also turns the dense
- * fusions off. CNNCUDA_FUSE_POOL_IM2COL, off unless "1", is no member of
- * cnn_switches: *pool_im2col. */
-void net_plan_switches(cnn_switches *sw, int *pool_im2col)
+ * fusions off. */
+void net_plan_switches(cnn_switches *sw)
 {
     *sw = (cnn_switches){
         .fuse = switch_on("CNNCUDA_FUSE"),
@@ -28,8 +27,6 @@ void net_plan_switches(cnn_switches *sw, int *pool_im2col)
         .fuse_gather_im2col = switch_on("CNNCUDA_FUSE_GATHER_IM2COL"),
     };
     sw->fuse_dense = sw->fuse && switch_on("CNNCUDA_FUSE_DENSE");
-    const char *v = getenv("CNNCUDA_FUSE_POOL_IM2COL");
-    *pool_im2col = v && strcmp(v, "1") == 0;
 }
 
 /* Whether layer i exists and is a ReLU activation layer that the engine
@@ -124,23 +121,6 @@ static void plan_pool_col(cnn_net *net)
     }
 }
 
-/* Marks the pooling layers whose forward also writes the column matrix of
- * the convolution right after them (the engine's pool_forward_im2col, then
- * conv2d_forward_col): where that convolution reads only inside its input
- * (cnn_conv_reads_inside: no padding to fill). CNNCUDA_FUSE_POOL_IM2COL=1:
- * on; otherwise none. */
-static void plan_pool_im2col(cnn_net *net)
-{
-    for (int i = 0; i + 1 < net->n_layers; i++) {
-        layer *P = &net->layers[i];
-        const layer *C = &net->layers[i + 1];
-        P->pool_im2col = net->fuse_pool_im2col && net->be->pool_forward_im2col &&
-                         net->be->conv2d_forward_col &&
-                         (P->spec.kind == CNN_LAYER_MAXPOOL || P->spec.kind == CNN_LAYER_AVGPOOL) &&
-                         C->spec.kind == CNN_LAYER_CONV2D && cnn_conv_reads_inside(&C->conv);
-    }
-}
-
 /* Whether the last layer's softmax runs inside the loss of a training step
  * (cnn.h: softmax_loss_forward_backward): a softmax as the last layer, a
  * sparse or categorical cross-entropy from probabilities, and the engine has
@@ -163,7 +143,7 @@ static int fused_softmax_loss(const cnn_net *net)
  * name such as "conv2d_0.forward+relu". The loops below only execute the
  * lists. A fusion is a planning rule (the predicates above: fusable_relu,
  * dense_relu_fused, dense_bias_in_activation, plan_head, plan_pool_col,
- * plan_pool_im2col, fused_softmax_loss) that puts one step where two would
+ * fused_softmax_loss) that puts one step where two would
  * be. */
 
 static const char *step_suffix(step_kind k)
@@ -174,7 +154,6 @@ static const char *step_suffix(step_kind k)
     case STEP_CONV_FORWARD_COL: return "forward_col";
     case STEP_CONV_FORWARD_COL_RELU: return "forward_col+relu";
     case STEP_POOL_FORWARD: return "forward";
-    case STEP_POOL_FORWARD_IM2COL: return "forward+im2col";
     case STEP_FLATTEN_FORWARD: return "forward";
     case STEP_DENSE_FORWARD: return "forward";
     case STEP_DENSE_FORWARD_RELU: return "forward+relu";
@@ -237,11 +216,9 @@ static void plan_forward(const cnn_net *net, step_plan *p, forward_span span)
     const cnn_backend *be = net->be;
     const int top = span.top;
     p->n = 0;
-    int col_ready = span.from_col;
     for (int i = 0; i < top; i++) {
         const layer *L = &net->layers[i];
-        const int col = col_ready;
-        col_ready = 0;
+        const int col = span.from_col && i == 0; /* gather_batch_im2col wrote it */
         switch (L->spec.kind) {
         case CNN_LAYER_CONV2D: {
             const int relu = be->conv2d_forward_relu && i + 1 < top && fusable_relu(net, i + 1);
@@ -253,12 +230,7 @@ static void plan_forward(const cnn_net *net, step_plan *p, forward_span span)
         }
         case CNN_LAYER_MAXPOOL:
         case CNN_LAYER_AVGPOOL:
-            if (L->pool_im2col && i + 1 < top) {
-                add_step(net, p, STEP_POOL_FORWARD_IM2COL, i, i);
-                col_ready = 1;
-            } else {
-                add_step(net, p, STEP_POOL_FORWARD, i, i);
-            }
+            add_step(net, p, STEP_POOL_FORWARD, i, i);
             break;
         case CNN_LAYER_FLATTEN:
             if (!L->alias_in) add_step(net, p, STEP_FLATTEN_FORWARD, i, i); /* else: no step */
@@ -410,7 +382,6 @@ cnn_status net_plan(cnn_net *net)
     const cnn_backend *be = net->be;
     plan_head(net);
     plan_pool_col(net);
-    plan_pool_im2col(net);
     net->gather_im2col = net->sw.fuse_gather_im2col && be->gather_batch_im2col &&
                          be->conv2d_forward_col && net->layers[0].spec.kind == CNN_LAYER_CONV2D;
     return plan_steps(net);

@@ -51,18 +51,10 @@ cnn_status net_run_forward(cnn_net *net, plan_kind which, const run_args *r)
                 CNN_TRY(be->conv2d_forward(ctx, &d, in, w, b, y, L->ws));
             break;
         }
-        case STEP_POOL_FORWARD:
-        case STEP_POOL_FORWARD_IM2COL: {
+        case STEP_POOL_FORWARD: {
             cnn_pool_desc d = L->pool;
             d.n = n;
-            if (st->kind == STEP_POOL_FORWARD_IM2COL) { /* and the next convolution's column matrix */
-                const layer *C = &net->layers[i + 1];
-                cnn_conv_desc cd = C->conv;
-                cd.n = n;
-                CNN_TRY(be->pool_forward_im2col(ctx, &d, &cd, in, y, L->argmax, C->ws));
-            } else {
-                CNN_TRY(be->pool_forward(ctx, &d, in, y, L->argmax));
-            }
+            CNN_TRY(be->pool_forward(ctx, &d, in, y, L->argmax));
             break;
         }
         case STEP_FLATTEN_FORWARD:
