@@ -106,8 +106,8 @@ cnn_status net_alloc_rows(cnn_net *net, long n, float **x_dev, void **t_dev)
 /* n samples of x converted and uploaded into x_dev, their targets into
  * t_dev (both from alloc_rows). */
 cnn_status net_fill_rows(cnn_net *net, long n, const cnn_host_array *x,
-                            const int32_t *labels_host, const float *targets_host, float *x_dev,
-                            void *t_dev)
+                         const int32_t *labels_host, const float *targets_host, float *x_dev,
+                         void *t_dev)
 {
     const int sparse = net->loss.kind == CNN_LOSS_SPARSE_CE;
     CNN_TRY(net_upload_samples(net, x_dev, n, x));
@@ -117,7 +117,7 @@ cnn_status net_fill_rows(cnn_net *net, long n, const cnn_host_array *x,
 }
 
 cnn_status net_check_targets_given(const cnn_net *net, const char *what,
-                                      const int32_t *labels_host, const float *targets_host)
+                                   const int32_t *labels_host, const float *targets_host)
 {
     int sparse = net->loss.kind == CNN_LOSS_SPARSE_CE;
     if (sparse ? !labels_host : !targets_host)
@@ -144,7 +144,8 @@ cnn_status cnn_net_evaluate(cnn_net *net, long n, const cnn_host_array *x,
         st = net_alloc_rows(net, m, &x_dev, &t_dev);
         if (st == CNN_OK)
             st = net_fill_rows(net, m, &rows, sparse ? labels_host + at : NULL,
-                           sparse ? NULL : targets_host + (size_t)at * net->loss.k, x_dev, t_dev);
+                               sparse ? NULL : targets_host + (size_t)at * net->loss.k,
+                               x_dev, t_dev);
         if (st == CNN_OK)
             st = evaluate_rows(net, m, x_dev, sparse ? t_dev : NULL, sparse ? NULL : t_dev, total);
         if (x_dev) net->be->free(net->ctx, x_dev);
@@ -196,7 +197,7 @@ cnn_status cnn_net_set_validation(cnn_net *net, long n, const cnn_host_array *x,
     net->val_n = n;
     if (st == CNN_OK)
         st = net_fill_rows(net, n, x, labels_host, targets_host, net->val_x,
-                       sparse ? (void *)net->val_labels : (void *)net->val_targets);
+                           sparse ? (void *)net->val_labels : (void *)net->val_targets);
     if (st == CNN_OK) st = net->be->synchronize(net->ctx);
     if (st != CNN_OK) drop_validation(net);
     return st;

@@ -58,7 +58,7 @@ cnn_status cnn_net_set_data(cnn_net *net, long n, const cnn_host_array *x_host,
     net->data_n = n;
     if (st == CNN_OK)
         st = net_fill_rows(net, n, x_host, labels_host, targets_host, net->data_x,
-                       sparse ? (void *)net->data_labels : (void *)net->data_targets);
+                           sparse ? (void *)net->data_labels : (void *)net->data_targets);
     if (st != CNN_OK) free_data(net);
     return st;
 }

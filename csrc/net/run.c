@@ -25,7 +25,8 @@ cnn_status net_run_forward(cnn_net *net, plan_kind which, const run_args *r)
     const step_plan *p = &net->plans[which];
     const int n = r->n;
     net->last_n = 0; /* the activations a backward needs are being replaced */
-    if (r->training && r->counted == COUNTERS_TO_MOVE) CNN_TRY(be->advance_counters(ctx, net->counters, 1, 0, 0));
+    if (r->training && r->counted == COUNTERS_TO_MOVE)
+        CNN_TRY(be->advance_counters(ctx, net->counters, 1, 0, 0));
     for (int k = 0; k < p->n; k++) {
         const step *st = &p->steps[k];
         const int i = st->layer;
