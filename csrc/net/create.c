@@ -206,17 +206,7 @@ cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn
             goto fail;
         }
     }
-    /* a Flatten followed by a Dense layer: the dense kernel's rows take the
-     * NCHW order instead of the Flatten transposing to NHWC */
-    for (int i = 0; net->sw.fuse_flatten && i + 1 < net->n_layers; i++) {
-        layer *F = &net->layers[i], *D = &net->layers[i + 1];
-        if (F->spec.kind != CNN_LAYER_FLATTEN || D->spec.kind != CNN_LAYER_DENSE) continue;
-        F->alias_in = 1;
-        if (F->in_c > 1 && (size_t)F->in_h * F->in_w > 1) {
-            D->rows_c = F->in_c;
-            D->rows_hw = F->in_h * F->in_w;
-        }
-    }
+    net_plan_flatten(net); /* before the buffers: an aliased Flatten has none */
     const layer *last = &net->layers[net->n_layers - 1];
     net->out_count = last->out_count;
     net->loss.k = last->out_rank == 2 ? last->out_c : 0;

@@ -250,6 +250,7 @@ cnn_status net_validate_optimizer(const cnn_optimizer_desc *o);
 
 /* plan.c: the switches, the planning rules and the step plans */
 void net_plan_switches(cnn_switches *sw);
+void net_plan_flatten(cnn_net *net);
 cnn_status net_plan(cnn_net *net);
 
 /* run.c: running the plans: forward, backward, a training step */

@@ -375,7 +375,25 @@ const char *cnn_net_plan_step_name(const cnn_net *net, int backward, int i)
     return i >= 0 && i < p->n ? p->steps[i].name : NULL;
 }
 
-/* Every planning rule, then every plan, of a Net whose layers and engine
+/* A Flatten followed by a Dense layer (sw.fuse_flatten): the Flatten is no
+ * step (layer.alias_in: its output is its input's buffer) and the dense
+ * kernel's rows take the NCHW order instead of the Flatten transposing to
+ * NHWC (layer.rows_c, rows_hw). Planned with the shapes, before the
+ * buffers are sized. */
+void net_plan_flatten(cnn_net *net)
+{
+    for (int i = 0; net->sw.fuse_flatten && i + 1 < net->n_layers; i++) {
+        layer *F = &net->layers[i], *D = &net->layers[i + 1];
+        if (F->spec.kind != CNN_LAYER_FLATTEN || D->spec.kind != CNN_LAYER_DENSE) continue;
+        F->alias_in = 1;
+        if (F->in_c > 1 && (size_t)F->in_h * F->in_w > 1) {
+            D->rows_c = F->in_c;
+            D->rows_hw = F->in_h * F->in_w;
+        }
+    }
+}
+
+/* Every other planning rule, then every plan, of a Net whose layers and engine
  * context are made (cnn_net_create). */
 cnn_status net_plan(cnn_net *net)
 {
