@@ -325,7 +325,7 @@ class BuildExt(build_ext):
 
 def c_sources():
     files = []
-    for pattern in ("csrc/*.c", "csrc/cpu/*.c", "csrc/py/*.c"):
+    for pattern in ("csrc/*.c", "csrc/net/*.c", "csrc/cpu/*.c", "csrc/py/*.c"):
         files.extend(sorted(glob.glob(pattern, root_dir=HERE)))
     return files
 

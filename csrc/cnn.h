@@ -136,7 +136,7 @@ typedef struct cnn_conv_desc {
 
 /* Whether convolution d reads only inside its input: no padding, and its
  * last window ends inside the image ('valid' convolutions), so that every
- * element of its column matrix is an element of x (pool_forward_im2col). */
+ * element of its column matrix is an element of x. */
 static inline int cnn_conv_reads_inside(const cnn_conv_desc *d)
 {
     return d->pad_top == 0 && d->pad_left == 0 &&
@@ -412,26 +412,11 @@ struct cnn_backend {
                                             float *dx,       /* (n, c, p->h, p->w) */
                                             void *ws);
 
-    /* Optional (NULL: the Net runs pool_forward, then conv2d_forward; the
-     * cuda engine only), both or neither: a pooling layer's forward and the
-     * column matrix of the convolution whose input is its output, in one
-     * call, then that convolution's forward from the column matrix.
-     * pool_forward_im2col: pool_forward of x into y (and argmax, max), and
-     * the column matrix of convolution d over y written into d's workspace
-     * ws, as d's conv2d_forward would make it; d->n, d->c, d->h, d->w equal
-     * p->n, p->c, p->oh, p->ow, and cnn_conv_reads_inside(d) (no padding to
-     * fill). conv2d_forward_col: conv2d_forward (relu 0) or
-     * conv2d_forward_relu (relu 1) of x with the column matrix that
-     * pool_forward_im2col (or gather_batch_im2col, below) left in ws (the
-     * engine reads that, not x), the call right after it for the same
-     * batch. The bits of the entries they replace. CNNCUDA_FUSE_POOL_IM2COL=1
-     * turns the pool's on (off by default: slower on an H100). */
-    cnn_status (*pool_forward_im2col)(cnn_ctx *ctx, const cnn_pool_desc *p,
-                                      const cnn_conv_desc *d,
-                                      const float *x,  /* (n, c, p->h, p->w) */
-                                      float *y,        /* (n, c, p->oh, p->ow) */
-                                      int32_t *argmax, /* (n, c, p->oh, p->ow), max */
-                                      void *ws);       /* d's workspace */
+    /* Optional (NULL: the Net runs conv2d_forward; the cuda engine only):
+     * conv2d_forward (relu 0) or conv2d_forward_relu (relu 1) of x with the
+     * column matrix that gather_batch_im2col (below) left in ws (the engine
+     * reads that, not x), the call right after it for the same batch. The
+     * bits of the entry it replaces. */
     cnn_status (*conv2d_forward_col)(cnn_ctx *ctx, const cnn_conv_desc *d, int relu,
                                      const float *x, /* (n, c, h, w) */
                                      const float *w, /* (f, c, kh, kw) */
@@ -665,6 +650,15 @@ void cnn_net_output_shape(const cnn_net *net, int *rank, int dims[3]);
 int cnn_net_max_batch(const cnn_net *net);
 long cnn_net_step_count(const cnn_net *net);
 
+/* The steps a training step of fit runs, planned once when the Net was
+ * created: the forward (its loss last) when backward is 0, else the
+ * backward. Each step is one call of the engine over one layer or, fused,
+ * several; its name is "<layer kind>_<layer index>.<what it runs>", e.g.
+ * "conv2d_0.forward+relu" or "dense_4.backward_filter". The name is NULL
+ * for an i outside [0, cnn_net_plan_length). */
+int cnn_net_plan_length(const cnn_net *net, int backward);
+const char *cnn_net_plan_step_name(const cnn_net *net, int backward, int i);
+
 /* x_host: (n, in_h, in_w, in_c) float32. Targets: labels_host int32 (n) for
  * sparse losses, targets_host float32 (n, k) otherwise. */
 cnn_status cnn_net_train_batch(cnn_net *net, int n, const float *x_host,
@@ -729,9 +723,18 @@ cnn_status cnn_net_apply_gradients(cnn_net *net);
 
 /* Weights in Keras order and layout: per conv/dense layer kernel then bias,
  * per batchnorm layer gamma, beta, moving_mean, moving_variance. */
+typedef enum cnn_weight_role {
+    CNN_WEIGHT_KERNEL = 0,
+    CNN_WEIGHT_BIAS = 1,
+    CNN_WEIGHT_GAMMA = 2,
+    CNN_WEIGHT_BETA = 3,
+    CNN_WEIGHT_MOVING_MEAN = 4,
+    CNN_WEIGHT_MOVING_VAR = 5
+} cnn_weight_role;
+
 typedef struct cnn_weight_info {
     int layer;     /* index into spec.layers */
-    int role;      /* 0 kernel, 1 bias, 2 gamma, 3 beta, 4 moving mean, 5 moving var */
+    int role;      /* cnn_weight_role */
     int trainable;
     int rank;
     int dims[4];   /* Keras shape */

@@ -245,9 +245,6 @@ extern "C" const cnn_backend cnn_backend_cuda = {
     .activation_backward_bias = cuda_activation_backward_bias, // (the cudnn one's dense is cuBLAS)
     // CNNCUDA_FUSE_POOL_COL2IM=0: the Net runs col2im and the pool's backward apart
     .conv2d_backward_data_pool = cuda_conv2d_backward_data_pool,
-    // CNNCUDA_FUSE_POOL_IM2COL=1: the Net runs a pool's forward and the next
-    // convolution's im2col in one launch (off by default: slower on an H100)
-    .pool_forward_im2col = cuda_pool_forward_im2col,
     .conv2d_forward_col = cuda_conv2d_forward_col,
     .dropout_forward = cuda_dropout_forward,
     .dropout_backward = cuda_dropout_backward,

@@ -134,8 +134,8 @@ extern "C" const cnn_backend cnn_backend_cudnn = {
     .conv2d_forward_relu = cudnn_conv2d_forward_relu,
     .pool_backward_relu = cuda_pool_backward_relu,
     // conv2d_backward_data_pool: none (its data gradient is cuDNN's)
-    // pool_forward_im2col, conv2d_forward_col: none (its convolutions are
-    // cuDNN's, which take no column matrix)
+    // conv2d_forward_col: none (its convolutions are cuDNN's, which take no
+    // column matrix)
     .dropout_forward = cuda_dropout_forward,
     .dropout_backward = cuda_dropout_backward,
     .batchnorm_forward_train = cuda_batchnorm_forward_train,

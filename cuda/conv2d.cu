@@ -84,7 +84,7 @@ namespace {
 
 // y = conv(x) + b, and then the ReLU when relu (conv2d_forward_relu); from
 // the column matrix already in ws when col_ready (conv2d_forward_col: the
-// kernel before it wrote it, pool_im2col.cu or gather_im2col.cu)
+// kernel before it wrote it, gather_im2col.cu)
 cnn_status forward(cnn_ctx *ctx, const char *what, const cnn_conv_desc *d, const float *x,
                    const float *w, const float *b, float *y, void *ws, bool relu, bool col_ready)
 {
@@ -123,9 +123,8 @@ cnn_status cuda_conv2d_forward_relu(cnn_ctx *ctx, const cnn_conv_desc *d, const 
     return forward(ctx, "conv2d_forward_relu", d, x, w, b, y, ws, true, false);
 }
 
-// The forward from the column matrix that pool_forward_im2col or
-// gather_batch_im2col left in ws (x is not read: the gather leaves it
-// unwritten).
+// The forward from the column matrix that gather_batch_im2col left in ws
+// (x is not read: the gather leaves it unwritten).
 cnn_status cuda_conv2d_forward_col(cnn_ctx *ctx, const cnn_conv_desc *d, int relu,
                                    const float *x, const float *w, const float *b, float *y,
                                    void *ws)

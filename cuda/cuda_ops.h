@@ -63,10 +63,6 @@ cnn_status cuda_gather_batch_im2col(cnn_ctx *ctx, const int32_t *order, int64_t 
                                     void *dst_x, size_t t_row_bytes, const void *src_t,
                                     void *dst_t, const cnn_conv_desc *d, void *ws);
 
-/* pool_im2col.cu */
-cnn_status cuda_pool_forward_im2col(cnn_ctx *ctx, const cnn_pool_desc *p, const cnn_conv_desc *d,
-                                    const float *x, float *y, int32_t *argmax, void *ws);
-
 /* pool.cu */
 cnn_status cuda_pool_forward(cnn_ctx *ctx, const cnn_pool_desc *d, const float *x, float *y,
                             int32_t *argmax);

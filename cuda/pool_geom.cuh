@@ -1,8 +1,9 @@
 // pool_geom.cuh: a pooling layer's geometry as its kernels take it (by
 // value), the clipped window of one output, and the forward's value of one
 // output; shared by pool.cu, conv2d_pool_backward.cu (which runs the pool's
-// backward after col2im) and pool_im2col.cu (which runs the pool's forward
-// and writes the next convolution's column matrix).
+// backward after col2im) and dev/cuda/pool_im2col_kernels.cuh (the retired
+// pool+im2col fusion: the pool's forward that also writes the next
+// convolution's column matrix).
 #ifndef CNN_POOL_GEOM_CUH
 #define CNN_POOL_GEOM_CUH
 

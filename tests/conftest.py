@@ -229,7 +229,7 @@ def run_c_check(tmp_path, name):
     if not gcc:
         pytest.skip("gcc is not installed")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    sources = sorted(os.path.join(d, f) for d in ("csrc", "csrc/cpu")
+    sources = sorted(os.path.join(d, f) for d in ("csrc", "csrc/net", "csrc/cpu")
                      for f in os.listdir(os.path.join(root, d)) if f.endswith(".c"))
     exe = str(tmp_path / name)
     build = subprocess.run([gcc, "-std=c11", "-O2", "-Icsrc"] + sources

@@ -85,6 +85,44 @@ static inline double cnn_cpu_sum(const float *restrict x, size_t len)
 /* backend_cpu.c, backend_omp.c: the tables. Both hold the same kernels;
  * omp's context has N threads and its convolution workspace room for the
  * filter-gradient partials. */
+/* The entries the cpu and omp tables share (designated initializers):
+ * every entry but the name, ctx_create and conv2d_workspace, which each
+ * table gives as its own (backend_cpu.c, backend_omp.c). */
+#define CNN_CPU_ENTRIES \
+    .ctx_destroy = cnn_cpu_ctx_destroy, \
+    .alloc = cpu_alloc, \
+    .free = cpu_free, \
+    .upload = cpu_copy, \
+    .download = cpu_copy, \
+    .zero = cpu_zero, \
+    .synchronize = cpu_synchronize, \
+    .copy = cpu_copy, \
+    .nchw_from_nhwc = cpu_nchw_from_nhwc, \
+    .nhwc_from_nchw = cpu_nhwc_from_nchw, \
+    .upload_samples = cpu_upload_samples, \
+    .conv2d_forward = cpu_conv2d_forward, \
+    .conv2d_backward_data = cpu_conv2d_backward_data, \
+    .conv2d_backward_filter = cpu_conv2d_backward_filter, \
+    .pool_forward = cpu_pool_forward, \
+    .pool_backward = cpu_pool_backward, \
+    .dense_forward = cpu_dense_forward, \
+    .dense_backward_data = cpu_dense_backward_data, \
+    .dense_backward_filter = cpu_dense_backward_filter, \
+    .activation_forward = cpu_activation_forward, \
+    .activation_backward = cpu_activation_backward, \
+    .conv2d_forward_relu = cpu_conv2d_forward_relu, \
+    .pool_backward_relu = cpu_pool_backward_relu, \
+    .dropout_forward = cpu_dropout_forward, \
+    .dropout_backward = cpu_dropout_backward, \
+    .batchnorm_forward_train = cpu_batchnorm_forward_train, \
+    .batchnorm_forward_infer = cpu_batchnorm_forward_infer, \
+    .batchnorm_backward = cpu_batchnorm_backward, \
+    .loss_forward_backward = cpu_loss_forward_backward, \
+    .gather_batch = cpu_gather_batch, \
+    .advance_counters = cpu_advance_counters, \
+    .adam_step = cpu_adam_step, \
+    .sgd_step = cpu_sgd_step
+
 extern const cnn_backend cnn_backend_cpu;
 extern const cnn_backend cnn_backend_omp;
 

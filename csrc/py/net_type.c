@@ -244,7 +244,30 @@ static PyObject *Net_get_device(NetObject *self, void *closure)
     return self->device;
 }
 
+/* plan(backward=False) -> the names of the steps a training step of fit
+ * runs, in order (the Net's plan, made when it was created). */
+static PyObject *Net_plan(NetObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"backward", NULL};
+    int backward = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|p", kwlist, &backward) || !net_ready(self))
+        return NULL;
+    int n = cnn_net_plan_length(self->net, backward);
+    PyObject *names = PyList_New(n);
+    for (int i = 0; names && i < n; i++) {
+        PyObject *name = PyUnicode_FromString(cnn_net_plan_step_name(self->net, backward, i));
+        if (!name) {
+            Py_CLEAR(names);
+            break;
+        }
+        PyList_SET_ITEM(names, i, name);
+    }
+    return names;
+}
+
 static PyMethodDef Net_methods[] = {
+    {"plan", (PyCFunction)(void (*)(void))Net_plan, METH_VARARGS | METH_KEYWORDS,
+     "plan(backward=False) -> the names of the steps of fit's training step, in order."},
     {"train_batch", (PyCFunction)Net_train_batch, METH_VARARGS,
      "train_batch(x, y) -> (loss_sum, correct): one optimizer step on a batch."},
     {"compute_gradients", (PyCFunction)Net_compute_gradients, METH_VARARGS,

@@ -18,7 +18,7 @@
 //      then im2col_kernel (cnn_conv2d, cuda/conv2d_kernels.cuh, launched on
 //      the grid conv2d.cu's im2col uses), which reads y back: the engine's
 //      path with CNNCUDA_FUSE_POOL_IM2COL unset
-//   2  the engine: cuda_pool_forward_im2col (cuda/pool_im2col.cu): one
+//   2  cuda_pool_forward_im2col (pool_im2col_kernels.cuh, once the engine's): one
 //      thread per element of the pool's output forms it as pool.cu does
 //      (max_window, avg_window of cuda/pool_geom.cuh), writes it (and its
 //      argmax) and stores it to every place of col that reads it; one launch
@@ -41,6 +41,7 @@
 #include "common.cuh"
 #include "conv2d_kernels.cuh"
 #include "pool_im2col_cases.cuh"
+#include "pool_im2col_kernels.cuh" // the fused kernel, retired from the engine
 
 using namespace dev;
 

@@ -1,6 +1,6 @@
 // Host emulation of the CUDA features dense_head.cu uses (and pool.cu,
-// pool_im2col.cu, gather.cu, gather_im2col.cu and conv2d_kernels.cuh's
-// im2col: 1-d blocks on 1-d or 2-d
+// dev/cuda/pool_im2col_kernels.cuh, gather.cu, gather_im2col.cu and
+// conv2d_kernels.cuh's im2col: 1-d blocks on 1-d or 2-d
 // grids): threads are fibers
 // (own stacks, switched with setjmp), __syncthreads a block barrier (checked: every live thread at
 // the same line), warp shuffles a two-phase warp barrier. Blocks run one

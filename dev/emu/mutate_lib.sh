@@ -2,27 +2,43 @@
 # sourced by them. The sourcing script sets
 #   root     the repository;
 #   tmp      a scratch folder (the copies, the check's out and err);
-#   sources  the files under cuda/ that mutants edit (all copied each time);
-#   mutants  "file|description|sed expression" (file one of sources);
+#   sources  the files that mutants edit (all copied each time): a name
+#            under cuda/, or a path from the repository's root (dev/...);
+#   mutants  "file|description|sed expression" (file the name of one of
+#            sources, without its folder);
 # and defines run_check DIR: the check on DIR's copies of sources, stdout to
 # "$tmp/out" and stderr to "$tmp/err", its exit status that of the check.
 # mutate_all: the unmutated copies first (they must pass), then each mutant
 # (one sed edit of a fresh copy; the tree is not touched), which must fail.
 # Prints one line per mutant; returns 1 when the unmutated copies fail, a
 # mutant survives or a sed matches nothing.
+# origin NAME: the tree's file of the source named NAME (its folder dropped)
+origin() {
+    local f
+    for f in "${sources[@]}"; do
+        if [ "$(basename "$f")" = "$1" ]; then
+            case "$f" in */*) echo "$root/$f" ;; *) echo "$root/cuda/$f" ;; esac
+            return
+        fi
+    done
+}
+copy_sources() { # DIR: fresh copies of every source, by name
+    local f
+    for f in "${sources[@]}"; do cp "$(origin "$(basename "$f")")" "$1/$(basename "$f")"; done
+}
 mutate_all() {
-    local dir="$tmp/src" m f file what expr rc how survived=0
+    local dir="$tmp/src" m file what expr rc how survived=0
     mkdir -p "$dir"
-    for f in "${sources[@]}"; do cp "$root/cuda/$f" "$dir/$f"; done
+    copy_sources "$dir"
     if ! run_check "$dir"; then
         echo "the unmutated sources fail:"; cat "$tmp/out"; tail -20 "$tmp/err"; return 1
     fi
     echo "unmutated: $(tail -1 "$tmp/out")"
     for m in "${mutants[@]}"; do
         IFS='|' read -r file what expr <<< "$m"
-        for f in "${sources[@]}"; do cp "$root/cuda/$f" "$dir/$f"; done
+        copy_sources "$dir"
         sed -i "$expr" "$dir/$file"
-        if cmp -s "$dir/$file" "$root/cuda/$file"; then
+        if cmp -s "$dir/$file" "$(origin "$file")"; then
             echo "NOT APPLIED  $what (the sed matched nothing)"; survived=1; continue
         fi
         run_check "$dir"

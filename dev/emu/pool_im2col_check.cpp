@@ -1,4 +1,5 @@
-// pool_im2col_check.cpp: a host emulation check of cuda/pool_im2col.cu (the
+// pool_im2col_check.cpp: a host emulation check of
+// dev/cuda/pool_im2col_kernels.cuh (the
 // pooling forward that also writes the next convolution's column matrix)
 // and of pool.cu's forward kernels after their move onto pool_geom.cuh's
 // max_window/avg_window (run_pool_im2col.sh builds and runs it). Per shape,
@@ -28,6 +29,11 @@
 #include "cuda_ops.h"
 #include "conv2d_kernels.cuh"
 #include "check_common.h"
+
+// pool_im2col_kernels.cuh's host entry (emulated in its own object)
+extern "C" cnn_status cuda_pool_forward_im2col(cnn_ctx *ctx, const cnn_pool_desc *p,
+                                               const cnn_conv_desc *d, const float *x, float *y,
+                                               int32_t *argmax, void *ws);
 
 extern "C" {
 cnn_status cuda_pool_forward_old(cnn_ctx *ctx, const cnn_pool_desc *d, const float *x, float *y,

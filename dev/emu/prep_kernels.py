@@ -1,7 +1,7 @@
 """prep_kernels.py SRC OUT [--suffix SFX] [--shim FILE]: a .cu source
 rewritten for the host emulation (cuda_runtime.h), for files whose kernels
 use no asm and no shared memory but __shared__ scalars (a static there:
-blocks run one after another) (pool.cu, pool_im2col.cu, gather.cu,
+blocks run one after another) (pool.cu, pool_im2col_kernels.cuh, gather.cu,
 gather_im2col.cu): every launch name<<<grid, block[, smem, stream]>>>(args);
 as EMU_LAUNCH (a template as (name<...>): its commas would split the
 macro's arguments). prep.py stays dense_head.cu's (its shared block, its

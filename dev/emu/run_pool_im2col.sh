@@ -1,13 +1,14 @@
 #!/bin/bash
 # dev/emu/run_pool_im2col.sh [random shapes] [seed] [most input elements of a
 # shape] [seed networks' shapes 1/0] [baseline rev]: builds the host emulation
-# of cuda/pool_im2col.cu, of the working tree's cuda/pool.cu and of the
+# of dev/cuda/pool_im2col_kernels.cuh (the pool+im2col fusion, retired from
+# the engine), of the working tree's cuda/pool.cu and of the
 # baseline revision's pool.cu (with its pool_geom.cuh: the forward before
 # max_window/avg_window), with conv2d_kernels.cuh's im2col and csrc/status.c,
 # and runs pool_im2col_check (pool_im2col_check.cpp says what it checks). No
 # GPU needed: g++, gcc and the repository. Default: 300 shapes of at most
 # 60000 input elements, seed 7, the seed networks' pairs, against e705609.
-# EMU_POOL_IM2COL=file.cu and EMU_POOL_GEOM=file.cuh check other sources in
+# EMU_POOL_IM2COL=file.cuh and EMU_POOL_GEOM=file.cuh check other sources in
 # place of the working tree's (mutants: mutate_pool_im2col.sh).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -26,7 +27,7 @@ python3 "$here/prep_kernels.py" --suffix _old --shim "$here/pool_shim.inc" "$out
 python3 "$here/prep_kernels.py" --shim "$here/pool_shim.inc" "$root/cuda/pool.cu" \
     "$out/new/pool_emu.cpp"
 python3 "$here/prep_kernels.py" --shim "$here/pool_im2col_shim.inc" \
-    "${EMU_POOL_IM2COL:-$root/cuda/pool_im2col.cu}" "$out/new/pool_im2col_emu.cpp"
+    "${EMU_POOL_IM2COL:-$root/dev/cuda/pool_im2col_kernels.cuh}" "$out/new/pool_im2col_emu.cpp"
 # the fake cuda_runtime.h first; no contraction of a * b + c into an fma, no
 # fortified longjmp (the fibers switch stacks with it)
 flags=(-O2 -std=c++20 -ffp-contract=off -U_FORTIFY_SOURCE -D_FORTIFY_SOURCE=0 -w

@@ -1,4 +1,5 @@
-"""The host emulation of cuda/pool_im2col.cu (dev/emu): no GPU needed. The
+"""The host emulation of dev/cuda/pool_im2col_kernels.cuh (dev/emu; the
+pool+im2col fusion, retired from the engine): no GPU needed. The
 seed networks' pool -> convolution pairs and 300 random shapes: the fused
 kernel's y and argmax bit for bit against the baseline revision's pool.cu
 forward, its column matrix against conv2d_kernels.cuh's im2col over that y

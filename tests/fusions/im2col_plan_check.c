@@ -1,30 +1,28 @@
-/* im2col_plan_check.c: the Net's use of pool_forward_im2col,
- * gather_batch_im2col and conv2d_forward_col (cnn.h; net.c plan_pool_im2col,
- * forward_device and range_step), on the CPU.
+/* im2col_plan_check.c: the Net's use of gather_batch_im2col and
+ * conv2d_forward_col (cnn.h; net/plan.c plan_forward, net/fit.c
+ * range_step), on the CPU, and that no pool's forward writes a column
+ * matrix any more (the pool+im2col fusion is retired from the engine: its
+ * kernel lives on in dev/cuda/pool_im2col_kernels.cuh).
  *
  * Built and run by tests/test_im2col_fusion.py from the C sources of csrc
  * and csrc/cpu, no Python, no GPU. Only the cuda engine has the entries, so
  * here a copy of the cpu engine's table gets stand-ins that check what
  * cnn.h promises the Net passes, then run the entries they replace:
- * pool_forward_im2col checks that the convolution is the next layer's (its
- * input the pool's output, reading only inside it, its own workspace) and
- * runs the cpu engine's pool_forward; gather_batch_im2col checks that the
+ * gather_batch_im2col checks that the
  * convolution takes the gathered rows and runs the cpu engine's
  * gather_batch (into x, which the cuda engine leaves unwritten);
- * conv2d_forward_col checks that it comes right after one of those, for
+ * conv2d_forward_col checks that it comes right after it, for
  * the same workspace and with their output as x, and runs the cpu engine's
  * conv2d_forward (or conv2d_forward_relu). Networks trained on that table
  * (train_batch and train_range) and on the cpu table must agree bit for bit
  * (losses, weights, gradients, the input gradient of a backward,
  * predictions), which fails where the Net skips a layer, runs one twice, or
  * hands the convolution the wrong input; and the stand-ins must be called
- * exactly where planned: per pool followed by a convolution that reads
- * inside its input, in every forward; per step of train_range when the
- * first layer is a convolution; with the ReLU after the convolution fused
- * where CNNCUDA_FUSE allows; the pool's never unless
- * CNNCUDA_FUSE_POOL_IM2COL is "1" (off when unset), the gather's always
- * unless CNNCUDA_FUSE_GATHER_IM2COL is "0" (on when unset or any other
- * value). Prints "ok" and exits 0, or names what failed.
+ * exactly where planned: per step of train_range when the first layer is a
+ * convolution, unless CNNCUDA_FUSE_GATHER_IM2COL is "0" (on when unset or
+ * any other value); never in another forward, whatever
+ * CNNCUDA_FUSE_POOL_IM2COL says (a retired switch, now ignored). Prints
+ * "ok" and exits 0, or names what failed.
  *
  * usage: im2col_plan_check
  */
@@ -41,28 +39,10 @@ extern const cnn_backend cnn_backend_cpu;
 
 static int failures;
 static int pool_calls, col_calls, col_relu_calls;
-/* the last pool_forward_im2col's workspace and output, until the
+/* the last gather_batch_im2col's workspace and output, until the
  * conv2d_forward_col that must follow it */
 static void *pending_ws;
 static const float *pending_y;
-
-static cnn_status pool_stand_in(cnn_ctx *ctx, const cnn_pool_desc *p, const cnn_conv_desc *d,
-                                const float *x, float *y, int32_t *argmax, void *ws)
-{
-    if (d->n != p->n || d->c != p->c || d->h != p->oh || d->w != p->ow ||
-        !cnn_conv_reads_inside(d) || !ws || pending_ws ||
-        (p->mode == CNN_POOL_MAX && !argmax) || (p->mode != CNN_POOL_MAX && argmax)) {
-        fprintf(stderr, "pool_forward_im2col called with pool out %dx%dx%d (n %d) for a conv "
-                        "input %dx%dx%d (n %d), pads %d, %d, ws %p, pending %p\n",
-                p->c, p->oh, p->ow, p->n, d->c, d->h, d->w, d->n, d->pad_top, d->pad_left, ws,
-                pending_ws);
-        failures++;
-    }
-    pool_calls++;
-    pending_ws = ws;
-    pending_y = y;
-    return cpu_pool_forward(ctx, p, x, y, argmax);
-}
 
 static int gather_calls;
 
@@ -131,7 +111,7 @@ static void count_calls(void *arg, int phase)
         failures++;
     }
     if (pending_ws) {
-        fprintf(stderr, "%s: a pool_forward_im2col without its conv2d_forward_col\n",
+        fprintf(stderr, "%s: a column matrix without its conv2d_forward_col\n",
                 e->t->name);
         failures++;
     }
@@ -263,15 +243,14 @@ int main(void)
         {"lenet5", 28, 28, 1, "C6,5,s R A2 C16,5 R A2 F D120 R D84 R D4", 1, 1},
     };
     cnn_backend with_entries = cnn_backend_cpu;
-    with_entries.pool_forward_im2col = pool_stand_in;
     with_entries.conv2d_forward_col = col_stand_in;
     with_entries.gather_batch_im2col = gather_stand_in;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
         const case_t *t = &cases[i];
-        /* mode 2: the variable unset, which must plan as "0" (off by
-         * default); mode 3: another value than "1", also off */
+        /* CNNCUDA_FUSE_POOL_IM2COL, retired, must change nothing: mode 2
+         * unset, the others "0", "1" and "yes" */
         for (int mode = 0; mode < 4; ++mode) {
-            const int planned = mode == 1;
+            const int planned = 0; /* no pool's forward writes a column matrix */
             for (int fuse_relu = 0; fuse_relu < 2; ++fuse_relu) {
                 for (int batch = 1; batch <= 7; batch += 6) {
                     if (mode == 2)
@@ -291,13 +270,13 @@ int main(void)
             }
             predict_both(&with_entries, t, planned);
             /* train_range, with and without the gather fusion: on when
-             * the variable is unset (mode 2), "1" (mode 1) or another
-             * value than "0" (modes 0 and 3), off when it is "0" */
+             * the variable is unset (mode 2), "1" (mode 1) or "on" (modes 0
+             * and 3), off when it is "0" */
             for (int gather = 0; gather < 2; ++gather) {
                 if (gather && mode == 2)
                     unsetenv("CNNCUDA_FUSE_GATHER_IM2COL");
                 else
-                    setenv("CNNCUDA_FUSE_GATHER_IM2COL", gather ? (mode == 1 ? "1" : "yes") : "0",
+                    setenv("CNNCUDA_FUSE_GATHER_IM2COL", gather ? (mode == 1 ? "1" : "on") : "0",
                            1);
                 setenv("CNNCUDA_FUSE", "1", 1);
                 const int first_conv = t->layers[0] == 'C';

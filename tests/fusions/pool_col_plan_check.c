@@ -1,5 +1,5 @@
 /* pool_col_plan_check.c: the Net's use of conv2d_backward_data_pool (cnn.h;
- * net.c plan_pool_col and backward_device), on the CPU.
+ * net/plan.c plan_pool_col and plan_backward), on the CPU.
  *
  * Built and run by tests/test_pool_col2im_fusion.py: csrc/*.c and
  * csrc/cpu/*.c, no Python, no GPU. Only the cuda engine has the entry, so

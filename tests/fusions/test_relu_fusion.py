@@ -52,7 +52,7 @@ def test_the_fused_entries_in_c(tmp_path):
     gcc = shutil.which("gcc")
     if not gcc:
         pytest.skip("gcc is not installed")
-    sources = sorted(os.path.join(d, f) for d in ("csrc", "csrc/cpu")
+    sources = sorted(os.path.join(d, f) for d in ("csrc", "csrc/net", "csrc/cpu")
                      for f in os.listdir(os.path.join(ROOT, d)) if f.endswith(".c"))
     flags = ["-std=c11", "-O2"]
     if "omp" in cnncuda.build_info()["engines"]:

@@ -128,3 +128,14 @@ def test_readme_lists_exactly_the_switches():
     table = table[:table.index("\n## ")]
     rows = set(re.findall(r"^\| `(CNNCUDA_[A-Z0-9_]+)` \|", table, re.M))
     assert rows == read
+
+
+@pytest.mark.parametrize("word", ["0", "off", "False"])
+def test_off_in_any_spelling_turns_a_fusion_off(word, monkeypatch):
+    """CNNCUDA_FUSE=off used to leave fusion on (only "0" was read as off)."""
+    s = seed_network("cifar10_cnn")
+    fused = make_net("cpu", s["layers"], s["input_shape"], 4, s["loss"], s["optimizer"]).plan()
+    monkeypatch.setenv("CNNCUDA_FUSE", word)
+    plain = make_net("cpu", s["layers"], s["input_shape"], 4, s["loss"], s["optimizer"]).plan()
+    assert fused[0] == "conv2d_0.forward+relu"
+    assert plain[:2] == ["conv2d_0.forward", "activation_1.forward"]

@@ -8,9 +8,9 @@ the C core and over the binding.
   of the training set, a converted float64 batch, the outputs), so leaking
   any of it, or a Net's buffers, breaks the bound within a few cycles.
 * The C core alone: tests/reliability/reliability_core_cycles.c is built with
-  -fsanitize=address,undefined with csrc/*.c and csrc/cpu/*.c and run for
-  CORE_CYCLES cycles per host engine; LeakSanitizer (and ASan, UBSan) must
-  report nothing.
+  -fsanitize=address,undefined with csrc/*.c, csrc/net/*.c and
+  csrc/cpu/*.c and run for CORE_CYCLES cycles per host engine;
+  LeakSanitizer (and ASan, UBSan) must report nothing.
 * The binding: a Python process under LeakSanitizer (liblsan preloaded, or
   libasan where the extension itself is the sanitizer build) runs Keras
   cycles and raw-binding calls, error paths included, with PYTHONMALLOC=malloc
@@ -190,7 +190,7 @@ def sanitizer_runtime(name):
 def test_the_c_core_under_leak_sanitizer(tmp_path):
     if not sanitizer_runtime("asan"):
         pytest.skip("gcc with AddressSanitizer (libasan) is not installed")
-    sources = sorted(os.path.join(d, f) for d in ("csrc", "csrc/cpu")
+    sources = sorted(os.path.join(d, f) for d in ("csrc", "csrc/net", "csrc/cpu")
                      for f in os.listdir(os.path.join(ROOT, d)) if f.endswith(".c"))
     exe = str(tmp_path / "cycles")
     flags = ["-std=c11", "-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined",

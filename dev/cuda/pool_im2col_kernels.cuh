@@ -1,6 +1,11 @@
-// pool_im2col.cu: a pooling layer's forward and the column matrix of the
-// convolution after it, in one kernel (the cuda engine's
-// pool_forward_im2col, cnn.h).
+// pool_im2col_kernels.cuh: a pooling layer's forward and the column matrix
+// of the convolution after it, in one kernel, and its host entry
+// cuda_pool_forward_im2col. Once the cuda engine's pool_forward_im2col
+// (CNNCUDA_FUSE_POOL_IM2COL=1), retired from the engine (off by default and
+// 1-4% slower on an H100, BENCHMARKS.md); kept here for the stage program
+// pool_forward_im2col.cu (its stage 2), which includes it (one translation
+// unit only: the host entry is defined here), and for the host emulation
+// dev/emu/run_pool_im2col.sh.
 //
 // Apart, the step runs the pool's forward (pool.cu), which writes the pool's
 // output y, then the convolution's im2col (conv2d.cu), which reads y back
@@ -20,6 +25,10 @@
 // conv2d.cu).
 #include "cuda_ops.h"
 #include "pool_geom.cuh"
+
+extern "C" cnn_status cuda_pool_forward_im2col(cnn_ctx *ctx, const cnn_pool_desc *p,
+                                               const cnn_conv_desc *d, const float *x, float *y,
+                                               int32_t *argmax, void *ws);
 
 namespace {
 

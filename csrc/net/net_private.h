@@ -1,0 +1,281 @@
+/* net_private.h: the Net (struct cnn_net) and what the files of csrc/net
+ * share: its layers, its step plans, and the functions one file gives
+ * another. cnn.h is the public side.
+ *
+ * A Sequential network on one backend.
+ *
+ * The Net owns every buffer for its life, sized once for max_batch: one flat
+ * block of parameters, one of gradients, the optimizer's moments, a block of
+ * non-trainable state (batchnorm moving statistics), every layer's output,
+ * two ping-pong gradient buffers, the convolution workspace, and staging for
+ * inputs, outputs and targets. Nothing is allocated per step.
+ *
+ * Activations are NCHW (images) or (N, F) inside; the Net converts the
+ * user's NHWC input at the start of a forward and converts outputs and
+ * weights back to Keras layouts at the edges.
+ *
+ * RNG streams under the Net's seed: layer i's kernel initializer uses stream
+ * 2i, layer i's dropout stream 2i + 1 (keyed again by the training-forward
+ * count), as docs/semantics.md says.
+ */
+#ifndef CNN_NET_PRIVATE_H
+#define CNN_NET_PRIVATE_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cnn.h"
+#include "comm.h"
+#include "switches.h"
+
+#define NO_OFFSET SIZE_MAX
+
+typedef struct layer {
+    cnn_layer_spec spec;
+    int in_rank, out_rank; /* 4 (c, h, w) or 2 (c features, h = w = 1) */
+    int in_c, in_h, in_w;
+    int out_c, out_h, out_w;
+    size_t in_count, out_count; /* per sample */
+    cnn_conv_desc conv;         /* .n set per call */
+    cnn_pool_desc pool;
+    cnn_bn_desc bn;
+    size_t w_off, b_off;        /* in params and grads */
+    size_t gamma_off, beta_off; /* in params and grads */
+    size_t mean_off, var_off;   /* in state */
+    float *y;                   /* output (max_batch, out_count) */
+    void *ws;                   /* convolution: this layer's workspace */
+    int32_t *argmax;            /* max pooling: (max_batch, out_count) */
+    float *save_mean, *save_invstd; /* batchnorm: (c) */
+    uint64_t dropout_key;
+    /* flatten before a dense layer: a no-op whose y is its input's buffer
+     * (not allocated); the dense layer reads the NCHW features as they are */
+    int alias_in;
+    /* dense after such a flatten of (rows_c, rows_hw) images, both > 1: its
+     * kernel's rows are stored in NCHW feature order (row ch*rows_hw + s),
+     * exchanged in Keras's NHWC order (row s*rows_c + ch); 0 otherwise */
+    int rows_c, rows_hw;
+    /* convolution after a pooling layer: its data gradient and the pool's
+     * backward in one call (plan_pool_col) */
+    int pool_col;
+} layer;
+
+/* One step of a plan (plan_steps): one call of the engine over layers
+ * [layer, last] going forward (last >= layer) or backward (last <= layer). */
+typedef enum step_kind {
+    /* forward */
+    STEP_CONV_FORWARD, STEP_CONV_FORWARD_RELU, STEP_CONV_FORWARD_COL,
+    STEP_CONV_FORWARD_COL_RELU, STEP_POOL_FORWARD,
+    STEP_FLATTEN_FORWARD, STEP_DENSE_FORWARD, STEP_DENSE_FORWARD_RELU,
+    STEP_ACTIVATION_FORWARD, STEP_DROPOUT_FORWARD, STEP_BATCHNORM_FORWARD,
+    /* a training step's loss, its gradient into grad_a */
+    STEP_LOSS, STEP_SOFTMAX_LOSS, STEP_DENSE_LOSS_HEAD,
+    /* backward */
+    STEP_CONV_BACKWARD_FILTER, STEP_CONV_BACKWARD_DATA, STEP_CONV_BACKWARD_DATA_POOL,
+    STEP_CONV_BACKWARD_DATA_POOL_RELU, STEP_POOL_BACKWARD, STEP_POOL_BACKWARD_RELU,
+    STEP_FLATTEN_BACKWARD, STEP_DENSE_BACKWARD_FILTER, STEP_DENSE_BACKWARD_DATA,
+    STEP_ACTIVATION_BACKWARD, STEP_ACTIVATION_BACKWARD_BIAS, STEP_DROPOUT_BACKWARD,
+    STEP_BATCHNORM_BACKWARD,
+} step_kind;
+
+typedef struct step {
+    step_kind kind;
+    int layer, last;
+    int with_db; /* a backward_filter writes the bias gradient */
+    int swap;    /* backward: dy and dx change places after it */
+    char name[48]; /* "conv2d_0.forward+relu" */
+} step;
+
+typedef struct step_plan {
+    int n;
+    step *steps; /* (2 * n_layers + 1), host memory */
+} step_plan;
+
+/* The plans a Net makes at creation (plan_steps). */
+typedef enum plan_kind {
+    PLAN_FORWARD,                /* every layer: predict, evaluate, forward */
+    PLAN_TRAIN_FORWARD,          /* a training step's forward and loss */
+    PLAN_TRAIN_FORWARD_GATHERED, /* the same after gather_batch (fit) */
+    PLAN_TRAIN_BACKWARD,         /* a training step's backward */
+    PLAN_BACKWARD,               /* cnn_net_backward, no input gradient */
+    PLAN_BACKWARD_DX,            /* cnn_net_backward with the input gradient */
+    PLAN_COUNT
+} plan_kind;
+
+/* Whether a step's counters (the engine's forward count, step count and
+ * data position, cnn.h CNN_COUNT_*) are still to be moved on by the step,
+ * or were already, by its gather_batch (one launch for them all). */
+typedef enum counters_state { COUNTERS_TO_MOVE = 0, COUNTERS_MOVED = 1 } counters_state;
+
+/* What one run of a forward plan is given (run_forward). */
+typedef struct run_args {
+    int n;        /* samples */
+    int training; /* a training forward (dropout on, batchnorm's batch statistics) */
+    counters_state counted;
+    int scale_n;  /* the loss's gradient is that of the mean over scale_n samples */
+    float *sums;  /* the loss's sums (2) */
+} run_args;
+
+struct cnn_net {
+    const cnn_backend *be;
+    cnn_ctx *ctx;
+    int n_layers;
+    layer *layers;
+    int in_rank, in_h, in_w, in_c;
+    size_t in_count, out_count;
+    int max_batch;
+    cnn_loss_desc loss;
+    cnn_optimizer_desc opt;
+    uint64_t seed;
+
+    size_t n_params, n_state;
+    float *params, *grads, *opt_m, *opt_v, *state;
+    float *x_stage;  /* (max_batch, in_count), the user's layout */
+    float *x;        /* (max_batch, in_count), NCHW; == x_stage for (N, F) */
+    int transpose_in; /* the input's NHWC and NCHW differ (images of more than
+                         one channel and pixel): x_stage is transposed into x */
+    float *y_stage;  /* (max_batch, max of in/out count), Keras layout */
+    float *grad_a, *grad_b; /* (max_batch, largest activation) */
+    int32_t *labels; /* (max_batch) */
+    float *targets;  /* (max_batch, k) */
+    float *sums;     /* (2): loss sum, correct of one call */
+    float *run_sums; /* (2): running sums of train_range, read by read_sums */
+
+    /* resident training data (set_data) and an epoch's order (set_order) */
+    long data_n, order_n;
+    float *data_x;         /* (data_n, in_count), NCHW (the layout inside, so
+                              that a step gathers straight into x) */
+    int32_t *data_labels;  /* (data_n) for sparse losses */
+    float *data_targets;   /* (data_n, k) otherwise */
+    int32_t *order;        /* (order_n) indices into the data */
+    /* validation data resident for a fit call (set_validation), and its
+     * batches' loss sums (evaluate_validation) */
+    long val_n;
+    float *val_x;          /* (val_n, in_count), NCHW */
+    int32_t *val_labels;   /* (val_n) for sparse losses */
+    float *val_targets;    /* (val_n, k) otherwise */
+    float *val_sums;       /* (2 per batch of max_batch) */
+
+    long steps;          /* optimizer steps taken */
+    long train_forwards; /* training forwards run: keys dropout */
+    int last_n;          /* batch of the last training forward, 0 if none */
+    /* (CNN_COUNTERS) the engine's copy of the counters, which a step reads
+     * (cnn.h): steps and train_forwards above are the host's, kept equal */
+    int64_t *counters;
+    /* (CNN_HYPERS) the engine's copy of opt's hyperparameters, which a
+     * step reads (cnn.h); cnn_net_set_optimizer changes both */
+    float *hyper;
+    /* the engine's CNN_COUNT_POSITION as the host knows it, so that a range
+     * moves it with advance_counters (a launch) rather than an upload (a
+     * copy from host memory, which may wait for the engine); -1: unknown */
+    long position;
+
+    /* GPU engines: one training step of train_range recorded (a CUDA
+     * graph) for batch `recorded_batch`, replayed for every full batch */
+    void *recording;
+    int recorded_batch;
+    int timed; /* a train_range was timed: timer_elapsed has a value */
+
+    int n_weights;
+    cnn_weight_info *weights;
+
+    /* data parallel (cnn_net_set_comm): this net is replica comm->rank of
+     * comm->world; NULL when alone. row0 is the number, in the whole batch,
+     * of the first row this net holds (dropout numbers its masks by it). */
+    struct cnn_comm *comm;
+    int64_t row0;
+
+    /* the fusion switches, read once, at creation (plan_switches); each
+     * planning rule below says what its switch turns on:
+     *   fuse: the ReLU fusions (fusable_relu);
+     *   fuse_dense: a ReLU after a dense layer in its GEMM (dense_relu_fused),
+     *     a dense layer's bias gradient in the backward of the activation
+     *     after it (dense_bias_in_activation) or in the training head above
+     *     it (head_db_below); the same bits either way;
+     *   fuse_softmax: the last layer's softmax inside the loss
+     *     (fused_softmax_loss); not the same bits as apart: the gradient is
+     *     formed in one expression;
+     *   fuse_flatten: a Flatten before a Dense layer costs nothing
+     *     (layer.alias_in); not the same bits as a transposing Flatten: the
+     *     dense product sums its inputs in NCHW order;
+     *   fuse_head: dense_loss_head (plan_head);
+     *   fuse_pool_col2im: conv2d_backward_data_pool (plan_pool_col);
+     *   fuse_gather_im2col: gather_batch_im2col (gather_im2col below). */
+    cnn_switches sw;
+
+    /* dense_loss_head where the engine has it (plan_head): the index of the
+     * last dense layer, or -1; whether a softmax layer follows it; whether
+     * the layer before it is a ReLU whose backward the head runs; its
+     * workspace. CNNCUDA_FUSE_HEAD=0 turns it off (CNNCUDA_FUSE=0 only
+     * leaves the ReLU's backward to its own layer: the head computes the
+     * same bits either way, so the ReLU fusions compare bit for bit). */
+    int head, head_softmax, head_relu;
+    /* the layer below the head's (and its ReLU's) is a dense layer with a
+     * bias whose bias gradient the head sums (fuse_dense) */
+    int head_db_below;
+    void *head_ws;
+
+    /* gather_batch_im2col and conv2d_forward_col where the engine has them
+     * and the first layer is a convolution (set in cnn_net_create): a step of
+     * train_range gathers its batch straight into that convolution's column
+     * matrix. Under sw.fuse_gather_im2col (1-3% faster at batch 32 on an
+     * H100); the same bits */
+    int gather_im2col;
+
+    step_plan plans[PLAN_COUNT]; /* plan_steps */
+
+    int counting;   /* net_alloc only adds up bytes in planned (cnn_net_create) */
+    size_t planned;
+};
+
+/* Every weight, and a convolution's column height c*kh*kw, must fit the
+ * kernels' int sizes. Counted in double: the product of three ints can
+ * overflow 64 bits. */
+#define CNN_MAX_COUNT ((double)INT32_MAX)
+
+/* shapes.c: layer shapes and parameter counts */
+const char *net_kind_name(int kind);
+cnn_status net_plan_layer(cnn_net *net, int i, size_t *n_params, size_t *n_state);
+
+/* weights.c: the weights, their layouts, the optimizer */
+cnn_status net_initialize_weights(cnn_net *net);
+void net_list_weights(cnn_net *net);
+cnn_status net_upload_hyper(cnn_net *net);
+
+/* create.c: making and destroying a Net */
+cnn_status net_validate_optimizer(const cnn_optimizer_desc *o);
+
+/* plan.c: the switches, the planning rules and the step plans */
+cnn_status net_plan_switches(cnn_switches *sw);
+void net_plan_flatten(cnn_net *net);
+cnn_status net_plan(cnn_net *net);
+
+/* run.c: running the plans: forward, backward, a training step */
+cnn_status net_check_batch(const cnn_net *net, long n);
+cnn_status net_check_loss_ready(const cnn_net *net);
+cnn_status net_loss_device(cnn_net *net, int n, float *sums);
+cnn_status net_optimizer_step(cnn_net *net, long rows, counters_state counted);
+cnn_status net_run_forward(cnn_net *net, plan_kind which, const run_args *r);
+cnn_status net_train_pass(cnn_net *net, const run_args *r);
+
+/* evaluate.c: evaluate, validation, predict */
+cnn_status net_alloc_rows(cnn_net *net, long n, float **x_dev, void **t_dev);
+long net_batch_count(const cnn_net *net, long n);
+cnn_status net_check_targets_given(const cnn_net *net, const char *what,
+                                   const int32_t *labels_host, const float *targets_host);
+cnn_status net_fill_rows(cnn_net *net, long n, const cnn_host_array *x,
+                         const int32_t *labels_host, const float *targets_host, float *x_dev,
+                         void *t_dev);
+
+/* fit.c: resident data and train_range */
+void net_free_recording(cnn_net *net);
+cnn_status net_upload_samples(cnn_net *net, float *dst, long n, const cnn_host_array *a);
+cnn_status net_train_range(cnn_net *net, long start, long count, int batch);
+
+/* replica.c: data parallel */
+cnn_status net_refuse_replica(const cnn_net *net, const char *what);
+
+#endif

@@ -1,0 +1,397 @@
+/* run.c: executing the step plans (run_forward, run_backward) and what is
+ * built on them: forward, backward, compute_gradients, a training step
+ * (train_pass), apply_gradients, train_batch. */
+#include "net_private.h"
+
+cnn_status net_check_batch(const cnn_net *net, long n)
+{
+    if (n < 1 || n > net->max_batch)
+        return cnn_set_error(CNN_ERR_VALUE,
+                             "batch size must be in [1, %d] (the max_batch this network was "
+                             "built for), got %ld",
+                             net->max_batch, n);
+    return CNN_OK;
+}
+
+/* Runs a forward plan on the n samples already in net->x; leaves the
+ * output in the last layer's y. r->training: a training forward, which
+ * moves the engine's forward counter on unless r->counted is
+ * COUNTERS_MOVED (the step's gather_batch has); a plan that ends in the loss adds it to r->sums, its
+ * gradient that of the mean over r->scale_n samples, into net->grad_a. */
+cnn_status net_run_forward(cnn_net *net, plan_kind which, const run_args *r)
+{
+    const cnn_backend *be = net->be;
+    cnn_ctx *ctx = net->ctx;
+    const step_plan *p = &net->plans[which];
+    const int n = r->n;
+    net->last_n = 0; /* the activations a backward needs are being replaced */
+    if (r->training && r->counted == COUNTERS_TO_MOVE)
+        CNN_TRY(be->advance_counters(ctx, net->counters, 1, 0, 0));
+    for (int k = 0; k < p->n; k++) {
+        const step *st = &p->steps[k];
+        const int i = st->layer;
+        layer *L = &net->layers[i];
+        const cnn_layer_spec *s = &L->spec;
+        const float *in = i ? net->layers[i - 1].y : net->x;
+        float *y = net->layers[st->last].y; /* the output of the last layer it runs */
+        const float *w = L->w_off != NO_OFFSET ? net->params + L->w_off : NULL;
+        const float *b = s->use_bias && L->b_off != NO_OFFSET ? net->params + L->b_off : NULL;
+        switch (st->kind) {
+        case STEP_CONV_FORWARD:
+        case STEP_CONV_FORWARD_RELU:
+        case STEP_CONV_FORWARD_COL:
+        case STEP_CONV_FORWARD_COL_RELU: {
+            cnn_conv_desc d = L->conv;
+            d.n = n;
+            if (st->kind == STEP_CONV_FORWARD_COL || st->kind == STEP_CONV_FORWARD_COL_RELU)
+                CNN_TRY(be->conv2d_forward_col(ctx, &d, st->kind == STEP_CONV_FORWARD_COL_RELU,
+                                               in, w, b, y, L->ws));
+            else if (st->kind == STEP_CONV_FORWARD_RELU)
+                CNN_TRY(be->conv2d_forward_relu(ctx, &d, in, w, b, y, L->ws));
+            else
+                CNN_TRY(be->conv2d_forward(ctx, &d, in, w, b, y, L->ws));
+            break;
+        }
+        case STEP_POOL_FORWARD: {
+            cnn_pool_desc d = L->pool;
+            d.n = n;
+            CNN_TRY(be->pool_forward(ctx, &d, in, y, L->argmax));
+            break;
+        }
+        case STEP_FLATTEN_FORWARD:
+            CNN_TRY(be->nhwc_from_nchw(ctx, n, L->in_h, L->in_w, L->in_c, in, y));
+            break;
+        case STEP_DENSE_FORWARD:
+            CNN_TRY(be->dense_forward(ctx, n, L->in_c, s->units, in, w, b, y));
+            break;
+        case STEP_DENSE_FORWARD_RELU: /* and the ReLU after it, into its output */
+            CNN_TRY(be->dense_forward_relu(ctx, n, L->in_c, s->units, in, w, b, y));
+            break;
+        case STEP_ACTIVATION_FORWARD:
+            CNN_TRY(be->activation_forward(ctx, s->activation, n, (int)L->in_count, in, y));
+            break;
+        case STEP_DROPOUT_FORWARD:
+            CNN_TRY(be->dropout_forward(ctx, n, L->in_c, L->in_h, L->in_w,
+                                        r->training ? s->rate : 0.0f, L->dropout_key,
+                                        net->counters + CNN_COUNT_MASK, net->row0, in, y));
+            break;
+        case STEP_BATCHNORM_FORWARD: {
+            cnn_bn_desc d = L->bn;
+            d.n = n;
+            if (r->training)
+                CNN_TRY(be->batchnorm_forward_train(
+                    ctx, &d, in, net->params + L->gamma_off, net->params + L->beta_off,
+                    net->state + L->mean_off, net->state + L->var_off, y, L->save_mean,
+                    L->save_invstd));
+            else
+                CNN_TRY(be->batchnorm_forward_infer(
+                    ctx, &d, in, net->params + L->gamma_off, net->params + L->beta_off,
+                    net->state + L->mean_off, net->state + L->var_off, y));
+            break;
+        }
+        case STEP_LOSS:
+        case STEP_SOFTMAX_LOSS:
+        case STEP_DENSE_LOSS_HEAD: {
+            cnn_loss_desc d = net->loss;
+            d.n = n;
+            const int sparse = d.kind == CNN_LOSS_SPARSE_CE;
+            const int32_t *labels = sparse ? net->labels : NULL;
+            const float *targets = sparse ? NULL : net->targets;
+            float *last_y = net->layers[net->n_layers - 1].y;
+            if (st->kind == STEP_DENSE_LOSS_HEAD) {
+                /* the last dense layer, softmax and loss in one call */
+                const int h = i, below = h - 1 - net->head_relu;
+                CNN_TRY(be->dense_loss_head(
+                    ctx, &d, L->in_c, net->head_softmax, net->head_relu, in, w, b, labels,
+                    targets, r->scale_n, L->y, net->head_softmax ? net->layers[h + 1].y : NULL,
+                    net->grads + L->w_off, b ? net->grads + L->b_off : NULL,
+                    below >= 0 ? net->grad_a : NULL,
+                    net->head_db_below ? net->grads + net->layers[below].b_off : NULL, r->sums,
+                    net->head_ws));
+            } else if (st->kind == STEP_SOFTMAX_LOSS) {
+                CNN_TRY(be->softmax_loss_forward_backward(ctx, &d, in, last_y, labels, targets,
+                                                          r->scale_n, net->grad_a, r->sums));
+            } else {
+                CNN_TRY(be->loss_forward_backward(ctx, &d, last_y, labels, targets, r->scale_n,
+                                                  net->grad_a, r->sums));
+            }
+            break;
+        }
+        default:
+            return cnn_set_error(CNN_ERR_INTERNAL, "step %s: not a forward step", st->name);
+        }
+    }
+    if (r->training) {
+        net->train_forwards++;
+        net->last_n = n;
+    }
+    return CNN_OK;
+}
+
+/* Runs a backward plan after the last training forward, from the gradient
+ * of its top layer's output in net->grad_a (internal layout); fills the
+ * gradient block. Returns through *dx_out (if not NULL) the buffer holding
+ * the last gradient written: the input gradient where the plan wants it. */
+static cnn_status run_backward(cnn_net *net, plan_kind which, float **dx_out)
+{
+    const cnn_backend *be = net->be;
+    cnn_ctx *ctx = net->ctx;
+    const step_plan *p = &net->plans[which];
+    const int n = net->last_n;
+    float *dy = net->grad_a, *dx = net->grad_b;
+    for (int k = 0; k < p->n; k++) {
+        const step *st = &p->steps[k];
+        const int i = st->layer;
+        layer *L = &net->layers[i];
+        const cnn_layer_spec *s = &L->spec;
+        const float *in = i ? net->layers[i - 1].y : net->x;
+        switch (st->kind) {
+        case STEP_CONV_BACKWARD_FILTER:
+        case STEP_CONV_BACKWARD_DATA:
+        case STEP_CONV_BACKWARD_DATA_POOL:
+        case STEP_CONV_BACKWARD_DATA_POOL_RELU: {
+            cnn_conv_desc d = L->conv;
+            d.n = n;
+            if (st->kind == STEP_CONV_BACKWARD_FILTER) {
+                CNN_TRY(be->conv2d_backward_filter(ctx, &d, in, dy, net->grads + L->w_off,
+                                                   st->with_db ? net->grads + L->b_off : NULL,
+                                                   L->ws));
+            } else if (st->kind == STEP_CONV_BACKWARD_DATA) {
+                CNN_TRY(be->conv2d_backward_data(ctx, &d, dy, net->params + L->w_off, dx, L->ws));
+            } else {
+                const layer *P = &net->layers[i - 1];
+                const int relu = st->kind == STEP_CONV_BACKWARD_DATA_POOL_RELU;
+                cnn_pool_desc pd = P->pool;
+                pd.n = n;
+                CNN_TRY(be->conv2d_backward_data_pool(ctx, &d, &pd, dy, net->params + L->w_off,
+                                                      P->argmax,
+                                                      relu ? net->layers[i - 2].y : NULL, dx,
+                                                      L->ws));
+            }
+            break;
+        }
+        case STEP_POOL_BACKWARD:
+        case STEP_POOL_BACKWARD_RELU: {
+            cnn_pool_desc d = L->pool;
+            d.n = n;
+            if (st->kind == STEP_POOL_BACKWARD_RELU)
+                /* the pool's and the ReLU's before it: dx is the ReLU's input gradient */
+                CNN_TRY(be->pool_backward_relu(ctx, &d, dy, L->argmax, in, dx));
+            else
+                CNN_TRY(be->pool_backward(ctx, &d, dy, L->argmax, dx));
+            break;
+        }
+        case STEP_FLATTEN_BACKWARD:
+            CNN_TRY(be->nchw_from_nhwc(ctx, n, L->in_h, L->in_w, L->in_c, dy, dx));
+            break;
+        case STEP_DENSE_BACKWARD_FILTER:
+            CNN_TRY(be->dense_backward_filter(ctx, n, L->in_c, s->units, in, dy,
+                                              net->grads + L->w_off,
+                                              st->with_db ? net->grads + L->b_off : NULL));
+            break;
+        case STEP_DENSE_BACKWARD_DATA:
+            CNN_TRY(be->dense_backward_data(ctx, n, L->in_c, s->units, dy,
+                                            net->params + L->w_off, dx));
+            break;
+        case STEP_ACTIVATION_BACKWARD_BIAS: /* and the dense layer's db */
+            CNN_TRY(be->activation_backward_bias(ctx, s->activation, n, (int)L->in_count, L->y,
+                                                 dy, dx, net->grads + net->layers[i - 1].b_off));
+            break;
+        case STEP_ACTIVATION_BACKWARD:
+            CNN_TRY(be->activation_backward(ctx, s->activation, n, (int)L->in_count, L->y, dy,
+                                            dx));
+            break;
+        case STEP_DROPOUT_BACKWARD:
+            CNN_TRY(be->dropout_backward(ctx, n, L->in_c, L->in_h, L->in_w, s->rate,
+                                         L->dropout_key, net->counters + CNN_COUNT_MASK,
+                                         net->row0, dy, dx));
+            break;
+        case STEP_BATCHNORM_BACKWARD: {
+            cnn_bn_desc d = L->bn;
+            d.n = n;
+            CNN_TRY(be->batchnorm_backward(ctx, &d, in, dy, net->params + L->gamma_off,
+                                           L->save_mean, L->save_invstd, dx,
+                                           net->grads + L->gamma_off, net->grads + L->beta_off));
+            break;
+        }
+        default:
+            return cnn_set_error(CNN_ERR_INTERNAL, "step %s: not a backward step", st->name);
+        }
+        if (st->swap) {
+            float *t = dy;
+            dy = dx;
+            dx = t;
+        }
+    }
+    if (dx_out) *dx_out = dy;
+    net->last_n = 0; /* a backward consumes its forward: workspaces now hold its gradients */
+    return CNN_OK;
+}
+
+/* The user's NHWC batch into net->x (NCHW): uploaded and transposed, or
+ * uploaded there directly where the two layouts are the same bytes. */
+static cnn_status stage_input(cnn_net *net, int n, const float *x_host)
+{
+    const size_t bytes = (size_t)n * net->in_count * sizeof(float);
+    if (!net->transpose_in) return net->be->upload(net->ctx, net->x, x_host, bytes);
+    CNN_TRY(net->be->upload(net->ctx, net->x_stage, x_host, bytes));
+    return net->be->nchw_from_nhwc(net->ctx, n, net->in_h, net->in_w, net->in_c, net->x_stage,
+                                   net->x);
+}
+
+static cnn_status stage_targets(cnn_net *net, int n, const int32_t *labels_host,
+                                const float *targets_host)
+{
+    if (net->loss.kind == CNN_LOSS_SPARSE_CE) {
+        if (!labels_host)
+            return cnn_set_error(CNN_ERR_VALUE, "sparse categorical cross-entropy needs labels");
+        return net->be->upload(net->ctx, net->labels, labels_host, (size_t)n * sizeof(int32_t));
+    }
+    if (!targets_host)
+        return cnn_set_error(CNN_ERR_VALUE, "this loss needs (batch, %d) targets", net->loss.k);
+    return net->be->upload(net->ctx, net->targets, targets_host,
+                           (size_t)n * net->loss.k * sizeof(float));
+}
+
+/* The loss needs a (batch, classes) output; a network whose last layer
+ * gives images can still run forward and backward (used to test one op). */
+cnn_status net_check_loss_ready(const cnn_net *net)
+{
+    const layer *last = &net->layers[net->n_layers - 1];
+    if (last->out_rank != 2)
+        return cnn_set_error(CNN_ERR_VALUE,
+                             "the loss needs a (batch, classes) output, but the last layer gives "
+                             "(batch, %d, %d, %d): add Flatten and Dense layers",
+                             last->out_h, last->out_w, last->out_c);
+    if (net->loss.kind != CNN_LOSS_BINARY_CE && net->loss.k < 2)
+        return cnn_set_error(CNN_ERR_VALUE,
+                             "categorical cross-entropy needs at least 2 outputs, the last layer "
+                             "has %d: use binary cross-entropy",
+                             net->loss.k);
+    return CNN_OK;
+}
+
+/* Loss of the last layer's output against the staged targets, added to
+ * sums (2); no gradient (evaluate: training steps go through train_pass). */
+cnn_status net_loss_device(cnn_net *net, int n, float *sums)
+{
+    cnn_loss_desc d = net->loss;
+    d.n = n;
+    int sparse = d.kind == CNN_LOSS_SPARSE_CE;
+    return net->be->loss_forward_backward(net->ctx, &d, net->layers[net->n_layers - 1].y,
+                                          sparse ? net->labels : NULL,
+                                          sparse ? NULL : net->targets, n, NULL, sums);
+}
+
+/* A training forward, the loss (added to args->sums, its gradient that of
+ * the mean over args->scale_n samples) and the backward, of the args->n
+ * samples in net->x against the staged targets; args->counted:
+ * COUNTERS_MOVED where the step's gather_batch has moved the engine's
+ * forward counter on (and, with gather_im2col, written the first
+ * convolution's column matrix). The last dense layer, softmax and loss in
+ * the engine's dense_loss_head where plan_head chose it; else, where the
+ * last layer's softmax is fused into the loss, the forward stops before it
+ * and the backward starts below it. */
+cnn_status net_train_pass(cnn_net *net, const run_args *args)
+{
+    run_args r = *args;
+    r.training = 1;
+    const plan_kind forward =
+        r.counted == COUNTERS_MOVED ? PLAN_TRAIN_FORWARD_GATHERED : PLAN_TRAIN_FORWARD;
+    CNN_TRY(net_run_forward(net, forward, &r));
+    return run_backward(net, PLAN_TRAIN_BACKWARD, NULL);
+}
+
+cnn_status cnn_net_forward(cnn_net *net, int n, const float *x_host, int training, float *y_host)
+{
+    CNN_TRY(net_check_batch(net, n));
+    CNN_TRY(stage_input(net, n, x_host));
+    CNN_TRY(net_run_forward(net, PLAN_FORWARD, &(run_args){.n = n, .training = training}));
+    if (!y_host) return CNN_OK;
+    const layer *last = &net->layers[net->n_layers - 1];
+    const float *y = last->y;
+    if (last->out_rank == 4) {
+        CNN_TRY(net->be->nhwc_from_nchw(net->ctx, n, last->out_h, last->out_w, last->out_c, y,
+                                        net->y_stage));
+        y = net->y_stage;
+    }
+    return net->be->download(net->ctx, y_host, y, (size_t)n * last->out_count * sizeof(float));
+}
+
+cnn_status cnn_net_backward(cnn_net *net, int n, const float *dy_host, float *dx_host)
+{
+    if (net->last_n == 0)
+        return cnn_set_error(CNN_ERR_VALUE,
+                             "backward needs a training forward first (forward with training=True)");
+    if (n != net->last_n)
+        return cnn_set_error(CNN_ERR_VALUE,
+                             "dy: expected the batch of the last training forward, %d samples, "
+                             "got %d",
+                             net->last_n, n);
+    const layer *last = &net->layers[net->n_layers - 1];
+    size_t dy_bytes = (size_t)n * net->out_count * sizeof(float);
+    if (last->out_rank == 4) {
+        CNN_TRY(net->be->upload(net->ctx, net->y_stage, dy_host, dy_bytes));
+        CNN_TRY(net->be->nchw_from_nhwc(net->ctx, n, last->out_h, last->out_w, last->out_c,
+                                        net->y_stage, net->grad_a));
+    } else {
+        CNN_TRY(net->be->upload(net->ctx, net->grad_a, dy_host, dy_bytes));
+    }
+    float *dx = NULL;
+    CNN_TRY(run_backward(net, dx_host ? PLAN_BACKWARD_DX : PLAN_BACKWARD, &dx));
+    if (!dx_host) return CNN_OK;
+    size_t bytes = (size_t)n * net->in_count * sizeof(float);
+    if (net->in_rank == 4) {
+        CNN_TRY(net->be->nhwc_from_nchw(net->ctx, n, net->in_h, net->in_w, net->in_c, dx,
+                                        net->y_stage));
+        dx = net->y_stage;
+    }
+    return net->be->download(net->ctx, dx_host, dx, bytes);
+}
+
+cnn_status cnn_net_compute_gradients(cnn_net *net, int n, const float *x_host,
+                                     const int32_t *labels_host, const float *targets_host,
+                                     float *loss_sum, float *correct)
+{
+    CNN_TRY(net_check_batch(net, n));
+    CNN_TRY(net_check_loss_ready(net));
+    CNN_TRY(stage_input(net, n, x_host));
+    CNN_TRY(stage_targets(net, n, labels_host, targets_host));
+    CNN_TRY(net->be->zero(net->ctx, net->sums, 2 * sizeof(float)));
+    CNN_TRY(net_train_pass(net, &(run_args){.n = n, .scale_n = n, .sums = net->sums}));
+    float sums[2];
+    CNN_TRY(net->be->download(net->ctx, sums, net->sums, sizeof sums));
+    if (loss_sum) *loss_sum = sums[0];
+    if (correct) *correct = sums[1];
+    return CNN_OK;
+}
+
+/* One optimizer step; also moves the resident-data position on by `rows`,
+ * unless `counted` (the step's gather_batch has moved the counters on). */
+cnn_status net_optimizer_step(cnn_net *net, long rows, counters_state counted)
+{
+    if (counted == COUNTERS_TO_MOVE) CNN_TRY(net->be->advance_counters(net->ctx, net->counters, 0, 1, rows));
+    net->steps++;
+    if (net->opt.kind == CNN_OPT_ADAM)
+        return net->be->adam_step(net->ctx, net->hyper, net->counters + CNN_COUNT_STEPS,
+                                  net->n_params, net->params, net->grads, net->opt_m,
+                                  net->opt_v);
+    return net->be->sgd_step(net->ctx, net->hyper, net->n_params, net->params, net->grads,
+                             net->opt_m);
+}
+
+
+cnn_status cnn_net_apply_gradients(cnn_net *net)
+{
+    if (net->comm) return net_refuse_replica(net, "apply_gradients");
+    return net_optimizer_step(net, 0, COUNTERS_TO_MOVE);
+}
+
+cnn_status cnn_net_train_batch(cnn_net *net, int n, const float *x_host,
+                               const int32_t *labels_host, const float *targets_host,
+                               float *loss_sum, float *correct)
+{
+    CNN_TRY(cnn_net_compute_gradients(net, n, x_host, labels_host, targets_host, loss_sum,
+                                      correct));
+    return cnn_net_apply_gradients(net);
+}

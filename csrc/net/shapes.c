@@ -1,0 +1,159 @@
+/* shapes.c: each layer's output shape, parameter and state counts, worked
+ * out from its input when a Net is made (plan_layer), and the layer kinds'
+ * names. */
+#include "net_private.h"
+
+/* In 64 bits: a kernel or stride near INT_MAX must not overflow. */
+static int out_size(int in, int k, int s, int same, int *pad_before)
+{
+    if (same) {
+        int64_t out = ((int64_t)in + s - 1) / s;
+        int64_t total = (out - 1) * s + k - in;
+        if (total < 0) total = 0;
+        *pad_before = (int)(total / 2);
+        return (int)out;
+    }
+    *pad_before = 0;
+    return in < k ? 0 : (in - k) / s + 1;
+}
+
+
+const char *net_kind_name(int kind)
+{
+    static const char *names[] = {"conv2d",     "maxpool", "avgpool",  "flatten",
+                                  "dense",      "activation", "dropout", "batchnorm"};
+    return (kind >= 0 && kind <= CNN_LAYER_BATCHNORM) ? names[kind] : "unknown";
+}
+
+/* Works out layer i's output shape and parameter counts from its input. */
+cnn_status net_plan_layer(cnn_net *net, int i, size_t *n_params, size_t *n_state)
+{
+    layer *L = &net->layers[i];
+    const cnn_layer_spec *s = &L->spec;
+    const char *name = net_kind_name(s->kind);
+    L->out_rank = L->in_rank;
+    L->out_c = L->in_c;
+    L->out_h = L->in_h;
+    L->out_w = L->in_w;
+    L->w_off = L->b_off = L->gamma_off = L->beta_off = L->mean_off = L->var_off = NO_OFFSET;
+
+    switch (s->kind) {
+    case CNN_LAYER_CONV2D:
+    case CNN_LAYER_MAXPOOL:
+    case CNN_LAYER_AVGPOOL: {
+        if (L->in_rank != 4)
+            return cnn_set_error(CNN_ERR_VALUE,
+                                 "layer %d (%s) expects an image input (batch, height, width, "
+                                 "channels), got a (batch, %d) input",
+                                 i, name, L->in_c);
+        if (s->kh < 1 || s->kw < 1 || s->sh < 1 || s->sw < 1)
+            return cnn_set_error(CNN_ERR_VALUE,
+                                 "layer %d (%s): kernel size and strides must be >= 1, got "
+                                 "kernel %dx%d strides %dx%d",
+                                 i, name, s->kh, s->kw, s->sh, s->sw);
+        int pt, pl;
+        int oh = out_size(L->in_h, s->kh, s->sh, s->same, &pt);
+        int ow = out_size(L->in_w, s->kw, s->sw, s->same, &pl);
+        if (oh < 1 || ow < 1)
+            return cnn_set_error(CNN_ERR_VALUE,
+                                 "layer %d (%s): kernel %dx%d does not fit the %dx%d input "
+                                 "with padding '%s'",
+                                 i, name, s->kh, s->kw, L->in_h, L->in_w,
+                                 s->same ? "same" : "valid");
+        L->out_h = oh;
+        L->out_w = ow;
+        if (s->kind == CNN_LAYER_CONV2D) {
+            if (s->units < 1)
+                return cnn_set_error(CNN_ERR_VALUE, "layer %d (conv2d): filters must be >= 1, got %d",
+                                     i, s->units);
+            if ((double)s->units * L->in_c * s->kh * s->kw > CNN_MAX_COUNT)
+                return cnn_set_error(CNN_ERR_VALUE,
+                                     "layer %d (conv2d): a %dx%d kernel over %d channels with %d "
+                                     "filters has %.0f weights, more than %d",
+                                     i, s->kh, s->kw, L->in_c, s->units,
+                                     (double)s->units * L->in_c * s->kh * s->kw, INT32_MAX);
+            L->out_c = s->units;
+            L->conv = (cnn_conv_desc){.c = L->in_c, .h = L->in_h, .w = L->in_w, .f = s->units,
+                                      .kh = s->kh, .kw = s->kw, .sh = s->sh, .sw = s->sw,
+                                      .pad_top = pt, .pad_left = pl, .oh = oh, .ow = ow};
+            L->w_off = *n_params;
+            *n_params += (size_t)s->units * L->in_c * s->kh * s->kw;
+            if (s->use_bias) {
+                L->b_off = *n_params;
+                *n_params += (size_t)s->units;
+            }
+        } else {
+            L->pool = (cnn_pool_desc){.mode = s->kind == CNN_LAYER_MAXPOOL ? CNN_POOL_MAX
+                                                                          : CNN_POOL_AVG,
+                                      .c = L->in_c, .h = L->in_h, .w = L->in_w, .ph = s->kh,
+                                      .pw = s->kw, .sh = s->sh, .sw = s->sw, .pad_top = pt,
+                                      .pad_left = pl, .oh = oh, .ow = ow};
+        }
+        break;
+    }
+    case CNN_LAYER_FLATTEN:
+        L->out_rank = 2;
+        L->out_c = L->in_c * L->in_h * L->in_w;
+        L->out_h = L->out_w = 1;
+        break;
+    case CNN_LAYER_DENSE:
+        if (L->in_rank != 2)
+            return cnn_set_error(CNN_ERR_VALUE,
+                                 "layer %d (dense) expects a (batch, features) input, got an "
+                                 "image (batch, %d, %d, %d): add a Flatten layer before it",
+                                 i, L->in_h, L->in_w, L->in_c);
+        if (s->units < 1)
+            return cnn_set_error(CNN_ERR_VALUE, "layer %d (dense): units must be >= 1, got %d", i,
+                                 s->units);
+        if ((double)L->in_c * s->units > CNN_MAX_COUNT)
+            return cnn_set_error(CNN_ERR_VALUE,
+                                 "layer %d (dense): %d inputs times %d units is %.0f weights, "
+                                 "more than %d",
+                                 i, L->in_c, s->units, (double)L->in_c * s->units, INT32_MAX);
+        L->out_c = s->units;
+        L->w_off = *n_params;
+        *n_params += (size_t)L->in_c * s->units;
+        if (s->use_bias) {
+            L->b_off = *n_params;
+            *n_params += (size_t)s->units;
+        }
+        break;
+    case CNN_LAYER_ACTIVATION:
+        if (s->activation < CNN_ACT_LINEAR || s->activation > CNN_ACT_SOFTMAX)
+            return cnn_set_error(CNN_ERR_VALUE, "layer %d (activation): unknown activation %d", i,
+                                 s->activation);
+        if (s->activation == CNN_ACT_SOFTMAX && L->in_rank != 2)
+            return cnn_set_error(CNN_ERR_VALUE,
+                                 "layer %d (activation): softmax needs a (batch, features) "
+                                 "input, got an image: add a Flatten layer before it",
+                                 i);
+        break;
+    case CNN_LAYER_DROPOUT:
+        if (!(s->rate >= 0.0f && s->rate < 1.0f))
+            return cnn_set_error(CNN_ERR_VALUE,
+                                 "layer %d (dropout): rate must be in [0, 1), got %g", i,
+                                 (double)s->rate);
+        L->dropout_key = cnn_rng_key(net->seed, 2 * (uint64_t)i + 1);
+        break;
+    case CNN_LAYER_BATCHNORM:
+        if (!(s->epsilon > 0.0f) || !(s->momentum >= 0.0f && s->momentum <= 1.0f))
+            return cnn_set_error(CNN_ERR_VALUE,
+                                 "layer %d (batchnorm): momentum must be in [0, 1] and epsilon "
+                                 "> 0, got momentum %g epsilon %g",
+                                 i, (double)s->momentum, (double)s->epsilon);
+        L->bn = (cnn_bn_desc){.c = L->in_c, .spatial = L->in_h * L->in_w,
+                              .momentum = s->momentum, .epsilon = s->epsilon};
+        L->gamma_off = *n_params;
+        L->beta_off = *n_params + L->in_c;
+        *n_params += 2 * (size_t)L->in_c;
+        L->mean_off = *n_state;
+        L->var_off = *n_state + L->in_c;
+        *n_state += 2 * (size_t)L->in_c;
+        break;
+    default:
+        return cnn_set_error(CNN_ERR_VALUE, "layer %d: unknown layer kind %d", i, s->kind);
+    }
+    L->in_count = (size_t)L->in_c * L->in_h * L->in_w;
+    L->out_count = (size_t)L->out_c * L->out_h * L->out_w;
+    return CNN_OK;
+}
