@@ -807,8 +807,9 @@ def load_model(filepath, compile=True, device=None, custom_objects=None):
 
 def _model_from_keras_file(filepath, compile, device):
     """The model of a Keras .keras (zip) or .h5 (HDF5) file, known by its
-    first bytes (keras_files.py), or None for any other file."""
-    if not isinstance(filepath, (str, os.PathLike)):
+    first bytes (keras_files.py), or None for any other file. Only a regular
+    file is looked at: a pipe read here could not be read again."""
+    if not isinstance(filepath, (str, os.PathLike)) or not os.path.isfile(filepath):
         return None
     with open(filepath, "rb") as f:
         kind = keras_files.kind_of_bytes(f.read(8))
