@@ -11,6 +11,12 @@ final weights (Keras layouts), of the optimizer state and of the predictions.
     python tests/net/same_bits.py record cuda cudnn    # on a GPU machine: keyed by
                                                    # device and recorded steps
 
+The cpu and omp entries were recorded at commit 2bb6fa8, before the core
+was reorganised into its step plan (csrc/net/). No GPU entries exist yet:
+record them from that commit on a GPU machine (a worktree of 2bb6fa8, built
+there, `record cuda cudnn` with and without CNNCUDA_GRAPHS=0), bring
+same_bits.json back, then run test_same_bits.py on this tree there.
+
 The GPU engines' entries are keyed by the device's name and by whether the
 training step is recorded (CNNCUDA_GRAPHS): kernels and cuDNN's algorithm
 choices may differ between GPU models. The CPU engines' are keyed by the
