@@ -323,7 +323,6 @@ def evaluate(model, x, verbose, steps, callbacks, return_dict):
     if source.infinite and steps is None:
         raise ValueError("steps: expected the number of batches to evaluate: x is an infinite "
                          "dataset, got None")
-    net = model._get_net(config.resolve_device(model._device), "evaluate")
     total = steps if steps is not None else source.steps
     cbs = CallbackList(list(callbacks), model, {"verbose": verbose, "epochs": 1, "steps": total})
     progbar = Progbar(total, verbose=verbose) if verbose else None
@@ -332,7 +331,7 @@ def evaluate(model, x, verbose, steps, callbacks, return_dict):
     seen = done = 0
     for xb, yb in source.epoch(steps):
         cbs.on_test_batch_begin(done)
-        xb, yb = _check_pair(model, xb, yb, "x")
+        xb, yb = _check_pair(model, xb, yb, "x")      # builds an unbuilt model from xb
         net = model._get_net(config.resolve_device(model._device), "evaluate")
         part_loss, part_correct = net.evaluate(xb, yb)
         loss_sum += part_loss

@@ -144,3 +144,17 @@ def test_a_callback_sees_every_batch():
     m.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(7), epochs=1, verbose=0,
           callbacks=[Batch()])
     assert [b for b, _ in seen] == [0, 1, 2, 3, 4]
+
+
+def test_a_stream_builds_an_unbuilt_model():
+    """evaluate and predict over a Dataset build a model that has no input
+    shape yet from its first batch, as fit does (evaluate asked for the
+    network before any batch had arrived)."""
+    x, y = synthetic_data("lenet5", 20)
+    for call in ("evaluate", "predict"):
+        m = tf.keras.Sequential([tf.keras.layers.Flatten(), tf.keras.layers.Dense(10)], seed=1)
+        m.compile(optimizer="adam", metrics=["accuracy"],
+                  loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        data = (x, y) if call == "evaluate" else x
+        out = getattr(m, call)(tf.data.Dataset.from_tensor_slices(data).batch(8), verbose=0)
+        assert m.built and np.all(np.isfinite(out))
