@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import event, given, settings  # noqa: E402
+from hypothesis import event, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from cnncuda.keras import layers, losses, models, optimizers  # noqa: E402
@@ -162,8 +162,17 @@ def data_for(model, n, seed):
     return x, y
 
 
+# drawn by CI once: Adam with lr=1e30 overflows float32 on the second step
+OVERFLOWING = ([["Dense", {"units": 2, "input_shape": (1,)}], ["Activation", {"activation": "linear"}],
+                ["Dense", {"units": 1, "activation": "sigmoid"}]],
+               {"optimizer": "Adam", "lr": 1e30, "loss": "binary_crossentropy",
+                "loss_kind": "binary_crossentropy", "from_logits": False, "metrics": None},
+               3, 4, 0)
+
+
 @settings(max_examples=1000, **FUZZ)
 @given(recipe=model_recipes())
+@example(recipe=OVERFLOWING)
 def test_models_on_cpu_match_the_numpy_engine(recipe):
     recipe, compile_kw, seed, n, data_seed = recipe
     try:
@@ -195,6 +204,16 @@ def test_models_on_cpu_match_the_numpy_engine(recipe):
     h_cpu = cpu.fit(x, y, batch_size=batch, epochs=1, verbose=0).history
     h_ref = ref.fit(x, y, batch_size=batch, epochs=1, verbose=0).history
     assert sorted(h_cpu) == sorted(h_ref)
+    assert cpu.optimizer.iterations == ref.optimizer.iterations == math.ceil(n / batch)
+    if not all(np.isfinite(v).all() for m in (cpu, ref)
+               for v in list(m.get_weights()) + [h[k] for h in (h_cpu, h_ref) for k in h]):
+        # the step overflowed float32 (lr=1e30 makes weights of 1e30 and their
+        # products 1e60): past that, the order of the arithmetic decides the
+        # result -- the cpu GEMM's fused multiply-add keeps a product beyond
+        # float32's range exact where NumPy rounds it to inf first, and
+        # -inf + inf is NaN -- so only the steps taken can be compared
+        event("overflowed float32")
+        return
     for key in h_cpu:
         # accuracy counts argmax (or p > 0.5) hits: a near tie (a batch of one
         # through batch normalization gives logits equal to the biases) may
@@ -208,7 +227,6 @@ def test_models_on_cpu_match_the_numpy_engine(recipe):
     step = 2.5 * lr if opt in ("adam", "Adam") else 1e-3
     for a, b in zip(cpu.get_weights(), ref.get_weights(), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-4 + step)
-    assert cpu.optimizer.iterations == ref.optimizer.iterations == math.ceil(n / batch)
 
 
 # ------------------------------------------------------------------- data
