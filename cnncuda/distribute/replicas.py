@@ -19,14 +19,14 @@ import numpy as np
 
 from .. import _C
 
-__all__ = ["ReplicaGroup", "connect_local", "nccl_defaults", "GroupFailedError"]
+__all__ = ["ReplicaGroup", "connect_local", "nccl_defaults", "run_all", "GroupFailedError"]
 
 
 class GroupFailedError(RuntimeError):
     """A data-parallel group that failed earlier is used again."""
 
 
-def _run_all(pool, calls):
+def run_all(pool, calls):
     """Runs calls[i]() at once (one thread each); returns their results, or
     raises the earliest exception after every call has returned."""
     if len(calls) == 1:
@@ -66,11 +66,11 @@ def connect_local(world, timeout, pool, devices=None):
     first = _C.Comm(0, world, "127.0.0.1", 0, timeout)
     comms = [first] + [_C.Comm(rank, world, "127.0.0.1", first.port, timeout)
                        for rank in range(1, world)]
-    _run_all(pool, [c.connect for c in comms])
+    run_all(pool, [c.connect for c in comms])
     if devices is not None:
         nccl_defaults()
-        comms = _run_all(pool, [lambda c=c, d=d: c.to_nccl(d, timeout)
-                                for c, d in zip(comms, devices)])
+        comms = run_all(pool, [lambda c=c, d=d: c.to_nccl(d, timeout)
+                               for c, d in zip(comms, devices)])
     return comms
 
 
@@ -148,7 +148,7 @@ class ReplicaGroup:
         args = list(zip(*per_replica)) if per_replica else [()] * len(self._nets)
         calls = [lambda net=net, a=a: fn(net, *a) for net, a in zip(self._nets, args)]
         try:
-            return _run_all(self._pool, calls)
+            return run_all(self._pool, calls)
         except KeyboardInterrupt:
             raise   # every replica finished its call: the group is still whole
         except BaseException as exc:

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from .. import _C, config, switches
 from ..checks import number_in
 from ..engine import make_net
-from .replicas import ReplicaGroup, connect_local, nccl_defaults
+from .replicas import ReplicaGroup, run_all, connect_local, nccl_defaults
 
 __all__ = ["MirroredStrategy", "MultiWorkerMirroredStrategy", "get_strategy", "has_strategy"]
 
@@ -236,16 +236,23 @@ def _env_int(env, name, low=0):
 
 
 class MultiWorkerMirroredStrategy(MirroredStrategy):
-    """Data parallel with one replica per process, as a launcher starts them
-    (Keras's MultiWorkerMirroredStrategy; PyTorch's DDP layout). Reads RANK,
+    """Data parallel over processes, as a launcher starts them (Keras's
+    MultiWorkerMirroredStrategy; PyTorch's DDP layout). Reads RANK,
     WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT: rank 0 listens on
     MASTER_ADDR at MASTER_PORT (MASTER_PORT + 1 under torchrun, whose agent
     holds MASTER_PORT; CNNCUDA_PORT overrides both), the others connect, and
-    on GPUs the NCCL id travels that way. device: the engine of this process's
-    replica: None (a GPU engine on GPU LOCAL_RANK where one can run, else
-    'cpu'), 'cuda', 'cudnn' (on GPU LOCAL_RANK), 'cpu' or 'omp:N'."""
+    on GPUs the NCCL id travels that way.
 
-    def __init__(self, device=None, timeout=DEFAULT_TIMEOUT, env=None):
+    One replica per process by default. device: the engine of this
+    process's replica: None (a GPU engine on GPU LOCAL_RANK where one can
+    run, else 'cpu'), 'cuda', 'cudnn' (on GPU LOCAL_RANK), 'cpu' or 'omp:N'.
+    devices: instead, several replicas in this process, as MirroredStrategy
+    takes them ([0, 1]: this host's GPUs 0 and 1), the way a worker of
+    Keras's strategy drives every GPU of its host: every process then gives
+    the same number, and the group's replicas are numbered process by
+    process (RANK * len(devices) + i)."""
+
+    def __init__(self, device=None, timeout=DEFAULT_TIMEOUT, env=None, devices=None):
         env = os.environ if env is None else env
         self._rank = _env_int(env, "RANK")
         world = _env_int(env, "WORLD_SIZE", 1)
@@ -259,16 +266,40 @@ class MultiWorkerMirroredStrategy(MirroredStrategy):
             self._port = _env_int(env, "MASTER_PORT", 1) + (1 if "TORCHELASTIC_RUN_ID" in env else 0)
         if self._port > 65535:
             raise ValueError("MASTER_PORT: expected a port number up to 65535, got %d" % self._port)
-        if device is None:
-            gpu = any(_C.engine_status(e) is None for e in config.GPU_ENGINES)
-            device = local_rank if gpu else "cpu"
-        elif isinstance(device, str) and device.strip() in config.GPU_ENGINES:
-            device = "%s:%d" % (device.strip(), local_rank)
-        replica = _replica(device, "device")
-        self._replicas = [replica] * world       # every process's replica is alike
-        self._local = [replica]
+        if devices is not None:
+            if device is not None:
+                raise ValueError("device, devices: expected one of them, got device=%r and "
+                                 "devices=%r" % (device, devices))
+            self._local = self._local_devices(devices)
+            arg = "devices"
+        else:
+            if device is None:
+                gpu = any(_C.engine_status(e) is None for e in config.GPU_ENGINES)
+                device = local_rank if gpu else "cpu"
+            elif isinstance(device, str) and device.strip() in config.GPU_ENGINES:
+                device = "%s:%d" % (device.strip(), local_rank)
+            self._local = [_replica(device, "device")]
+            arg = "device"
+        self._replicas = self._local * world     # every process's replicas are alike
         self._world_size = world
-        self._finish("device", timeout)
+        self._finish(arg, timeout)
+
+    @staticmethod
+    def _local_devices(devices):
+        if isinstance(devices, (str, int)) or not hasattr(devices, "__iter__"):
+            raise TypeError("devices: expected a list of devices, got %r" % (devices,))
+        local = [_replica(d, "devices[%d]" % i) for i, d in enumerate(devices)]
+        if not local:
+            raise ValueError("devices: expected at least one device, got an empty list")
+        engines = {r[0] for r in local}
+        if len(engines) > 1:
+            raise ValueError("devices: expected every replica on one engine, got %s"
+                             % ", ".join(sorted(engines)))
+        gpus = [r[2] for r in local]
+        if local[0][0] in config.GPU_ENGINES and len(set(gpus)) != len(gpus):
+            raise ValueError("devices: expected each GPU once, got GPUs %s (NCCL runs one "
+                             "replica per GPU)" % gpus)
+        return local
 
     @property
     def rank(self):
@@ -276,28 +307,34 @@ class MultiWorkerMirroredStrategy(MirroredStrategy):
 
     @property
     def worker_devices(self):
-        return tuple(self._names()[:1])
+        return tuple(self._names()[:len(self._local)])
 
     @property
     def key(self):
         return "%s[rank %d of %d, %s]" % (type(self).__name__, self._rank, self._world_size,
-                                          self._names()[0])
+                                          ",".join(self.worker_devices))
 
     def __repr__(self):
-        return "%s(rank=%d, world=%d, device=%r)" % (type(self).__name__, self._rank,
-                                                     self._world_size, self._names()[0])
+        if len(self._local) == 1:
+            return "%s(rank=%d, world=%d, device=%r)" % (type(self).__name__, self._rank,
+                                                         self._world_size, self._names()[0])
+        return "%s(rank=%d, world=%d, devices=%r)" % (type(self).__name__, self._rank,
+                                                      self._world_size, list(self.worker_devices))
 
     def _local_replicas(self):
         return self._local
 
     def _world(self):
-        return self._world_size
+        return self._world_size * len(self._local)
 
     def _connect(self, pool):
-        comm = _C.Comm(self._rank, self._world_size, self._addr,
-                       self._port if self._world_size > 1 else 0, self._timeout)
-        comm.connect()
+        local, world = len(self._local), self._world()
+        port = self._port if world > 1 else 0
+        comms = [_C.Comm(self._rank * local + i, world, self._addr, port, self._timeout)
+                 for i in range(local)]
+        run_all(pool, [c.connect for c in comms])
         if self._gpu:
             nccl_defaults()
-            comm = comm.to_nccl(self._local[0][2], self._timeout)
-        return [comm]
+            comms = run_all(pool, [lambda c=c, d=d: c.to_nccl(d, self._timeout)
+                                   for c, (_, _, d) in zip(comms, self._local)])
+        return comms

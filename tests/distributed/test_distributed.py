@@ -170,6 +170,23 @@ def test_the_launcher_environment_is_checked(env, match):
         distribute.MultiWorkerMirroredStrategy(device="cpu", env=env)
 
 
+def test_several_replicas_of_one_process_are_checked():
+    env = {"RANK": "1", "WORLD_SIZE": "2", "MASTER_PORT": "5000"}
+    strategy = distribute.MultiWorkerMirroredStrategy(devices=["cpu", "cpu", "cpu"], env=env)
+    assert (strategy.rank, strategy.num_replicas_in_sync) == (1, 6)
+    assert strategy.worker_devices == ("cpu", "cpu", "cpu")
+    assert "devices=['cpu', 'cpu', 'cpu']" in repr(strategy)
+    with pytest.raises(ValueError, match="device, devices: expected one of them, got "
+                                         "device='cpu' and devices=\\['cpu'\\]"):
+        distribute.MultiWorkerMirroredStrategy(device="cpu", devices=["cpu"], env=env)
+    with pytest.raises(ValueError, match="devices: expected at least one device"):
+        distribute.MultiWorkerMirroredStrategy(devices=[], env=env)
+    with pytest.raises(TypeError, match="devices: expected a list of devices, got 'cpu'"):
+        distribute.MultiWorkerMirroredStrategy(devices="cpu", env=env)
+    with pytest.raises(ValueError, match="every replica on one engine, got cpu, omp"):
+        distribute.MultiWorkerMirroredStrategy(devices=["cpu", "omp:2"], env=env)
+
+
 def test_torchrun_and_cnncuda_ports():
     env = {"RANK": "1", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "MASTER_ADDR": "10.0.0.1",
            "MASTER_PORT": "29500"}
@@ -313,7 +330,8 @@ SCRIPT = textwrap.dedent("""
     import cnncuda
     from cnncuda import distribute, layers, models
     rank = int(os.environ["RANK"])
-    strategy = distribute.MultiWorkerMirroredStrategy(device="cpu", timeout=30)
+    strategy = distribute.MultiWorkerMirroredStrategy({where}, timeout=30)
+    assert strategy.num_replicas_in_sync == {replicas}
     with strategy.scope():
         model = models.Sequential([
             layers.Conv2D(4, 3, activation="relu", input_shape=(12, 12, 2)),
@@ -343,17 +361,23 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def _launch(tmp_path, fail, nproc=2):
+def _launch(tmp_path, fail, nproc=2, where='device="cpu"', replicas=2):
     script = tmp_path / "train.py"
-    script.write_text(SCRIPT.format(root=ROOT, out=str(tmp_path), fail=fail))
+    script.write_text(SCRIPT.format(root=ROOT, out=str(tmp_path), fail=fail, where=where,
+                                    replicas=replicas))
     return subprocess.run([sys.executable, "-m", "cnncuda.distribute.launch", "--nproc",
                            str(nproc), "--grace", "20", str(script)],
                           capture_output=True, text=True, timeout=120, cwd=ROOT,
                           env=dict(os.environ, PYTHONPATH=ROOT))
 
 
-def test_processes_under_the_launcher_match_one_network(tmp_path):
-    run = _launch(tmp_path, fail=False)
+@pytest.mark.parametrize("where, replicas", [('device="cpu"', 2),
+                                             ('devices=["cpu", "cpu"]', 4)])
+def test_processes_under_the_launcher_match_one_network(tmp_path, where, replicas):
+    """Two processes of one replica each, and of two each (as two hosts of
+    two GPUs run MultiWorkerMirroredStrategy): 32 samples a batch split over
+    2 or 4 replicas."""
+    run = _launch(tmp_path, fail=False, where=where, replicas=replicas)
     assert run.returncode == 0, run.stdout + run.stderr
     x, y = _small_data(66)
     one = _small_model()

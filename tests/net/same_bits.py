@@ -19,7 +19,11 @@ same_bits.json back, then run test_same_bits.py on this tree there.
 
 The GPU engines' entries are keyed by the device's name and by whether the
 training step is recorded (CNNCUDA_GRAPHS): kernels and cuDNN's algorithm
-choices may differ between GPU models. The CPU engines' are keyed by the
+choices may differ between GPU models. cudnn runs take cuDNN's heuristic
+algorithm choice (CNNCUDA_CUDNN_ALGO=heuristic): the default measures the
+algorithms in each new process and may pick another of two within the
+timing noise, which rounds differently (seen once on an H100: the
+imagenette_cnn weights of one recorded run differed, its loss sums not). The CPU engines' are keyed by the
 GEMM's micro-kernel: AVX2 and AVX-512 (both fused multiply-adds) give the same
 bits, portable C (a product rounded before its sum) others. tests/net/test_same_bits.py compares the runs it can make here.
 """
@@ -51,6 +55,21 @@ def _digest(arrays):
 
 def run(engine, name):
     """The bits of one run of seed network `name` on `engine`."""
+    from cnncuda.engine import parse_device
+
+    before = os.environ.get("CNNCUDA_CUDNN_ALGO")
+    if parse_device(engine)[0] == "cudnn":
+        os.environ["CNNCUDA_CUDNN_ALGO"] = "heuristic"     # read when the Net is made
+    try:
+        return _run(engine, name)
+    finally:
+        if before is None:
+            os.environ.pop("CNNCUDA_CUDNN_ALGO", None)
+        else:
+            os.environ["CNNCUDA_CUDNN_ALGO"] = before
+
+
+def _run(engine, name):
     from cnncuda.engine import make_net
     from cnncuda.seeds import seed_network, synthetic_data
 
@@ -97,7 +116,8 @@ def key(engine):
                           else "fma")
     graphs = os.environ.get("CNNCUDA_GRAPHS", "1") != "0"
     device = cnncuda.cuda_devices()[0]
-    return "%s/%s/%s" % (engine, device, "recorded" if graphs else "unrecorded")
+    return "%s/%s/%s%s" % (engine, device, "recorded" if graphs else "unrecorded",
+                           "/heuristic" if name == "cudnn" else "")
 
 
 def load():
