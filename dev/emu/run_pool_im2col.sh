@@ -1,13 +1,16 @@
 #!/bin/bash
 # dev/emu/run_pool_im2col.sh [random shapes] [seed] [most input elements of a
-# shape] [seed networks' shapes 1/0] [baseline rev]: builds the host emulation
+# shape] [seed networks' shapes 1/0] [baseline]: builds the host emulation
 # of dev/cuda/pool_im2col_kernels.cuh (the pool+im2col fusion, retired from
 # the engine), of the working tree's cuda/pool.cu and of the
 # baseline revision's pool.cu (with its pool_geom.cuh: the forward before
 # max_window/avg_window), with conv2d_kernels.cuh's im2col and csrc/status.c,
-# and runs pool_im2col_check (pool_im2col_check.cpp says what it checks). No
-# GPU needed: g++, gcc and the repository. Default: 300 shapes of at most
-# 60000 input elements, seed 7, the seed networks' pairs, against e705609.
+# and runs pool_im2col_check (pool_im2col_check.cpp says what it checks). The
+# baseline is a folder holding pool.cu and pool_geom.cuh or a git revision;
+# default dev/emu/reference/pool_e705609 (both files as they were at e705609,
+# kept in the tree so the check runs in any copy). No GPU needed: g++ and
+# gcc. Default: 300 shapes of at most 60000 input elements, seed 7, the seed
+# networks' pairs.
 # EMU_POOL_IM2COL=file.cuh and EMU_POOL_GEOM=file.cuh check other sources in
 # place of the working tree's (mutants: mutate_pool_im2col.sh).
 set -euo pipefail
@@ -15,10 +18,14 @@ here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
-rev="${5:-e705609}"
+base="${5:-$here/reference/pool_e705609}"
 mkdir "$out/old" "$out/new"
-git -C "$root" show "$rev:cuda/pool.cu" > "$out/old/pool.cu"
-git -C "$root" show "$rev:cuda/pool_geom.cuh" > "$out/old/pool_geom.cuh"
+if [ -d "$base" ]; then
+    cp "$base/pool.cu" "$base/pool_geom.cuh" "$out/old/"
+else
+    git -C "$root" show "$base:cuda/pool.cu" > "$out/old/pool.cu"
+    git -C "$root" show "$base:cuda/pool_geom.cuh" > "$out/old/pool_geom.cuh"
+fi
 # a quoted #include looks in the including file's folder first: old/ gets the
 # baseline's pool_geom.cuh, new/ the working tree's (or EMU_POOL_GEOM)
 cp "${EMU_POOL_GEOM:-$root/cuda/pool_geom.cuh}" "$out/new/pool_geom.cuh"
