@@ -162,9 +162,9 @@ def _check_input_shape(shape):
             isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in shape):
         raise ValueError("input_shape: expected a tuple of positive ints such as (32, 32, 3), "
                          "got %r" % (shape,))
-    if len(shape) not in (1, 3):
-        raise ValueError("input_shape: expected (height, width, channels) or (features,), got %r"
-                         % (tuple(shape),))
+    if len(shape) not in (1, 2, 3):
+        raise ValueError("input_shape: expected (height, width, channels), (height, width) or "
+                         "(features,), got %r" % (tuple(shape),))
     return tuple(int(d) for d in shape)
 
 

@@ -220,9 +220,9 @@ class Sequential:
         if input_shape is None:
             self._require_built()
             return
-        if not isinstance(input_shape, (tuple, list)) or len(input_shape) not in (2, 4):
-            raise ValueError("input_shape: expected (None, height, width, channels) or "
-                             "(None, features), got %r" % (input_shape,))
+        if not isinstance(input_shape, (tuple, list)) or len(input_shape) not in (2, 3, 4):
+            raise ValueError("input_shape: expected (None, height, width, channels), (None, "
+                             "height, width) or (None, features), got %r" % (input_shape,))
         shape = tuple(input_shape)[1:]
         InputLayer(input_shape=shape, name="_check")        # checks the dimensions
         if self.built:
@@ -238,9 +238,10 @@ class Sequential:
         if self.built:
             return
         shape = np.shape(x)
-        if len(shape) not in (2, 4):
-            raise ValueError("%s: expected an array of shape (None, height, width, channels) or "
-                             "(None, features), got %s" % (arg, shape_str(shape)))
+        if len(shape) not in (2, 3, 4):
+            raise ValueError("%s: expected an array of shape (None, height, width, channels), "
+                             "(None, height, width) or (None, features), got %s"
+                             % (arg, shape_str(shape)))
         self.build((None,) + tuple(shape[1:]))
 
     def _require_built(self):
@@ -251,6 +252,21 @@ class Sequential:
 
     def _engine_layers(self):
         return [d for layer in self._layers for d in layer.engine_layers()]
+
+    def _engine_input_shape(self):
+        """The engine's input shape: images without a channel axis, (height,
+        width) as in Keras's first MNIST lessons, are one row of `height`
+        pixels by `width` channels, (1, height, width): flattened, they give
+        Keras's order, and a BatchNormalization over their last axis (the
+        channels) is Keras's too."""
+        shape = self._input_shape
+        return (1,) + shape if len(shape) == 2 else shape
+
+    def _engine_x(self, x):
+        """Samples checked against input_shape, as the engine takes them (a view)."""
+        if len(self._input_shape) == 2:
+            return x.reshape((len(x),) + self._engine_input_shape())
+        return x
 
     def _weight_specs(self):
         """[(layer, name, shape, trainable)] in get_weights order."""
@@ -346,7 +362,7 @@ class Sequential:
             device, batch_size, precision = "cpu", 32, "float32"
         elif purpose != "train" and net is not None:
             batch_size = net.max_batch
-        args = (self._engine_layers(), self._input_shape, batch_size,
+        args = (self._engine_layers(), self._engine_input_shape(), batch_size,
                 self.loss.engine_loss() if compiled else _PLACEHOLDER_LOSS,
                 self._compiled_optimizer if compiled else _PLACEHOLDER_OPTIMIZER)
         if group:

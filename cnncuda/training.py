@@ -70,7 +70,8 @@ def _data(model, x, y, x_arg="x", y_arg="y"):
     if y is None:
         raise ValueError("%s: expected the targets of %s, got None" % (y_arg, x_arg))
     model._build_from_data(x, x_arg)
-    x = check_x(x, model.input_shape[1:], x_arg, finite=False)   # the engine checks values
+    # the engine checks the values
+    x = model._engine_x(check_x(x, model.input_shape[1:], x_arg, finite=False))
     classes = model._output_classes()
     if classes is None:
         raise ValueError("loss: the model's output %s is not (None, classes)"
@@ -350,7 +351,8 @@ def predict(model, x, batch_size, verbose, steps, callbacks):
     if x is None:
         raise ValueError("x: expected an array of samples, got None")
     model._build_from_data(x)
-    x = check_x(x, model.input_shape[1:], "x", allow_empty=True, finite=False)
+    x = model._engine_x(check_x(x, model.input_shape[1:], "x", allow_empty=True,
+                                finite=False))
     net = model._get_net(config.resolve_device(model._device), "predict",
                          min(batch, max(len(x), 1)))
     n = len(x)

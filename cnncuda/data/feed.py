@@ -371,7 +371,7 @@ def predict(model, x, verbose, steps, callbacks):
     for xb, _ in source.epoch(steps):
         cbs.on_predict_batch_begin(done)
         model._build_from_data(xb)
-        xb = check_x(xb, model.input_shape[1:], "x", finite=False)
+        xb = model._engine_x(check_x(xb, model.input_shape[1:], "x", finite=False))
         net = model._get_net(config.resolve_device(model._device), "predict", len(xb))
         parts.append(net.predict(xb, x_arg="x"))
         done += 1
