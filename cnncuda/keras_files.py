@@ -86,6 +86,8 @@ def _layer_config(layer):
     elif name in ("MaxPooling2D", "AveragePooling2D"):
         config.update(pool_size=mine["pool_size"], strides=mine["strides"],
                       padding=mine["padding"], data_format="channels_last")
+    elif name in ("GlobalAveragePooling2D", "GlobalMaxPooling2D"):
+        config.update(data_format="channels_last", keepdims=mine["keepdims"])
     elif name == "Flatten":
         config.update(data_format="channels_last")
     elif name == "Dense":
@@ -100,6 +102,8 @@ def _layer_config(layer):
         config.update(activation=mine["activation"])
     elif name == "ReLU":
         config.update(max_value=None, negative_slope=0.0, threshold=0.0)
+    elif name == "Softmax":
+        config.update(axis=-1)
     else:
         raise ValueError("layer %s: %s has no Keras form here" % (layer.name, name))
     return name, config
@@ -263,6 +267,13 @@ def _cnncuda_layer(entry):
         keep.update(pool_size=tuple(config["pool_size"]),
                     strides=tuple(config["strides"]) if config.get("strides") else None,
                     padding=config.get("padding", "valid"))
+    elif class_name in ("GlobalAveragePooling2D", "GlobalMaxPooling2D"):
+        if config.get("data_format", "channels_last") != "channels_last":
+            raise ValueError("layer %s: only channels_last poolings load here" % keep["name"])
+        keep.update(keepdims=config.get("keepdims", False))
+    elif class_name == "Softmax":
+        axis = config.get("axis", -1)
+        keep.update(axis=axis[0] if isinstance(axis, list) and len(axis) == 1 else axis)
     elif class_name == "Flatten":
         pass
     elif class_name == "Dense":

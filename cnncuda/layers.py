@@ -18,8 +18,10 @@ from .checks import boolean, choice, int_pair, number_in, positive_int, shape_st
 from .utils import unique_name
 
 __all__ = ["Layer", "InputLayer", "Input", "Conv2D", "MaxPooling2D", "AveragePooling2D",
-           "MaxPool2D", "AvgPool2D", "Flatten", "Dense", "Dropout", "BatchNormalization",
-           "Activation", "ReLU", "ACTIVATIONS", "LAYER_CLASSES", "deserialize"]
+           "MaxPool2D", "AvgPool2D", "GlobalAveragePooling2D", "GlobalMaxPooling2D",
+           "GlobalAvgPool2D", "GlobalMaxPool2D", "Flatten", "Dense", "Dropout",
+           "BatchNormalization", "Activation", "ReLU", "Softmax", "ACTIVATIONS", "LAYER_CLASSES",
+           "deserialize"]
 
 ACTIVATIONS = ("linear", "relu", "sigmoid", "tanh", "softmax")
 
@@ -291,6 +293,49 @@ MaxPool2D = MaxPooling2D
 AvgPool2D = AveragePooling2D
 
 
+class _GlobalPooling2D(Layer):
+    """The pooling of every position of each channel: the engine's pooling
+    with one window the size of the image, then a Flatten unless keepdims."""
+
+    kind = None
+
+    def __init__(self, data_format=None, keepdims=False, **kwargs):
+        _only(data_format, "data_format", (None, "channels_last"), "images are channels-last")
+        self.keepdims = boolean(keepdims, "keepdims")
+        super().__init__(**kwargs)
+
+    def _arguments(self):
+        return {"keepdims": self.keepdims}
+
+    def compute_output_shape(self, input_shape):
+        self._needs_image(input_shape)
+        c = input_shape[2]
+        return (1, 1, c) if self.keepdims else (c,)
+
+    def engine_layers(self):
+        h, w = self.input_shape[1:3]
+        pool = {"kind": self.kind, "kernel": (h, w), "strides": (h, w), "padding": "valid"}
+        return [pool] if self.keepdims else [pool, {"kind": "flatten"}]
+
+
+class GlobalAveragePooling2D(_GlobalPooling2D):
+    """The mean of each channel over the image: (h, w, c) -> (c,) (or (1, 1, c))."""
+
+    prefix = "global_average_pooling2d"
+    kind = "avgpool"
+
+
+class GlobalMaxPooling2D(_GlobalPooling2D):
+    """The largest value of each channel over the image: (h, w, c) -> (c,)."""
+
+    prefix = "global_max_pooling2d"
+    kind = "maxpool"
+
+
+GlobalAvgPool2D = GlobalAveragePooling2D
+GlobalMaxPool2D = GlobalMaxPooling2D
+
+
 class Flatten(Layer):
     """(height, width, channels) -> (height * width * channels,), in Keras's order."""
 
@@ -449,9 +494,34 @@ class ReLU(Layer):
         return _activation_dicts("relu")
 
 
+class Softmax(Layer):
+    """The softmax over the last axis of (features,) inputs (Keras's default
+    axis=-1); images would need it over their channels, which the engines
+    do not run."""
+
+    prefix = "softmax"
+
+    def __init__(self, axis=-1, **kwargs):
+        _only(axis, "axis", (-1,), "the softmax runs over the last axis")
+        super().__init__(**kwargs)
+
+    def _arguments(self):
+        return {"axis": -1}
+
+    def compute_output_shape(self, input_shape):
+        if len(input_shape) != 1:
+            raise ValueError('Layer "%s": softmax expects a (batch, features) input, got %s'
+                             % (self.name, shape_str((None,) + tuple(input_shape))))
+        return tuple(input_shape)
+
+    def engine_layers(self):
+        return _activation_dicts("softmax")
+
+
 LAYER_CLASSES = {cls.__name__: cls for cls in (InputLayer, Conv2D, MaxPooling2D, AveragePooling2D,
+                                               GlobalAveragePooling2D, GlobalMaxPooling2D,
                                                Flatten, Dense, Dropout, BatchNormalization,
-                                               Activation, ReLU)}
+                                               Activation, ReLU, Softmax)}
 
 
 def deserialize(entry):
