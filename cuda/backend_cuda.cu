@@ -211,6 +211,20 @@ cnn_status cuda_copy(cnn_ctx *ctx, void *dst, const void *src, size_t bytes)
     return CNN_OK;
 }
 
+// The fused ops (backend_table.h), constant-initialized as the table.
+extern "C" const cnn_fused_ops cnn_cuda_fused = {
+    .conv2d_forward_relu = cuda_conv2d_forward_relu,
+    .pool_backward_relu = cuda_pool_backward_relu,
+    .dense_forward_relu = cuda_dense_forward_relu,
+    .activation_backward_bias = cuda_activation_backward_bias,
+    .conv2d_backward_data_pool = cuda_conv2d_backward_data_pool,
+    .conv2d_forward_col = cuda_conv2d_forward_col,
+    .softmax_loss_forward_backward = cuda_softmax_loss_forward_backward,
+    .dense_loss_head = cuda_dense_loss_head,
+    // a step's gather writes the first convolution's column matrix
+    .gather_batch_im2col = cuda_gather_batch_im2col,
+};
+
 // Designated initializers in declaration order: a constant initialization,
 // so the table is complete before any other file's static initializers run.
 extern "C" const cnn_backend cnn_backend_cuda = {
@@ -239,25 +253,13 @@ extern "C" const cnn_backend cnn_backend_cuda = {
     .dense_backward_filter = cuda_dense_backward_filter,
     .activation_forward = cuda_activation_forward,
     .activation_backward = cuda_activation_backward,
-    .conv2d_forward_relu = cuda_conv2d_forward_relu, // CNNCUDA_FUSE=0: the Net runs it apart
-    .pool_backward_relu = cuda_pool_backward_relu,
-    .dense_forward_relu = cuda_dense_forward_relu,             // NULL in the other engines
-    .activation_backward_bias = cuda_activation_backward_bias, // (the cudnn one's dense is cuBLAS)
-    // CNNCUDA_FUSE_POOL_COL2IM=0: the Net runs col2im and the pool's backward apart
-    .conv2d_backward_data_pool = cuda_conv2d_backward_data_pool,
-    .conv2d_forward_col = cuda_conv2d_forward_col,
     .dropout_forward = cuda_dropout_forward,
     .dropout_backward = cuda_dropout_backward,
     .batchnorm_forward_train = cuda_batchnorm_forward_train,
     .batchnorm_forward_infer = cuda_batchnorm_forward_infer,
     .batchnorm_backward = cuda_batchnorm_backward,
     .loss_forward_backward = cuda_loss_forward_backward,
-    .softmax_loss_forward_backward = cuda_softmax_loss_forward_backward,
-    .dense_loss_head = cuda_dense_loss_head, // CNNCUDA_FUSE_HEAD=0: the Net runs them apart
     .gather_batch = cuda_gather_batch,
-    // a step's gather writes the first convolution's column matrix
-    // (CNNCUDA_FUSE_GATHER_IM2COL=0: the Net runs gather_batch and im2col apart)
-    .gather_batch_im2col = cuda_gather_batch_im2col,
     .advance_counters = cuda_advance_counters,
     .adam_step = cuda_adam_step,
     .sgd_step = cuda_sgd_step,
@@ -267,4 +269,5 @@ extern "C" const cnn_backend cnn_backend_cuda = {
     .recording_free = cuda_recording_free,
     .timer_mark = cuda_timer_mark,
     .timer_elapsed = cuda_timer_elapsed,
+    .fused = &cnn_cuda_fused,
 };

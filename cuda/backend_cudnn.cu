@@ -103,6 +103,17 @@ void cudnn_ctx_destroy(cnn_ctx *ctx)
 
 } // namespace
 
+// The ReLU fusions only: its dense layers are cuBLAS's (no dense_forward_relu
+// or activation_backward_bias), its convolutions cuDNN's, which take no column
+// matrix (no conv2d_forward_col or gather_batch_im2col) and give no data
+// gradient into a pool (no conv2d_backward_data_pool), its softmax cuDNN's
+// (no softmax_loss_forward_backward); dense_loss_head was tried: its 20-step
+// CIFAR run left the reference's 5% band, so cuBLAS stays there.
+extern "C" const cnn_fused_ops cnn_cudnn_fused = {
+    .conv2d_forward_relu = cudnn_conv2d_forward_relu,
+    .pool_backward_relu = cuda_pool_backward_relu,
+};
+
 // The cuda engine's table with the cuDNN and cuBLAS entries in place of its
 // own (constant-initialized, in declaration order, as the cuda table).
 extern "C" const cnn_backend cnn_backend_cudnn = {
@@ -131,22 +142,13 @@ extern "C" const cnn_backend cnn_backend_cudnn = {
     .dense_backward_filter = cublas_dense_backward_filter,
     .activation_forward = cudnn_activation_forward,
     .activation_backward = cudnn_activation_backward,
-    .conv2d_forward_relu = cudnn_conv2d_forward_relu,
-    .pool_backward_relu = cuda_pool_backward_relu,
-    // conv2d_backward_data_pool: none (its data gradient is cuDNN's)
-    // conv2d_forward_col: none (its convolutions are cuDNN's, which take no
-    // column matrix)
     .dropout_forward = cuda_dropout_forward,
     .dropout_backward = cuda_dropout_backward,
     .batchnorm_forward_train = cuda_batchnorm_forward_train,
     .batchnorm_forward_infer = cuda_batchnorm_forward_infer,
     .batchnorm_backward = cuda_batchnorm_backward,
     .loss_forward_backward = cuda_loss_forward_backward,
-    // dense_loss_head: none (tried: its 20-step CIFAR run left the reference's
-    // 5% band, tests/test_training.py; the cudnn engine keeps cuBLAS there)
-    // softmax_loss_forward_backward: none (its softmax is cuDNN's)
     .gather_batch = cuda_gather_batch,
-    // gather_batch_im2col: none (its convolutions take no column matrix)
     .advance_counters = cuda_advance_counters,
     .adam_step = cuda_adam_step,
     .sgd_step = cuda_sgd_step,
@@ -156,6 +158,7 @@ extern "C" const cnn_backend cnn_backend_cudnn = {
     .recording_free = cuda_recording_free,
     .timer_mark = cuda_timer_mark,
     .timer_elapsed = cuda_timer_elapsed,
+    .fused = &cnn_cudnn_fused,
 };
 
 // The versions of the cuDNN and cuBLAS libraries loaded (cudnnGetVersion's

@@ -14,137 +14,82 @@ extern "C" {
 /* backend_cuda.cu: the table */
 extern const cnn_backend cnn_backend_cuda;
 
+/* The entries, declared with the table's signatures (backend_table.h). */
+
 /* backend_cuda.cu: the context's device made current (both GPU tables) */
-cnn_status cuda_activate(cnn_ctx *ctx);
+cnn_ctx_call_fn cuda_activate;
 
 /* backend_cuda.cu: memory on the context's stream */
-cnn_status cuda_alloc(cnn_ctx *ctx, void **p, size_t bytes);
-void cuda_free(cnn_ctx *ctx, void *p);
-cnn_status cuda_upload(cnn_ctx *ctx, void *dst, const void *host_src, size_t bytes);
-cnn_status cuda_download(cnn_ctx *ctx, void *host_dst, const void *src, size_t bytes);
-cnn_status cuda_zero(cnn_ctx *ctx, void *p, size_t bytes);
-cnn_status cuda_synchronize(cnn_ctx *ctx);
-cnn_status cuda_copy(cnn_ctx *ctx, void *dst, const void *src, size_t bytes);
+cnn_alloc_fn cuda_alloc;
+cnn_free_fn cuda_free;
+cnn_copy_fn cuda_upload, cuda_download, cuda_copy;
+cnn_zero_fn cuda_zero;
+cnn_ctx_call_fn cuda_synchronize;
 
 /* upload_samples.cu */
-cnn_status cuda_upload_samples(cnn_ctx *ctx, float *dst, const cnn_host_array *a, long n, int h,
-                               int w, int c, int transpose);
+cnn_upload_samples_fn cuda_upload_samples;
 
 /* layout.cu */
-cnn_status cuda_nchw_from_nhwc(cnn_ctx *ctx, int n, int h, int w, int c, const float *x, float *y);
-cnn_status cuda_nhwc_from_nchw(cnn_ctx *ctx, int n, int h, int w, int c, const float *x, float *y);
+cnn_layout_fn cuda_nchw_from_nhwc, cuda_nhwc_from_nchw;
 
 /* conv2d.cu */
-size_t cuda_conv2d_workspace(const cnn_conv_desc *d);
-cnn_status cuda_conv2d_forward(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x,
-                              const float *w, const float *b, float *y, void *ws);
-cnn_status cuda_conv2d_forward_relu(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x,
-                                   const float *w, const float *b, float *y, void *ws);
-cnn_status cuda_conv2d_backward_data(cnn_ctx *ctx, const cnn_conv_desc *d, const float *dy,
-                                    const float *w, float *dx, void *ws);
-cnn_status cuda_conv2d_backward_filter(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x,
-                                      const float *dy, float *dw, float *db, void *ws);
-cnn_status cuda_conv2d_forward_col(cnn_ctx *ctx, const cnn_conv_desc *d, int relu,
-                                   const float *x, const float *w, const float *b, float *y,
-                                   void *ws);
-cnn_status cuda_conv2d_backward_filter_from_x(cnn_ctx *ctx, const cnn_conv_desc *d,
-                                              const float *x, const float *dy, float *dw,
-                                              float *db, void *ws);
+cnn_conv2d_workspace_fn cuda_conv2d_workspace;
+cnn_conv2d_forward_fn cuda_conv2d_forward, cuda_conv2d_forward_relu;
+cnn_conv2d_backward_data_fn cuda_conv2d_backward_data;
+cnn_conv2d_backward_filter_fn cuda_conv2d_backward_filter;
+cnn_conv2d_forward_col_fn cuda_conv2d_forward_col;
+/* the backward filter from x, for the cudnn engine's own filter gradients */
+cnn_conv2d_backward_filter_fn cuda_conv2d_backward_filter_from_x;
 
 /* conv2d_pool_backward.cu */
-cnn_status cuda_conv2d_backward_data_pool(cnn_ctx *ctx, const cnn_conv_desc *d,
-                                          const cnn_pool_desc *p, const float *dy,
-                                          const float *w, const int32_t *argmax, const float *y,
-                                          float *dx, void *ws);
+cnn_conv2d_backward_data_pool_fn cuda_conv2d_backward_data_pool;
 
 /* gather_im2col.cu */
-cnn_status cuda_gather_batch_im2col(cnn_ctx *ctx, const int32_t *order, int64_t *counters,
-                                    int count, long rows, size_t x_row_bytes, const void *src_x,
-                                    void *dst_x, size_t t_row_bytes, const void *src_t,
-                                    void *dst_t, const cnn_conv_desc *d, void *ws);
+cnn_gather_batch_im2col_fn cuda_gather_batch_im2col;
 
 /* pool.cu */
-cnn_status cuda_pool_forward(cnn_ctx *ctx, const cnn_pool_desc *d, const float *x, float *y,
-                            int32_t *argmax);
-cnn_status cuda_pool_backward(cnn_ctx *ctx, const cnn_pool_desc *d, const float *dy,
-                             const int32_t *argmax, float *dx);
-cnn_status cuda_pool_backward_relu(cnn_ctx *ctx, const cnn_pool_desc *d, const float *dy,
-                                   const int32_t *argmax, const float *y, float *dx);
+cnn_pool_forward_fn cuda_pool_forward;
+cnn_pool_backward_fn cuda_pool_backward;
+cnn_pool_backward_relu_fn cuda_pool_backward_relu;
 
 /* dense.cu */
-cnn_status cuda_dense_forward(cnn_ctx *ctx, int n, int in, int out, const float *x,
-                             const float *w, const float *b, float *y);
-cnn_status cuda_dense_backward_data(cnn_ctx *ctx, int n, int in, int out, const float *dy,
-                                   const float *w, float *dx);
-cnn_status cuda_dense_backward_filter(cnn_ctx *ctx, int n, int in, int out, const float *x,
-                                     const float *dy, float *dw, float *db);
-cnn_status cuda_dense_forward_relu(cnn_ctx *ctx, int n, int in, int out, const float *x,
-                                   const float *w, const float *b, float *y);
+cnn_dense_forward_fn cuda_dense_forward, cuda_dense_forward_relu;
+cnn_dense_backward_data_fn cuda_dense_backward_data;
+cnn_dense_backward_filter_fn cuda_dense_backward_filter;
 
 /* activation.cu */
-cnn_status cuda_activation_forward(cnn_ctx *ctx, int act, int rows, int cols, const float *x,
-                                  float *y);
-cnn_status cuda_activation_backward(cnn_ctx *ctx, int act, int rows, int cols, const float *y,
-                                   const float *dy, float *dx);
-cnn_status cuda_activation_backward_bias(cnn_ctx *ctx, int act, int rows, int cols,
-                                         const float *y, const float *dy, float *dx, float *db);
+cnn_activation_forward_fn cuda_activation_forward;
+cnn_activation_backward_fn cuda_activation_backward;
+cnn_activation_backward_bias_fn cuda_activation_backward_bias;
 
 /* dropout.cu */
-cnn_status cuda_dropout_forward(cnn_ctx *ctx, int n, int c, int h, int w, float rate,
-                               uint64_t seed, const int64_t *forward, int64_t row0,
-                               const float *x, float *y);
-cnn_status cuda_dropout_backward(cnn_ctx *ctx, int n, int c, int h, int w, float rate,
-                                uint64_t seed, const int64_t *forward, int64_t row0,
-                                const float *dy, float *dx);
+cnn_dropout_fn cuda_dropout_forward, cuda_dropout_backward;
 
 /* batchnorm.cu */
-cnn_status cuda_batchnorm_forward_train(cnn_ctx *ctx, const cnn_bn_desc *d, const float *x,
-                                       const float *gamma, const float *beta,
-                                       float *moving_mean, float *moving_var, float *y,
-                                       float *save_mean, float *save_invstd);
-cnn_status cuda_batchnorm_forward_infer(cnn_ctx *ctx, const cnn_bn_desc *d, const float *x,
-                                       const float *gamma, const float *beta,
-                                       const float *moving_mean, const float *moving_var,
-                                       float *y);
-cnn_status cuda_batchnorm_backward(cnn_ctx *ctx, const cnn_bn_desc *d, const float *x,
-                                  const float *dy, const float *gamma, const float *save_mean,
-                                  const float *save_invstd, float *dx, float *dgamma,
-                                  float *dbeta);
+cnn_batchnorm_forward_train_fn cuda_batchnorm_forward_train;
+cnn_batchnorm_forward_infer_fn cuda_batchnorm_forward_infer;
+cnn_batchnorm_backward_fn cuda_batchnorm_backward;
 
-/* loss.cu */
-cnn_status cuda_loss_forward_backward(cnn_ctx *ctx, const cnn_loss_desc *d, const float *y,
-                                     const int32_t *labels, const float *targets, int scale_n,
-                                     float *dy, float *sums);
-cnn_status cuda_dense_loss_head(cnn_ctx *ctx, const cnn_loss_desc *d, int in, int softmax,
-                                int relu, const float *x, const float *w, const float *b,
-                                const int32_t *labels, const float *targets, int scale_n,
-                                float *z, float *p, float *dw, float *db, float *dx,
-                                float *db_below, float *sums, void *ws);
-cnn_status cuda_softmax_loss_forward_backward(cnn_ctx *ctx, const cnn_loss_desc *d,
-                                              const float *x, float *y, const int32_t *labels,
-                                              const float *targets, int scale_n, float *dx,
-                                              float *sums);
+/* loss.cu, dense_head.cu */
+cnn_loss_forward_backward_fn cuda_loss_forward_backward;
+cnn_softmax_loss_forward_backward_fn cuda_softmax_loss_forward_backward;
+cnn_dense_loss_head_fn cuda_dense_loss_head;
 
 /* gather.cu */
-cnn_status cuda_gather_batch(cnn_ctx *ctx, const int32_t *order, int64_t *counters, int count,
-                             long rows, size_t x_row_bytes, const void *src_x, void *dst_x,
-                             size_t t_row_bytes, const void *src_t, void *dst_t);
-cnn_status cuda_advance_counters(cnn_ctx *ctx, int64_t *counters, int forward, int steps,
-                                 long rows);
+cnn_gather_batch_fn cuda_gather_batch;
+cnn_advance_counters_fn cuda_advance_counters;
 
 /* record.cu: recording a step (CUDA graph capture), replays, event timing */
-cnn_status cuda_capture_begin(cnn_ctx *ctx);
-cnn_status cuda_capture_end(cnn_ctx *ctx, void **recording);
-cnn_status cuda_replay(cnn_ctx *ctx, void *recording, long times);
-void cuda_recording_free(cnn_ctx *ctx, void *recording);
-cnn_status cuda_timer_mark(cnn_ctx *ctx, int which);
-cnn_status cuda_timer_elapsed(cnn_ctx *ctx, double *seconds);
+cnn_ctx_call_fn cuda_capture_begin;
+cnn_capture_end_fn cuda_capture_end;
+cnn_replay_fn cuda_replay;
+cnn_recording_free_fn cuda_recording_free;
+cnn_timer_mark_fn cuda_timer_mark;
+cnn_timer_elapsed_fn cuda_timer_elapsed;
 
 /* adam.cu, sgd.cu */
-cnn_status cuda_adam_step(cnn_ctx *ctx, const float *hyper, const int64_t *step,
-                         size_t count, float *p, const float *g, float *m, float *v);
-cnn_status cuda_sgd_step(cnn_ctx *ctx, const float *hyper, size_t count, float *p,
-                        const float *g, float *velocity);
+cnn_adam_step_fn cuda_adam_step;
+cnn_sgd_step_fn cuda_sgd_step;
 
 #ifdef __cplusplus
 }

@@ -92,15 +92,10 @@ static inline cnn_status cnn_cublas_status(cublasStatus_t st, const char *what)
     } while (0)
 
 // cudnn_conv2d.cu
-size_t cudnn_conv2d_workspace(const cnn_conv_desc *d);
-cnn_status cudnn_conv2d_forward(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x,
-                                const float *w, const float *b, float *y, void *ws);
-cnn_status cudnn_conv2d_forward_relu(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x,
-                                     const float *w, const float *b, float *y, void *ws);
-cnn_status cudnn_conv2d_backward_data(cnn_ctx *ctx, const cnn_conv_desc *d, const float *dy,
-                                      const float *w, float *dx, void *ws);
-cnn_status cudnn_conv2d_backward_filter(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x,
-                                        const float *dy, float *dw, float *db, void *ws);
+cnn_conv2d_workspace_fn cudnn_conv2d_workspace;
+cnn_conv2d_forward_fn cudnn_conv2d_forward, cudnn_conv2d_forward_relu;
+cnn_conv2d_backward_data_fn cudnn_conv2d_backward_data;
+cnn_conv2d_backward_filter_fn cudnn_conv2d_backward_filter;
 void cnn_cudnn_release_convs(cnn_cudnn_impl *impl);
 
 // cudnn_algo.cu
@@ -113,17 +108,12 @@ cnn_status cnn_cudnn_choose(cnn_ctx *ctx, cnn_cudnn_conv *c, int dir, const void
                             const void *b, void *out, void *ws, size_t ws_bytes);
 
 // cudnn_activation.cu
-cnn_status cudnn_activation_forward(cnn_ctx *ctx, int act, int rows, int cols, const float *x,
-                                    float *y);
-cnn_status cudnn_activation_backward(cnn_ctx *ctx, int act, int rows, int cols, const float *y,
-                                     const float *dy, float *dx);
+cnn_activation_forward_fn cudnn_activation_forward;
+cnn_activation_backward_fn cudnn_activation_backward;
 
 // cublas_dense.cu
-cnn_status cublas_dense_forward(cnn_ctx *ctx, int n, int in, int out, const float *x,
-                                const float *w, const float *b, float *y);
-cnn_status cublas_dense_backward_data(cnn_ctx *ctx, int n, int in, int out, const float *dy,
-                                      const float *w, float *dx);
-cnn_status cublas_dense_backward_filter(cnn_ctx *ctx, int n, int in, int out, const float *x,
-                                        const float *dy, float *dw, float *db);
+cnn_dense_forward_fn cublas_dense_forward;
+cnn_dense_backward_data_fn cublas_dense_backward_data;
+cnn_dense_backward_filter_fn cublas_dense_backward_filter;
 
 #endif

@@ -59,6 +59,11 @@ cnn_status cpu_synchronize(cnn_ctx *ctx)
     return CNN_OK;
 }
 
+const cnn_fused_ops cnn_cpu_fused = {
+    .conv2d_forward_relu = cpu_conv2d_forward_relu,
+    .pool_backward_relu = cpu_pool_backward_relu,
+};
+
 const cnn_backend cnn_backend_cpu = {
     .name = "cpu",
     .ctx_create = cpu_ctx_create,

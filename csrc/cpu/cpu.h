@@ -110,8 +110,6 @@ static inline double cnn_cpu_sum(const float *restrict x, size_t len)
     .dense_backward_filter = cpu_dense_backward_filter, \
     .activation_forward = cpu_activation_forward, \
     .activation_backward = cpu_activation_backward, \
-    .conv2d_forward_relu = cpu_conv2d_forward_relu, \
-    .pool_backward_relu = cpu_pool_backward_relu, \
     .dropout_forward = cpu_dropout_forward, \
     .dropout_backward = cpu_dropout_backward, \
     .batchnorm_forward_train = cpu_batchnorm_forward_train, \
@@ -121,100 +119,68 @@ static inline double cnn_cpu_sum(const float *restrict x, size_t len)
     .gather_batch = cpu_gather_batch, \
     .advance_counters = cpu_advance_counters, \
     .adam_step = cpu_adam_step, \
-    .sgd_step = cpu_sgd_step
+    .sgd_step = cpu_sgd_step, \
+    .fused = &cnn_cpu_fused
 
 extern const cnn_backend cnn_backend_cpu;
 extern const cnn_backend cnn_backend_omp;
+/* backend_cpu.c: the fused ops of both tables (the ReLU fusions) */
+extern const cnn_fused_ops cnn_cpu_fused;
+
+/* The kernels, declared with the table's signatures (backend_table.h). */
 
 /* backend_cpu.c: host memory, shared by both tables */
-cnn_status cpu_alloc(cnn_ctx *ctx, void **p, size_t bytes);
-void cpu_free(cnn_ctx *ctx, void *p);
-cnn_status cpu_copy(cnn_ctx *ctx, void *dst, const void *src, size_t bytes);
-cnn_status cpu_zero(cnn_ctx *ctx, void *p, size_t bytes);
-cnn_status cpu_synchronize(cnn_ctx *ctx);
+cnn_alloc_fn cpu_alloc;
+cnn_free_fn cpu_free;
+cnn_copy_fn cpu_copy;
+cnn_zero_fn cpu_zero;
+cnn_ctx_call_fn cpu_synchronize;
 
 /* layout.c */
 /* dst (cols, rows) = transpose of src (rows, cols), both row-major. */
 void cnn_cpu_transpose(int rows, int cols, const float *restrict src, float *restrict dst);
-cnn_status cpu_nchw_from_nhwc(cnn_ctx *ctx, int n, int h, int w, int c, const float *x, float *y);
-cnn_status cpu_nhwc_from_nchw(cnn_ctx *ctx, int n, int h, int w, int c, const float *x, float *y);
+cnn_layout_fn cpu_nchw_from_nhwc, cpu_nhwc_from_nchw;
 
 /* upload_samples.c */
-cnn_status cpu_upload_samples(cnn_ctx *ctx, float *dst, const cnn_host_array *a, long n, int h,
-                              int w, int c, int transpose);
+cnn_upload_samples_fn cpu_upload_samples;
 
 /* conv2d.c */
-size_t cpu_conv2d_workspace(const cnn_conv_desc *d);
-size_t omp_conv2d_workspace(const cnn_conv_desc *d);
-cnn_status cpu_conv2d_forward(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x,
-                              const float *w, const float *b, float *y, void *ws);
-cnn_status cpu_conv2d_forward_relu(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x,
-                                   const float *w, const float *b, float *y, void *ws);
-cnn_status cpu_conv2d_backward_data(cnn_ctx *ctx, const cnn_conv_desc *d, const float *dy,
-                                    const float *w, float *dx, void *ws);
-cnn_status cpu_conv2d_backward_filter(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x,
-                                      const float *dy, float *dw, float *db, void *ws);
+cnn_conv2d_workspace_fn cpu_conv2d_workspace, omp_conv2d_workspace;
+cnn_conv2d_forward_fn cpu_conv2d_forward, cpu_conv2d_forward_relu;
+cnn_conv2d_backward_data_fn cpu_conv2d_backward_data;
+cnn_conv2d_backward_filter_fn cpu_conv2d_backward_filter;
 
 /* pool.c */
-cnn_status cpu_pool_forward(cnn_ctx *ctx, const cnn_pool_desc *d, const float *x, float *y,
-                            int32_t *argmax);
-cnn_status cpu_pool_backward(cnn_ctx *ctx, const cnn_pool_desc *d, const float *dy,
-                             const int32_t *argmax, float *dx);
-cnn_status cpu_pool_backward_relu(cnn_ctx *ctx, const cnn_pool_desc *d, const float *dy,
-                                  const int32_t *argmax, const float *y, float *dx);
+cnn_pool_forward_fn cpu_pool_forward;
+cnn_pool_backward_fn cpu_pool_backward;
+cnn_pool_backward_relu_fn cpu_pool_backward_relu;
 
 /* dense.c */
-cnn_status cpu_dense_forward(cnn_ctx *ctx, int n, int in, int out, const float *x,
-                             const float *w, const float *b, float *y);
-cnn_status cpu_dense_backward_data(cnn_ctx *ctx, int n, int in, int out, const float *dy,
-                                   const float *w, float *dx);
-cnn_status cpu_dense_backward_filter(cnn_ctx *ctx, int n, int in, int out, const float *x,
-                                     const float *dy, float *dw, float *db);
+cnn_dense_forward_fn cpu_dense_forward;
+cnn_dense_backward_data_fn cpu_dense_backward_data;
+cnn_dense_backward_filter_fn cpu_dense_backward_filter;
 
 /* activation.c */
-cnn_status cpu_activation_forward(cnn_ctx *ctx, int act, int rows, int cols, const float *x,
-                                  float *y);
-cnn_status cpu_activation_backward(cnn_ctx *ctx, int act, int rows, int cols, const float *y,
-                                   const float *dy, float *dx);
+cnn_activation_forward_fn cpu_activation_forward;
+cnn_activation_backward_fn cpu_activation_backward;
 
 /* dropout.c */
-cnn_status cpu_dropout_forward(cnn_ctx *ctx, int n, int c, int h, int w, float rate,
-                               uint64_t seed, const int64_t *forward, int64_t row0,
-                               const float *x, float *y);
-cnn_status cpu_dropout_backward(cnn_ctx *ctx, int n, int c, int h, int w, float rate,
-                                uint64_t seed, const int64_t *forward, int64_t row0,
-                                const float *dy, float *dx);
+cnn_dropout_fn cpu_dropout_forward, cpu_dropout_backward;
 
 /* batchnorm.c */
-cnn_status cpu_batchnorm_forward_train(cnn_ctx *ctx, const cnn_bn_desc *d, const float *x,
-                                       const float *gamma, const float *beta,
-                                       float *moving_mean, float *moving_var, float *y,
-                                       float *save_mean, float *save_invstd);
-cnn_status cpu_batchnorm_forward_infer(cnn_ctx *ctx, const cnn_bn_desc *d, const float *x,
-                                       const float *gamma, const float *beta,
-                                       const float *moving_mean, const float *moving_var,
-                                       float *y);
-cnn_status cpu_batchnorm_backward(cnn_ctx *ctx, const cnn_bn_desc *d, const float *x,
-                                  const float *dy, const float *gamma, const float *save_mean,
-                                  const float *save_invstd, float *dx, float *dgamma,
-                                  float *dbeta);
+cnn_batchnorm_forward_train_fn cpu_batchnorm_forward_train;
+cnn_batchnorm_forward_infer_fn cpu_batchnorm_forward_infer;
+cnn_batchnorm_backward_fn cpu_batchnorm_backward;
 
 /* loss.c */
-cnn_status cpu_loss_forward_backward(cnn_ctx *ctx, const cnn_loss_desc *d, const float *y,
-                                     const int32_t *labels, const float *targets, int scale_n,
-                                     float *dy, float *sums);
+cnn_loss_forward_backward_fn cpu_loss_forward_backward;
 
 /* gather.c */
-cnn_status cpu_gather_batch(cnn_ctx *ctx, const int32_t *order, int64_t *counters, int count,
-                            long rows, size_t x_row_bytes, const void *src_x, void *dst_x,
-                            size_t t_row_bytes, const void *src_t, void *dst_t);
-cnn_status cpu_advance_counters(cnn_ctx *ctx, int64_t *counters, int forward, int steps,
-                                long rows);
+cnn_gather_batch_fn cpu_gather_batch;
+cnn_advance_counters_fn cpu_advance_counters;
 
 /* adam.c, sgd.c */
-cnn_status cpu_adam_step(cnn_ctx *ctx, const float *hyper, const int64_t *step,
-                         size_t count, float *p, const float *g, float *m, float *v);
-cnn_status cpu_sgd_step(cnn_ctx *ctx, const float *hyper, size_t count, float *p,
-                        const float *g, float *velocity);
+cnn_adam_step_fn cpu_adam_step;
+cnn_sgd_step_fn cpu_sgd_step;
 
 #endif

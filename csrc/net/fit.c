@@ -129,7 +129,7 @@ static cnn_status range_step(cnn_net *net, int m)
         if (net->gather_im2col) {
             cnn_conv_desc d = net->layers[0].conv;
             d.n = mine;
-            CNN_TRY(be->gather_batch_im2col(net->ctx, order, net->counters, mine, m,
+            CNN_TRY(be->fused->gather_batch_im2col(net->ctx, order, net->counters, mine, m,
                                             net->in_count * sizeof(float), net->data_x, net->x,
                                             t_bytes, src_t, dst_t, &d, net->layers[0].ws));
         } else {

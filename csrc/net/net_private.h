@@ -32,6 +32,11 @@
 #include "comm.h"
 #include "switches.h"
 
+/* The engine's fused op `op` (backend_table.h), or NULL where it has none:
+ * what a planning rule asks before it plans the op (the steps then call
+ * be->fused->op). */
+#define FUSED(be, op) ((be)->fused ? (be)->fused->op : NULL)
+
 #define NO_OFFSET SIZE_MAX
 
 typedef struct layer {

@@ -32,7 +32,7 @@ static int fusable_relu(const cnn_net *net, int i)
  * fused convolution's. */
 static int dense_relu_fused(const cnn_net *net, int i, int top)
 {
-    return net->sw.fuse_dense && net->be->dense_forward_relu && i + 1 < top &&
+    return net->sw.fuse_dense && FUSED(net->be, dense_forward_relu) && i + 1 < top &&
            net->layers[i].spec.kind == CNN_LAYER_DENSE && fusable_relu(net, i + 1);
 }
 
@@ -46,7 +46,7 @@ static int dense_relu_fused(const cnn_net *net, int i, int top)
  * (pool_backward_relu). */
 static int dense_bias_in_activation(const cnn_net *net, int i, int top)
 {
-    if (!net->sw.fuse_dense || !net->be->activation_backward_bias || i < 0 || i + 1 > top ||
+    if (!net->sw.fuse_dense || !FUSED(net->be, activation_backward_bias) || i < 0 || i + 1 > top ||
         i + 1 >= net->n_layers)
         return 0;
     const cnn_layer_spec *d = &net->layers[i].spec, *s = &net->layers[i + 1].spec;
@@ -67,7 +67,7 @@ static void plan_head(cnn_net *net)
 {
     net->head = -1;
     net->head_softmax = net->head_relu = net->head_db_below = 0;
-    if (!net->be->dense_loss_head || !net->sw.fuse_head) return;
+    if (!FUSED(net->be, dense_loss_head) || !net->sw.fuse_head) return;
     if (net->loss.kind != CNN_LOSS_SPARSE_CE && net->loss.kind != CNN_LOSS_CATEGORICAL_CE) return;
     int h = net->n_layers - 1, softmax = 0;
     const cnn_layer_spec *s = &net->layers[h].spec;
@@ -98,7 +98,7 @@ static void plan_pool_col(cnn_net *net)
         layer *L = &net->layers[i];
         const layer *P = &net->layers[i - 1];
         const cnn_pool_desc *p = &P->pool;
-        L->pool_col = net->sw.fuse_pool_col2im && net->be->conv2d_backward_data_pool &&
+        L->pool_col = net->sw.fuse_pool_col2im && FUSED(net->be, conv2d_backward_data_pool) &&
                       L->spec.kind == CNN_LAYER_CONV2D &&
                       (P->spec.kind == CNN_LAYER_MAXPOOL || P->spec.kind == CNN_LAYER_AVGPOOL) &&
                       p->ph <= p->sh && p->pw <= p->sw && p->pad_top >= 0 && p->pad_left >= 0;
@@ -113,7 +113,7 @@ static void plan_pool_col(cnn_net *net)
 static int fused_softmax_loss(const cnn_net *net)
 {
     const cnn_layer_spec *s = &net->layers[net->n_layers - 1].spec;
-    return net->sw.fuse_softmax && net->be->softmax_loss_forward_backward &&
+    return net->sw.fuse_softmax && FUSED(net->be, softmax_loss_forward_backward) &&
            s->kind == CNN_LAYER_ACTIVATION && s->activation == CNN_ACT_SOFTMAX &&
            !net->loss.from_logits &&
            (net->loss.kind == CNN_LOSS_SPARSE_CE || net->loss.kind == CNN_LOSS_CATEGORICAL_CE);
@@ -205,7 +205,7 @@ static void plan_forward(const cnn_net *net, step_plan *p, forward_span span)
         const int col = span.from_col && i == 0; /* gather_batch_im2col wrote it */
         switch (L->spec.kind) {
         case CNN_LAYER_CONV2D: {
-            const int relu = be->conv2d_forward_relu && i + 1 < top && fusable_relu(net, i + 1);
+            const int relu = FUSED(be, conv2d_forward_relu) && i + 1 < top && fusable_relu(net, i + 1);
             const step_kind k = col ? (relu ? STEP_CONV_FORWARD_COL_RELU : STEP_CONV_FORWARD_COL)
                                     : (relu ? STEP_CONV_FORWARD_RELU : STEP_CONV_FORWARD);
             add_step(net, p, k, i, i + relu);
@@ -260,7 +260,7 @@ static void plan_backward(const cnn_net *net, step_plan *p, backward_span span)
              * plan_pool_col chose it and the pool's backward would run (as in
              * the pool's case below: with the ReLU before the pool where fused) */
             const int pool = L->pool_col;
-            const int relu = pool && be->pool_backward_relu && fusable_relu(net, i - 2);
+            const int relu = pool && FUSED(be, pool_backward_relu) && fusable_relu(net, i - 2);
             if (pool && (relu || i - 1 > 0 || want_dx)) {
                 st = add_step(net, p,
                               relu ? STEP_CONV_BACKWARD_DATA_POOL_RELU
@@ -274,7 +274,7 @@ static void plan_backward(const cnn_net *net, step_plan *p, backward_span span)
         }
         case CNN_LAYER_MAXPOOL:
         case CNN_LAYER_AVGPOOL:
-            if (be->pool_backward_relu && fusable_relu(net, i - 1)) {
+            if (FUSED(be, pool_backward_relu) && fusable_relu(net, i - 1)) {
                 /* the pool's and the ReLU's before it: dx is the ReLU's input gradient */
                 st = add_step(net, p, STEP_POOL_BACKWARD_RELU, i, i - 1);
                 i--;
@@ -384,7 +384,7 @@ cnn_status net_plan(cnn_net *net)
     const cnn_backend *be = net->be;
     plan_head(net);
     plan_pool_col(net);
-    net->gather_im2col = net->sw.fuse_gather_im2col && be->gather_batch_im2col &&
-                         be->conv2d_forward_col && net->layers[0].spec.kind == CNN_LAYER_CONV2D;
+    net->gather_im2col = net->sw.fuse_gather_im2col && FUSED(be, gather_batch_im2col) &&
+                         FUSED(be, conv2d_forward_col) && net->layers[0].spec.kind == CNN_LAYER_CONV2D;
     return plan_steps(net);
 }

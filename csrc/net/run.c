@@ -44,10 +44,10 @@ cnn_status net_run_forward(cnn_net *net, plan_kind which, const run_args *r)
             cnn_conv_desc d = L->conv;
             d.n = n;
             if (st->kind == STEP_CONV_FORWARD_COL || st->kind == STEP_CONV_FORWARD_COL_RELU)
-                CNN_TRY(be->conv2d_forward_col(ctx, &d, st->kind == STEP_CONV_FORWARD_COL_RELU,
+                CNN_TRY(be->fused->conv2d_forward_col(ctx, &d, st->kind == STEP_CONV_FORWARD_COL_RELU,
                                                in, w, b, y, L->ws));
             else if (st->kind == STEP_CONV_FORWARD_RELU)
-                CNN_TRY(be->conv2d_forward_relu(ctx, &d, in, w, b, y, L->ws));
+                CNN_TRY(be->fused->conv2d_forward_relu(ctx, &d, in, w, b, y, L->ws));
             else
                 CNN_TRY(be->conv2d_forward(ctx, &d, in, w, b, y, L->ws));
             break;
@@ -65,7 +65,7 @@ cnn_status net_run_forward(cnn_net *net, plan_kind which, const run_args *r)
             CNN_TRY(be->dense_forward(ctx, n, L->in_c, s->units, in, w, b, y));
             break;
         case STEP_DENSE_FORWARD_RELU: /* and the ReLU after it, into its output */
-            CNN_TRY(be->dense_forward_relu(ctx, n, L->in_c, s->units, in, w, b, y));
+            CNN_TRY(be->fused->dense_forward_relu(ctx, n, L->in_c, s->units, in, w, b, y));
             break;
         case STEP_ACTIVATION_FORWARD:
             CNN_TRY(be->activation_forward(ctx, s->activation, n, (int)L->in_count, in, y));
@@ -101,7 +101,7 @@ cnn_status net_run_forward(cnn_net *net, plan_kind which, const run_args *r)
             if (st->kind == STEP_DENSE_LOSS_HEAD) {
                 /* the last dense layer, softmax and loss in one call */
                 const int h = i, below = h - 1 - net->head_relu;
-                CNN_TRY(be->dense_loss_head(
+                CNN_TRY(be->fused->dense_loss_head(
                     ctx, &d, L->in_c, net->head_softmax, net->head_relu, in, w, b, labels,
                     targets, r->scale_n, L->y, net->head_softmax ? net->layers[h + 1].y : NULL,
                     net->grads + L->w_off, b ? net->grads + L->b_off : NULL,
@@ -109,7 +109,7 @@ cnn_status net_run_forward(cnn_net *net, plan_kind which, const run_args *r)
                     net->head_db_below ? net->grads + net->layers[below].b_off : NULL, r->sums,
                     net->head_ws));
             } else if (st->kind == STEP_SOFTMAX_LOSS) {
-                CNN_TRY(be->softmax_loss_forward_backward(ctx, &d, in, last_y, labels, targets,
+                CNN_TRY(be->fused->softmax_loss_forward_backward(ctx, &d, in, last_y, labels, targets,
                                                           r->scale_n, net->grad_a, r->sums));
             } else {
                 CNN_TRY(be->loss_forward_backward(ctx, &d, last_y, labels, targets, r->scale_n,
@@ -163,7 +163,7 @@ static cnn_status run_backward(cnn_net *net, plan_kind which, float **dx_out)
                 const int relu = st->kind == STEP_CONV_BACKWARD_DATA_POOL_RELU;
                 cnn_pool_desc pd = P->pool;
                 pd.n = n;
-                CNN_TRY(be->conv2d_backward_data_pool(ctx, &d, &pd, dy, net->params + L->w_off,
+                CNN_TRY(be->fused->conv2d_backward_data_pool(ctx, &d, &pd, dy, net->params + L->w_off,
                                                       P->argmax,
                                                       relu ? net->layers[i - 2].y : NULL, dx,
                                                       L->ws));
@@ -176,7 +176,7 @@ static cnn_status run_backward(cnn_net *net, plan_kind which, float **dx_out)
             d.n = n;
             if (st->kind == STEP_POOL_BACKWARD_RELU)
                 /* the pool's and the ReLU's before it: dx is the ReLU's input gradient */
-                CNN_TRY(be->pool_backward_relu(ctx, &d, dy, L->argmax, in, dx));
+                CNN_TRY(be->fused->pool_backward_relu(ctx, &d, dy, L->argmax, in, dx));
             else
                 CNN_TRY(be->pool_backward(ctx, &d, dy, L->argmax, dx));
             break;
@@ -194,7 +194,7 @@ static cnn_status run_backward(cnn_net *net, plan_kind which, float **dx_out)
                                             net->params + L->w_off, dx));
             break;
         case STEP_ACTIVATION_BACKWARD_BIAS: /* and the dense layer's db */
-            CNN_TRY(be->activation_backward_bias(ctx, s->activation, n, (int)L->in_count, L->y,
+            CNN_TRY(be->fused->activation_backward_bias(ctx, s->activation, n, (int)L->in_count, L->y,
                                                  dy, dx, net->grads + net->layers[i - 1].b_off));
             break;
         case STEP_ACTIVATION_BACKWARD:

@@ -242,9 +242,11 @@ int main(void)
         {"cifar10_cnn", 32, 32, 3, "C32,3 R M2 C64,3 R M2 C64,3 R F D64 R D4", 2, 2},
         {"lenet5", 28, 28, 1, "C6,5,s R A2 C16,5 R A2 F D120 R D84 R D4", 1, 1},
     };
+    cnn_fused_ops with_fused = *cnn_backend_cpu.fused;
+    with_fused.conv2d_forward_col = col_stand_in;
+    with_fused.gather_batch_im2col = gather_stand_in;
     cnn_backend with_entries = cnn_backend_cpu;
-    with_entries.conv2d_forward_col = col_stand_in;
-    with_entries.gather_batch_im2col = gather_stand_in;
+    with_entries.fused = &with_fused;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
         const case_t *t = &cases[i];
         /* CNNCUDA_FUSE_POOL_IM2COL, retired, must change nothing: mode 2

@@ -122,8 +122,10 @@ int main(void)
         {"cifar10_cnn", 32, 32, 3, "C32,3 R M2 C64,3 R M2 C64,3 R F D64 R D4", 2, 2, 2},
         {"lenet5", 28, 28, 1, "C6,5,s R A2 C16,5 R A2 F D120 R D84 R D4", 1, 1, 1},
     };
+    cnn_fused_ops with_fused = *cnn_backend_cpu.fused;
+    with_fused.conv2d_backward_data_pool = stand_in;
     cnn_backend with_entry = cnn_backend_cpu;
-    with_entry.conv2d_backward_data_pool = stand_in;
+    with_entry.fused = &with_fused;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
         const case_t *t = &cases[i];
         /* mode 2: the variable unset, which must plan as "1" (on by default) */

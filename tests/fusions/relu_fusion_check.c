@@ -84,7 +84,7 @@ static void check_conv(const cnn_backend *be, cnn_ctx *ctx, const char *engine, 
     fill(wt, ws_, 0);
     fill(b, f, 0);
     for (int bias = 0; bias < 2; ++bias) {
-        CHECK(be->conv2d_forward_relu(ctx, &d, x, wt, bias ? b : NULL, y1, ws));
+        CHECK(be->fused->conv2d_forward_relu(ctx, &d, x, wt, bias ? b : NULL, y1, ws));
         CHECK(be->conv2d_forward(ctx, &d, x, wt, bias ? b : NULL, y2, ws));
         CHECK(be->activation_forward(ctx, CNN_ACT_RELU, n, (int)(ys / (n ? n : 1)), y2, y2));
         same_bits(bias ? "conv2d_forward_relu" : "conv2d_forward_relu without bias", engine, y1,
@@ -108,7 +108,7 @@ static void check_pool(const cnn_backend *be, cnn_ctx *ctx, const char *engine, 
     fill(dy, ys, 0);
     CHECK(be->activation_forward(ctx, CNN_ACT_RELU, n, (int)(xs / (n ? n : 1)), x, relu_y));
     CHECK(be->pool_forward(ctx, &d, relu_y, py, argmax));
-    CHECK(be->pool_backward_relu(ctx, &d, dy, argmax, relu_y, dx1));
+    CHECK(be->fused->pool_backward_relu(ctx, &d, dy, argmax, relu_y, dx1));
     CHECK(be->pool_backward(ctx, &d, dy, argmax, dx2));
     CHECK(be->activation_backward(ctx, CNN_ACT_RELU, n, (int)(xs / (n ? n : 1)), relu_y, dx2,
                                   dx2));
@@ -122,21 +122,21 @@ static void check_errors(const cnn_backend *be, cnn_ctx *ctx)
     float v[64] = {0};
     int32_t am[16] = {0};
     cnn_conv_desc bad = {1, 0, 4, 4, 2, 3, 3, 1, 1, 0, 0, 2, 2}; /* c = 0 */
-    EXPECT_ERROR(be->conv2d_forward_relu(ctx, &bad, v, v, NULL, v, v), "conv2d_forward_relu: bad descriptor");
+    EXPECT_ERROR(be->fused->conv2d_forward_relu(ctx, &bad, v, v, NULL, v, v), "conv2d_forward_relu: bad descriptor");
     cnn_conv_desc conv = {1, 1, 4, 4, 2, 3, 3, 1, 1, 0, 0, 2, 2};
-    EXPECT_ERROR(be->conv2d_forward_relu(ctx, &conv, v, v, NULL, v, NULL),
+    EXPECT_ERROR(be->fused->conv2d_forward_relu(ctx, &conv, v, v, NULL, v, NULL),
                  "conv2d_forward_relu: no workspace");
     cnn_pool_desc pool = {CNN_POOL_MAX, 1, 1, 4, 4, 2, 2, 2, 2, 0, 0, 2, 2};
-    EXPECT_ERROR(be->pool_backward_relu(ctx, &pool, v, NULL, v, v),
+    EXPECT_ERROR(be->fused->pool_backward_relu(ctx, &pool, v, NULL, v, v),
                  "pool_backward_relu: max pooling needs an argmax buffer");
-    EXPECT_ERROR(be->pool_backward_relu(ctx, &pool, v, am, NULL, v),
+    EXPECT_ERROR(be->fused->pool_backward_relu(ctx, &pool, v, am, NULL, v),
                  "pool_backward_relu: the ReLU's output y is NULL");
     am[2] = 99;
-    EXPECT_ERROR(be->pool_backward_relu(ctx, &pool, v, am, v, v),
+    EXPECT_ERROR(be->fused->pool_backward_relu(ctx, &pool, v, am, v, v),
                  "pool_backward_relu: argmax 99 outside a 4x4 plane");
     cnn_pool_desc mode = pool;
     mode.mode = 7;
-    EXPECT_ERROR(be->pool_backward_relu(ctx, &mode, v, am, v, v),
+    EXPECT_ERROR(be->fused->pool_backward_relu(ctx, &mode, v, am, v, v),
                  "pool_backward_relu: unknown pool mode 7");
 }
 
@@ -148,7 +148,7 @@ static void check_engine(const char *name, int threads)
         printf("%s: not built\n", name);
         return;
     }
-    if (!be->conv2d_forward_relu || !be->pool_backward_relu) {
+    if (!be->fused || !be->fused->conv2d_forward_relu || !be->fused->pool_backward_relu) {
         fprintf(stderr, "%s: the fused ReLU entries are missing\n", name);
         failures++;
         return;
