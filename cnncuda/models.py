@@ -557,6 +557,19 @@ class Sequential:
 
     # -- summary -------------------------------------------------------------------
 
+    def profile(self, x, y, batch_size=32, steps=10, device=None):
+        """Where a training step's time goes, per layer: each planned step's
+        time (forward, data and weight gradients, the loss, the update) on
+        the first batch_size samples, with its FLOPs, bytes and rates, and an
+        ordinary step's time beside them (cnncuda.profile). The model is left
+        as it was (a copy of its network is timed). device: another engine
+        than the model's ('cpu', 'omp:4', 'cuda', 'cudnn')."""
+        from .profile import profile_model
+        if self.loss is None:
+            raise RuntimeError("You must compile your model before profiling it. "
+                               "Use `model.compile(optimizer, loss)`.")
+        return profile_model(self, x, y, batch_size=batch_size, steps=steps, device=device)
+
     def summary(self, line_length=None, positions=None, print_fn=None):
         """Prints the layers, output shapes and parameter counts as Keras does."""
         self._require_built()

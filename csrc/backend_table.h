@@ -160,8 +160,11 @@ typedef cnn_status cnn_sgd_step_fn(cnn_ctx *ctx, const float *hyper, size_t coun
 typedef cnn_status cnn_capture_end_fn(cnn_ctx *ctx, void **recording);
 typedef cnn_status cnn_replay_fn(cnn_ctx *ctx, void *recording, long times);
 typedef void cnn_recording_free_fn(cnn_ctx *ctx, void *recording);
+/* The engine's clock has CNN_TIMER_MARKS marks: 0 and 1 time a train_range
+ * (fit.c), the others a profiled step's planned steps (profile.c). */
+#define CNN_TIMER_MARKS 1024
 typedef cnn_status cnn_timer_mark_fn(cnn_ctx *ctx, int which);
-typedef cnn_status cnn_timer_elapsed_fn(cnn_ctx *ctx, double *seconds);
+typedef cnn_status cnn_timer_elapsed_fn(cnn_ctx *ctx, int from, int to, double *seconds);
 
 /* the fused ops' own signatures */
 typedef cnn_status cnn_pool_backward_relu_fn(cnn_ctx *ctx, const cnn_pool_desc *d,
@@ -332,8 +335,10 @@ struct cnn_backend {
     cnn_capture_end_fn *capture_end; /* ends it even on error */
     cnn_replay_fn *replay;
     cnn_recording_free_fn *recording_free;
-    /* Timing on the engine's clock: mark(0) and mark(1) around queued work;
-     * elapsed waits for mark 1 and gives the seconds between the two. */
+    /* Optional (NULL in the host engines, whose work is done when a call
+     * returns). Timing on the engine's clock: mark(which) as queued work
+     * reaches it, which in [0, CNN_TIMER_MARKS); elapsed waits for mark `to`
+     * and gives the seconds from mark `from` to it. */
     cnn_timer_mark_fn *timer_mark;
     cnn_timer_elapsed_fn *timer_elapsed;
 

@@ -326,6 +326,15 @@ long cnn_net_step_count(const cnn_net *net);
 int cnn_net_plan_length(const cnn_net *net, int backward);
 const char *cnn_net_plan_step_name(const cnn_net *net, int backward, int i);
 
+/* The time of each planned step of a training step on the batch x_host of n
+ * samples (targets as for train_batch, below), averaged over `steps` steps
+ * after one untimed: seconds[k] and names[k] (a plan's step name, or
+ * "optimizer" for the update), k < *count <= cap. The steps train: profile
+ * a copy of a network whose weights matter (csrc/net/profile.c). */
+cnn_status cnn_net_profile(cnn_net *net, int n, const float *x_host, const int32_t *labels_host,
+                           const float *targets_host, int steps, double *seconds,
+                           const char **names, int cap, int *count);
+
 /* x_host: (n, in_h, in_w, in_c) float32. Targets: labels_host int32 (n) for
  * sparse losses, targets_host float32 (n, k) otherwise. */
 cnn_status cnn_net_train_batch(cnn_net *net, int n, const float *x_host,

@@ -67,7 +67,7 @@ void cnn_cuda_impl_fini(cnn_cuda_impl *impl)
 {
     cudaStreamSynchronize(impl->stream);
     cnn_cuda_uploader_free(impl);
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < CNN_TIMER_MARKS; i++)
         if (impl->marks[i]) cudaEventDestroy(impl->marks[i]);
     cudaFree(impl->scratch);
     cudaFree(impl->meet);

@@ -29,7 +29,7 @@ struct cnn_cuda_impl {
     float *scratch;
     size_t scratch_floats;
     cnn_cuda_meet *meet; // device memory, zeroed at creation
-    cudaEvent_t marks[2]; // record.cu's timer, made on first use
+    cudaEvent_t marks[CNN_TIMER_MARKS]; // record.cu's timer, each made on first use
     int sgemm_kernel;     // CNN_SGEMM_*: CNNCUDA_SGEMM when the context was made
     int sgemm_tile;       // CNN_TILE_*: CNNCUDA_SGEMM_TILE when the context was made
     int tensor_cores;     // compute capability 8.0 or later: TF32 mma (gemm.cu)

@@ -112,22 +112,25 @@ void cuda_recording_free(cnn_ctx *ctx, void *recording)
 cnn_status cuda_timer_mark(cnn_ctx *ctx, int which)
 {
     cnn_cuda_impl *impl = (cnn_cuda_impl *)ctx->impl;
-    if (which < 0 || which > 1)
-        return cnn_set_error(CNN_ERR_INTERNAL, "timer_mark: mark %d is not 0 or 1", which);
+    if (which < 0 || which >= CNN_TIMER_MARKS)
+        return cnn_set_error(CNN_ERR_INTERNAL, "timer_mark: mark %d is not in [0, %d)", which,
+                             CNN_TIMER_MARKS);
     if (!impl->marks[which])
         CNN_CUDA_TRY(cudaEventCreate(&impl->marks[which]), "creating a CUDA event");
     CNN_CUDA_TRY(cudaEventRecord(impl->marks[which], impl->stream), "recording a CUDA event");
     return CNN_OK;
 }
 
-cnn_status cuda_timer_elapsed(cnn_ctx *ctx, double *seconds)
+cnn_status cuda_timer_elapsed(cnn_ctx *ctx, int from, int to, double *seconds)
 {
     cnn_cuda_impl *impl = (cnn_cuda_impl *)ctx->impl;
-    if (!impl->marks[0] || !impl->marks[1])
-        return cnn_set_error(CNN_ERR_INTERNAL, "timer_elapsed: the timer was never marked");
-    CNN_CUDA_TRY(cudaEventSynchronize(impl->marks[1]), "waiting for a CUDA event");
+    if (from < 0 || to < 0 || from >= CNN_TIMER_MARKS || to >= CNN_TIMER_MARKS ||
+        !impl->marks[from] || !impl->marks[to])
+        return cnn_set_error(CNN_ERR_INTERNAL, "timer_elapsed: mark %d or %d was never made",
+                             from, to);
+    CNN_CUDA_TRY(cudaEventSynchronize(impl->marks[to]), "waiting for a CUDA event");
     float ms = 0.0f;
-    CNN_CUDA_TRY(cudaEventElapsedTime(&ms, impl->marks[0], impl->marks[1]),
+    CNN_CUDA_TRY(cudaEventElapsedTime(&ms, impl->marks[from], impl->marks[to]),
                  "reading CUDA events");
     *seconds = ms / 1000.0;
     return CNN_OK;

@@ -255,7 +255,7 @@ cnn_status cnn_net_range_seconds(cnn_net *net, double *seconds)
 {
     *seconds = -1.0;
     if (!net->timed || !net->be->timer_elapsed) return CNN_OK;
-    return net->be->timer_elapsed(net->ctx, seconds);
+    return net->be->timer_elapsed(net->ctx, 0, 1, seconds);
 }
 
 /* Bytes of engine memory this network holds: its buffers (workspaces

@@ -183,6 +183,9 @@ struct cnn_net {
     void *recording;
     int recorded_batch;
     int timed; /* a train_range was timed: timer_elapsed has a value */
+    /* during cnn_net_profile only: the marks of the step being profiled
+     * (the plans' loops mark each step while it is set) */
+    struct net_profile *prof;
 
     int n_weights;
     cnn_weight_info *weights;
@@ -265,6 +268,13 @@ cnn_status net_loss_device(cnn_net *net, int n, float *sums);
 cnn_status net_optimizer_step(cnn_net *net, long rows, counters_state counted);
 cnn_status net_run_forward(cnn_net *net, plan_kind which, const run_args *r);
 cnn_status net_train_pass(cnn_net *net, const run_args *r);
+cnn_status net_stage_batch(cnn_net *net, int n, const float *x_host, const int32_t *labels_host,
+                           const float *targets_host);
+
+/* profile.c: a mark of the profiled step's clock before the step named `next`
+ * (NULL: the end) */
+typedef struct net_profile net_profile;
+cnn_status net_profile_mark(cnn_net *net, const char *next);
 
 /* evaluate.c: evaluate, validation, predict */
 cnn_status net_alloc_rows(cnn_net *net, long n, float **x_dev, void **t_dev);

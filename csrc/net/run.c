@@ -29,6 +29,7 @@ cnn_status net_run_forward(cnn_net *net, plan_kind which, const run_args *r)
         CNN_TRY(be->advance_counters(ctx, net->counters, 1, 0, 0));
     for (int k = 0; k < p->n; k++) {
         const step *st = &p->steps[k];
+        if (net->prof) CNN_TRY(net_profile_mark(net, st->name));
         const int i = st->layer;
         layer *L = &net->layers[i];
         const cnn_layer_spec *s = &L->spec;
@@ -141,6 +142,7 @@ static cnn_status run_backward(cnn_net *net, plan_kind which, float **dx_out)
     float *dy = net->grad_a, *dx = net->grad_b;
     for (int k = 0; k < p->n; k++) {
         const step *st = &p->steps[k];
+        if (net->prof) CNN_TRY(net_profile_mark(net, st->name));
         const int i = st->layer;
         layer *L = &net->layers[i];
         const cnn_layer_spec *s = &L->spec;
@@ -349,14 +351,21 @@ cnn_status cnn_net_backward(cnn_net *net, int n, const float *dy_host, float *dx
     return net->be->download(net->ctx, dx_host, dx, bytes);
 }
 
-cnn_status cnn_net_compute_gradients(cnn_net *net, int n, const float *x_host,
-                                     const int32_t *labels_host, const float *targets_host,
-                                     float *loss_sum, float *correct)
+/* A training batch and its targets, checked, into net->x and the targets. */
+cnn_status net_stage_batch(cnn_net *net, int n, const float *x_host, const int32_t *labels_host,
+                           const float *targets_host)
 {
     CNN_TRY(net_check_batch(net, n));
     CNN_TRY(net_check_loss_ready(net));
     CNN_TRY(stage_input(net, n, x_host));
-    CNN_TRY(stage_targets(net, n, labels_host, targets_host));
+    return stage_targets(net, n, labels_host, targets_host);
+}
+
+cnn_status cnn_net_compute_gradients(cnn_net *net, int n, const float *x_host,
+                                     const int32_t *labels_host, const float *targets_host,
+                                     float *loss_sum, float *correct)
+{
+    CNN_TRY(net_stage_batch(net, n, x_host, labels_host, targets_host));
     CNN_TRY(net->be->zero(net->ctx, net->sums, 2 * sizeof(float)));
     CNN_TRY(net_train_pass(net, &(run_args){.n = n, .scale_n = n, .sums = net->sums}));
     float sums[2];

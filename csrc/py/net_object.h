@@ -76,6 +76,7 @@ PyObject *net_new_output(NetObject *self, npy_intp n);
 /* net_run.c and net_state.c: the methods */
 PyObject *Net_train_batch(NetObject *self, PyObject *args);
 PyObject *Net_compute_gradients(NetObject *self, PyObject *args);
+PyObject *Net_profile(NetObject *self, PyObject *args, PyObject *kwds);
 PyObject *Net_apply_gradients(NetObject *self, PyObject *noargs);
 PyObject *Net_evaluate(NetObject *self, PyObject *args, PyObject *kwds);
 PyObject *Net_forward(NetObject *self, PyObject *args, PyObject *kwds);

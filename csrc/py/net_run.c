@@ -68,6 +68,73 @@ PyObject *Net_compute_gradients(NetObject *self, PyObject *args)
     return loss_call(self, args, 0);
 }
 
+/* ------------------------------------------------ a profiled step */
+
+#define PROFILE_ROOM 1024
+
+typedef struct {
+    loss_args batch;
+    int steps, count;
+    double seconds[PROFILE_ROOM];
+    const char *names[PROFILE_ROOM];
+} profile_args;
+
+static cnn_status run_profile(cnn_net *net, void *p)
+{
+    profile_args *a = p;
+    return cnn_net_profile(net, a->batch.n, a->batch.x, a->batch.labels, a->batch.targets,
+                           a->steps, a->seconds, a->names, PROFILE_ROOM, &a->count);
+}
+
+/* profile(x, y, steps=10) -> [(step name, seconds per step)]: the planned
+ * steps of a training step and the optimizer update, timed (the steps
+ * train this network). */
+PyObject *Net_profile(NetObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"x", "y", "steps", NULL};
+    PyObject *xo, *yo;
+    int steps = 10;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|i", kwlist, &xo, &yo, &steps) ||
+        !net_ready(self))
+        return NULL;
+    if (steps < 1) {
+        PyErr_Format(PyExc_ValueError, "steps: expected at least 1, got %d", steps);
+        return NULL;
+    }
+    if (self->out_rank != 2) {
+        PyErr_SetString(PyExc_ValueError, IMAGE_OUTPUT);
+        return NULL;
+    }
+    profile_args *a = PyMem_Calloc(1, sizeof *a);
+    if (!a) return PyErr_NoMemory();
+    PyArrayObject *x = net_input_array(self, xo, cnn_net_max_batch(self->net));
+    PyArrayObject *labels = NULL, *targets = NULL;
+    PyObject *out = NULL;
+    if (!x) goto done;
+    a->steps = steps;
+    a->batch.n = (int)PyArray_DIMS(x)[0];
+    a->batch.x = PyArray_DATA(x);
+    if (net_target_arrays(self, yo, a->batch.n, &labels, &targets) < 0) goto done;
+    a->batch.labels = labels ? PyArray_DATA(labels) : NULL;
+    a->batch.targets = targets ? PyArray_DATA(targets) : NULL;
+    if (net_call(self, run_profile, a)) goto done;
+    out = PyList_New(a->count);
+    for (int k = 0; out && k < a->count; k++) {
+        PyObject *row = Py_BuildValue("(sd)", a->names[k], a->seconds[k]);
+        if (!row) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, k, row);
+    }
+done:
+    Py_XDECREF(x);
+    Py_XDECREF(labels);
+    Py_XDECREF(targets);
+    PyMem_Free(a);
+    return out;
+}
+
 static cnn_status run_apply_gradients(cnn_net *net, void *p)
 {
     (void)p;

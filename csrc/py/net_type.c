@@ -270,6 +270,10 @@ static PyMethodDef Net_methods[] = {
      "plan(backward=False) -> the names of the steps of fit's training step, in order."},
     {"train_batch", (PyCFunction)Net_train_batch, METH_VARARGS,
      "train_batch(x, y) -> (loss_sum, correct): one optimizer step on a batch."},
+    {"profile", (PyCFunction)(void (*)(void))Net_profile, METH_VARARGS | METH_KEYWORDS,
+     "profile(x, y, steps=10) -> [(step name, seconds per step)]: each planned step of a "
+     "training step on the batch (x, y), and the optimizer update, timed over `steps` steps "
+     "after one untimed (they train this network)."},
     {"compute_gradients", (PyCFunction)Net_compute_gradients, METH_VARARGS,
      "compute_gradients(x, y) -> (loss_sum, correct): forward, loss, backward; no step."},
     {"apply_gradients", (PyCFunction)Net_apply_gradients, METH_NOARGS,

@@ -1,0 +1,283 @@
+"""Where a training step's time goes, per layer, on any engine:
+``model.profile(x, y, batch_size=32)`` and ``python -m cnncuda.bench --profile``.
+
+The engine times each planned step of an ordinary, unrecorded training step
+(csrc/net/profile.c: CUDA events on the GPU engines' stream, a monotonic
+clock on the host engines) on a copy of the model's network, so the model
+is left as it was. Each planned step is a layer's forward, data gradient or
+weight gradient (or several layers fused into one step, named so), the
+loss, or the optimizer's update. Its FLOPs (a multiply-add counts two) and
+the bytes it must at least read and write (each operand once, float32) come
+from the shapes, so each row also gives the rate it achieved. Beside the
+parts, an ordinary step of the same batch is timed as training runs it
+(recorded as a CUDA graph on the GPU engines), so the difference between
+the sum of the parts and a real step is in view.
+"""
+import math
+import time
+
+import numpy as np
+
+from .checks import positive_int
+
+__all__ = ["Profile", "profile_model", "profile_network", "plot_profiles"]
+
+PARTS = ("forward", "data gradient", "weight gradient", "loss", "update")
+
+
+def _out_shape(spec, shape):
+    """The output shape (no batch axis) of engine layer `spec` on `shape`."""
+    kind = spec["kind"]
+    if kind in ("conv2d", "maxpool", "avgpool"):
+        h, w, c = shape
+        kh, kw = spec["kernel"]
+        sh, sw = spec.get("strides", (1, 1) if kind == "conv2d" else spec["kernel"])
+        if spec.get("padding", "valid") == "same":
+            oh, ow = -(-h // sh), -(-w // sw)
+        else:
+            oh, ow = (h - kh) // sh + 1, (w - kw) // sw + 1
+        return (oh, ow, spec["units"] if kind == "conv2d" else c)
+    if kind == "flatten":
+        return (int(np.prod(shape)),)
+    if kind == "dense":
+        return (spec["units"],)
+    return tuple(shape)
+
+
+def _costs(spec, shape_in, shape_out, what, n):
+    """(FLOPs, bytes) of one planned step of engine layer `spec` on n samples."""
+    size_in, size_out = n * int(np.prod(shape_in)), n * int(np.prod(shape_out))
+    kind = spec["kind"]
+    word = 4
+    if kind in ("conv2d", "dense"):
+        if kind == "conv2d":
+            kh, kw = spec["kernel"]
+            fan_in = kh * kw * shape_in[2]
+            weights = fan_in * spec["units"]
+        else:
+            fan_in = shape_in[0]
+            weights = fan_in * spec["units"]
+        macs = size_out * fan_in                      # one multiply-add per weight use
+        bias = size_out if spec.get("use_bias", True) else 0
+        if what.startswith("forward"):
+            return 2 * macs + bias, word * (size_in + weights + size_out)
+        if what.startswith("backward_data"):
+            return 2 * macs, word * (size_out + weights + size_in)
+        if what.startswith("backward_filter"):
+            return 2 * macs + bias, word * (size_in + size_out + weights)
+        if what.startswith("loss"):                   # a fused head: forward, loss, gradients
+            return 6 * macs, word * (2 * size_in + 2 * weights + 2 * size_out)
+    if kind in ("maxpool", "avgpool"):
+        kh, kw = spec["kernel"]
+        window = size_out * kh * kw
+        if what.startswith("forward"):
+            return window, word * (size_in + 2 * size_out)
+        return window, word * (2 * size_out + size_in)
+    if kind == "batchnorm":
+        return 8 * size_in, word * 3 * size_in
+    if what.startswith("loss"):
+        return 6 * size_in, word * 3 * size_in
+    return size_in, word * 2 * size_in                # elementwise: activation, dropout
+
+
+def _part(what):
+    if what.startswith("forward"):
+        return "forward"
+    if what.startswith("backward_data") or what == "backward" or what.startswith("backward+"):
+        return "data gradient"
+    if what.startswith("backward_filter"):
+        return "weight gradient"
+    return "loss"
+
+
+class Profile:
+    """A training step's time per planned step on one engine.
+
+    rows: one dict per planned step, in the order they run: ``step`` (the
+    engine's name, e.g. ``conv2d_0.forward+relu``), ``layer`` (the model's
+    layer it belongs to), ``part`` (forward, data gradient, weight gradient,
+    loss or update), ``seconds``, ``flops``, ``bytes``, ``gflops`` and
+    ``gbytes_per_s``. ``parts_seconds``: their sum; ``step_seconds``: an
+    ordinary step of the same batch as training runs it."""
+
+    def __init__(self, device, batch_size, rows, step_seconds, step_kind, memory_bytes):
+        self.device, self.batch_size, self.rows = device, batch_size, rows
+        self.step_seconds, self.step_kind = step_seconds, step_kind
+        self.memory_bytes = memory_bytes
+        self.parts_seconds = sum(r["seconds"] for r in rows)
+
+    def by_layer(self):
+        """{layer: {part: seconds}} in the model's order (the update last)."""
+        out = {}
+        for r in self.rows:
+            out.setdefault(r["layer"], {}).setdefault(r["part"], 0.0)
+            out[r["layer"]][r["part"]] += r["seconds"]
+        return out
+
+    def __str__(self):
+        width = 96
+        lines = ['Profile of a training step: %s, batch %d' % (self.device, self.batch_size),
+                 "_" * width,
+                 "%-34s %-16s %9s %6s %10s %9s" % ("Step (layer)", "Part", "ms/step", "%",
+                                                   "GFLOP/s", "GB/s"),
+                 "=" * width]
+        for r in self.rows:
+            lines.append("%-34s %-16s %9.3f %5.1f%% %10s %9s" % (
+                ("%s (%s)" % (r["step"], r["layer"]))[:34], r["part"], 1e3 * r["seconds"],
+                100.0 * r["seconds"] / self.parts_seconds if self.parts_seconds else 0.0,
+                "%.1f" % r["gflops"] if r["flops"] else "",
+                "%.1f" % r["gbytes_per_s"] if r["bytes"] else ""))
+        lines.append("=" * width)
+        lines.append("Sum of the parts: %.3f ms per step (each step run alone, unrecorded)"
+                     % (1e3 * self.parts_seconds))
+        lines.append("A step as training runs it (%s): %.3f ms (the parts sum to %.2fx that)"
+                     % (self.step_kind, 1e3 * self.step_seconds,
+                        self.parts_seconds / self.step_seconds if self.step_seconds else math.nan))
+        lines.append("Engine memory: %s bytes" % "{:,}".format(self.memory_bytes))
+        lines.append("_" * width)
+        return "\n".join(lines)
+
+    def _repr_pretty_(self, printer, cycle):
+        printer.text(str(self))
+
+    def to_dict(self):
+        return {"device": self.device, "batch_size": self.batch_size, "rows": self.rows,
+                "parts_seconds": self.parts_seconds, "step_seconds": self.step_seconds,
+                "step_kind": self.step_kind, "memory_bytes": self.memory_bytes}
+
+    def plot(self, path=None, ax=None):
+        """This profile as a stacked bar (see plot_profiles)."""
+        return plot_profiles([self], path=path, ax=ax)
+
+
+def _layer_names(model):
+    """The model layer's name for each engine layer index."""
+    names = []
+    for layer in model.layers:
+        names.extend([layer.name] * len(layer.engine_layers()))
+    return names
+
+
+def _measure_step(net, x, y, batch, steps):
+    """Seconds of an ordinary training step of train_range on the batch
+    (recorded on the GPU engines), best of three ranges of `steps` steps."""
+    xs = np.concatenate([x] * steps)
+    ys = np.concatenate([y] * steps)
+    net.set_data(xs, ys)
+    net.set_order(np.arange(len(xs), dtype=np.int32))
+    net.train_range(0, len(xs), batch)            # records the step, first uses
+    net.read_sums()
+    best = math.inf
+    for _ in range(3):
+        began = time.perf_counter()
+        net.train_range(0, len(xs), batch)
+        net.read_sums()                            # waits for the engine
+        seconds = getattr(net, "last_range_seconds", None)
+        if seconds is None:
+            seconds = time.perf_counter() - began
+        best = min(best, seconds / steps)
+    return best
+
+
+def profile_model(model, x, y, batch_size=32, steps=10, device=None):
+    """The Profile of one training step of `model` on the first batch_size
+    samples of (x, y), on `device` (default: the model's engine). The
+    model's weights and optimizer state are left as they were: a copy of its
+    network is timed."""
+    from . import config
+    from .training import _data
+
+    batch = positive_int(batch_size, "batch_size")
+    steps = positive_int(steps, "steps")
+    x, y = _data(model, x, y)
+    if len(x) < batch:
+        raise ValueError("x: expected at least batch_size (%d) samples, got %d"
+                         % (batch, len(x)))
+    engine = config.resolve_device(device if device is not None else model._device)
+    return profile_network(engine, model._engine_layers(), model._engine_input_shape(),
+                           model.loss.engine_loss(), model._compiled_optimizer, x, y, batch,
+                           steps, layer_names=_layer_names(model), weights=model.get_weights(),
+                           seed=model.seed)
+
+
+def profile_network(engine, specs, input_shape, loss, optimizer, x, y, batch, steps,
+                    layer_names=None, weights=None, seed=0):
+    """The Profile of one training step of the engine network of `specs`
+    (cnncuda.engine's layer dicts) on x[:batch], y[:batch], made anew on
+    `engine` (with `weights` where given). layer_names: the name of each
+    engine layer's model layer (default: the engine's own, e.g. conv2d_0)."""
+    from .engine import make_net
+
+    x = np.ascontiguousarray(x[:batch], dtype=np.float32)
+    y = y[:batch]
+    net = make_net(engine, specs, input_shape, batch, loss, optimizer, seed=seed)
+    if weights is not None:
+        net.set_weights(weights)
+    parts = net.profile(x, y, steps=steps)
+    shapes, shape = [], tuple(input_shape)
+    for spec in specs:
+        out = _out_shape(spec, shape)
+        shapes.append((shape, out))
+        shape = out
+    n_params = sum(int(np.prod(w.shape)) for w in net.get_weights())
+    rows = []
+    for step, seconds in parts:
+        if step == "optimizer":
+            kind = optimizer["kind"]
+            flops = n_params * (10 if kind == "adam" else 3)
+            moved = n_params * 4 * (7 if kind == "adam" else 4)
+            layer, part = kind, "update"
+        else:
+            # "<kind>_<engine layer>.<what>": a fused step ("+relu") is
+            # counted as its first layer's op (the ReLU's pass is the one
+            # the fusion saves)
+            head, what = step.split(".", 1)
+            index = int(head.rsplit("_", 1)[1])
+            layer = layer_names[index] if layer_names else head
+            part = _part(what)
+            flops, moved = _costs(specs[index], shapes[index][0], shapes[index][1], what, batch)
+        rows.append({"step": step, "layer": layer, "part": part, "seconds": seconds,
+                     "flops": flops, "bytes": moved,
+                     "gflops": flops / seconds / 1e9 if seconds > 0 else 0.0,
+                     "gbytes_per_s": moved / seconds / 1e9 if seconds > 0 else 0.0})
+    step_seconds = _measure_step(net, x, y, batch, steps)
+    kind = "recorded" if engine.split(":")[0] in ("cuda", "cudnn") else "train_range"
+    return Profile(engine, batch, rows, step_seconds, kind, net.memory_bytes)
+
+
+def plot_profiles(profiles, path=None, ax=None):
+    """Stacked bars, one per profile (engines side by side): each layer's
+    forward, data gradient and weight gradient, and the update, in ms per
+    step; the ordinary step's time marked beside each bar. Shown inline in
+    Jupyter (returns the figure); saved as PNG when `path` is given."""
+    import matplotlib.pyplot as plt
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(1.6 + 1.4 * len(profiles), 4.8))
+    else:
+        fig = ax.figure
+    colors = {"forward": "#4477aa", "data gradient": "#ee6677", "weight gradient": "#228833",
+              "loss": "#ccbb44", "update": "#aa3377"}
+    seen = set()
+    for i, p in enumerate(profiles):
+        bottom = 0.0
+        for r in p.rows:
+            ms = 1e3 * r["seconds"]
+            label = r["part"] if r["part"] not in seen else None
+            seen.add(r["part"])
+            ax.bar(i, ms, bottom=bottom, color=colors[r["part"]], edgecolor="white",
+                   linewidth=0.3, label=label)
+            if ms > 0.06 * 1e3 * p.parts_seconds:
+                ax.text(i, bottom + ms / 2, r["layer"], ha="center", va="center", fontsize=6,
+                        color="white")
+            bottom += ms
+        ax.plot([i - 0.45, i + 0.45], [1e3 * p.step_seconds] * 2, color="black", lw=1)
+    ax.set_xticks(range(len(profiles)))
+    ax.set_xticklabels(["%s\nbatch %d" % (p.device, p.batch_size) for p in profiles])
+    ax.set_ylabel("ms per training step")
+    ax.set_title("A training step, per layer\n(black line: a step as training runs it)",
+                 fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    if path:
+        fig.savefig(path, dpi=120)
+    return fig
