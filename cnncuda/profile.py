@@ -145,6 +145,14 @@ class Profile:
                 "parts_seconds": self.parts_seconds, "step_seconds": self.step_seconds,
                 "step_kind": self.step_kind, "memory_bytes": self.memory_bytes}
 
+    @classmethod
+    def from_dict(cls, d):
+        """The Profile that to_dict gave (e.g. read back from a JSON file)."""
+        p = cls(d["device"], d["batch_size"], d["rows"], d["step_seconds"], d["step_kind"],
+                d["memory_bytes"])
+        p.model = d.get("model")
+        return p
+
     def plot(self, path=None, ax=None):
         """This profile as a stacked bar (see plot_profiles)."""
         return plot_profiles([self], path=path, ax=ax)
@@ -281,3 +289,25 @@ def plot_profiles(profiles, path=None, ax=None):
     if path:
         fig.savefig(path, dpi=120)
     return fig
+
+
+def main(argv=None):
+    """``python -m cnncuda.profile ROWS.json PLOT.png``: the plot of profiles
+    written by ``python -m cnncuda.bench --profile --json ROWS.json`` (made
+    where matplotlib is, e.g. from a GPU machine's rows)."""
+    import json
+    import sys
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2:
+        sys.exit(main.__doc__)
+    with open(args[0]) as f:
+        profiles = [Profile.from_dict(d) for d in json.load(f)]
+    fig = plot_profiles(profiles)
+    fig.axes[0].set_xticklabels(["%s\n%s\nbatch %d" % (p.model or "", p.device, p.batch_size)
+                                 for p in profiles], fontsize=7)
+    fig.savefig(args[1], dpi=120)
+    print("plot written to %s" % args[1])
+
+
+if __name__ == "__main__":
+    main()

@@ -425,9 +425,10 @@ def _parser():
     p.add_argument("--script", action="store_true",
                    help="also time one fit call per engine as the seed script makes it "
                         "(float64 input, validation every epoch, bar on), --epochs epochs")
-    p.add_argument("--profile", metavar="PNG",
+    p.add_argument("--profile", metavar="PNG", nargs="?", const="",
                    help="instead of timing epochs: profile a training step per layer on each "
-                        "engine (tables, and this stacked-bar plot; --json: the rows)")
+                        "engine (tables; with PNG, a stacked-bar plot there; --json: the rows, "
+                        "which python -m cnncuda.profile ROWS.json PNG plots later)")
     p.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2),
                    help="progress: 0 none, 1 Keras's bar (redrawn during the epoch in a "
                         "terminal), 2 Keras's verbose=2 line")
@@ -450,7 +451,7 @@ def main(argv=None):
     except (TypeError, ValueError, ImportError, EngineUnavailableError,
             DatasetNotFoundError) as err:
         parser.error(str(err))
-    if args.profile:
+    if args.profile is not None:
         from .profile import run_profiles
         run_profiles(plan, print, args.profile, args.json)
         return 0

@@ -28,16 +28,16 @@ def run_profiles(plan, log, plot_path, json_path):
                 log("== %s" % model)
                 for line in str(p).splitlines():
                     log(line)
-    if plot_path:
-        folder = os.path.dirname(os.path.abspath(plot_path))
-        os.makedirs(folder, exist_ok=True)
-        fig = plot_profiles(profiles, path=plot_path)
-        fig.axes[0].set_xticklabels(["%s\n%s\nbatch %d" % (p.model, p.device, p.batch_size)
-                                     for p in profiles], fontsize=7)
-        fig.savefig(plot_path, dpi=120)
-        log("plot written to %s" % plot_path)
     if json_path:
         with open(json_path, "w") as f:
             json.dump([dict(p.to_dict(), model=p.model) for p in profiles], f, indent=1)
         log("profiles written to %s" % json_path)
+    if plot_path:
+        folder = os.path.dirname(os.path.abspath(plot_path))
+        os.makedirs(folder, exist_ok=True)
+        fig = plot_profiles(profiles)
+        fig.axes[0].set_xticklabels(["%s\n%s\nbatch %d" % (p.model, p.device, p.batch_size)
+                                     for p in profiles], fontsize=7)
+        fig.savefig(plot_path, dpi=120)
+        log("plot written to %s" % plot_path)
     return profiles

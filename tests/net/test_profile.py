@@ -135,3 +135,6 @@ def test_the_profile_plot_and_the_bench(tmp_path):
     assert rows[0]["model"] == "tiny_mnist" and rows[0]["device"] == "cpu"
     assert rows[0]["rows"][-1]["step"] == "optimizer"
     assert (tmp_path / "p.png").stat().st_size > 1000
+    from cnncuda.profile import main as plot_rows          # the rows plotted elsewhere
+    plot_rows([str(tmp_path / "p.json"), str(tmp_path / "again.png")])
+    assert (tmp_path / "again.png").stat().st_size > 1000
