@@ -255,36 +255,48 @@ def profile_network(engine, specs, input_shape, loss, optimizer, x, y, batch, st
 
 def plot_profiles(profiles, path=None, ax=None):
     """Stacked bars, one per profile (engines side by side): each layer's
-    forward, data gradient and weight gradient, and the update, in ms per
-    step; the ordinary step's time marked beside each bar. Shown inline in
-    Jupyter (returns the figure); saved as PNG when `path` is given."""
+    forward, data gradient and weight gradient, the loss and the update. Two
+    panels: milliseconds per step (the ordinary step's time marked by a
+    black line), and each part's share of the step, so that engines a
+    hundred times apart can be compared in the same picture. Shown inline in
+    Jupyter (returns the figure); saved as PNG when `path` is given. ax: a
+    pair of matplotlib axes to draw into instead."""
     import matplotlib.pyplot as plt
-    if ax is None:
-        fig, ax = plt.subplots(figsize=(1.6 + 1.4 * len(profiles), 4.8))
-    else:
-        fig = ax.figure
     colors = {"forward": "#4477aa", "data gradient": "#ee6677", "weight gradient": "#228833",
               "loss": "#ccbb44", "update": "#aa3377"}
+    if ax is None:
+        fig, ax = plt.subplots(2, 1, figsize=(2.0 + 1.2 * len(profiles), 7.5), sharex=True)
+    fig = ax[0].figure
+    top = max(p.parts_seconds for p in profiles)
     seen = set()
     for i, p in enumerate(profiles):
-        bottom = 0.0
+        ms_bottom = share_bottom = 0.0
         for r in p.rows:
             ms = 1e3 * r["seconds"]
+            share = 100.0 * r["seconds"] / p.parts_seconds
             label = r["part"] if r["part"] not in seen else None
             seen.add(r["part"])
-            ax.bar(i, ms, bottom=bottom, color=colors[r["part"]], edgecolor="white",
-                   linewidth=0.3, label=label)
-            if ms > 0.06 * 1e3 * p.parts_seconds:
-                ax.text(i, bottom + ms / 2, r["layer"], ha="center", va="center", fontsize=6,
-                        color="white")
-            bottom += ms
-        ax.plot([i - 0.45, i + 0.45], [1e3 * p.step_seconds] * 2, color="black", lw=1)
-    ax.set_xticks(range(len(profiles)))
-    ax.set_xticklabels(["%s\nbatch %d" % (p.device, p.batch_size) for p in profiles])
-    ax.set_ylabel("ms per training step")
-    ax.set_title("A training step, per layer\n(black line: a step as training runs it)",
-                 fontsize=9)
-    ax.legend(fontsize=7)
+            for axis, height, bottom in ((ax[0], ms, ms_bottom), (ax[1], share, share_bottom)):
+                axis.bar(i, height, bottom=bottom, color=colors[r["part"]], edgecolor="white",
+                         linewidth=0.3, label=label if axis is ax[0] else None)
+            if r["seconds"] > 0.06 * top:
+                ax[0].text(i, ms_bottom + ms / 2, r["layer"], ha="center", va="center",
+                           fontsize=6, color="white")
+            if share > 6.0:
+                ax[1].text(i, share_bottom + share / 2, r["layer"], ha="center", va="center",
+                           fontsize=6, color="white")
+            ms_bottom += ms
+            share_bottom += share
+        ax[0].plot([i - 0.45, i + 0.45], [1e3 * p.step_seconds] * 2, color="black", lw=1)
+        ax[0].text(i, ms_bottom, "%.3g ms" % ms_bottom, ha="center", va="bottom", fontsize=7)
+    ax[1].set_xticks(range(len(profiles)))
+    ax[1].set_xticklabels(["%s\nbatch %d" % (p.device, p.batch_size) for p in profiles])
+    ax[0].set_ylabel("ms per training step")
+    ax[1].set_ylabel("% of the step")
+    ax[1].set_ylim(0, 100)
+    ax[0].set_title("A training step, per layer (black line: a step as training runs it)",
+                    fontsize=9)
+    ax[0].legend(fontsize=7)
     fig.tight_layout()
     if path:
         fig.savefig(path, dpi=120)
@@ -303,7 +315,7 @@ def main(argv=None):
     with open(args[0]) as f:
         profiles = [Profile.from_dict(d) for d in json.load(f)]
     fig = plot_profiles(profiles)
-    fig.axes[0].set_xticklabels(["%s\n%s\nbatch %d" % (p.model or "", p.device, p.batch_size)
+    fig.axes[1].set_xticklabels(["%s\n%s\nbatch %d" % (p.model or "", p.device, p.batch_size)
                                  for p in profiles], fontsize=7)
     fig.savefig(args[1], dpi=120)
     print("plot written to %s" % args[1])

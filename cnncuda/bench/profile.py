@@ -36,7 +36,7 @@ def run_profiles(plan, log, plot_path, json_path):
         folder = os.path.dirname(os.path.abspath(plot_path))
         os.makedirs(folder, exist_ok=True)
         fig = plot_profiles(profiles)
-        fig.axes[0].set_xticklabels(["%s\n%s\nbatch %d" % (p.model, p.device, p.batch_size)
+        fig.axes[1].set_xticklabels(["%s\n%s\nbatch %d" % (p.model, p.device, p.batch_size)
                                      for p in profiles], fontsize=7)
         fig.savefig(plot_path, dpi=120)
         log("plot written to %s" % plot_path)
