@@ -259,13 +259,14 @@ def plot_profiles(profiles, path=None, ax=None):
     panels: milliseconds per step (the ordinary step's time marked by a
     black line), and each part's share of the step, so that engines a
     hundred times apart can be compared in the same picture. Shown inline in
-    Jupyter (returns the figure); saved as PNG when `path` is given. ax: a
-    pair of matplotlib axes to draw into instead."""
-    import matplotlib.pyplot as plt
+    Jupyter (returns the figure, made without pyplot as the bench's plots
+    are); saved as PNG when `path` is given. ax: a pair of matplotlib axes to
+    draw into instead."""
+    from .bench.plot import _figure
     colors = {"forward": "#4477aa", "data gradient": "#ee6677", "weight gradient": "#228833",
               "loss": "#ccbb44", "update": "#aa3377"}
     if ax is None:
-        fig, ax = plt.subplots(2, 1, figsize=(2.0 + 1.2 * len(profiles), 7.5), sharex=True)
+        ax = _figure(2.0 + 1.2 * len(profiles), 7.5).subplots(2, 1, sharex=True)
     fig = ax[0].figure
     top = max(p.parts_seconds for p in profiles)
     seen = set()

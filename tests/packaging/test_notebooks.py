@@ -19,7 +19,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 NOTEBOOKS = sorted(glob.glob(os.path.join(ROOT, "notebooks", "*.ipynb")))
 EXPERIMENT_NOTEBOOKS = [p for p in NOTEBOOKS if os.path.basename(p)[:2] in ("01", "02", "03", "04", "05")]
-SMALL = {"STEPS": 2, "EPOCHS": 1, "IMAGES": 48, "VAL_IMAGES": 16, "CHECK_STEPS": 3}
+SMALL = {"STEPS": 2, "EPOCHS": 1, "IMAGES": 48, "VAL_IMAGES": 16, "CHECK_STEPS": 3,
+         "PROFILE_STEPS": 1}
 PNG = b"\x89PNG\r\n\x1a\n"
 KERNEL = "cnncuda-tests-python"
 
@@ -166,7 +167,10 @@ def test_notebooks_install_in_colab_then_take_parameters(path):
     sizes = ("STEPS",) if os.path.basename(path).startswith("00_") else ("EPOCHS", "IMAGES")
     for name in sizes + ("ENGINES", "OUT_DIR"):
         assert "\n%s = " % name in params
-    assert "speedup_plot" in cells[-1] or "stages_plot" in cells[-1]
+    if os.path.basename(path)[:2] in ("01", "02", "03", "04"):     # the experiments end
+        assert "plot_profiles" in cells[-1] and "speedup_plot" in cells[-2]   # with a profile
+    else:
+        assert "speedup_plot" in cells[-1] or "stages_plot" in cells[-1]
 
 
 def test_stages_notebook_reads_the_harness_json(tmp_path):
