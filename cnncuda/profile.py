@@ -100,10 +100,13 @@ class Profile:
     ``gbytes_per_s``. ``parts_seconds``: their sum; ``step_seconds``: an
     ordinary step of the same batch as training runs it."""
 
-    def __init__(self, device, batch_size, rows, step_seconds, step_kind, memory_bytes):
+    def __init__(self, device, batch_size, rows, step_seconds, step_kind, memory_bytes,
+                 layer_memory=None):
         self.device, self.batch_size, self.rows = device, batch_size, rows
         self.step_seconds, self.step_kind = step_seconds, step_kind
         self.memory_bytes = memory_bytes
+        # {layer: [activation bytes, workspace bytes]} at this batch size
+        self.layer_memory = layer_memory or {}
         self.parts_seconds = sum(r["seconds"] for r in rows)
 
     def by_layer(self):
@@ -133,7 +136,12 @@ class Profile:
         lines.append("A step as training runs it (%s): %.3f ms (the parts sum to %.2fx that)"
                      % (self.step_kind, 1e3 * self.step_seconds,
                         self.parts_seconds / self.step_seconds if self.step_seconds else math.nan))
-        lines.append("Engine memory: %s bytes" % "{:,}".format(self.memory_bytes))
+        lines.append("Engine memory: %s bytes in all; per layer, activations (and "
+                     "workspace):" % "{:,}".format(self.memory_bytes))
+        for layer, (activation, workspace) in self.layer_memory.items():
+            lines.append("  %-32s %12s%s" % (layer, "{:,}".format(activation),
+                                            " (%s)" % "{:,}".format(workspace) if workspace
+                                            else ""))
         lines.append("_" * width)
         return "\n".join(lines)
 
@@ -143,13 +151,14 @@ class Profile:
     def to_dict(self):
         return {"device": self.device, "batch_size": self.batch_size, "rows": self.rows,
                 "parts_seconds": self.parts_seconds, "step_seconds": self.step_seconds,
-                "step_kind": self.step_kind, "memory_bytes": self.memory_bytes}
+                "step_kind": self.step_kind, "memory_bytes": self.memory_bytes,
+                "layer_memory": self.layer_memory}
 
     @classmethod
     def from_dict(cls, d):
         """The Profile that to_dict gave (e.g. read back from a JSON file)."""
         p = cls(d["device"], d["batch_size"], d["rows"], d["step_seconds"], d["step_kind"],
-                d["memory_bytes"])
+                d["memory_bytes"], d.get("layer_memory"))
         p.model = d.get("model")
         return p
 
@@ -248,9 +257,15 @@ def profile_network(engine, specs, input_shape, loss, optimizer, x, y, batch, st
                      "flops": flops, "bytes": moved,
                      "gflops": flops / seconds / 1e9 if seconds > 0 else 0.0,
                      "gbytes_per_s": moved / seconds / 1e9 if seconds > 0 else 0.0})
+    memory = {}
+    for i, (activation, workspace) in enumerate(net.layer_bytes()):
+        name = layer_names[i] if layer_names else "%s_%d" % (specs[i]["kind"], i)
+        held = memory.setdefault(name, [0, 0])
+        held[0] += activation
+        held[1] += workspace
     step_seconds = _measure_step(net, x, y, batch, steps)
     kind = "recorded" if engine.split(":")[0] in ("cuda", "cudnn") else "train_range"
-    return Profile(engine, batch, rows, step_seconds, kind, net.memory_bytes)
+    return Profile(engine, batch, rows, step_seconds, kind, net.memory_bytes, memory)
 
 
 def plot_profiles(profiles, path=None, ax=None):

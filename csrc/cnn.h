@@ -379,6 +379,13 @@ cnn_status cnn_net_range_seconds(cnn_net *net, double *seconds);
 /* Bytes of engine memory the network holds (buffers, workspaces, resident
  * training and validation data): device memory on the GPU engines. */
 size_t cnn_net_memory_bytes(const cnn_net *net);
+/* The Net's layers (those of its spec). */
+int cnn_net_layer_count(const cnn_net *net);
+/* Engine memory that layer i (of cnn_net_layer_count) holds, at max_batch:
+ * *activation its output (0 for a flatten that is its input's buffer), max
+ * pooling's argmax and batchnorm's saved statistics; *workspace a
+ * convolution's workspace. -1 for an i out of range, else 0. */
+int cnn_net_layer_bytes(const cnn_net *net, int i, size_t *activation, size_t *workspace);
 
 /* Pieces of a step, for tests and custom loops: */
 /* forward of n <= max_batch samples; training uses batch statistics, dropout

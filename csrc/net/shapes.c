@@ -157,3 +157,25 @@ cnn_status net_plan_layer(cnn_net *net, int i, size_t *n_params, size_t *n_state
     L->out_count = (size_t)L->out_c * L->out_h * L->out_w;
     return CNN_OK;
 }
+
+int cnn_net_layer_count(const cnn_net *net)
+{
+    return net->n_layers;
+}
+
+int cnn_net_layer_bytes(const cnn_net *net, int i, size_t *activation, size_t *workspace)
+{
+    *activation = *workspace = 0;
+    if (i < 0 || i >= net->n_layers) return -1;
+    const layer *L = &net->layers[i];
+    const size_t mb = (size_t)net->max_batch;
+    if (!L->alias_in) *activation += mb * L->out_count * sizeof(float);
+    if (L->spec.kind == CNN_LAYER_MAXPOOL) *activation += mb * L->out_count * sizeof(int32_t);
+    if (L->spec.kind == CNN_LAYER_BATCHNORM) *activation += 2 * (size_t)L->in_c * sizeof(float);
+    if (L->spec.kind == CNN_LAYER_CONV2D) {
+        cnn_conv_desc d = L->conv;
+        d.n = net->max_batch;
+        *workspace = net->be->conv2d_workspace(&d);
+    }
+    return 0;
+}

@@ -265,7 +265,30 @@ static PyObject *Net_plan(NetObject *self, PyObject *args, PyObject *kwds)
     return names;
 }
 
+/* layer_bytes() -> [(activation bytes, workspace bytes)] per engine layer. */
+static PyObject *Net_layer_bytes(NetObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    if (!net_ready(self)) return NULL;
+    int n = cnn_net_layer_count(self->net);
+    PyObject *out = PyList_New(n);
+    for (int i = 0; out && i < n; i++) {
+        size_t activation, workspace;
+        cnn_net_layer_bytes(self->net, i, &activation, &workspace);
+        PyObject *row = Py_BuildValue("(nn)", (Py_ssize_t)activation, (Py_ssize_t)workspace);
+        if (!row) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, i, row);
+    }
+    return out;
+}
+
 static PyMethodDef Net_methods[] = {
+    {"layer_bytes", (PyCFunction)Net_layer_bytes, METH_NOARGS,
+     "layer_bytes() -> [(activation bytes, workspace bytes)] of each engine layer at "
+     "max_batch."},
     {"plan", (PyCFunction)(void (*)(void))Net_plan, METH_VARARGS | METH_KEYWORDS,
      "plan(backward=False) -> the names of the steps of fit's training step, in order."},
     {"train_batch", (PyCFunction)Net_train_batch, METH_VARARGS,

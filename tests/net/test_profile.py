@@ -105,6 +105,11 @@ def test_a_model_profile_names_its_layers_counts_flops_and_changes_nothing():
     assert set(p.by_layer()) == {l.name for l in model.layers if l.name != "flatten"} | {"adam"}
     text = str(p)
     assert "conv2d_3.backward_filter" in text and "Sum of the parts" in text
+    # conv2d_1's output and its ReLU's (in place: its own buffer too) at batch 16
+    out = 16 * 13 * 13 * 64 * 4
+    assert p.layer_memory["conv2d_1"][0] == 2 * out and p.layer_memory["conv2d_1"][1] > 0
+    assert p.layer_memory["flatten"] == [0, 0]            # its input's buffer
+    assert p.layer_memory["max_pooling2d"][0] == 2 * 16 * 15 * 15 * 32 * 4  # y and argmax
 
 
 def test_arguments_are_checked():
