@@ -347,7 +347,7 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
                 raise
             if steps_per_epoch is not None and steps_per_epoch > steps - position:
                 # Keras's array adapter: the epoch ends where the pass does
-                warnings.warn(_RAN_OUT, stacklevel=3)
+                warnings.warn(_RAN_OUT, stacklevel=4)
             position += math.ceil(seen / batch)
             if steps_per_epoch is None or position >= steps:
                 position = None
