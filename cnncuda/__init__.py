@@ -40,7 +40,7 @@ atexit.register(_release_at_exit)
 
 # The Keras-style API.
 from . import (activations, callbacks, config, data, datasets, distribute,  # noqa: E402
-               layers, losses, models, optimizers, random, test, utils)
+               layers, losses, models, nn, optimizers, random, test, utils)
 from . import keras  # noqa: E402
 from .config import device  # noqa: E402
 
@@ -48,5 +48,5 @@ __all__ = ["build_info", "devices", "cuda_devices", "cuda_compute_capabilities",
            "set_num_threads", "get_num_threads",
            "CudaError", "EngineUnavailableError", "CommError",
            "ENGINES", "__version__", "keras", "config", "device", "datasets", "distribute", "layers",
-           "models",
+           "models", "nn",
            "losses", "optimizers", "callbacks", "activations", "utils", "random", "test"]

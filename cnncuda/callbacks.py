@@ -1,5 +1,10 @@
 """Keras's callbacks: the Callback base class with Keras's hooks, History,
-the progress-bar logger, EarlyStopping and ModelCheckpoint.
+the progress-bar logger, EarlyStopping, ModelCheckpoint, LambdaCallback,
+ReduceLROnPlateau, LearningRateScheduler, CSVLogger and TerminateOnNaN.
+
+fit calls them in Keras's order: the user's callbacks, then History, then
+the progress bar, so that what a callback adds to the epoch's logs
+(``learning_rate``) is in the History and on the bar's line.
 
 Batch hooks: ``fit`` runs the engine in chunks of steps and reads the
 engine's loss sums only when the progress bar redraws or the epoch ends, so
@@ -9,15 +14,23 @@ batch hook (``on_train_batch_begin/end``, ``on_batch_begin/end``,
 watches: the loop then runs one step at a time and passes each batch's
 running logs, as Keras does.
 """
+import collections.abc
+import csv
+import io
 import math
+import os
 import sys
 import warnings
 
-from .checks import choice, nonnegative_int
+import numpy as np
+
+from .atomic_file import _check_target, write_atomically
+from .checks import boolean, choice, nonnegative_int, number_in
 from .progbar import Progbar
 
 __all__ = ["Callback", "CallbackList", "History", "ProgbarLogger", "EarlyStopping",
-           "ModelCheckpoint", "LambdaCallback"]
+           "ModelCheckpoint", "LambdaCallback", "ReduceLROnPlateau", "LearningRateScheduler",
+           "CSVLogger", "TerminateOnNaN"]
 
 _BATCH_HOOKS = {
     "train": ("on_train_batch_begin", "on_train_batch_end", "on_batch_begin", "on_batch_end"),
@@ -290,3 +303,228 @@ class LambdaCallback(Callback):
 
     def implements_batch_hooks(self, mode):
         return any(hook in self.__dict__ for hook in _BATCH_HOOKS[mode])
+
+
+def _learning_rate(model, who):
+    """The optimizer's learning rate as the engines use it (float32), as a
+    Python float: what Keras's float32 variable gives."""
+    optimizer = getattr(model, "optimizer", None)
+    if optimizer is None or not hasattr(optimizer, "learning_rate"):
+        raise ValueError("%s: the model has no optimizer with a learning_rate (compile it "
+                         "first), got %r" % (who, optimizer))
+    return float(np.float32(optimizer.learning_rate))
+
+
+class ReduceLROnPlateau(Callback):
+    """Multiplies the learning rate by `factor` when `monitor` has not
+    improved by more than `min_delta` for `patience` epochs, then waits
+    `cooldown` epochs; never below `min_lr`. Keras's rules and defaults; the
+    new rate is used from the next training step on, and each epoch's logs
+    get ``learning_rate`` (so History and the bar show it)."""
+
+    def __init__(self, monitor="val_loss", factor=0.1, patience=10, verbose=0, mode="auto",
+                 min_delta=1e-4, cooldown=0, min_lr=0.0):
+        super().__init__()
+        if not isinstance(monitor, str):
+            raise TypeError("monitor: expected a metric name such as 'val_loss', got %r"
+                            % (monitor,))
+        factor = number_in(factor, "factor", 0.0, math.inf)
+        if factor >= 1.0:
+            raise ValueError("ReduceLROnPlateau does not support a factor >= 1.0. Received "
+                             "factor=%r" % (factor,))
+        self.monitor = monitor
+        self.factor = factor
+        self.patience = nonnegative_int(patience, "patience")
+        self.verbose = verbose
+        self.mode = choice(mode, "mode", ("auto", "min", "max"))
+        self.min_delta = abs(number_in(min_delta, "min_delta", -math.inf, math.inf))
+        self.cooldown = nonnegative_int(cooldown, "cooldown")
+        self.min_lr = number_in(min_lr, "min_lr", 0.0, math.inf)
+        self.cooldown_counter = 0
+        self.wait = 0
+        self.best = None
+        self._direction = None
+
+    def _set_direction(self):
+        if self.mode != "auto":
+            self._direction = self.mode
+            return
+        name = self.monitor[4:] if self.monitor.startswith("val_") else self.monitor
+        if name == "loss":
+            self._direction = "min"
+        elif name == getattr(self.model, "metric_name", None):     # an accuracy
+            self._direction = "max"
+        else:
+            raise ValueError("ReduceLROnPlateau callback received monitor=%s, but cnncuda "
+                             "isn't able to automatically determine whether that metric should "
+                             "be maximized or minimized. Pass `mode='max'` in order to monitor "
+                             "based on the highest metric value, or pass `mode='min'` in order "
+                             "to use the lowest value." % self.monitor)
+
+    def _improved(self, current):
+        if self.best is None:
+            return True
+        if self._direction == "min":
+            return current + self.min_delta < self.best
+        return current - self.min_delta > self.best
+
+    def in_cooldown(self):
+        return self.cooldown_counter > 0
+
+    def on_train_begin(self, logs=None):
+        self.best = None
+        self.cooldown_counter = 0
+        self.wait = 0
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self._direction is None:
+            self._set_direction()
+        logs = logs if logs is not None else {}
+        logs["learning_rate"] = _learning_rate(self.model, "ReduceLROnPlateau")
+        current = logs.get(self.monitor)
+        if current is None:
+            warnings.warn("Learning rate reduction is conditioned on metric `%s` which is not "
+                          "available. Available metrics are: %s."
+                          % (self.monitor, ",".join(logs)), stacklevel=2)
+            return
+        if self.in_cooldown():
+            self.cooldown_counter -= 1
+            self.wait = 0
+        if self._improved(current):
+            self.best = current
+            self.wait = 0
+        elif not self.in_cooldown():
+            self.wait += 1
+            if self.wait >= self.patience:
+                old_lr = logs["learning_rate"]
+                if old_lr > np.float32(self.min_lr):
+                    new_lr = max(old_lr * self.factor, self.min_lr)
+                    self.model.optimizer.learning_rate = new_lr
+                    if self.verbose > 0:
+                        print("\nEpoch %d: ReduceLROnPlateau reducing learning rate to %s."
+                              % (epoch + 1, new_lr))
+                    self.cooldown_counter = self.cooldown
+                    self.wait = 0
+
+
+class LearningRateScheduler(Callback):
+    """At the start of every epoch sets the learning rate to
+    ``schedule(epoch, lr)`` (or ``schedule(epoch)``, Keras's older form),
+    epochs counted from 0; each epoch's logs get ``learning_rate``."""
+
+    def __init__(self, schedule, verbose=0):
+        super().__init__()
+        if not callable(schedule):
+            raise TypeError("schedule: expected a function (epoch, lr) -> new lr, got %r"
+                            % (schedule,))
+        self.schedule = schedule
+        self.verbose = verbose
+
+    def on_epoch_begin(self, epoch, logs=None):
+        lr = _learning_rate(self.model, "LearningRateScheduler")
+        try:
+            new_lr = self.schedule(epoch, lr)
+        except TypeError:       # Keras's older API: schedule(epoch)
+            new_lr = self.schedule(epoch)
+        if not isinstance(new_lr, (float, np.float32, np.float64)):
+            raise ValueError("The output of the `schedule` function should be a float. Got: %r"
+                             % (new_lr,))
+        self.model.optimizer.learning_rate = float(new_lr)     # checked there: >= 0, finite
+        if self.verbose > 0:
+            print("\nEpoch %d: LearningRateScheduler setting learning rate to %s."
+                  % (epoch + 1, new_lr))
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is not None:
+            logs["learning_rate"] = _learning_rate(self.model, "LearningRateScheduler")
+
+
+class TerminateOnNaN(Callback):
+    """Stops training at the first batch whose loss is NaN or infinite
+    (printing ``Batch N: Invalid loss, terminating training``), or raises
+    RuntimeError there with raise_error=True. It watches every batch, as
+    Keras's does, so fit runs one step per engine call while it is in the
+    list (the loss read back after each)."""
+
+    def __init__(self, raise_error=False):
+        super().__init__()
+        self.raise_error = boolean(raise_error, "raise_error")
+
+    def on_batch_end(self, batch, logs=None):
+        loss = (logs or {}).get("loss")
+        if loss is None or np.isfinite(loss):
+            return
+        if self.raise_error:
+            raise RuntimeError("NaN or Inf loss encountered at batch %d. Loss value: %s. "
+                               "Terminating training immediately." % (batch, loss))
+        print("Batch %d: Invalid loss, terminating training" % batch)
+        self.model.stop_training = True
+
+
+class CSVLogger(Callback):
+    """Writes each epoch's logs as a row of a CSV file: ``epoch`` then the
+    log names in sorted order (with ``val_`` columns, "NA" until validation
+    runs, when the first epoch has none), as Keras's. append=True keeps what
+    the file holds and writes the header only when it was empty.
+
+    The file is never left half-written: after each epoch the whole file
+    (what it held before, with append, then this fit's rows) is written to a
+    temporary file and renamed over it (cnncuda.atomic_file). Without append
+    the old file therefore stays whole until the first epoch's row replaces
+    it, where Keras empties it when training begins."""
+
+    def __init__(self, filename, separator=",", append=False):
+        super().__init__()
+        if not isinstance(filename, (str, os.PathLike)) or not os.fspath(filename):
+            raise TypeError("filename: expected a file name, got %r" % (filename,))
+        if not isinstance(separator, str) or len(separator) != 1 or separator in "\r\n\"":
+            raise ValueError("separator: expected one character (not a quote or a line break), "
+                             "got %r" % (separator,))
+        self.filename = os.fspath(filename)
+        self.sep = separator
+        self.append = boolean(append, "append")
+        self.keys = None
+        self._head = b""
+        self._text = None
+
+    def on_train_begin(self, logs=None):
+        folder = os.path.dirname(os.path.abspath(self.filename))
+        if not os.path.isdir(folder):
+            raise FileNotFoundError("filename: the folder %s of %s does not exist"
+                                    % (folder, self.filename))
+        _check_target(self.filename, os.path.realpath(self.filename), "filename")
+        self._head = b""
+        if self.append and os.path.exists(self.filename):
+            with open(self.filename, "rb") as f:
+                self._head = f.read()
+        self._header = not self._head.split(b"\n", 1)[0]     # Keras: an empty first line
+        self.keys = None
+        self._text = None
+
+    @staticmethod
+    def _value(value):
+        if isinstance(value, str):
+            return value
+        if isinstance(value, collections.abc.Iterable) and not (
+                isinstance(value, np.ndarray) and value.ndim == 0):
+            return '"[%s]"' % ", ".join(map(str, value))
+        return value
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs = logs or {}
+        out = io.StringIO()
+        dialect = type("CSVLoggerDialect", (csv.excel,), {"delimiter": self.sep})
+        if self.keys is None:
+            self.keys = sorted(logs)
+            if self.keys and not any(key.startswith("val_") for key in self.keys):
+                self.keys.extend(["val_" + key for key in self.keys])
+            writer = csv.DictWriter(out, fieldnames=["epoch"] + self.keys, dialect=dialect)
+            if self._header:
+                writer.writeheader()
+            self._text = ""
+        writer = csv.DictWriter(out, fieldnames=["epoch"] + self.keys, dialect=dialect)
+        row = {"epoch": epoch}
+        row.update((key, self._value(logs.get(key, "NA"))) for key in self.keys)
+        writer.writerow(row)
+        self._text += out.getvalue()
+        write_atomically(self.filename, [self._head, self._text.encode("utf-8")], "filename")

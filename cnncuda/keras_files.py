@@ -331,13 +331,16 @@ def _build(config, weights_of, compile_config, compile, device, path):
         if entry.get("class_name") == "InputLayer":
             continue
         model.add(_cnncuda_layer(entry))
+    # weights_of None (model_from_json): the architecture alone, fresh weights
+    mine = [] if weights_of is None else \
+        [l for l in model._layers if type(l).__name__ != "InputLayer"]
     arrays = []
-    mine = [l for l in model._layers if type(l).__name__ != "InputLayer"]
     paths = _weight_paths([type(l).__name__ for l in mine])
     for layer, path in zip(mine, paths):
         arrays.extend(weights_of(layer.name, path,
                                  len(layer.weight_specs(layer.input_shape[1:]))))
-    model.set_weights(arrays)
+    if mine:
+        model.set_weights(arrays)
     if compile and compile_config:
         opt = compile_config.get("optimizer") or compile_config.get("optimizer_config")
         loss = compile_config.get("loss")

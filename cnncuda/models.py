@@ -35,7 +35,7 @@ from .exclusive import exclusive
 from .layers import InputLayer, Layer, deserialize
 from .utils import get_random_seed, unique_name
 
-__all__ = ["Sequential", "load_model"]
+__all__ = ["Sequential", "load_model", "model_from_json"]
 
 # every model, for park_networks_at_exit: plain weak references without a
 # callback. A WeakSet's callback is Python code run whenever a model is
@@ -497,6 +497,112 @@ class Sequential:
         """The model's outputs for x, float32 of shape (n,) + output shape."""
         return training.predict(self, x, batch_size, verbose, steps, callbacks)
 
+    @exclusive
+    def train_on_batch(self, x, y=None, sample_weight=None, class_weight=None,
+                       return_dict=False):
+        """One optimizer step on the batch (x, y), as Keras's: returns the
+        batch's loss (and accuracy) computed in the step's forward pass -- a
+        float, [loss, accuracy], or a dict with return_dict=True. The values
+        are checked first (finite, labels in range), so a refused batch
+        leaves the model as it was."""
+        return self._on_batch("train", x, y, sample_weight, class_weight, return_dict)
+
+    @exclusive
+    def test_on_batch(self, x, y=None, sample_weight=None, return_dict=False):
+        """The loss (and accuracy) of the batch (x, y) in inference mode, as
+        Keras's: a float, [loss, accuracy], or a dict with return_dict=True."""
+        return self._on_batch("test", x, y, sample_weight, None, return_dict)
+
+    def _on_batch(self, kind, x, y, sample_weight, class_weight, return_dict):
+        from .checks import boolean, check_x
+        return_dict = boolean(return_dict, "return_dict")
+        if self.loss is None:
+            raise RuntimeError("You must compile your model before training/testing. "
+                               "Use `model.compile(optimizer, loss)`.")
+        training.refuse_weights(sample_weight=sample_weight, class_weight=class_weight)
+        if x is not None:
+            self._build_from_data(x)
+            check_x(x, self.input_shape[1:], "x")       # finite values: nothing runs on NaN
+        x, y = training._data(self, x, y)
+        device = config.resolve_device(self._device)
+        if kind == "train":
+            net = self._get_net(device, "train", len(x))
+            self._data_token = None     # the step may reuse the resident batch buffers
+            loss_sum, correct = net.train_batch(x, y)
+        else:
+            loss_sum, correct = self._get_net(device, "evaluate").evaluate(x, y)
+        logs = training._logs(self, loss_sum, correct, len(x))
+        if return_dict:
+            return logs
+        values = list(logs.values())
+        return values if len(values) > 1 else values[0]
+
+    @exclusive
+    def predict_on_batch(self, x):
+        """The outputs for the batch x in inference mode (float32, as predict)."""
+        from .data import feed
+        if feed.is_stream(x):
+            raise TypeError("x: expected an array of samples, got %s (use predict for a "
+                            "dataset or generator)" % type(x).__name__)
+        if x is None:
+            raise ValueError("x: expected an array of samples, got None")
+        return training.predict(self, x, max(len(np.asarray(x)) if np.ndim(x) else 1, 1),
+                                0, None, None)
+
+    # -- layers and variables --------------------------------------------------
+
+    def get_layer(self, name=None, index=None):
+        """A layer by its name or by its index in ``model.layers`` (Keras's rules)."""
+        if index is not None and name is not None:
+            raise ValueError("Provide only a layer name or a layer index. Received: index=%r, "
+                             "name=%r." % (index, name))
+        if index is not None:
+            if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
+                raise TypeError("index: expected an int, got %r" % (index,))
+            if len(self._layers) <= index:
+                raise ValueError("Was asked to retrieve layer at index %d but model only has "
+                                 "%d layers." % (index, len(self._layers)))
+            return self._layers[index]
+        if name is not None:
+            if not isinstance(name, str):
+                raise TypeError("name: expected a layer name (str), got %r" % (name,))
+            for layer in self._layers:
+                if layer.name == name:
+                    return layer
+            raise ValueError("No such layer: %s. Existing layers are: %s."
+                             % (name, [layer.name for layer in self._layers]))
+        raise ValueError("Provide either a layer name or layer index at `get_layer`.")
+
+    @property
+    def weights(self):
+        """Every weight as a Variable (cnncuda.variables), in get_weights order
+        ([] before the model is built)."""
+        from .variables import Variable
+        if not self.built:
+            return []
+        return [Variable(self, layer, name, shape, trainable)
+                for layer, name, shape, trainable in self._weight_specs()]
+
+    @property
+    def trainable_weights(self):
+        return [v for v in self.weights if v.trainable]
+
+    @property
+    def non_trainable_weights(self):
+        return [v for v in self.weights if not v.trainable]
+
+    @property
+    def variables(self):
+        return self.weights
+
+    @property
+    def trainable_variables(self):
+        return self.trainable_weights
+
+    @property
+    def non_trainable_variables(self):
+        return self.non_trainable_weights
+
     def __call__(self, x, training=False):
         if training:
             raise ValueError("training: calling a model in training mode is not supported; "
@@ -619,6 +725,18 @@ class Sequential:
                 "input_shape": list(self._input_shape) if self.built else None,
                 "layers": [{"class_name": type(l).__name__, "config": l.get_config()}
                            for l in self._layers]}
+
+    def to_json(self, **kwargs):
+        """The architecture (and compile settings) as Keras 3 writes them
+        (``json.dumps`` takes kwargs such as indent=2): Keras's
+        ``model_from_json`` reads it, and so does cnncuda's
+        (``models.model_from_json``). Weights are not included."""
+        import json
+        self._require_built()
+        config = keras_files._keras_config(self)
+        if config.get("compile_config") is None:
+            config.pop("compile_config", None)
+        return json.dumps(config, **kwargs)
 
     def _file_header(self, kind):
         specs = self._weight_specs() if self.built else []
@@ -832,6 +950,36 @@ def load_model(filepath, compile=True, device=None, custom_objects=None):
         # what reads it next (a repr in a message, a comparison)
         raise saving.ModelFileError("%s: corrupted cnncuda model file: bad header (nested too "
                                     "deeply)" % filepath) from None
+
+
+def model_from_json(json_string, custom_objects=None):
+    """A Sequential model from the JSON of ``model.to_json()``, cnncuda's or
+    Keras 3's: the layers with fresh weights (the model's seed), compiled
+    when the JSON holds compile settings, as Keras does."""
+    import json
+    if custom_objects:
+        raise ValueError("custom_objects: expected None (cnncuda has no custom layers), got %r"
+                         % (custom_objects,))
+    if not isinstance(json_string, (str, bytes, bytearray)):
+        raise TypeError("json_string: expected the str of model.to_json(), got %s"
+                        % type(json_string).__name__)
+    try:
+        config = json.loads(json_string)
+    except ValueError as err:
+        raise ValueError("json_string: expected JSON, got text that does not parse (%s)"
+                         % err) from None
+    if not isinstance(config, dict) or config.get("class_name") != "Sequential" \
+            or not isinstance(config.get("config"), dict):
+        raise ValueError("json_string: expected a Sequential model's JSON (class_name "
+                         "'Sequential'), got %s"
+                         % ("class_name %r" % config.get("class_name")
+                            if isinstance(config, dict) else type(config).__name__))
+    try:
+        return keras_files._build(config, None, config.get("compile_config"), True, None,
+                                  "json_string")
+    except (KeyError, TypeError, IndexError, AttributeError) as err:
+        raise ValueError("json_string: not a model cnncuda can build (%s: %s)"
+                         % (type(err).__name__, err)) from None
 
 
 def _model_from_keras_file(filepath, compile, device):

@@ -23,6 +23,7 @@ model as it was.
 import math
 import sys
 import time
+import warnings
 
 import numpy as np
 
@@ -36,6 +37,9 @@ from .progbar import Progbar
 __all__ = ["fit", "evaluate", "predict"]
 
 _SLOW_CHUNK_SECONDS = 1.0
+_RAN_OUT = ("Your input ran out of data; interrupting training. Make sure that your dataset or "
+            "generator can generate at least `steps_per_epoch * epochs` batches. You may need "
+            "to use the `.repeat()` function when building your dataset.")
 
 
 def _verbose(value, arg="verbose"):
@@ -48,8 +52,48 @@ def _verbose(value, arg="verbose"):
 
 def _unsupported(**arguments):
     for arg, (value, default) in arguments.items():
-        if value is not default and value != default:
-            raise ValueError("%s: expected %r (not supported), got %r" % (arg, default, value))
+        # `is` first: an array compared with == has no truth value
+        if value is not default and (default is None or value != default):
+            raise ValueError("%s: expected %r (not supported), got %s"
+                             % (arg, default, _shown(value)))
+
+
+def _shown(value):
+    """value for a message: an array by its shape and dtype, not its contents."""
+    if isinstance(value, np.ndarray):
+        return "an array of shape %s, dtype %s" % (value.shape, value.dtype)
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def refuse_weights(**arguments):
+    """sample_weight and class_weight: the engines compute an unweighted mean
+    loss, so weighted training or evaluation is refused before anything runs."""
+    for arg, value in arguments.items():
+        if value is not None:
+            raise ValueError("%s: weighting samples is not supported yet (the engines compute "
+                             "the unweighted mean loss); expected None, got %s"
+                             % (arg, _shown(value)))
+
+
+def validation_freq_check(value):
+    """Keras's validation_freq: an int >= 1 (every that many epochs) or a
+    list of 1-based epoch numbers."""
+    if isinstance(value, list):
+        for i, epoch in enumerate(value):
+            positive_int(epoch, "validation_freq[%d]" % i)
+        return list(value)
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError("validation_freq: expected an int >= 1 or a list of epoch numbers, "
+                        "got %r" % (value,))
+    return positive_int(value, "validation_freq")
+
+
+def should_validate(epoch, freq):
+    """Whether fit validates after 0-based `epoch` (Keras's rule)."""
+    if isinstance(freq, list):
+        return epoch + 1 in freq
+    return (epoch + 1) % freq == 0
 
 
 def _callbacks(value):
@@ -134,8 +178,10 @@ class _ResidentData:
         self.order = order
 
 
-def _train_epoch(model, data, n, batch, steps, callbacks, bar, per_batch):
-    """One epoch over the order already given to the engine; returns (logs, seen)."""
+def _train_epoch(model, data, n, batch, steps, callbacks, bar, per_batch, first=0):
+    """One epoch of `steps` steps over the order already given to the
+    engine, from its step `first` on (fit with steps_per_epoch goes on
+    through one order over several epochs); returns (logs, seen)."""
     seconds = bar.progbar.interval if (bar and bar.progbar.dynamic and bar.verbose == 1) \
         else _SLOW_CHUNK_SECONDS
     chunker = StepChunker(seconds, steps, single=per_batch)
@@ -145,7 +191,7 @@ def _train_epoch(model, data, n, batch, steps, callbacks, bar, per_batch):
         count_steps = chunker.next(done)
         if per_batch:
             callbacks.on_train_batch_begin(done)
-        start = done * batch
+        start = (first + done) * batch
         count = min(count_steps * batch, n - start)
         net = data.net()        # a batch callback may have fit on other data
         began = time.perf_counter()
@@ -157,7 +203,7 @@ def _train_epoch(model, data, n, batch, steps, callbacks, bar, per_batch):
             part_loss, part_correct = net.read_sums()
             loss_sum += part_loss
             correct += part_correct
-            logs = _logs(model, loss_sum, correct, min(done * batch, n))
+            logs = _logs(model, loss_sum, correct, min((first + done) * batch, n) - first * batch)
             if per_batch:
                 callbacks.on_train_batch_end(done - 1, logs)
             if bar is not None and done < steps:
@@ -168,7 +214,7 @@ def _train_epoch(model, data, n, batch, steps, callbacks, bar, per_batch):
     # (a collective call, made by every rank at the same point)
     net = data.net()
     part_loss, part_correct = net.epoch_sums() if hasattr(net, "epoch_sums") else net.read_sums()
-    seen = min(done * batch, n)
+    seen = min((first + done) * batch, n) - first * batch
     return _logs(model, loss_sum + part_loss, correct + part_correct, seen), seen
 
 
@@ -224,19 +270,19 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
     split = number_in(validation_split, "validation_split", 0.0, 1.0, high_open=True)
     if shuffle != "batch":
         shuffle = boolean(shuffle, "shuffle")
+    refuse_weights(sample_weight=sample_weight, class_weight=class_weight)
+    validation_freq = validation_freq_check(validation_freq)
+    if validation_batch_size is not None:
+        validation_batch_size = positive_int(validation_batch_size, "validation_batch_size")
     if feed.is_stream(x):       # a Dataset, a generator or a Sequence: data/feed.py
         feed.refuse_array_arguments(x, [("y", y, None), ("batch_size", batch_size, None),
-                                        ("validation_split", split, 0.0),
-                                        ("sample_weight", sample_weight, None),
-                                        ("class_weight", class_weight, None)])
+                                        ("validation_split", split, 0.0)])
         return feed.fit(model, x, epochs, verbose, user_callbacks, validation_data, shuffle,
                         initial_epoch, steps_per_epoch, validation_steps,
                         validation_batch_size, validation_freq)
-    _unsupported(class_weight=(class_weight, None), sample_weight=(sample_weight, None),
-                 steps_per_epoch=(steps_per_epoch, None), validation_steps=(validation_steps, None),
-                 validation_freq=(validation_freq, 1))
-    val_batch = batch if validation_batch_size is None else \
-        positive_int(validation_batch_size, "validation_batch_size")
+    if steps_per_epoch is not None:
+        steps_per_epoch = positive_int(steps_per_epoch, "steps_per_epoch")
+    _unsupported(validation_steps=(validation_steps, None))
     x, y = _data(model, x, y)
     validation = None
     val_arg, val_index0 = "validation_data[0]", 0
@@ -256,28 +302,41 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
                              "value for the `validation_split` argument." % (len(x), split))
         x, y, validation = x[:split_at], y[:split_at], (x[split_at:], y[split_at:])
         val_arg, val_index0 = "x", split_at * _row_values(x)
+    if batch_size is None and steps_per_epoch is not None:
+        batch = math.ceil(len(x) / steps_per_epoch)     # Keras: the data in that many batches
     batch = min(batch, len(x))      # as Keras: a batch_size past the data is one batch of it all
+    val_batch = batch if validation_batch_size is None else validation_batch_size
     device = config.resolve_device(model._device)
     data = _ResidentData(model, device, batch, x, y, validation, val_arg, val_index0)
     data.net()
 
     n = len(x)
-    steps = math.ceil(n / batch)
+    steps = math.ceil(n / batch)        # the batches of one pass over the data
     history = History()
     bar = ProgbarLogger(verbose) if verbose else None
-    callbacks = CallbackList(([bar] if bar else []) + user_callbacks + [history], model,
-                             {"verbose": verbose, "epochs": epochs, "steps": steps})
+    # Keras's order: the user's callbacks, then History, then the bar (whose
+    # epoch line shows what the callbacks added to the logs)
+    callbacks = CallbackList(user_callbacks + [history] + ([bar] if bar else []), model,
+                             {"verbose": verbose, "epochs": epochs,
+                              "steps": steps if steps_per_epoch is None else steps_per_epoch})
     per_batch = callbacks.wants_batches("train")
     model.stop_training = False
     callbacks.on_train_begin()
     logs = {}
+    position = None     # with steps_per_epoch: the step of the current pass an epoch starts at
     try:
         for epoch in range(initial_epoch, epochs):
             callbacks.on_epoch_begin(epoch)
-            order = model._shuffle_rng.permutation(n) if shuffle else np.arange(n)
-            data.set_order(order)
+            if position is None:        # a new pass over the data, in a new order
+                order = model._shuffle_rng.permutation(n) if shuffle else np.arange(n)
+                data.set_order(order)
+                position = 0
+            epoch_steps = steps - position
+            if steps_per_epoch is not None:
+                epoch_steps = min(steps_per_epoch, epoch_steps)
             try:
-                logs, _ = _train_epoch(model, data, n, batch, steps, callbacks, bar, per_batch)
+                logs, seen = _train_epoch(model, data, n, batch, epoch_steps, callbacks, bar,
+                                          per_batch, first=position)
             except BaseException:
                 # Ctrl-C or an error in a callback: drop the cut epoch's loss and
                 # accuracy sums, or the next fit's first epoch would count them
@@ -286,7 +345,13 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
                 except Exception:
                     pass
                 raise
-            if validation is not None:
+            if steps_per_epoch is not None and steps_per_epoch > steps - position:
+                # Keras's array adapter: the epoch ends where the pass does
+                warnings.warn(_RAN_OUT, stacklevel=4)
+            position += math.ceil(seen / batch)
+            if steps_per_epoch is None or position >= steps:
+                position = None
+            if validation is not None and should_validate(epoch, validation_freq):
                 callbacks.on_test_begin()
                 loss_sum, correct = _evaluate_loop(model, data.net(), validation[0],
                                                    validation[1], val_batch, callbacks, None,
@@ -315,11 +380,11 @@ def evaluate(model, x, y, batch_size, verbose, sample_weight, steps, callbacks, 
     batch = 32 if batch_size is None else positive_int(batch_size, "batch_size")
     verbose = _verbose(verbose)
     user_callbacks = _callbacks(callbacks)
+    refuse_weights(sample_weight=sample_weight)
     if feed.is_stream(x):
-        feed.refuse_array_arguments(x, [("y", y, None), ("batch_size", batch_size, None),
-                                        ("sample_weight", sample_weight, None)])
+        feed.refuse_array_arguments(x, [("y", y, None), ("batch_size", batch_size, None)])
         return feed.evaluate(model, x, verbose, steps, user_callbacks, return_dict)
-    _unsupported(sample_weight=(sample_weight, None), steps=(steps, None))
+    _unsupported(steps=(steps, None))
     x, y = _data(model, x, y)
     net = model._get_net(config.resolve_device(model._device), "evaluate")
     n = len(x)

@@ -181,6 +181,11 @@ def _logs(model, loss_sum, correct, count, prefix=""):
     return logs(model, loss_sum, correct, max(count, 1), prefix)
 
 
+def should_validate(epoch, freq):
+    from ..training import should_validate as check
+    return check(epoch, freq)
+
+
 def _steps(value, arg):
     return None if value is None else positive_int(value, arg)
 
@@ -190,9 +195,9 @@ def fit(model, x, epochs, verbose, callbacks, validation_data, shuffle, initial_
     """fit over a stream (training.fit checked the common arguments)."""
     steps_per_epoch = _steps(steps_per_epoch, "steps_per_epoch")
     validation_steps = _steps(validation_steps, "validation_steps")
-    if validation_batch_size is not None:
-        raise ValueError("validation_batch_size: expected None when x is %s, got %r"
-                         % (_kind(x), validation_batch_size))
+    # validation_batch_size (checked by training.fit) changes nothing here:
+    # validation arrays are evaluated in one engine call, whose sums do not
+    # depend on the batch, and a validation stream brings its own batches
     source = _Batches(x, "x", shuffle=bool(shuffle), rng=model._shuffle_rng)
     if source.infinite and steps_per_epoch is None:
         raise ValueError("steps_per_epoch: expected the number of batches of an epoch: x is an "
@@ -216,7 +221,7 @@ def fit(model, x, epochs, verbose, callbacks, validation_data, shuffle, initial_
     history = History()
     bar = ProgbarLogger(verbose) if verbose else None
     params = {"verbose": verbose, "epochs": epochs, "steps": steps}
-    cbs = CallbackList(([bar] if bar else []) + list(callbacks) + [history], model, params)
+    cbs = CallbackList(list(callbacks) + [history] + ([bar] if bar else []), model, params)
     per_batch = cbs.wants_batches("train")
     model.stop_training = False
     cbs.on_train_begin()
@@ -233,7 +238,7 @@ def fit(model, x, epochs, verbose, callbacks, validation_data, shuffle, initial_
                               "that your dataset or generator can generate at least "
                               "`steps_per_epoch * epochs` batches.", stacklevel=3)
                 model.stop_training = True
-            if validation is not None and done and (epoch + 1) % validation_freq == 0:
+            if validation is not None and done and should_validate(epoch, validation_freq):
                 cbs.on_test_begin()
                 val_logs = _evaluate_validation(model, model._net, validation, validation_steps)
                 cbs.on_test_end(val_logs)

@@ -1,0 +1,79 @@
+"""``tf.nn``'s activation functions on arrays: ``tf.nn.softmax(logits)``
+as TensorFlow's tutorials apply it to ``model.predict``'s output (scores
+from logits), ``relu``, ``sigmoid``, ``tanh`` and ``log_softmax``.
+
+They compute in NumPy and return NumPy arrays (not tensors: there is no
+``.numpy()``; ``np.argmax(score)`` and ``100 * np.max(score)`` work as in
+the tutorials). Floating-point input keeps its dtype (float32 stays
+float32, as in TensorFlow); integer and bool input is refused, as
+TensorFlow refuses it for these functions.
+"""
+import numpy as np
+
+__all__ = ["softmax", "log_softmax", "relu", "sigmoid", "tanh"]
+
+
+def _floats(value, arg):
+    if isinstance(value, (str, bytes)) or value is None:
+        raise TypeError("%s: expected an array of floats, got %s" % (arg, type(value).__name__))
+    try:
+        array = np.asarray(value)
+    except Exception as err:        # ragged lists and the like
+        raise TypeError("%s: expected an array of floats, got %s (%s)"
+                        % (arg, type(value).__name__, err)) from None
+    if array.dtype.kind != "f":
+        if array.dtype.kind in "iub" and isinstance(value, (float, list, tuple)):
+            array = array.astype(np.float32)     # Python numbers: TensorFlow makes float32
+        else:
+            raise TypeError("%s: expected an array of floats (float16, float32 or float64), "
+                            "got dtype %s" % (arg, array.dtype))
+    return array
+
+
+def _axis(axis, ndim, arg="axis"):
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+        raise TypeError("%s: expected an int, got %r" % (arg, axis))
+    if ndim == 0 or not -ndim <= axis < ndim:
+        raise ValueError("%s: expected an axis in [%d, %d) for an array of %d dimensions, got %d"
+                         % (arg, -max(ndim, 1), max(ndim, 1), ndim, axis))
+    return int(axis)
+
+
+def softmax(logits, axis=None, name=None):
+    """exp(logits) normalized along `axis` (default: the last)."""
+    x = _floats(logits, "logits")
+    axis = _axis(-1 if axis is None else axis, x.ndim)
+    shifted = x - x.max(axis=axis, keepdims=True)
+    e = np.exp(shifted)
+    return (e / e.sum(axis=axis, keepdims=True)).astype(x.dtype, copy=False)
+
+
+def log_softmax(logits, axis=None, name=None):
+    """logits - log(sum(exp(logits))) along `axis` (default: the last)."""
+    x = _floats(logits, "logits")
+    axis = _axis(-1 if axis is None else axis, x.ndim)
+    shifted = x - x.max(axis=axis, keepdims=True)
+    out = shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+    return out.astype(x.dtype, copy=False)
+
+
+def relu(features, name=None):
+    """max(features, 0)."""
+    x = _floats(features, "features")
+    return np.maximum(x, x.dtype.type(0))
+
+
+def sigmoid(x, name=None):
+    """1 / (1 + exp(-x)), without overflow warnings for large |x|."""
+    x = _floats(x, "x")
+    out = np.empty_like(x)
+    positive = x >= 0
+    out[positive] = 1 / (1 + np.exp(-x[positive]))
+    e = np.exp(x[~positive])
+    out[~positive] = e / (1 + e)
+    return out if out.ndim else out[()]
+
+
+def tanh(x, name=None):
+    """The hyperbolic tangent."""
+    return np.tanh(_floats(x, "x"))
