@@ -94,22 +94,23 @@ def test_a_model_profile_names_its_layers_counts_flops_and_changes_nothing():
     assert all(np.array_equal(a, b) for a, b in zip(before, model.get_weights()))
     assert model.optimizer.iterations == iterations
     rows = {r["step"]: r for r in p.rows}
-    # conv2d_1 (engine layer 3): 15x15x32 -> 13x13x64, 3x3 kernels, batch 16
+    # the second Conv2D (engine layer 3): 15x15x32 -> 13x13x64, 3x3 kernels, batch 16
     macs = 16 * 13 * 13 * 64 * 3 * 3 * 32
     assert rows["conv2d_3.forward+relu"]["flops"] == 2 * macs + 16 * 13 * 13 * 64
     assert rows["conv2d_3.backward_data"]["flops"] == 2 * macs
-    assert rows["conv2d_3.forward+relu"]["layer"] == "conv2d_1"
+    conv, pool, flatten = model.layers[2].name, model.layers[1].name, model.layers[5].name
+    assert rows["conv2d_3.forward+relu"]["layer"] == conv     # the second Conv2D
     assert rows["conv2d_3.backward_filter"]["part"] == "weight gradient"
     assert rows["optimizer"]["part"] == "update" and rows["optimizer"]["layer"] == "adam"
     assert p.parts_seconds == pytest.approx(sum(r["seconds"] for r in p.rows))
-    assert set(p.by_layer()) == {l.name for l in model.layers if l.name != "flatten"} | {"adam"}
+    assert set(p.by_layer()) == {l.name for l in model.layers if l.name != flatten} | {"adam"}
     text = str(p)
     assert "conv2d_3.backward_filter" in text and "Sum of the parts" in text
-    # conv2d_1's output and its ReLU's (in place: its own buffer too) at batch 16
+    # the second Conv2D's output and its ReLU's (its own buffer too) at batch 16
     out = 16 * 13 * 13 * 64 * 4
-    assert p.layer_memory["conv2d_1"][0] == 2 * out and p.layer_memory["conv2d_1"][1] > 0
-    assert p.layer_memory["flatten"] == [0, 0]            # its input's buffer
-    assert p.layer_memory["max_pooling2d"][0] == 2 * 16 * 15 * 15 * 32 * 4  # y and argmax
+    assert p.layer_memory[conv][0] == 2 * out and p.layer_memory[conv][1] > 0
+    assert p.layer_memory[flatten] == [0, 0]              # its input's buffer
+    assert p.layer_memory[pool][0] == 2 * 16 * 15 * 15 * 32 * 4  # y and argmax
 
 
 def test_arguments_are_checked():
