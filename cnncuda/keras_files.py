@@ -11,7 +11,8 @@ saved by Keras loads here:
 Through h5py (an optional dependency: ``pip install h5py``). What crosses:
 the layers cnncuda has (InputLayer, Conv2D, MaxPooling2D, AveragePooling2D,
 Flatten, Dense, Dropout, BatchNormalization, Activation, ReLU) with their
-weights, and the compile settings (Adam or SGD with their hyperparameters,
+weights, and the compile settings (Adam, SGD, RMSprop, Adagrad, Adadelta,
+Adamax, Nadam or AdamW with their hyperparameters,
 the cross-entropy losses, the accuracy metric). What does not: the
 optimizer's moments and step count (a model loaded from a Keras file starts
 its optimizer afresh, as Keras does when the optimizer's variables do not
@@ -19,6 +20,7 @@ match); those, and the dropout and shuffling counters, are kept only by
 cnncuda's own format (any other extension, docs/model-file-format.md).
 """
 import datetime
+import inspect
 import io
 import json
 import re
@@ -136,7 +138,7 @@ def _compile_config(model):
     opt_config = dict(opt.get_config(), name=opt.kind)
     loss = model.loss
     return {"optimizer": {"module": "keras.optimizers",
-                          "class_name": "Adam" if opt.kind == "adam" else "SGD",
+                          "class_name": type(opt).__name__,
                           "config": opt_config, "registered_name": None},
             "loss": {"module": "keras.losses", "class_name": _LOSS_CLASSES[loss.kind],
                      "config": {"name": loss.kind, "reduction": "sum_over_batch_size",
@@ -349,19 +351,21 @@ def _build(config, weights_of, compile_config, compile, device, path):
 
 
 def _optimizer(entry):
+    """cnncuda's optimizer for a Keras compile config's entry (a name, or
+    {"class_name", "config"}): the hyperparameters cnncuda's class takes,
+    Keras's defaults for those missing; the rest of Keras's config (name,
+    clipnorm, ...) is not read."""
     if isinstance(entry, str):
         return optimizers.get(entry.lower())
-    name = entry["class_name"].lower()
+    try:
+        cls = type(optimizers.get(entry["class_name"].lower()))
+    except (TypeError, ValueError):
+        raise ValueError("optimizer: Keras's %s has no cnncuda form (%s)"
+                         % (entry["class_name"], ", ".join(c.__name__ for c in optimizers._CLASSES))
+                         ) from None
     config = entry.get("config", {})
-    if name == "adam":
-        return optimizers.Adam(learning_rate=float(config.get("learning_rate", 1e-3)),
-                               beta_1=config.get("beta_1", 0.9), beta_2=config.get("beta_2", 0.999),
-                               epsilon=config.get("epsilon", 1e-7))
-    if name == "sgd":
-        return optimizers.SGD(learning_rate=float(config.get("learning_rate", 0.01)),
-                              momentum=config.get("momentum", 0.0),
-                              nesterov=config.get("nesterov", False))
-    raise ValueError("optimizer: Keras's %s has no cnncuda form (Adam, SGD)" % entry["class_name"])
+    takes = [k for k in inspect.signature(cls).parameters if k != "name"]
+    return cls(**{k: config[k] for k in takes if k in config})
 
 
 def _loss(entry):

@@ -67,6 +67,10 @@ class Optimizer:
     """Base class: ``kind`` (the engine's name) and the hyperparameters."""
 
     kind = None
+    # how Keras orders the slot variables: "per_weight" (each weight's slots
+    # together: one add_optimizer_variables call for all of them) or
+    # "per_slot" (every weight's first slot, then every weight's second...)
+    keras_slot_order = "per_weight"
 
     def __init__(self):
         self._model = None
@@ -147,6 +151,7 @@ class RMSprop(Optimizer):
     momentum > 0."""
 
     kind = "rmsprop"
+    keras_slot_order = "per_slot"
     learning_rate = _Hyperparameter(_rate)
     rho = _Hyperparameter(_unit)
     momentum = _Hyperparameter(_unit)
