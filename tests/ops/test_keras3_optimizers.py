@@ -359,3 +359,58 @@ def test_the_reference_trains_as_keras_3(tmp_path, name, config):
         assert names[2 + i].endswith("%s_%s" % (weight_names[t], opt.slot_names()[k])), names
         assert_close(slots[t][k], keras_out["v%d" % (2 + i)], 2e-4, 2e-6,
                      "slot %s of weight %d" % (opt.slot_names()[k], t))
+
+
+KERAS_CONTINUES = """
+import sys, numpy as np, keras
+data = np.load(sys.argv[1])
+model = keras.models.load_model(sys.argv[2])
+out = {"iterations": np.asarray(model.optimizer.iterations),
+       "config": np.array(repr(type(model.optimizer).__name__))}
+model.train_on_batch(data["x"], data["y"])
+for i, w in enumerate(model.get_weights()):
+    out["w%d" % i] = w
+np.savez(sys.argv[3], **out)
+"""
+
+
+@pytest.mark.parametrize("make", [
+    lambda: optimizers.RMSprop(0.01, momentum=0.5, centered=True),
+    lambda: optimizers.Adagrad(0.05), lambda: optimizers.Adadelta(1.0),
+    lambda: optimizers.Adamax(0.01), lambda: optimizers.Nadam(0.01),
+    lambda: optimizers.AdamW(0.01, weight_decay=0.1), lambda: optimizers.Adam(0.01),
+    lambda: optimizers.SGD(0.05, momentum=0.9)], ids=lambda m: type(m()).__name__)
+def test_keras_files_carry_the_optimizer_state_both_ways(tmp_path, make):
+    """A model trained here and saved as .keras: Keras 3 loads its optimizer
+    variables and its next step is the one this model takes after loading
+    the file back (from fresh slots it would not be)."""
+    pytest.importorskip("h5py")
+    if importlib.util.find_spec("keras") is None or importlib.util.find_spec("jax") is None:
+        pytest.skip("Keras and JAX are not installed (pip install -e '.[test]')")
+    x, y = fit_data()
+    model = dense_model(make())
+    model.fit(x, y, epochs=2, batch_size=16, shuffle=False, verbose=0)
+    path = os.path.join(tmp_path, "model.keras")
+    model.save(path)
+    loaded = tf.keras.models.load_model(path, device="cpu")
+    assert loaded.optimizer.iterations == 6
+    state, want = loaded._optimizer_state(), model._optimizer_state()
+    for a, b in zip(sum(state["slots"], []), sum(want["slots"], [])):
+        np.testing.assert_array_equal(a, b)
+    data, result = os.path.join(tmp_path, "in.npz"), os.path.join(tmp_path, "out.npz")
+    np.savez(data, x=x[:16], y=y[:16])
+    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(KERAS_CONTINUES), data, path,
+                          result], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "Skipping variable loading" not in out.stderr, out.stderr[-2000:]
+    keras_out = np.load(result)
+    assert int(keras_out["iterations"]) == 6
+    loaded.fit(x[:16], y[:16], batch_size=16, shuffle=False, verbose=0)
+    fresh = dense_model(make())
+    fresh.set_weights(model.get_weights())
+    fresh.fit(x[:16], y[:16], batch_size=16, shuffle=False, verbose=0)
+    for i, (w, f) in enumerate(zip(loaded.get_weights(), fresh.get_weights())):
+        assert_close(w, keras_out["w%d" % i], 1e-4, 1e-6, "weight %d after Keras's step" % i)
+    assert any(not np.allclose(w, f, rtol=1e-4, atol=1e-6)
+               for w, f in zip(loaded.get_weights(), fresh.get_weights()))
