@@ -11,14 +11,21 @@ saved by Keras loads here:
 Through h5py (an optional dependency: ``pip install h5py``). What crosses:
 the layers cnncuda has (InputLayer, Conv2D, MaxPooling2D, AveragePooling2D,
 Flatten, Dense, Dropout, BatchNormalization, Activation, ReLU) with their
-weights, and the compile settings (Adam or SGD with their hyperparameters,
-the cross-entropy losses, the accuracy metric). What does not: the
-optimizer's moments and step count (a model loaded from a Keras file starts
-its optimizer afresh, as Keras does when the optimizer's variables do not
-match); those, and the dropout and shuffling counters, are kept only by
-cnncuda's own format (any other extension, docs/model-file-format.md).
+weights, and the compile settings (Adam, SGD, RMSprop, Adagrad, Adadelta,
+Adamax, Nadam or AdamW with their hyperparameters,
+the cross-entropy losses, the accuracy metric) and, in ``.keras`` files,
+the optimizer's variables as Keras keeps them (optimizer/vars/<i>: the
+iteration count, the learning rate, then the slots in Keras's order with
+its names: ``Optimizer.slot_names``, ``keras_slot_order``; Nadam's
+u_product last), so that training continues in either. What does not: the
+optimizer state of ``.h5`` files (a model loaded from one, or from a
+``.keras`` file whose optimizer variables do not match, starts its optimizer
+afresh, as Keras does), and the dropout and shuffling counters, which only
+cnncuda's own format keeps (any other extension,
+docs/model-file-format.md).
 """
 import datetime
+import inspect
 import io
 import json
 import re
@@ -136,7 +143,7 @@ def _compile_config(model):
     opt_config = dict(opt.get_config(), name=opt.kind)
     loss = model.loss
     return {"optimizer": {"module": "keras.optimizers",
-                          "class_name": "Adam" if opt.kind == "adam" else "SGD",
+                          "class_name": type(opt).__name__,
                           "config": opt_config, "registered_name": None},
             "loss": {"module": "keras.losses", "class_name": _LOSS_CLASSES[loss.kind],
                      "config": {"name": loss.kind, "reduction": "sum_over_batch_size",
@@ -195,8 +202,8 @@ def _keras_bytes(model):
                 var.create_dataset(str(i), data=np.asarray(a, np.float32))
         if model.loss is not None:
             opt = f.create_group("optimizer").create_group("vars")
-            opt.create_dataset("0", data=np.int64(0))
-            opt.create_dataset("1", data=np.float32(model.optimizer.learning_rate))
+            for i, a in enumerate(_optimizer_variables(model)):
+                opt.create_dataset(str(i), data=a)
         f.create_group("vars")
     data = io.BytesIO()
     with zipfile.ZipFile(data, "w") as z:
@@ -207,6 +214,65 @@ def _keras_bytes(model):
         z.writestr("config.json", json.dumps(_keras_config(model)))
         z.writestr("model.weights.h5", weights.getvalue())
     return data.getvalue()
+
+
+def _slot_order(optimizer, n_weights):
+    """(trainable weight, slot) in the order of Keras's optimizer variables."""
+    order = [(t, k) for t in range(n_weights) for k in range(len(optimizer.slot_names()))]
+    if optimizer.keras_slot_order == "per_slot":
+        order.sort(key=lambda tk: (tk[1], tk[0]))
+    return order
+
+
+def _nadam_u_product(beta_1, steps):
+    """Keras's Nadam u_product after `steps` steps: the product of
+    beta_1 (1 - 0.5 0.96^i), i = 1..steps (float32, as Keras keeps it)."""
+    u = 1.0
+    for i in range(1, steps + 1):
+        u *= float(beta_1) * (1.0 - 0.5 * 0.96 ** i)
+    return np.float32(u)
+
+
+def _optimizer_variables(model):
+    """The compiled optimizer's variables as Keras 3 keeps them: iteration
+    (int64), learning_rate (float32), the slots (float32, Keras's order),
+    and for Nadam its u_product."""
+    opt = model.optimizer
+    state = model._optimizer_state()
+    shapes = [tuple(shape) for _, _, shape, trainable in model._weight_specs() if trainable]
+    slots = [list(per) for per in state["slots"]]
+    start = opt.initial_accumulator_value if opt.kind == "adagrad" else 0.0
+    for shape in shapes[len(slots):]:           # fresh: Keras's initial values
+        slots.append([np.full(shape, start, np.float32) for _ in opt.slot_names()])
+    out = [np.int64(model._iterations()), np.float32(opt.learning_rate)]
+    out += [np.asarray(slots[t][k], np.float32) for t, k in _slot_order(opt, len(shapes))]
+    if opt.kind == "nadam":
+        out.append(_nadam_u_product(opt.beta_1, int(state["steps"])))
+    return out
+
+
+def _load_optimizer_variables(model, group):
+    """Takes a .keras file's optimizer variables (group optimizer/vars) for
+    the model's next network where they match its compiled optimizer (their
+    count and shapes); otherwise the optimizer starts afresh, as in Keras."""
+    opt = model.optimizer
+    shapes = [tuple(shape) for _, _, shape, trainable in model._weight_specs() if trainable]
+    order = _slot_order(opt, len(shapes))
+    count = 2 + len(order) + (opt.kind == "nadam")
+    if group is None or sorted(group.keys()) != sorted(str(i) for i in range(count)):
+        return
+    iterations = int(np.asarray(group["0"]))
+    if iterations < 0:
+        return
+    slots = [[None] * len(opt.slot_names()) for _ in shapes]
+    for i, (t, k) in enumerate(order):
+        a = np.asarray(group[str(2 + i)], np.float32)
+        if a.shape != shapes[t]:
+            return
+        slots[t][k] = a
+    model._carried_state = {"steps": iterations, "training_forwards": iterations,
+                            "slots": slots}
+    model._iterations_offset = 0
 
 
 def _h5_bytes(model):
@@ -352,19 +418,21 @@ def _build(config, weights_of, compile_config, compile, device, path):
 
 
 def _optimizer(entry):
+    """cnncuda's optimizer for a Keras compile config's entry (a name, or
+    {"class_name", "config"}): the hyperparameters cnncuda's class takes,
+    Keras's defaults for those missing; the rest of Keras's config (name,
+    clipnorm, ...) is not read."""
     if isinstance(entry, str):
         return optimizers.get(entry.lower())
-    name = entry["class_name"].lower()
+    try:
+        cls = type(optimizers.get(entry["class_name"].lower()))
+    except (TypeError, ValueError):
+        raise ValueError("optimizer: Keras's %s has no cnncuda form (%s)"
+                         % (entry["class_name"], ", ".join(c.__name__ for c in optimizers._CLASSES))
+                         ) from None
     config = entry.get("config", {})
-    if name == "adam":
-        return optimizers.Adam(learning_rate=float(config.get("learning_rate", 1e-3)),
-                               beta_1=config.get("beta_1", 0.9), beta_2=config.get("beta_2", 0.999),
-                               epsilon=config.get("epsilon", 1e-7))
-    if name == "sgd":
-        return optimizers.SGD(learning_rate=float(config.get("learning_rate", 0.01)),
-                              momentum=config.get("momentum", 0.0),
-                              nesterov=config.get("nesterov", False))
-    raise ValueError("optimizer: Keras's %s has no cnncuda form (Adam, SGD)" % entry["class_name"])
+    takes = [k for k in inspect.signature(cls).parameters if k != "name"]
+    return cls(**{k: config[k] for k in takes if k in config})
 
 
 def _loss(entry):
@@ -390,8 +458,12 @@ def load(path, data, kind, compile=True, device=None):
                 group = f["layers"][path]["vars"] if count else None
                 return [np.asarray(group[str(i)], np.float32) for i in range(count)]
             with f:
-                return _build(config, weights_of, config.get("compile_config"), compile, device,
-                              path)
+                model = _build(config, weights_of, config.get("compile_config"), compile,
+                               device, path)
+                if model.loss is not None:
+                    group = f.get("optimizer")
+                    _load_optimizer_variables(model, group.get("vars") if group else None)
+                return model
     with h5py.File(io.BytesIO(data), "r") as f:
         config = json.loads(_text(f.attrs["model_config"]))
         training = json.loads(_text(f.attrs["training_config"])) \

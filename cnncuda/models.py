@@ -404,12 +404,20 @@ class Sequential:
         wanted = self.optimizer.engine_optimizer()
         if wanted == self._net_optimizer:
             return
-        if wanted["kind"] == "sgd" and wanted["momentum"] and \
+        cls = type(self.optimizer).__name__
+        if wanted["kind"] in ("sgd", "rmsprop") and wanted["momentum"] and \
                 not self._compiled_optimizer["momentum"]:
             raise ValueError("optimizer.momentum: the model was compiled with momentum 0, so its "
-                             "optimizer keeps no velocity; got %r: compile again with "
-                             "SGD(momentum=%r) to train with momentum"
-                             % (wanted["momentum"], wanted["momentum"]))
+                             "optimizer keeps no %s; got %r: compile again with "
+                             "%s(momentum=%r) to train with momentum"
+                             % ("velocity" if wanted["kind"] == "sgd" else "momentum slot",
+                                wanted["momentum"], cls, wanted["momentum"]))
+        if wanted["kind"] == "rmsprop" and \
+                wanted["centered"] != self._compiled_optimizer["centered"]:
+            raise ValueError("optimizer.centered: the model was compiled with centered=%r, got "
+                             "%r: compile again with RMSprop(centered=%r)"
+                             % (self._compiled_optimizer["centered"], wanted["centered"],
+                                wanted["centered"]))
         net.set_optimizer(wanted)
         self._net_optimizer = wanted
 
@@ -424,8 +432,8 @@ class Sequential:
     def compile(self, optimizer="adam", loss=None, metrics=None, loss_weights=None,
                 weighted_metrics=None, run_eagerly=None, steps_per_execution=None,
                 jit_compile=None, device=None):
-        """Sets the optimizer ('adam', 'sgd' or an object; Keras's default
-        rmsprop is not available, so the default is 'adam'), the loss (a name
+        """Sets the optimizer ('adam', 'sgd', 'rmsprop', 'adagrad', 'adadelta',
+        'adamax', 'nadam', 'adamw' or an object; the default is 'adam'), the loss (a name
         or a loss object), metrics (['accuracy'] or none) and, optionally, the
         engine (``device='cpu'`` and so on; see cnncuda.config). The optimizer
         starts afresh; the weights stay."""
@@ -879,11 +887,9 @@ def park_networks_at_exit():
 
 
 def _slot_count(optimizer):
-    """Arrays the engine keeps per trainable weight: Adam m and v, SGD with
-    momentum its velocity, plain SGD none."""
-    if optimizer.kind == "adam":
-        return 2
-    return 1 if optimizer.momentum else 0
+    """Arrays the engine keeps per trainable weight (optimizer.slot_names():
+    Adam m and v, SGD with momentum its velocity, plain SGD none, ...)."""
+    return len(optimizer.slot_names())
 
 
 def _set_optimizer_state(net, state):

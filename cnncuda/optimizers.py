@@ -1,6 +1,9 @@
-"""Keras's Adam and SGD, with Keras's argument names and defaults.
+"""Keras 3's optimizers, with Keras's class names, argument names and defaults:
+Adam, SGD, RMSprop, Adagrad, Adadelta, Adamax, Nadam and AdamW.
 
-``compile(optimizer='adam')`` or ``compile(optimizer=Adam(learning_rate=1e-4))``.
+``compile(optimizer='adam')`` (or 'sgd', 'rmsprop', 'adagrad', 'adadelta',
+'adamax', 'nadam', 'adamw', any case) or
+``compile(optimizer=Adam(learning_rate=1e-4))``.
 The engines run the update (one call over every parameter; formulas in
 docs/semantics.md). ``optimizer.iterations`` counts the steps taken since
 ``compile`` (or, for a loaded model, since it was saved and then on).
@@ -9,16 +12,19 @@ The hyperparameters may be set after compile, between fits or from a
 callback (``model.optimizer.learning_rate = 1e-4``): as in Keras, training
 uses the new value from its next step, on every engine (the model gives it
 to its network before the next training call). Each is checked when set.
-SGD's momentum cannot become non-zero after a compile with momentum 0 (no
-velocity is kept then): compile again.
+SGD's and RMSprop's momentum cannot become non-zero after a compile with
+momentum 0 (no velocity or momentum slot is kept then), nor RMSprop's
+centered change: compile again.
 
-The moments (Adam's m and v, SGD's velocity) live on the engine; they move
+The slots (Adam's m and v, SGD's velocity, ...: ``slot_names``, Keras's
+names for them) live on the engine; they move
 with the model when it changes engine or batch size, and model files keep
 them, so training continues exactly.
 """
 from .checks import boolean, choice, number_in
 
-__all__ = ["Optimizer", "Adam", "SGD", "get", "from_config"]
+__all__ = ["Optimizer", "Adam", "SGD", "RMSprop", "Adagrad", "Adadelta", "Adamax", "Nadam",
+           "AdamW", "get", "from_config"]
 
 
 _INF = float("inf")
@@ -48,10 +54,23 @@ def _beta(value, name):
     return number_in(value, name, 0.0, 1.0, high_open=True)
 
 
+def _unit(value, name):
+    return number_in(value, name, 0.0, 1.0)
+
+
+def _no_amsgrad(amsgrad):
+    if boolean(amsgrad, "amsgrad"):
+        raise ValueError("amsgrad: expected False (AMSGrad is not supported), got True")
+
+
 class Optimizer:
     """Base class: ``kind`` (the engine's name) and the hyperparameters."""
 
     kind = None
+    # how Keras orders the slot variables: "per_weight" (each weight's slots
+    # together: one add_optimizer_variables call for all of them) or
+    # "per_slot" (every weight's first slot, then every weight's second...)
+    keras_slot_order = "per_weight"
 
     def __init__(self):
         self._model = None
@@ -61,6 +80,12 @@ class Optimizer:
         return dict(self.get_config(), kind=self.kind)
 
     def get_config(self):
+        raise NotImplementedError
+
+    def slot_names(self):
+        """Keras's names of the arrays the optimizer keeps per trainable
+        weight, in the order of Keras's variables and of the engine's slots
+        (get_optimizer_state)."""
         raise NotImplementedError
 
     @property
@@ -87,13 +112,15 @@ class Adam(Optimizer):
         super().__init__()
         self.learning_rate, self.beta_1, self.beta_2 = learning_rate, beta_1, beta_2
         self.epsilon = epsilon
-        if boolean(amsgrad, "amsgrad"):
-            raise ValueError("amsgrad: expected False (AMSGrad is not supported), got True")
+        _no_amsgrad(amsgrad)
         self.name = name
 
     def get_config(self):
         return {"learning_rate": self.learning_rate, "beta_1": self.beta_1,
                 "beta_2": self.beta_2, "epsilon": self.epsilon}
+
+    def slot_names(self):
+        return ["momentum", "velocity"]
 
 
 class SGD(Optimizer):
@@ -101,7 +128,7 @@ class SGD(Optimizer):
 
     kind = "sgd"
     learning_rate = _Hyperparameter(_rate)
-    momentum = _Hyperparameter(lambda value, name: number_in(value, name, 0.0, 1.0))
+    momentum = _Hyperparameter(_unit)
     nesterov = _Hyperparameter(boolean)
 
     def __init__(self, learning_rate=0.01, momentum=0.0, nesterov=False, name="SGD"):
@@ -113,22 +140,185 @@ class SGD(Optimizer):
         return {"learning_rate": self.learning_rate, "momentum": self.momentum,
                 "nesterov": self.nesterov}
 
+    def slot_names(self):
+        return ["momentum"] if self.momentum else []
 
-_BY_KIND = {"adam": Adam, "sgd": SGD}
+
+class RMSprop(Optimizer):
+    """RMSprop in Keras 3's form: velocity = rho velocity + (1 - rho) g^2
+    (centered: minus the square of the gradient's running mean);
+    p -= lr g / sqrt(velocity + epsilon), through a momentum slot when
+    momentum > 0."""
+
+    kind = "rmsprop"
+    keras_slot_order = "per_slot"
+    learning_rate = _Hyperparameter(_rate)
+    rho = _Hyperparameter(_unit)
+    momentum = _Hyperparameter(_unit)
+    epsilon = _Hyperparameter(_rate)
+    centered = _Hyperparameter(boolean)
+
+    def __init__(self, learning_rate=0.001, rho=0.9, momentum=0.0, epsilon=1e-7,
+                 centered=False, name="RMSprop"):
+        super().__init__()
+        self.learning_rate, self.rho, self.momentum = learning_rate, rho, momentum
+        self.epsilon, self.centered = epsilon, centered
+        self.name = name
+
+    def get_config(self):
+        return {"learning_rate": self.learning_rate, "rho": self.rho,
+                "momentum": self.momentum, "epsilon": self.epsilon, "centered": self.centered}
+
+    def slot_names(self):
+        return (["velocity"] + (["momentum"] if self.momentum else [])
+                + (["average_gradient"] if self.centered else []))
+
+
+class Adagrad(Optimizer):
+    """Adagrad in Keras 3's form: accumulator += g^2 (from
+    initial_accumulator_value); p -= lr g / sqrt(accumulator + epsilon)."""
+
+    kind = "adagrad"
+    learning_rate = _Hyperparameter(_rate)
+    initial_accumulator_value = _Hyperparameter(_rate)
+    epsilon = _Hyperparameter(_rate)
+
+    def __init__(self, learning_rate=0.001, initial_accumulator_value=0.1, epsilon=1e-7,
+                 name="Adagrad"):
+        super().__init__()
+        self.learning_rate = learning_rate
+        self.initial_accumulator_value, self.epsilon = initial_accumulator_value, epsilon
+        self.name = name
+
+    def get_config(self):
+        return {"learning_rate": self.learning_rate,
+                "initial_accumulator_value": self.initial_accumulator_value,
+                "epsilon": self.epsilon}
+
+    def slot_names(self):
+        return ["accumulator"]
+
+
+class Adadelta(Optimizer):
+    """Adadelta in Keras 3's form (with its learning rate, default 0.001)."""
+
+    kind = "adadelta"
+    learning_rate = _Hyperparameter(_rate)
+    rho = _Hyperparameter(_unit)
+    epsilon = _Hyperparameter(_rate)
+
+    def __init__(self, learning_rate=0.001, rho=0.95, epsilon=1e-7, name="Adadelta"):
+        super().__init__()
+        self.learning_rate, self.rho, self.epsilon = learning_rate, rho, epsilon
+        self.name = name
+
+    def get_config(self):
+        return {"learning_rate": self.learning_rate, "rho": self.rho, "epsilon": self.epsilon}
+
+    def slot_names(self):
+        return ["accumulated_grad", "accumulated_delta_var"]
+
+
+class Adamax(Optimizer):
+    """Adamax in Keras 3's form: u = max(beta_2 u, |g|);
+    p -= lr m / ((1 - beta_1^t)(u + epsilon))."""
+
+    kind = "adamax"
+    learning_rate = _Hyperparameter(_rate)
+    beta_1 = _Hyperparameter(_beta)
+    beta_2 = _Hyperparameter(_beta)
+    epsilon = _Hyperparameter(_rate)
+
+    def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7,
+                 name="Adamax"):
+        super().__init__()
+        self.learning_rate, self.beta_1, self.beta_2 = learning_rate, beta_1, beta_2
+        self.epsilon = epsilon
+        self.name = name
+
+    def get_config(self):
+        return {"learning_rate": self.learning_rate, "beta_1": self.beta_1,
+                "beta_2": self.beta_2, "epsilon": self.epsilon}
+
+    def slot_names(self):
+        return ["momentum", "norm"]
+
+
+class Nadam(Optimizer):
+    """Nadam in Keras 3's form (momentum schedule u_t = beta_1 (1 - 0.5 0.96^t);
+    the product of the u_t, Keras's u_product, follows from the step count)."""
+
+    kind = "nadam"
+    learning_rate = _Hyperparameter(_rate)
+    beta_1 = _Hyperparameter(_beta)
+    beta_2 = _Hyperparameter(_beta)
+    epsilon = _Hyperparameter(_rate)
+
+    def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7,
+                 name="Nadam"):
+        super().__init__()
+        self.learning_rate, self.beta_1, self.beta_2 = learning_rate, beta_1, beta_2
+        self.epsilon = epsilon
+        self.name = name
+
+    def get_config(self):
+        return {"learning_rate": self.learning_rate, "beta_1": self.beta_1,
+                "beta_2": self.beta_2, "epsilon": self.epsilon}
+
+    def slot_names(self):
+        return ["momentum", "velocity"]
+
+
+class AdamW(Optimizer):
+    """AdamW in Keras 3's form: p -= p weight_decay lr on every trainable
+    weight, then Adam's step."""
+
+    kind = "adamw"
+    learning_rate = _Hyperparameter(_rate)
+    weight_decay = _Hyperparameter(_rate)
+    beta_1 = _Hyperparameter(_beta)
+    beta_2 = _Hyperparameter(_beta)
+    epsilon = _Hyperparameter(_rate)
+
+    def __init__(self, learning_rate=0.001, weight_decay=0.004, beta_1=0.9, beta_2=0.999,
+                 epsilon=1e-7, amsgrad=False, name="AdamW"):
+        super().__init__()
+        if weight_decay is None:
+            raise TypeError("weight_decay: expected a number, got None")
+        self.learning_rate, self.weight_decay = learning_rate, weight_decay
+        self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, epsilon
+        _no_amsgrad(amsgrad)
+        self.name = name
+
+    def get_config(self):
+        return {"learning_rate": self.learning_rate, "weight_decay": self.weight_decay,
+                "beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon}
+
+    def slot_names(self):
+        return ["momentum", "velocity"]
+
+
+_CLASSES = (Adam, SGD, RMSprop, Adagrad, Adadelta, Adamax, Nadam, AdamW)
+_BY_KIND = {cls.kind: cls for cls in _CLASSES}
+_NAMES = ", ".join(repr(k) for k in _BY_KIND)
 
 
 def get(identifier):
-    """An Optimizer from 'adam' / 'sgd' (Keras's defaults) or an Optimizer."""
+    """An Optimizer from a name ('adam', 'sgd', 'rmsprop', 'adagrad',
+    'adadelta', 'adamax', 'nadam', 'adamw'; any case; Keras's defaults) or an
+    Optimizer."""
     if isinstance(identifier, Optimizer):
         return identifier
     if isinstance(identifier, str):
         return _BY_KIND[choice(identifier, "optimizer", tuple(_BY_KIND))]()
-    raise TypeError("optimizer: expected 'adam', 'sgd' or an optimizer object such as "
-                    "Adam(learning_rate=1e-3), got %r" % (identifier,))
+    raise TypeError("optimizer: expected one of %s or an optimizer object such as "
+                    "Adam(learning_rate=1e-3), got %r" % (_NAMES, identifier))
 
 
 def from_config(kind, config):
-    """The Optimizer of `kind` with `config` (as a saved model holds them)."""
-    if kind not in _BY_KIND:
-        raise ValueError("optimizer: expected 'adam' or 'sgd', got %r" % (kind,))
-    return _BY_KIND[kind](**config)
+    """The Optimizer of `kind` (its engine name, or Keras's class name in
+    any case) with `config` (as a saved model holds them)."""
+    key = kind.lower() if isinstance(kind, str) else kind
+    if key not in _BY_KIND:
+        raise ValueError("optimizer: expected one of %s, got %r" % (_NAMES, kind))
+    return _BY_KIND[key](**config)

@@ -43,7 +43,8 @@ __all__ = [
     "PROB_EPS", "LOSS_KINDS",
     "sparse_categorical_crossentropy", "categorical_crossentropy",
     "binary_crossentropy", "loss_forward_backward",
-    "adam_step", "sgd_step",
+    "adam_step", "sgd_step", "rmsprop_step", "adagrad_step", "adadelta_step",
+    "adamax_step", "nadam_coefficients", "nadam_step", "adamw_step", "OPTIMIZER_DEFAULTS",
     "NumpyNet",
 ]
 
@@ -606,8 +607,8 @@ def loss_forward_backward(kind, y, target, from_logits=False, scale_n=None, grad
 
 
 # ---------------------------------------------------------------------------
-# Optimizers (Keras's forms). Both update p and their state IN PLACE and
-# return None. Hyperparameters are first rounded to p's dtype (the C
+# Optimizers (Keras 3's forms: keras/src/optimizers/<name>.py, update_step).
+# Each updates p and its state IN PLACE and returns None. Hyperparameters are first rounded to p's dtype (the C
 # descriptor holds floats), so float32 matches the C engines.
 # ---------------------------------------------------------------------------
 
@@ -646,6 +647,125 @@ def sgd_step(p, g, velocity=None, learning_rate=0.01, momentum=0.0, nesterov=Fal
         p += mom * velocity - lr * g
     else:
         p += velocity
+
+
+def rmsprop_step(p, g, velocity, momentum_slot=None, average_gradient=None, learning_rate=1e-3,
+                 rho=0.9, momentum=0.0, epsilon=1e-7, centered=False):
+    """One RMSprop step (Keras 3's rmsprop.py). Updates p and the slots in place.
+
+    velocity = rho velocity + (1 - rho) g^2; centered: average_gradient =
+    rho average_gradient + (1 - rho) g and denominator = velocity -
+    average_gradient^2 + eps, else velocity + eps; increment = lr g /
+    sqrt(denominator); momentum > 0: momentum_slot = momentum momentum_slot +
+    increment, p -= momentum_slot; else p -= increment.
+    """
+    dt = p.dtype.type
+    lr, r, mom, eps = dt(learning_rate), dt(rho), dt(momentum), dt(epsilon)
+    velocity[...] = r * velocity + (dt(1) - r) * (g * g)
+    if centered:
+        if average_gradient is None:
+            raise ValueError("centered RMSprop needs an average_gradient array")
+        average_gradient[...] = r * average_gradient + (dt(1) - r) * g
+        denominator = (velocity - average_gradient * average_gradient) + eps
+    else:
+        denominator = velocity + eps
+    increment = (lr * g) / np.sqrt(denominator)
+    if momentum > 0:
+        if momentum_slot is None:
+            raise ValueError("RMSprop with momentum needs a momentum array")
+        momentum_slot[...] = mom * momentum_slot + increment
+        p -= momentum_slot
+    else:
+        p -= increment
+
+
+def adagrad_step(p, g, accumulator, learning_rate=1e-3, initial_accumulator_value=0.1,
+                 epsilon=1e-7):
+    """One Adagrad step (Keras 3's adagrad.py); the accumulator starts at
+    initial_accumulator_value (not read here). accumulator += g^2;
+    p -= lr g / sqrt(accumulator + eps)."""
+    dt = p.dtype.type
+    lr, eps = dt(learning_rate), dt(epsilon)
+    accumulator += g * g
+    p -= (lr * g) / np.sqrt(accumulator + eps)
+
+
+def adadelta_step(p, g, accumulated_grad, accumulated_delta_var, learning_rate=1e-3, rho=0.95,
+                  epsilon=1e-7):
+    """One Adadelta step (Keras 3's adadelta.py).
+
+    accumulated_grad = rho accumulated_grad + (1 - rho) g^2;
+    delta = -sqrt(accumulated_delta_var + eps) g / sqrt(accumulated_grad + eps);
+    accumulated_delta_var = rho accumulated_delta_var + (1 - rho) delta^2;
+    p += lr delta.
+    """
+    dt = p.dtype.type
+    lr, r, eps = dt(learning_rate), dt(rho), dt(epsilon)
+    accumulated_grad[...] = r * accumulated_grad + (dt(1) - r) * (g * g)
+    delta = -((np.sqrt(accumulated_delta_var + eps) * g) / np.sqrt(accumulated_grad + eps))
+    accumulated_delta_var[...] = r * accumulated_delta_var + (dt(1) - r) * (delta * delta)
+    p += lr * delta
+
+
+def adamax_step(p, g, m, u, step, learning_rate=1e-3, beta_1=0.9, beta_2=0.999, epsilon=1e-7):
+    """One Adamax step (Keras 3's adamax.py), t = step counting from 1.
+
+    m += (g - m)(1 - b1); u = max(b2 u, |g|); p -= lr_t m / (u + eps) with
+    lr_t = lr / (1 - b1^t) (in double, then p's dtype).
+    """
+    if step < 1:
+        raise ValueError("Adamax's step counts from 1")
+    dt = p.dtype.type
+    lr, b1, b2, eps = dt(learning_rate), dt(beta_1), dt(beta_2), dt(epsilon)
+    lr_t = dt(float(lr) / (1.0 - float(b1) ** step))
+    m += (g - m) * (dt(1) - b1)
+    u[...] = np.maximum(b2 * u, np.abs(g))
+    p -= (m * lr_t) / (u + eps)
+
+
+def nadam_coefficients(beta_1, beta_2, step):
+    """Nadam's (c_m, c_g, c_v) at step t >= 1 (Keras 3's nadam.py, in double):
+    u_i = b1 (1 - 0.5 0.96^i), U_t = u_1 ... u_t (Keras's u_product);
+    c_m = u_{t+1} / (1 - U_t u_{t+1}), c_g = (1 - u_t) / (1 - U_t),
+    c_v = 1 - b2^t. The factors (1 - 0.5 0.96^i) are 1 in double from
+    i = 1000 on."""
+    b1 = float(beta_1)
+    d, prod = 1.0, 1.0
+    for _ in range(min(step, 1000)):
+        d *= 0.96
+        prod *= 1.0 - 0.5 * d
+    u_t = b1 * (1.0 - 0.5 * d)
+    u_next = b1 * (1.0 - 0.5 * (d * 0.96))
+    u_prod = b1 ** step * prod
+    return (u_next / (1.0 - u_prod * u_next), (1.0 - u_t) / (1.0 - u_prod),
+            1.0 - float(beta_2) ** step)
+
+
+def nadam_step(p, g, m, v, step, learning_rate=1e-3, beta_1=0.9, beta_2=0.999, epsilon=1e-7):
+    """One Nadam step (Keras 3's nadam.py), t = step counting from 1.
+
+    m += (g - m)(1 - b1); v += (g^2 - v)(1 - b2); m_hat = c_m m + c_g g;
+    v_hat = v / c_v; p -= lr m_hat / (sqrt(v_hat) + eps) (nadam_coefficients,
+    rounded to p's dtype).
+    """
+    if step < 1:
+        raise ValueError("Nadam's step counts from 1")
+    dt = p.dtype.type
+    lr, b1, b2, eps = dt(learning_rate), dt(beta_1), dt(beta_2), dt(epsilon)
+    c_m, c_g, c_v = (dt(c) for c in nadam_coefficients(b1, b2, step))
+    m += (g - m) * (dt(1) - b1)
+    v += (g * g - v) * (dt(1) - b2)
+    m_hat = c_m * m + c_g * g
+    p -= (m_hat * lr) / (np.sqrt(v / c_v) + eps)
+
+
+def adamw_step(p, g, m, v, step, learning_rate=1e-3, weight_decay=0.004, beta_1=0.9,
+               beta_2=0.999, epsilon=1e-7):
+    """One AdamW step (Keras 3): the base optimizer's weight decay
+    (base_optimizer.py, _apply_weight_decay: p = p - p wd lr), then adam_step."""
+    dt = p.dtype.type
+    p -= p * (dt(learning_rate) * dt(weight_decay))
+    adam_step(p, g, m, v, step, learning_rate, beta_1, beta_2, epsilon)
 
 
 # ---------------------------------------------------------------------------
@@ -877,6 +997,54 @@ class _BatchNorm(_Layer):
 
 _ADAM_DEFAULTS = {"learning_rate": 1e-3, "beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-7}
 _SGD_DEFAULTS = {"learning_rate": 0.01, "momentum": 0.0, "nesterov": False}
+# every optimizer's hyperparameters and Keras 3's defaults
+OPTIMIZER_DEFAULTS = {
+    "adam": _ADAM_DEFAULTS,
+    "sgd": _SGD_DEFAULTS,
+    "rmsprop": {"learning_rate": 1e-3, "rho": 0.9, "momentum": 0.0, "epsilon": 1e-7,
+                "centered": False},
+    "adagrad": {"learning_rate": 1e-3, "initial_accumulator_value": 0.1, "epsilon": 1e-7},
+    "adadelta": {"learning_rate": 1e-3, "rho": 0.95, "epsilon": 1e-7},
+    "adamax": _ADAM_DEFAULTS,
+    "nadam": _ADAM_DEFAULTS,
+    "adamw": dict(_ADAM_DEFAULTS, weight_decay=0.004),
+}
+_BETAS = ("adam", "adamax", "nadam", "adamw")
+
+
+def _optimizer_slot_count(kind, opt):
+    """Arrays per trainable weight, in Keras's variable order (cnn.h)."""
+    if kind == "sgd":
+        return 1 if opt["momentum"] else 0
+    if kind == "adagrad":
+        return 1
+    if kind == "rmsprop":
+        return 1 + bool(opt["momentum"]) + bool(opt["centered"])
+    return 2
+
+
+def _check_optimizer(kind, opt):
+    """The C core's checks (csrc/net/create.c, net_validate_optimizer)."""
+    if not (opt["learning_rate"] >= 0 and math.isfinite(opt["learning_rate"])):
+        raise ValueError("learning_rate must be a finite number >= 0, got %r"
+                         % (opt["learning_rate"],))
+    if kind in _BETAS and not (0 <= opt["beta_1"] < 1 and 0 <= opt["beta_2"] < 1
+                               and 0 <= opt["epsilon"] < math.inf):
+        raise ValueError("%s needs beta_1 and beta_2 in [0, 1) and epsilon >= 0, got %r"
+                         % (kind, opt))
+    if kind in ("sgd", "rmsprop") and not 0 <= opt["momentum"] <= 1:
+        raise ValueError("%s momentum must be in [0, 1], got %r" % (kind, opt["momentum"]))
+    if kind in ("rmsprop", "adadelta") and not 0 <= opt["rho"] <= 1:
+        raise ValueError("%s rho must be in [0, 1], got %r" % (kind, opt["rho"]))
+    if kind in ("rmsprop", "adagrad", "adadelta") and not 0 <= opt["epsilon"] < math.inf:
+        raise ValueError("%s epsilon must be a finite number >= 0, got %r"
+                         % (kind, opt["epsilon"]))
+    if kind == "adagrad" and not 0 <= opt["initial_accumulator_value"] < math.inf:
+        raise ValueError("adagrad initial_accumulator_value must be a finite number >= 0, got %r"
+                         % (opt["initial_accumulator_value"],))
+    if kind == "adamw" and not 0 <= opt["weight_decay"] < math.inf:
+        raise ValueError("adamw weight_decay must be a finite number >= 0, got %r"
+                         % (opt["weight_decay"],))
 
 
 class NumpyNet:
@@ -919,15 +1087,22 @@ class NumpyNet:
 
         # optimizer and its state, one slot per trainable weight
         kind = optimizer["kind"]
-        defaults = {"adam": _ADAM_DEFAULTS, "sgd": _SGD_DEFAULTS}.get(kind)
+        defaults = OPTIMIZER_DEFAULTS.get(kind)
         if defaults is None:
-            raise ValueError(f"unknown optimizer {kind!r}; expected 'adam' or 'sgd'")
+            raise ValueError(f"unknown optimizer {kind!r}; expected one of "
+                             f"{', '.join(OPTIMIZER_DEFAULTS)}")
         self.opt_kind = kind
         self.opt = {k: optimizer.get(k, d) for k, d in defaults.items()}
+        _check_optimizer(kind, self.opt)
         self._with_velocity = kind == "sgd" and bool(self.opt["momentum"])
+        self._n_slots = _optimizer_slot_count(kind, self.opt)
         self._params = [(layer, j) for layer in self.layers
                         for j, tr in enumerate(layer.trainable) if tr]
-        self._slots = [[np.zeros_like(layer.weights[j]) for _ in range(2 if kind == "adam" else 1)]
+        # the slots in Keras's variable order; SGD without momentum keeps an
+        # unused velocity; Adagrad's accumulator starts at its initial value
+        start = self.opt["initial_accumulator_value"] if kind == "adagrad" else 0.0
+        self._slots = [[np.full_like(layer.weights[j], start)
+                        for _ in range(max(self._n_slots, 1))]
                        for layer, j in self._params]
         self._steps = 0
         self._training_forwards = 0
@@ -1057,10 +1232,22 @@ class NumpyNet:
         grads = [g for layer in self.layers for g in layer.grads]
         for (layer, j), g, slot in zip(self._params, grads, self._slots):
             p = layer.weights[j]
-            if self.opt_kind == "adam":
-                adam_step(p, g, slot[0], slot[1], self._steps, **self.opt)
-            else:
+            kind = self.opt_kind
+            if kind == "sgd":
                 sgd_step(p, g, slot[0], **self.opt)
+            elif kind == "rmsprop":
+                extra = iter(slot[1:])
+                mom = next(extra) if self.opt_built_momentum else None
+                avg = next(extra) if self.opt["centered"] else None
+                rmsprop_step(p, g, slot[0], mom, avg, **self.opt)
+            elif kind == "adagrad":
+                adagrad_step(p, g, slot[0], **self.opt)
+            elif kind == "adadelta":
+                adadelta_step(p, g, slot[0], slot[1], **self.opt)
+            else:
+                step = {"adam": adam_step, "adamax": adamax_step, "nadam": nadam_step,
+                        "adamw": adamw_step}[kind]
+                step(p, g, slot[0], slot[1], self._steps, **self.opt)
 
     def train_batch(self, x, y):
         """compute_gradients then apply_gradients. Returns (loss_sum, correct)."""
@@ -1165,9 +1352,12 @@ class NumpyNet:
     # -- optimizer state, as the C engines hand it out ---------------------
 
     def _slot_count(self):
-        if self.opt_kind == "adam":
-            return 2
-        return 1 if self._with_velocity else 0
+        return self._n_slots
+
+    @property
+    def opt_built_momentum(self):
+        """RMSprop: whether the net was built with momentum (keeps its slot)."""
+        return self.opt_kind == "rmsprop" and self._n_slots - bool(self.opt["centered"]) == 2
 
     def set_optimizer(self, optimizer):
         """The optimizer's hyperparameters from the next step on, as the C
@@ -1177,25 +1367,25 @@ class NumpyNet:
         if kind != self.opt_kind:
             raise ValueError(f"optimizer: this network was built for {self.opt_kind}, got "
                              f"{kind!r} (a new kind of optimizer needs a new network)")
-        defaults = _ADAM_DEFAULTS if kind == "adam" else _SGD_DEFAULTS
-        opt = {k: optimizer.get(k, d) for k, d in defaults.items()}
-        if not (opt["learning_rate"] >= 0 and math.isfinite(opt["learning_rate"])):
-            raise ValueError("learning_rate must be a finite number >= 0, got %r"
-                             % (opt["learning_rate"],))
-        if kind == "adam" and not (0 <= opt["beta_1"] < 1 and 0 <= opt["beta_2"] < 1
-                                   and opt["epsilon"] >= 0):
-            raise ValueError("adam needs beta_1 and beta_2 in [0, 1) and epsilon >= 0, got %r"
-                             % (opt,))
-        if kind == "sgd" and not 0 <= opt["momentum"] <= 1:
-            raise ValueError("sgd momentum must be in [0, 1], got %r" % (opt["momentum"],))
+        opt = {k: optimizer.get(k, d) for k, d in OPTIMIZER_DEFAULTS[kind].items()}
+        _check_optimizer(kind, opt)
         if kind == "sgd" and opt["momentum"] and not self._with_velocity:
             raise ValueError("sgd momentum: this network was built without momentum (it keeps "
                              "no velocity), got momentum %r" % (opt["momentum"],))
+        if kind == "rmsprop" and opt["momentum"] and not self.opt_built_momentum:
+            raise ValueError("rmsprop momentum: this network was built without momentum (it "
+                             "keeps no momentum slot), got momentum %r" % (opt["momentum"],))
+        if kind == "rmsprop" and bool(opt["centered"]) != bool(self.opt["centered"]):
+            raise ValueError("rmsprop centered: this network was built with centered=%r, got "
+                             "centered=%r (a new network is needed)"
+                             % (bool(self.opt["centered"]), bool(opt["centered"])))
         self.opt = opt
 
     def get_optimizer_state(self):
         """{'steps', 'training_forwards', 'slots'}: per trainable weight its
-        optimizer arrays (Adam [m, v], SGD with momentum [velocity], else [])."""
+        optimizer arrays in Keras's variable order (Adam [m, v], SGD with
+        momentum [velocity], plain SGD [], RMSprop [velocity, momentum?,
+        average_gradient?], Adagrad [accumulator], ...)."""
         n = self._slot_count()
         return {"steps": self._steps, "training_forwards": self._training_forwards,
                 "slots": [[a.copy() for a in slot[:n]] for slot in self._slots]}

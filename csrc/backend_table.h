@@ -149,12 +149,21 @@ typedef cnn_status cnn_gather_batch_fn(cnn_ctx *ctx, const int32_t *order, int64
 typedef cnn_status cnn_advance_counters_fn(cnn_ctx *ctx, int64_t *counters, int forward,
                                            int steps, long rows);
 
-/* optimizers over a flat block of count parameters */
+/* optimizers over a flat block of count parameters; hyper: (CNN_HYPERS) and
+ * step (the optimizer steps taken, this one included) in engine memory.
+ * Two slot blocks and the step: adam, adamw, adamax, nadam, adadelta (which
+ * does not read the step); one slot block (may be NULL where the optimizer
+ * keeps none): sgd, adagrad. */
 typedef cnn_status cnn_adam_step_fn(cnn_ctx *ctx, const float *hyper, const int64_t *step,
                                     size_t count, float *p, const float *g, float *m,
                                     float *v);
 typedef cnn_status cnn_sgd_step_fn(cnn_ctx *ctx, const float *hyper, size_t count, float *p,
                                    const float *g, float *velocity);
+typedef cnn_status cnn_rmsprop_step_fn(cnn_ctx *ctx, const float *hyper, size_t count,
+                                       float *p, const float *g,
+                                       float *velocity, /* (count) */
+                                       float *momentum, /* (count) or NULL: built without */
+                                       float *average_gradient); /* (count) or NULL: not centered */
 
 /* recording and timing */
 typedef cnn_status cnn_capture_end_fn(cnn_ctx *ctx, void **recording);
@@ -326,6 +335,12 @@ struct cnn_backend {
      * momentum 0 is plain SGD, the velocity left as it is. */
     cnn_adam_step_fn *adam_step;
     cnn_sgd_step_fn *sgd_step;
+    cnn_rmsprop_step_fn *rmsprop_step;
+    cnn_sgd_step_fn *adagrad_step;      /* velocity: the accumulator */
+    cnn_adam_step_fn *adadelta_step;    /* m, v: accumulated_grad, accumulated_delta_var */
+    cnn_adam_step_fn *adamax_step;      /* m, v: momentum, norm */
+    cnn_adam_step_fn *nadam_step;
+    cnn_adam_step_fn *adamw_step;
 
     /* Optional (NULL in the host engines). Recording: the work the Net
      * queues between capture_begin and capture_end is not run but recorded

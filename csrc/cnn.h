@@ -183,14 +183,30 @@ typedef struct cnn_loss_desc {
 /* Probabilities are clipped to [CNN_PROB_EPS, 1 - CNN_PROB_EPS], as Keras. */
 #define CNN_PROB_EPS 1e-7f
 
-typedef enum cnn_optimizer_kind { CNN_OPT_ADAM = 0, CNN_OPT_SGD = 1 } cnn_optimizer_kind;
+/* Keras 3's optimizers; CNN_OPT_NAMES lists their names in this order. */
+typedef enum cnn_optimizer_kind {
+    CNN_OPT_ADAM = 0,
+    CNN_OPT_SGD = 1,
+    CNN_OPT_RMSPROP = 2,
+    CNN_OPT_ADAGRAD = 3,
+    CNN_OPT_ADADELTA = 4,
+    CNN_OPT_ADAMAX = 5,
+    CNN_OPT_NADAM = 6,
+    CNN_OPT_ADAMW = 7,
+    CNN_OPT_KINDS = 8
+} cnn_optimizer_kind;
+#define CNN_OPT_NAMES {"adam", "sgd", "rmsprop", "adagrad", "adadelta", "adamax", "nadam", "adamw"}
 
 typedef struct cnn_optimizer_desc {
     int kind;
     float lr;
-    float beta_1, beta_2, epsilon; /* Adam */
-    float momentum;                /* SGD */
-    int nesterov;                  /* SGD */
+    float beta_1, beta_2, epsilon;   /* Adam, Adamax, Nadam, AdamW; epsilon all but SGD */
+    float momentum;                  /* SGD, RMSprop */
+    int nesterov;                    /* SGD */
+    float rho;                       /* RMSprop, Adadelta */
+    int centered;                    /* RMSprop */
+    float initial_accumulator_value; /* Adagrad */
+    float weight_decay;              /* AdamW */
 } cnn_optimizer_desc;
 
 /* The optimizer's hyperparameters as a step reads them: CNN_HYPERS floats
@@ -202,9 +218,11 @@ enum {
     CNN_HYPER_BETA_1 = 1,   /* Adam */
     CNN_HYPER_BETA_2 = 2,   /* Adam */
     CNN_HYPER_EPSILON = 3,  /* Adam */
-    CNN_HYPER_MOMENTUM = 4, /* SGD */
+    CNN_HYPER_MOMENTUM = 4, /* SGD, RMSprop */
     CNN_HYPER_NESTEROV = 5, /* SGD: 0 or 1 */
-    CNN_HYPERS = 6
+    CNN_HYPER_RHO = 6,      /* RMSprop, Adadelta */
+    CNN_HYPER_WEIGHT_DECAY = 7, /* AdamW */
+    CNN_HYPERS = 8
 };
 
 /* b^t for t >= 0 by repeated squaring: multiplications only, so host and
@@ -226,6 +244,37 @@ static inline CNN_HD float cnn_adam_lr_t(float lr, float beta_1, float beta_2, i
     const double c2 = 1.0 - cnn_pow_int((double)beta_2, t);
     const double c1 = 1.0 - cnn_pow_int((double)beta_1, t);
     return (float)((double)lr * sqrt(c2) / c1);
+}
+/* Adamax's step size at step t (from 1), in double then float:
+ * lr / (1 - beta_1^t) (Keras divides lr m by (1 - beta_1^t)(u + epsilon)). */
+static inline CNN_HD float cnn_adamax_lr_t(float lr, float beta_1, int64_t t)
+{
+    return (float)((double)lr / (1.0 - cnn_pow_int((double)beta_1, t)));
+}
+/* Nadam's coefficients at step t (from 1), Keras 3's form (nadam.py), in
+ * double then float: u_i = beta_1 (1 - 0.5 0.96^i), U_t = u_1 ... u_t (Keras
+ * keeps U_t as the variable u_product, multiplied on at every step; here it
+ * is the product itself, from t: the factors (1 - 0.5 0.96^i) are 1 in
+ * double from i = 1000 on, so at most 1000 of them are multiplied);
+ *   c[0] = u_{t+1} / (1 - U_t u_{t+1})   (m's coefficient in m_hat)
+ *   c[1] = (1 - u_t) / (1 - U_t)         (g's coefficient in m_hat)
+ *   c[2] = 1 - beta_2^t                  (v_hat = v / c[2]).
+ * Multiplying by 0.5 is exact, so a fused multiply-add gives the same bits. */
+static inline CNN_HD void cnn_nadam_coefficients(float beta_1, float beta_2, int64_t t,
+                                                 float c[3])
+{
+    const double b1 = (double)beta_1;
+    double d = 1.0, prod = 1.0; /* 0.96^i, the product of (1 - 0.5 0.96^i) */
+    for (int64_t i = 1; i <= t && i <= 1000; ++i) {
+        d *= 0.96;
+        prod *= 1.0 - 0.5 * d;
+    }
+    const double u_t = b1 * (1.0 - 0.5 * d);
+    const double u_next = b1 * (1.0 - 0.5 * (d * 0.96));
+    const double u_prod = cnn_pow_int(b1, t) * prod;
+    c[0] = (float)(u_next / (1.0 - u_prod * u_next));
+    c[1] = (float)((1.0 - u_t) / (1.0 - u_prod));
+    c[2] = (float)(1.0 - cnn_pow_int((double)beta_2, t));
 }
 
 /* The Net's counters, in backend memory (so that a GPU step reads them
@@ -432,9 +481,14 @@ cnn_status cnn_net_set_weight(cnn_net *net, int i, const float *host);
 cnn_status cnn_net_get_gradient(cnn_net *net, int i, float *host);
 
 /* Optimizer state, to save it or carry it to another Net: per trainable
- * weight i (Keras layout) slot s: Adam's m (0) and v (1), SGD's velocity (0;
- * none for momentum 0); and the counters that key Adam's bias correction
- * (optimizer steps) and dropout (training forwards). */
+ * weight i (Keras layout) slot s, in the order of Keras's variables: Adam's,
+ * AdamW's and Nadam's momentum (m, 0) and velocity (v, 1), SGD's momentum
+ * (its velocity; none for momentum 0), RMSprop's velocity, then its momentum
+ * (only if built with momentum > 0) and average_gradient (only if centered),
+ * Adagrad's accumulator, Adadelta's accumulated_grad and
+ * accumulated_delta_var, Adamax's momentum and norm; and the counters that
+ * key the bias corrections (optimizer steps) and dropout (training
+ * forwards). */
 int cnn_net_optimizer_slots(const cnn_net *net);
 cnn_status cnn_net_get_slot(cnn_net *net, int i, int slot, float *host);
 cnn_status cnn_net_set_slot(cnn_net *net, int i, int slot, const float *host);
@@ -442,9 +496,9 @@ long cnn_net_train_forward_count(const cnn_net *net);
 cnn_status cnn_net_set_counters(cnn_net *net, long steps, long train_forwards);
 
 /* The optimizer's hyperparameters from the next step on (Keras reads them
- * at every step): o's kind must be the net's; a value out of range, or SGD
- * momentum for a net built without it (no velocity buffer), is refused and
- * changes nothing. Reaches a recorded GPU step too (cnn.h: CNN_HYPER_*). */
+ * at every step): o's kind must be the net's; a value out of range, SGD's or
+ * RMSprop's momentum for a net built without it (no buffer), or another
+ * RMSprop centered, is refused and changes nothing. Reaches a recorded GPU step too (cnn.h: CNN_HYPER_*). */
 cnn_status cnn_net_set_optimizer(cnn_net *net, const cnn_optimizer_desc *o);
 
 /* Data parallel (comm.h): makes the net replica comm->rank of comm->world

@@ -87,9 +87,15 @@ cnn_recording_free_fn cuda_recording_free;
 cnn_timer_mark_fn cuda_timer_mark;
 cnn_timer_elapsed_fn cuda_timer_elapsed;
 
-/* adam.cu, sgd.cu */
+/* adam.cu, sgd.cu, rmsprop.cu, adagrad.cu, adadelta.cu, adamax.cu, nadam.cu, adamw.cu */
 cnn_adam_step_fn cuda_adam_step;
 cnn_sgd_step_fn cuda_sgd_step;
+cnn_rmsprop_step_fn cuda_rmsprop_step;
+cnn_sgd_step_fn cuda_adagrad_step;
+cnn_adam_step_fn cuda_adadelta_step;
+cnn_adam_step_fn cuda_adamax_step;
+cnn_adam_step_fn cuda_nadam_step;
+cnn_adam_step_fn cuda_adamw_step;
 
 #ifdef __cplusplus
 }

@@ -120,6 +120,12 @@ static inline double cnn_cpu_sum(const float *restrict x, size_t len)
     .advance_counters = cpu_advance_counters, \
     .adam_step = cpu_adam_step, \
     .sgd_step = cpu_sgd_step, \
+    .rmsprop_step = cpu_rmsprop_step, \
+    .adagrad_step = cpu_adagrad_step, \
+    .adadelta_step = cpu_adadelta_step, \
+    .adamax_step = cpu_adamax_step, \
+    .nadam_step = cpu_nadam_step, \
+    .adamw_step = cpu_adamw_step, \
     .fused = &cnn_cpu_fused
 
 extern const cnn_backend cnn_backend_cpu;
@@ -179,8 +185,14 @@ cnn_loss_forward_backward_fn cpu_loss_forward_backward;
 cnn_gather_batch_fn cpu_gather_batch;
 cnn_advance_counters_fn cpu_advance_counters;
 
-/* adam.c, sgd.c */
+/* adam.c, sgd.c, rmsprop.c, adagrad.c, adadelta.c, adamax.c, nadam.c, adamw.c */
 cnn_adam_step_fn cpu_adam_step;
 cnn_sgd_step_fn cpu_sgd_step;
+cnn_rmsprop_step_fn cpu_rmsprop_step;
+cnn_sgd_step_fn cpu_adagrad_step;
+cnn_adam_step_fn cpu_adadelta_step;
+cnn_adam_step_fn cpu_adamax_step;
+cnn_adam_step_fn cpu_nadam_step;
+cnn_adam_step_fn cpu_adamw_step;
 
 #endif

@@ -30,7 +30,7 @@ void cnn_net_destroy(cnn_net *net)
             if (L->save_mean) be->free(ctx, L->save_mean);
             if (L->save_invstd) be->free(ctx, L->save_invstd);
         }
-        void *blocks[] = {net->params, net->grads,  net->opt_m,  net->opt_v,   net->state,
+        void *blocks[] = {net->params, net->grads,  net->opt_m,  net->opt_v,   net->opt_a, net->state,
                           net->x_stage, net->y_stage, net->grad_a, net->grad_b,
                           net->labels, net->targets, net->sums, net->run_sums,
                           net->counters, net->data_x, net->data_labels, net->data_targets, net->order,
@@ -69,21 +69,43 @@ static cnn_status validate_spec(const cnn_net_spec *spec)
 
 cnn_status net_validate_optimizer(const cnn_optimizer_desc *o)
 {
-    if (o->kind != CNN_OPT_ADAM && o->kind != CNN_OPT_SGD)
+    static const char *const names[] = CNN_OPT_NAMES;
+    if (o->kind < 0 || o->kind >= CNN_OPT_KINDS)
         return cnn_set_error(CNN_ERR_VALUE, "unknown optimizer kind %d", o->kind);
+    const char *name = names[o->kind];
     if (!(o->lr >= 0.0f) || !isfinite(o->lr))
         return cnn_set_error(CNN_ERR_VALUE, "learning_rate must be a finite number >= 0, got %g",
                              (double)o->lr);
-    if (o->kind == CNN_OPT_ADAM &&
+    const int betas = o->kind == CNN_OPT_ADAM || o->kind == CNN_OPT_ADAMAX ||
+                      o->kind == CNN_OPT_NADAM || o->kind == CNN_OPT_ADAMW;
+    if (betas &&
         !(o->beta_1 >= 0.0f && o->beta_1 < 1.0f && o->beta_2 >= 0.0f && o->beta_2 < 1.0f &&
-          o->epsilon >= 0.0f))
+          o->epsilon >= 0.0f && isfinite(o->epsilon)))
         return cnn_set_error(CNN_ERR_VALUE,
-                             "adam needs beta_1 and beta_2 in [0, 1) and epsilon >= 0, got "
-                             "beta_1 %g beta_2 %g epsilon %g",
+                             "%s needs beta_1 and beta_2 in [0, 1) and epsilon >= 0, got "
+                             "beta_1 %g beta_2 %g epsilon %g", name,
                              (double)o->beta_1, (double)o->beta_2, (double)o->epsilon);
-    if (o->kind == CNN_OPT_SGD && !(o->momentum >= 0.0f && o->momentum <= 1.0f))
-        return cnn_set_error(CNN_ERR_VALUE, "sgd momentum must be in [0, 1], got %g",
+    if ((o->kind == CNN_OPT_SGD || o->kind == CNN_OPT_RMSPROP) &&
+        !(o->momentum >= 0.0f && o->momentum <= 1.0f))
+        return cnn_set_error(CNN_ERR_VALUE, "%s momentum must be in [0, 1], got %g", name,
                              (double)o->momentum);
+    if ((o->kind == CNN_OPT_RMSPROP || o->kind == CNN_OPT_ADADELTA) &&
+        !(o->rho >= 0.0f && o->rho <= 1.0f))
+        return cnn_set_error(CNN_ERR_VALUE, "%s rho must be in [0, 1], got %g", name,
+                             (double)o->rho);
+    if ((o->kind == CNN_OPT_RMSPROP || o->kind == CNN_OPT_ADAGRAD ||
+         o->kind == CNN_OPT_ADADELTA) && !(o->epsilon >= 0.0f && isfinite(o->epsilon)))
+        return cnn_set_error(CNN_ERR_VALUE, "%s epsilon must be a finite number >= 0, got %g",
+                             name, (double)o->epsilon);
+    if (o->kind == CNN_OPT_ADAGRAD &&
+        !(o->initial_accumulator_value >= 0.0f && isfinite(o->initial_accumulator_value)))
+        return cnn_set_error(CNN_ERR_VALUE,
+                             "adagrad initial_accumulator_value must be a finite number >= 0, "
+                             "got %g", (double)o->initial_accumulator_value);
+    if (o->kind == CNN_OPT_ADAMW && !(o->weight_decay >= 0.0f && isfinite(o->weight_decay)))
+        return cnn_set_error(CNN_ERR_VALUE,
+                             "adamw weight_decay must be a finite number >= 0, got %g",
+                             (double)o->weight_decay);
     return CNN_OK;
 }
 
@@ -98,11 +120,21 @@ static cnn_status alloc_buffers(cnn_net *net, size_t largest)
     if ((st = net_alloc(net, &(ptr), (bytes))) != CNN_OK) return st
     ALLOC(net->params, net->n_params * F);
     ALLOC(net->grads, net->n_params * F);
-    if (net->opt.kind == CNN_OPT_ADAM) {
+    switch (net->opt.kind) {
+    case CNN_OPT_SGD:
+        if (net->opt.momentum > 0.0f) ALLOC(net->opt_m, net->n_params * F);
+        break;
+    case CNN_OPT_ADAGRAD:
+        ALLOC(net->opt_m, net->n_params * F);
+        break;
+    case CNN_OPT_RMSPROP:
+        ALLOC(net->opt_m, net->n_params * F);
+        if (net->opt.momentum > 0.0f) ALLOC(net->opt_v, net->n_params * F);
+        if (net->opt.centered) ALLOC(net->opt_a, net->n_params * F);
+        break;
+    default: /* adam, adamw, adamax, nadam, adadelta */
         ALLOC(net->opt_m, net->n_params * F);
         ALLOC(net->opt_v, net->n_params * F);
-    } else if (net->opt.momentum > 0.0f) {
-        ALLOC(net->opt_m, net->n_params * F);
     }
     ALLOC(net->state, net->n_state * F);
     ALLOC(net->x_stage, mb * net->in_count * F);

@@ -137,7 +137,12 @@ struct cnn_net {
     uint64_t seed;
 
     size_t n_params, n_state;
-    float *params, *grads, *opt_m, *opt_v, *state;
+    /* the optimizer's slot blocks (n_params each, NULL where it keeps
+     * fewer): Adam-like m and v (Adamax: m and u; Adadelta: its two
+     * accumulators), SGD's velocity and Adagrad's accumulator in opt_m;
+     * RMSprop's velocity, momentum and average gradient in opt_m, opt_v,
+     * opt_a */
+    float *params, *grads, *opt_m, *opt_v, *opt_a, *state;
     float *x_stage;  /* (max_batch, in_count), the user's layout */
     float *x;        /* (max_batch, in_count), NCHW; == x_stage for (N, F) */
     int transpose_in; /* the input's NHWC and NCHW differ (images of more than

@@ -49,9 +49,9 @@ cnn_status cnn_net_set_comm(cnn_net *net, cnn_comm *comm)
                              net->n_params, net->n_state);
     }
     /* every replica starts from rank 0's weights, state and optimizer moments */
-    float *blocks[] = {net->params, net->state, net->opt_m, net->opt_v};
-    size_t counts[] = {net->n_params, net->n_state, net->n_params, net->n_params};
-    for (int k = 0; k < 4; k++)
+    float *blocks[] = {net->params, net->state, net->opt_m, net->opt_v, net->opt_a};
+    size_t counts[] = {net->n_params, net->n_state, net->n_params, net->n_params, net->n_params};
+    for (int k = 0; k < 5; k++)
         if (blocks[k] && counts[k])
             CNN_TRY(comm->broadcast(comm, net->ctx, blocks[k], counts[k]));
     CNN_TRY(comm->wait(comm, net->ctx));

@@ -381,12 +381,27 @@ cnn_status net_optimizer_step(cnn_net *net, long rows, counters_state counted)
 {
     if (counted == COUNTERS_TO_MOVE) CNN_TRY(net->be->advance_counters(net->ctx, net->counters, 0, 1, rows));
     net->steps++;
-    if (net->opt.kind == CNN_OPT_ADAM)
-        return net->be->adam_step(net->ctx, net->hyper, net->counters + CNN_COUNT_STEPS,
-                                  net->n_params, net->params, net->grads, net->opt_m,
-                                  net->opt_v);
-    return net->be->sgd_step(net->ctx, net->hyper, net->n_params, net->params, net->grads,
-                             net->opt_m);
+    const cnn_backend *be = net->be;
+    cnn_adam_step_fn *two_slots = NULL;
+    switch (net->opt.kind) {
+    case CNN_OPT_SGD:
+        return be->sgd_step(net->ctx, net->hyper, net->n_params, net->params, net->grads,
+                            net->opt_m);
+    case CNN_OPT_ADAGRAD:
+        return be->adagrad_step(net->ctx, net->hyper, net->n_params, net->params, net->grads,
+                                net->opt_m);
+    case CNN_OPT_RMSPROP:
+        return be->rmsprop_step(net->ctx, net->hyper, net->n_params, net->params, net->grads,
+                                net->opt_m, net->opt_v, net->opt_a);
+    case CNN_OPT_ADAM: two_slots = be->adam_step; break;
+    case CNN_OPT_ADAMW: two_slots = be->adamw_step; break;
+    case CNN_OPT_ADAMAX: two_slots = be->adamax_step; break;
+    case CNN_OPT_NADAM: two_slots = be->nadam_step; break;
+    case CNN_OPT_ADADELTA: two_slots = be->adadelta_step; break;
+    default: return cnn_set_error(CNN_ERR_INTERNAL, "unknown optimizer kind %d", net->opt.kind);
+    }
+    return two_slots(net->ctx, net->hyper, net->counters + CNN_COUNT_STEPS, net->n_params,
+                     net->params, net->grads, net->opt_m, net->opt_v);
 }
 
 

@@ -175,10 +175,20 @@ cnn_status cnn_net_set_weight(cnn_net *net, int i, const float *host)
     return copy_weight_in(net, net->params, i, host);
 }
 
+/* The slot blocks in the order of Keras's variables (cnn.h); their count. */
+static int slot_blocks(const cnn_net *net, float *blocks[3])
+{
+    int n = 0;
+    float *all[] = {net->opt_m, net->opt_v, net->opt_a};
+    for (int k = 0; k < 3; k++)
+        if (all[k]) blocks[n++] = all[k];
+    return n;
+}
+
 int cnn_net_optimizer_slots(const cnn_net *net)
 {
-    if (net->opt.kind == CNN_OPT_ADAM) return 2;
-    return net->opt_m ? 1 : 0;
+    float *blocks[3];
+    return slot_blocks(net, blocks);
 }
 
 /* The optimizer block of slot `slot` for trainable weight i, or NULL with
@@ -190,12 +200,13 @@ static float *slot_block(cnn_net *net, int i, int slot)
         cnn_set_error(CNN_ERR_VALUE, "weight %d is not trainable and has no optimizer state", i);
         return NULL;
     }
-    if (slot < 0 || slot >= cnn_net_optimizer_slots(net)) {
-        cnn_set_error(CNN_ERR_VALUE, "optimizer slot must be in [0, %d), got %d",
-                      cnn_net_optimizer_slots(net), slot);
+    float *blocks[3];
+    const int n = slot_blocks(net, blocks);
+    if (slot < 0 || slot >= n) {
+        cnn_set_error(CNN_ERR_VALUE, "optimizer slot must be in [0, %d), got %d", n, slot);
         return NULL;
     }
-    return slot == 0 ? net->opt_m : net->opt_v;
+    return blocks[slot];
 }
 
 cnn_status cnn_net_get_slot(cnn_net *net, int i, int slot, float *host)
@@ -240,27 +251,53 @@ cnn_status net_upload_hyper(cnn_net *net)
     h[CNN_HYPER_EPSILON] = net->opt.epsilon;
     h[CNN_HYPER_MOMENTUM] = net->opt.momentum;
     h[CNN_HYPER_NESTEROV] = net->opt.nesterov ? 1.0f : 0.0f;
+    h[CNN_HYPER_RHO] = net->opt.rho;
+    h[CNN_HYPER_WEIGHT_DECAY] = net->opt.weight_decay;
     return net->be->upload(net->ctx, net->hyper, h, sizeof h);
 }
 
 cnn_status cnn_net_set_optimizer(cnn_net *net, const cnn_optimizer_desc *o)
 {
-    static const char *const kinds[] = {"adam", "sgd"};
+    static const char *const kinds[] = CNN_OPT_NAMES;
     if (o->kind != net->opt.kind)
         return cnn_set_error(CNN_ERR_VALUE, "optimizer: this network was built for %s, got %s "
                              "(a new kind of optimizer needs a new network)",
                              kinds[net->opt.kind],
-                             o->kind == CNN_OPT_ADAM || o->kind == CNN_OPT_SGD ? kinds[o->kind]
-                                                                               : "an unknown kind");
+                             o->kind >= 0 && o->kind < CNN_OPT_KINDS ? kinds[o->kind]
+                                                                     : "an unknown kind");
     CNN_TRY(net_validate_optimizer(o));
     if (o->kind == CNN_OPT_SGD && o->momentum != 0.0f && !net->opt_m)
         return cnn_set_error(CNN_ERR_VALUE, "sgd momentum: this network was built without "
                              "momentum (it keeps no velocity), got momentum %g",
                              (double)o->momentum);
+    if (o->kind == CNN_OPT_RMSPROP && o->momentum != 0.0f && !net->opt_v)
+        return cnn_set_error(CNN_ERR_VALUE, "rmsprop momentum: this network was built without "
+                             "momentum (it keeps no momentum slot), got momentum %g",
+                             (double)o->momentum);
+    if (o->kind == CNN_OPT_RMSPROP && (o->centered != 0) != (net->opt.centered != 0))
+        return cnn_set_error(CNN_ERR_VALUE, "rmsprop centered: this network was built with "
+                             "centered=%s, got centered=%s (a new network is needed)",
+                             net->opt.centered ? "True" : "False",
+                             o->centered ? "True" : "False");
     cnn_optimizer_desc old = net->opt;
     net->opt = *o;
     cnn_status st = net_upload_hyper(net);
     if (st != CNN_OK) net->opt = old;
+    return st;
+}
+
+/* Adagrad's accumulator starts at initial_accumulator_value (Keras's
+ * Constant initializer in adagrad.py's build); every other slot at 0. */
+static cnn_status fill_accumulator(cnn_net *net)
+{
+    const float value = net->opt.initial_accumulator_value;
+    if (net->opt.kind != CNN_OPT_ADAGRAD || value == 0.0f || net->n_params == 0) return CNN_OK;
+    float *host = malloc(net->n_params * sizeof(float));
+    if (!host) return cnn_set_error(CNN_ERR_MEMORY, "out of host memory filling adagrad's "
+                                    "accumulator");
+    for (size_t j = 0; j < net->n_params; j++) host[j] = value;
+    cnn_status st = net->be->upload(net->ctx, net->opt_m, host, net->n_params * sizeof(float));
+    free(host);
     return st;
 }
 
@@ -298,5 +335,5 @@ cnn_status net_initialize_weights(cnn_net *net)
         st = cnn_net_set_weight(net, i, host);
     }
     free(host);
-    return st;
+    return st == CNN_OK ? fill_accumulator(net) : st;
 }

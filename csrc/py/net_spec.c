@@ -116,7 +116,7 @@ static const char *const layer_kinds[] = {"conv2d", "maxpool", "avgpool", "flatt
 static const char *const activations[] = {"linear", "relu", "sigmoid", "tanh", "softmax"};
 static const char *const losses[] = {"sparse_categorical_crossentropy",
                                      "categorical_crossentropy", "binary_crossentropy"};
-static const char *const optimizers[] = {"adam", "sgd"};
+static const char *const optimizers[] = CNN_OPT_NAMES;
 
 static int parse_layer(PyObject *d, int i, cnn_layer_spec *s)
 {
@@ -229,27 +229,41 @@ int net_parse_optimizer(PyObject *d, cnn_optimizer_desc *o)
         return -1;
     }
     PyObject *kind = PyDict_GetItemString(d, "kind");
-    o->kind = name_index(kind, optimizers, 2);
+    o->kind = name_index(kind, optimizers, CNN_OPT_KINDS);
     if (o->kind < 0) {
-        PyErr_Format(PyExc_ValueError, "optimizer['kind']: expected 'adam' or 'sgd', got %R",
+        PyErr_Format(PyExc_ValueError,
+                     "optimizer['kind']: expected one of adam, sgd, rmsprop, adagrad, adadelta, "
+                     "adamax, nadam, adamw, got %R",
                      kind ? kind : Py_None);
         return -1;
     }
-    double lr, b1, b2, eps, momentum;
-    if (dict_float(d, "learning_rate", o->kind == CNN_OPT_ADAM ? 1e-3 : 1e-2, &lr, "optimizer") < 0 ||
+    /* Keras 3's defaults: learning_rate 0.01 for SGD, else 0.001; rho 0.95
+     * for Adadelta, else 0.9 (RMSprop) */
+    double lr, b1, b2, eps, momentum, rho, init_acc, wd;
+    if (dict_float(d, "learning_rate", o->kind == CNN_OPT_SGD ? 1e-2 : 1e-3, &lr, "optimizer") < 0 ||
         dict_float(d, "beta_1", 0.9, &b1, "optimizer") < 0 ||
         dict_float(d, "beta_2", 0.999, &b2, "optimizer") < 0 ||
         dict_float(d, "epsilon", 1e-7, &eps, "optimizer") < 0 ||
-        dict_float(d, "momentum", 0.0, &momentum, "optimizer") < 0)
+        dict_float(d, "momentum", 0.0, &momentum, "optimizer") < 0 ||
+        dict_float(d, "rho", o->kind == CNN_OPT_ADADELTA ? 0.95 : 0.9, &rho, "optimizer") < 0 ||
+        dict_float(d, "initial_accumulator_value", 0.1, &init_acc, "optimizer") < 0 ||
+        dict_float(d, "weight_decay", o->kind == CNN_OPT_ADAMW ? 0.004 : 0.0, &wd,
+                   "optimizer") < 0)
         return -1;
     PyObject *nesterov = PyDict_GetItemString(d, "nesterov");
     o->nesterov = nesterov ? PyObject_IsTrue(nesterov) : 0;
     if (o->nesterov < 0) return -1;
+    PyObject *centered = PyDict_GetItemString(d, "centered");
+    o->centered = centered ? PyObject_IsTrue(centered) : 0;
+    if (o->centered < 0) return -1;
     o->lr = (float)lr;
     o->beta_1 = (float)b1;
     o->beta_2 = (float)b2;
     o->epsilon = (float)eps;
     o->momentum = (float)momentum;
+    o->rho = (float)rho;
+    o->initial_accumulator_value = (float)init_acc;
+    o->weight_decay = (float)wd;
     return 0;
 }
 

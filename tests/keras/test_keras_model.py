@@ -166,8 +166,10 @@ def test_bad_fit_arguments_leave_the_model_as_it_was(device, change, error, mess
 
 def test_compile_errors():
     model = tiny()
-    with pytest.raises(ValueError, match=r"optimizer: expected one of 'adam', 'sgd', got 'rmsprop'"):
-        model.compile(optimizer="rmsprop", loss="binary_crossentropy")
+    with pytest.raises(ValueError, match=r"optimizer: expected one of 'adam', 'sgd', 'rmsprop', "
+                                         r"'adagrad', 'adadelta', 'adamax', 'nadam', 'adamw', "
+                                         r"got 'lamb'"):
+        model.compile(optimizer="lamb", loss="binary_crossentropy")
     with pytest.raises(ValueError, match=r"loss: expected one of 'sparse_categorical_crossentropy'"):
         model.compile(optimizer="adam", loss="mse")
     with pytest.raises(ValueError, match=r"loss: expected .* got None"):

@@ -123,7 +123,7 @@ def model_recipes(draw):
             kw[draw(st.sampled_from(keys))] = draw(st.sampled_from(WEIRD))
         elif where == "compile":
             key = draw(st.sampled_from(["optimizer", "loss", "metrics", "lr"]))
-            compile_kw[key] = draw(st.sampled_from(WEIRD + ["rmsprop", "mse", ["mae"],
+            compile_kw[key] = draw(st.sampled_from(WEIRD + ["lamb", "mse", ["mae"],
                                                             "accuracy"]))
         else:
             seed = draw(st.sampled_from([-1, 2**64, 2.5, None, "1"]))
