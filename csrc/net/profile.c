@@ -12,6 +12,7 @@
  * planned step that mark k precedes, with whatever small work the Net queues
  * between two steps (the forward counter's move goes to the first step, the
  * optimizer's counters to the update). */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime under -std=c11 */
 #include <time.h>
 
 #include "net_private.h"
