@@ -429,14 +429,14 @@ class Sequential:
     # -- compile ---------------------------------------------------------------
 
     @exclusive
-    def compile(self, optimizer="adam", loss=None, metrics=None, loss_weights=None,
+    def compile(self, optimizer="rmsprop", loss=None, metrics=None, loss_weights=None,
                 weighted_metrics=None, run_eagerly=None, steps_per_execution=None,
                 jit_compile=None, device=None):
         """Sets the optimizer ('adam', 'sgd', 'rmsprop', 'adagrad', 'adadelta',
-        'adamax', 'nadam', 'adamw' or an object; the default is 'adam'), the loss (a name
-        or a loss object), metrics (['accuracy'] or none) and, optionally, the
-        engine (``device='cpu'`` and so on; see cnncuda.config). The optimizer
-        starts afresh; the weights stay."""
+        'adamax', 'nadam', 'adamw' or an object; the default is Keras's,
+        'rmsprop'), the loss (a name or a loss object), metrics (['accuracy']
+        or none) and, optionally, the engine (``device='cpu'`` and so on; see
+        cnncuda.config). The optimizer starts afresh; the weights stay."""
         opt = optimizers.get(optimizer)
         if loss is None:
             raise ValueError("loss: expected one of %s or a loss object, got None"

@@ -275,3 +275,11 @@ def test_call_and_predict_batches():
     full = model.predict(x, batch_size=7, verbose=0)
     np.testing.assert_allclose(model(x), full, rtol=1e-6)
     assert model.predict(x[:0], verbose=0).shape == (0, 3)
+
+
+def test_compile_defaults_to_keras_rmsprop():
+    model = models.Sequential([layers.Dense(2, input_shape=(3,))], seed=1)
+    model.compile(loss="sparse_categorical_crossentropy")
+    assert type(model.optimizer).__name__ == "RMSprop"
+    assert model.optimizer.get_config() == {"learning_rate": 0.001, "rho": 0.9, "momentum": 0.0,
+                                            "epsilon": 1e-7, "centered": False}
