@@ -23,6 +23,9 @@ from .checks import positive_int
 __all__ = ["Profile", "profile_model", "profile_network", "plot_profiles"]
 
 PARTS = ("forward", "data gradient", "weight gradient", "loss", "update")
+# an optimizer's update per weight: (FLOPs, the slots it reads and writes)
+UPDATE_COSTS = {"sgd": (3, 1), "adagrad": (5, 1), "rmsprop": (6, 1), "adam": (10, 2),
+                "adamw": (12, 2), "adamax": (8, 2), "nadam": (14, 2), "adadelta": (12, 2)}
 
 
 def _out_shape(spec, shape):
@@ -241,8 +244,9 @@ def profile_network(engine, specs, input_shape, loss, optimizer, x, y, batch, st
     for step, seconds in parts:
         if step == "optimizer":
             kind = optimizer["kind"]
-            flops = n_params * (10 if kind == "adam" else 3)
-            moved = n_params * 4 * (7 if kind == "adam" else 4)
+            per_weight, slots = UPDATE_COSTS.get(kind, (10, 2))
+            flops = n_params * per_weight
+            moved = n_params * 4 * (3 + 2 * slots)        # read p, g, slots; write p, slots
             layer, part = kind, "update"
         else:
             # "<kind>_<engine layer>.<what>": a fused step ("+relu") is
