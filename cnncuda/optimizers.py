@@ -98,26 +98,35 @@ class Optimizer:
                            ", ".join("%s=%r" % kv for kv in self.get_config().items()))
 
 
-class Adam(Optimizer):
-    """Adam in Keras's form: lr_t = lr sqrt(1 - beta_2^t) / (1 - beta_1^t)."""
+class _Moments(Optimizer):
+    """The hyperparameters of Adam and its kin (Adamax, Nadam): learning_rate,
+    beta_1, beta_2 and epsilon, with Keras's defaults."""
 
-    kind = "adam"
     learning_rate = _Hyperparameter(_rate)
     beta_1 = _Hyperparameter(_beta)
     beta_2 = _Hyperparameter(_beta)
     epsilon = _Hyperparameter(_rate)
 
-    def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7,
-                 amsgrad=False, name="Adam"):
+    def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7, name=None):
         super().__init__()
         self.learning_rate, self.beta_1, self.beta_2 = learning_rate, beta_1, beta_2
         self.epsilon = epsilon
-        _no_amsgrad(amsgrad)
-        self.name = name
+        self.name = name or type(self).__name__
 
     def get_config(self):
         return {"learning_rate": self.learning_rate, "beta_1": self.beta_1,
                 "beta_2": self.beta_2, "epsilon": self.epsilon}
+
+
+class Adam(_Moments):
+    """Adam in Keras's form: lr_t = lr sqrt(1 - beta_2^t) / (1 - beta_1^t)."""
+
+    kind = "adam"
+
+    def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7,
+                 amsgrad=False, name="Adam"):
+        super().__init__(learning_rate, beta_1, beta_2, epsilon, name)
+        _no_amsgrad(amsgrad)
 
     def slot_names(self):
         return ["momentum", "velocity"]
@@ -219,51 +228,29 @@ class Adadelta(Optimizer):
         return ["accumulated_grad", "accumulated_delta_var"]
 
 
-class Adamax(Optimizer):
+class Adamax(_Moments):
     """Adamax in Keras 3's form: u = max(beta_2 u, |g|);
     p -= lr m / ((1 - beta_1^t)(u + epsilon))."""
 
     kind = "adamax"
-    learning_rate = _Hyperparameter(_rate)
-    beta_1 = _Hyperparameter(_beta)
-    beta_2 = _Hyperparameter(_beta)
-    epsilon = _Hyperparameter(_rate)
 
     def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7,
                  name="Adamax"):
-        super().__init__()
-        self.learning_rate, self.beta_1, self.beta_2 = learning_rate, beta_1, beta_2
-        self.epsilon = epsilon
-        self.name = name
-
-    def get_config(self):
-        return {"learning_rate": self.learning_rate, "beta_1": self.beta_1,
-                "beta_2": self.beta_2, "epsilon": self.epsilon}
+        super().__init__(learning_rate, beta_1, beta_2, epsilon, name)
 
     def slot_names(self):
         return ["momentum", "norm"]
 
 
-class Nadam(Optimizer):
+class Nadam(_Moments):
     """Nadam in Keras 3's form (momentum schedule u_t = beta_1 (1 - 0.5 0.96^t);
     the product of the u_t, Keras's u_product, follows from the step count)."""
 
     kind = "nadam"
-    learning_rate = _Hyperparameter(_rate)
-    beta_1 = _Hyperparameter(_beta)
-    beta_2 = _Hyperparameter(_beta)
-    epsilon = _Hyperparameter(_rate)
 
     def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7,
                  name="Nadam"):
-        super().__init__()
-        self.learning_rate, self.beta_1, self.beta_2 = learning_rate, beta_1, beta_2
-        self.epsilon = epsilon
-        self.name = name
-
-    def get_config(self):
-        return {"learning_rate": self.learning_rate, "beta_1": self.beta_1,
-                "beta_2": self.beta_2, "epsilon": self.epsilon}
+        super().__init__(learning_rate, beta_1, beta_2, epsilon, name)
 
     def slot_names(self):
         return ["momentum", "velocity"]
