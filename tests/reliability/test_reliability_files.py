@@ -166,7 +166,7 @@ ARCHITECTURE_LIES = {
         "kernel_size", "x"),
     "bad input shape": lambda h: h["model"]["config"].__setitem__("input_shape", [-1]),
     "bad seed": lambda h: h["model"]["config"].__setitem__("seed", "s"),
-    "bad optimizer": lambda h: h["compile"]["optimizer"].__setitem__("class_name", "Nadam"),
+    "bad optimizer": lambda h: h["compile"]["optimizer"].__setitem__("class_name", "Lamb"),
     "bad loss": lambda h: h["compile"]["loss"].__setitem__("class_name", "Huber"),
     "bad learning rate": lambda h: h["compile"]["optimizer"]["config"].__setitem__(
         "learning_rate", -1),
