@@ -189,8 +189,9 @@ def test_cifar10_from_keras_extracted_folder(folders, tmp_path):
     _, keras = folders
     archive = tmp_path / "c.tar.gz"
     write_cifar_tar(archive, n=2)
-    with tarfile.open(archive) as tar:
-        tar.extractall(keras / "cifar-10-batches-py_extracted", filter="data")
+    with tarfile.open(archive) as tar:       # filter: Python 3.11.4 and later
+        tar.extractall(keras / "cifar-10-batches-py_extracted",
+                       **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
     (x, y), _ = cifar10.load_data()
     assert x.shape == (10, 32, 32, 3) and y.shape == (10, 1)
 
