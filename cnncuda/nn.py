@@ -10,17 +10,13 @@ TensorFlow refuses it for these functions.
 """
 import numpy as np
 
+from .checks import _as_array
+
 __all__ = ["softmax", "log_softmax", "relu", "sigmoid", "tanh"]
 
 
 def _floats(value, arg):
-    if isinstance(value, (str, bytes)) or value is None:
-        raise TypeError("%s: expected an array of floats, got %s" % (arg, type(value).__name__))
-    try:
-        array = np.asarray(value)
-    except Exception as err:        # ragged lists and the like
-        raise TypeError("%s: expected an array of floats, got %s (%s)"
-                        % (arg, type(value).__name__, err)) from None
+    array = _as_array(value, arg)           # strings, None, ragged lists, complex: refused
     if array.dtype.kind != "f":
         if array.dtype.kind in "iub" and isinstance(value, (float, list, tuple)):
             array = array.astype(np.float32)     # Python numbers: TensorFlow makes float32

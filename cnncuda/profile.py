@@ -22,7 +22,6 @@ from .checks import positive_int
 
 __all__ = ["Profile", "profile_model", "profile_network", "plot_profiles"]
 
-PARTS = ("forward", "data gradient", "weight gradient", "loss", "update")
 # an optimizer's update per weight: (FLOPs, the slots it reads and writes)
 UPDATE_COSTS = {"sgd": (3, 1), "adagrad": (5, 1), "rmsprop": (6, 1), "adam": (10, 2),
                 "adamw": (12, 2), "adamax": (8, 2), "nadam": (14, 2), "adadelta": (12, 2)}
@@ -108,6 +107,7 @@ class Profile:
         self.device, self.batch_size, self.rows = device, batch_size, rows
         self.step_seconds, self.step_kind = step_seconds, step_kind
         self.memory_bytes = memory_bytes
+        self.model = None           # the seed network's name, where the bench profiled one
         # {layer: [activation bytes, workspace bytes]} at this batch size
         self.layer_memory = layer_memory or {}
         self.parts_seconds = sum(r["seconds"] for r in rows)
@@ -142,9 +142,8 @@ class Profile:
         lines.append("Engine memory: %s bytes in all; per layer, activations (and "
                      "workspace):" % "{:,}".format(self.memory_bytes))
         for layer, (activation, workspace) in self.layer_memory.items():
-            lines.append("  %-32s %12s%s" % (layer, "{:,}".format(activation),
-                                            " (%s)" % "{:,}".format(workspace) if workspace
-                                            else ""))
+            extra = " (%s)" % "{:,}".format(workspace) if workspace else ""
+            lines.append("  %-32s %12s%s" % (layer, "{:,}".format(activation), extra))
         lines.append("_" * width)
         return "\n".join(lines)
 
