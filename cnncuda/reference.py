@@ -485,6 +485,15 @@ def batchnorm_backward_infer(dy, x, gamma, moving_mean, moving_var, epsilon=1e-3
 # ---------------------------------------------------------------------------
 
 PROB_EPS = 1e-7
+
+
+def _prob_bounds(dt):
+    """Keras's clip of probabilities to [eps, 1 - eps], its bounds as float32
+    makes them (Keras computes in float32: 1 - 1e-7 is 0.99999988, whose
+    -log(1 - hi) is 15.94, not 16.12), in dtype dt: a float64 reference
+    clips where the engines do."""
+    eps = np.float32(PROB_EPS)
+    return dt(eps), dt(np.float32(1) - eps)
 LOSS_KINDS = ("sparse_categorical_crossentropy", "categorical_crossentropy",
               "binary_crossentropy")
 
@@ -501,8 +510,7 @@ def _prob_crossentropy(y, t, scale_n, grad):
     """Categorical CE of unnormalized probabilities y against targets t (N, K):
     q = y / sum(y), clipped to [eps, 1 - eps]; loss -sum(t log q)."""
     dt = y.dtype.type
-    eps = dt(PROB_EPS)
-    hi = dt(1) - eps
+    eps, hi = _prob_bounds(dt)
     s = y.sum(axis=1, keepdims=True)                        # (N, 1)
     q = y / s
     loss = -(t * np.log(np.clip(q, eps, hi))).sum(axis=1)   # (N,)
@@ -583,8 +591,7 @@ def binary_crossentropy(y, targets, from_logits=False, scale_n=None, grad=True):
         elem = np.maximum(y, dt(0)) - y * t + np.log1p(np.exp(-np.abs(y)))
         dy = (_sigmoid(y) - t) / denom if grad else None
     else:
-        eps = dt(PROB_EPS)
-        hi = one - eps
+        eps, hi = _prob_bounds(dt)
         p = np.clip(y, eps, hi)
         elem = -(t * np.log(p) + (one - t) * np.log(one - p))
         dy = None

@@ -418,7 +418,10 @@ def test_loss_clipping_zero_gradient():
     assert np.all(np.isfinite(dy))
     l, _, dyb = ref.binary_crossentropy(np.array([[0.0, 1.0, 0.3]]), np.array([[1.0, 0.0, 1.0]]))
     assert dyb[0, 0] == 0 and dyb[0, 1] == 0 and dyb[0, 2] != 0
-    assert_close(l, (-np.log(1e-7) * 2 - np.log(0.3)) / 3, rtol=1e-9)
+    # clipped at Keras's float32 bounds: eps = float32(1e-7), 1 - eps = 0.99999988
+    eps = float(np.float32(1e-7))
+    hi = float(np.float32(1) - np.float32(1e-7))
+    assert_close(l, (-np.log(eps) - np.log(1 - hi) - np.log(0.3)) / 3, rtol=1e-9)
 
 
 def test_loss_float32_stays_float32():
