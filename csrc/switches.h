@@ -34,24 +34,11 @@ typedef struct cnn_switches {
                                heuristic, nondeterministic: CNN_SWITCH_ALGO_* */
     int cudnn_own_wgrad;    /* CNNCUDA_CUDNN_OWN_WGRAD: -1 unset, 0 or 1 */
     int cudnn_verbose;      /* CNNCUDA_CUDNN_VERBOSE (off) */
-    /* the cuda engine's SGEMM variants: the GPU tests run the wide kernel on
-     * small products through sgemm_kernel, and dev/cuda's stages time the
-     * older variants through these fields; to be retired once both reach
-     * the kernels another way (their measurements are in BENCHMARKS.md) */
-    int sgemm_kernel;       /* CNNCUDA_SGEMM: auto (default), tile64, wide:
-                               CNN_SWITCH_SGEMM_* */
-    int sgemm_tile;         /* CNNCUDA_SGEMM_TILE: shaped (default), square,
-                               scalar: CNN_SWITCH_TILE_* */
-    int tile_tn_four;       /* CNNCUDA_TILE_TN: 4 (default, 1) or 3 (0) */
-    int wide_splitk_blocks; /* CNNCUDA_WIDE_SPLITK: occupancy (default, 0) or
-                               blocks (1) */
     /* CPU engines */
     int gemm;               /* CNNCUDA_GEMM: -1 unset (the CPU's best),
                                CNN_GEMM_PORTABLE, _AVX2 or _AVX512 */
 } cnn_switches;
 
-enum { CNN_SWITCH_SGEMM_AUTO = 0, CNN_SWITCH_SGEMM_TILE64 = 1, CNN_SWITCH_SGEMM_WIDE = 2 };
-enum { CNN_SWITCH_TILE_SHAPED = 0, CNN_SWITCH_TILE_SQUARE = 1, CNN_SWITCH_TILE_SCALAR = 2 };
 enum { CNN_SWITCH_ALGO_MEASURED = 0, CNN_SWITCH_ALGO_HEURISTIC = 1,
        CNN_SWITCH_ALGO_NONDETERMINISTIC = 2 };
 

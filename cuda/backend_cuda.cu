@@ -18,19 +18,6 @@ cnn_status cnn_cuda_impl_init(cnn_cuda_impl *impl, int device)
     if (device < 0 || device >= count)
         return cnn_set_error(CNN_ERR_VALUE, "device: expected a CUDA device index in [0, %d), got %d",
                              count, device);
-    cnn_switches sw;
-    CNN_TRY(cnn_switches_read(&sw));
-    static_assert((int)CNN_SWITCH_SGEMM_AUTO == (int)CNN_SGEMM_AUTO &&
-                      (int)CNN_SWITCH_SGEMM_TILE64 == (int)CNN_SGEMM_TILE64 &&
-                      (int)CNN_SWITCH_SGEMM_WIDE == (int)CNN_SGEMM_WIDE &&
-                      (int)CNN_SWITCH_TILE_SHAPED == (int)CNN_TILE_SHAPED &&
-                      (int)CNN_SWITCH_TILE_SQUARE == (int)CNN_TILE_SQUARE &&
-                      (int)CNN_SWITCH_TILE_SCALAR == (int)CNN_TILE_SCALAR,
-                  "the SGEMM switches' values");
-    impl->sgemm_kernel = sw.sgemm_kernel;
-    impl->sgemm_tile = sw.sgemm_tile;
-    impl->tile_tn_four = sw.tile_tn_four;
-    impl->wide_splitk_blocks = sw.wide_splitk_blocks;
     CNN_CUDA_TRY(cudaSetDevice(device), "selecting the context's GPU");
     impl->device = device;
     int major = 0;

@@ -138,33 +138,6 @@ __global__ void col2im32_kernel(cnn_conv_desc d, const float *__restrict__ col,
     }
 }
 
-// y (n, f, P)[i, f, p] = t (f, n*P)[f, i*P + p] + b[f] (b may be NULL);
-// with RELU followed by the ReLU, y = max(t + b, 0), as activation.cu writes it
-template <bool RELU>
-__global__ void scatter_bias_kernel(int n, int f, size_t p, const float *__restrict__ t,
-                                    const float *__restrict__ b, float *__restrict__ y)
-{
-    cnn_kernel_begin();
-    const size_t total = (size_t)n * f * p;
-    CNN_GRID_LOOP(o, total) {
-        const size_t q = o % p, fi = (o / p) % f, i = o / (p * f);
-        const float v = t[fi * n * p + i * p + q] + (b ? b[fi] : 0.0f);
-        y[o] = RELU && v < 0.0f ? 0.0f : v;
-    }
-}
-
-// t (f, n*P)[f, i*P + p] = dy (n, f, P)[i, f, p]
-__global__ void gather_dy_kernel(int n, int f, size_t p, const float *__restrict__ dy,
-                                 float *__restrict__ t)
-{
-    cnn_kernel_begin();
-    const size_t total = (size_t)n * f * p;
-    CNN_GRID_LOOP(o, total) {
-        const size_t q = o % p, fi = (o / p) % f, i = o / (p * f);
-        t[fi * n * p + i * p + q] = dy[o];
-    }
-}
-
 } // namespace
 } // namespace cnn_conv2d
 

@@ -30,36 +30,12 @@ struct cnn_cuda_impl {
     size_t scratch_floats;
     cnn_cuda_meet *meet; // device memory, zeroed at creation
     cudaEvent_t marks[CNN_TIMER_MARKS]; // record.cu's timer, each made on first use
-    int sgemm_kernel;     // CNN_SGEMM_*: CNNCUDA_SGEMM when the context was made
-    int sgemm_tile;       // CNN_TILE_*: CNNCUDA_SGEMM_TILE when the context was made
     int tensor_cores;     // compute capability 8.0 or later: TF32 mma (gemm.cu)
-    int tile_tn_four;     // CNNCUDA_TILE_TN=4: the 64x64 tile with A transposed
-                          // bound to four blocks an SM (gemm.cu)
-    int wide_splitk_blocks; // CNNCUDA_WIDE_SPLITK=blocks: the wide kernel's
-                            // split-K counts one block an SM (gemm.cu)
     int early_launch;     // record.cu: recordings launch each kernel early (see
                           // cnn_kernel_begin); set by the cuda engine's table on
                           // sm_90 and later unless CNNCUDA_EARLY_LAUNCH=0
     struct cnn_cuda_uploader *uploader; // upload_samples.cu: made on first use
 };
-
-// The SGEMM kernels of gemm.cu, chosen by CNNCUDA_SGEMM. AUTO (the default,
-// "auto"): BM x 128 tiles with 8x8 outputs per thread (gemm_wide_kernels.cuh)
-// for large products, the tile kernel (gemm_kernels.cuh) for the others,
-// the convolution's bias and NCHW layouts fused into both; WIDE ("wide"):
-// the wide kernel for every product and every convolution (to test it on
-// small shapes);
-// TILE64 ("tile64"): the tile kernel everywhere, the convolution
-// rearranging through its workspace: the engine before the fused layouts.
-enum { CNN_SGEMM_AUTO = 0, CNN_SGEMM_TILE64 = 1, CNN_SGEMM_WIDE = 2 };
-
-// The small-product tile of gemm.cu (gemm_kernels.cuh sgemm_tile), chosen by
-// CNNCUDA_SGEMM_TILE. SHAPED ("shaped", the default): 16/32/64 x 32/64 tiles
-// fitted to the product, 16-byte shared loads and stores; SQUARE ("square"):
-// the same kernel at 64x64 only; SCALAR ("scalar"): 64x64 with scalar shared
-// loads and stores, the engine's tile before the shaped ones (kept as a
-// stage; the same bits as SQUARE).
-enum { CNN_TILE_SHAPED = 0, CNN_TILE_SQUARE = 1, CNN_TILE_SCALAR = 2 };
 
 #define CNN_CUDA_SCRATCH_FLOATS ((size_t)4 << 20) // 16 MiB
 
@@ -191,9 +167,9 @@ cnn_status cnn_cuda_sgemm(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n, 
 // Whether cnn_cuda_sgemm multiplies on TF32 tensor cores (its wide kernel):
 // the Net asked for precision "tf32" and the GPU has them.
 bool cnn_cuda_sgemm_tf32(cnn_ctx *ctx);
-// Whether cnn_cuda_sgemm runs a product of this size on the wide kernel
-// (the same answer for every transpose: it depends on m * n * k alone).
-bool cnn_cuda_sgemm_wide_fits(cnn_ctx *ctx, int m, int n, int k);
+// Whether cnn_cuda_sgemm runs a product of this size on the wide kernel:
+// m * n * k of at least 2^27 multiply-adds (the same for every transpose).
+bool cnn_cuda_sgemm_wide_fits(int m, int n, int k);
 // The SGEMM's extras (gemm_wide_kernels.cuh, gemm_kernels.cuh): A (not
 // transposed), B (not transposed) and C in the batched layout (n, rows, P)
 // of a convolution's tensors when ap, bp, cp = P > 0 (0: plain row-major);
@@ -215,6 +191,25 @@ cnn_status cnn_cuda_sgemm_ex(cnn_ctx *ctx, int trans_a, int trans_b, int m, int 
                              float alpha, const float *a, int lda, const float *b, int ldb,
                              float beta, float *c, int ldc, const cnn_sgemm_extra *extra);
 
+// The SGEMM's two kernels reached by name, whatever the product's size: the
+// wide kernel (TF32 where cnn_cuda_sgemm_tf32), or the tile kernel with
+// tiles `tile` (CNN_TILE_*; the engine's are SHAPED). cnn_cuda_sgemm_ex
+// picks between them by cnn_cuda_sgemm_wide_fits; dev/cuda's sgemm stages
+// call them directly to time each kernel on every product.
+enum {
+    CNN_TILE_SHAPED = 0, // 16/32/64 x 32/64 fitted to the product, 16-byte shared loads
+    CNN_TILE_SQUARE = 1, // the same kernel at 64x64 only
+    CNN_TILE_SCALAR = 2  // 64x64 with scalar shared loads and stores: the
+                         // engine's tile until 2026-11-25 (the same bits as SQUARE)
+};
+cnn_status cnn_cuda_sgemm_wide(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n, int k,
+                               float alpha, const float *a, int lda, const float *b, int ldb,
+                               float beta, float *c, int ldc, const cnn_sgemm_extra *extra);
+cnn_status cnn_cuda_sgemm_tile(cnn_ctx *ctx, int tile, int trans_a, int trans_b, int m, int n,
+                               int k, float alpha, const float *a, int lda, const float *b,
+                               int ldb, float beta, float *c, int ldc,
+                               const cnn_sgemm_extra *extra);
+
 // conv2d.cu: the column matrix of convolution d over x (n, c, h, w) into col
 // (K, NP), im2col_kernel on the engine's grid (the columns over x, the
 // input channels over y).
@@ -231,8 +226,6 @@ cnn_status cnn_cuda_conv2d_dcol(cnn_ctx *ctx, const char *what, const cnn_conv_d
 cnn_status cnn_cuda_check_pool_desc(const char *what, const cnn_pool_desc *d);
 
 // reduce.cu: bias gradients.
-// out[r] = sum_j x[r * cols + j] for x (rows, cols): one block per row.
-cnn_status cnn_cuda_row_sums(cnn_ctx *ctx, int rows, int cols, const float *x, float *out);
 // out[j] = sum_r x[r * cols + j] for x (rows, cols): one thread per column.
 cnn_status cnn_cuda_column_sums(cnn_ctx *ctx, int rows, int cols, const float *x, float *out);
 

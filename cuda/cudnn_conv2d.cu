@@ -47,9 +47,9 @@ cnn_status make_conv(cnn_ctx *ctx, const cnn_conv_desc *d, cnn_cudnn_conv *c)
     return CNN_OK;
 }
 
-// The layer's workspace was sized by the cuda engine's rule for the largest
-// batch, so it holds at least that rule's size for this batch.
-size_t layer_workspace(const cnn_conv_desc *d) { return cuda_conv2d_workspace(d); }
+// The layer's workspace (cudnn_conv2d_workspace, for the largest batch)
+// holds at least this batch's size of it.
+size_t layer_workspace(const cnn_conv_desc *d) { return cudnn_conv2d_workspace(d); }
 
 void release_conv(cnn_cudnn_conv *c)
 {
@@ -90,7 +90,15 @@ void cnn_cudnn_release_convs(cnn_cudnn_impl *impl)
     impl->n_convs = 0;
 }
 
-size_t cudnn_conv2d_workspace(const cnn_conv_desc *d) { return cuda_conv2d_workspace(d); }
+// The cuda engine's column matrix (our filter gradient's candidate) and a
+// (f, n*oh*ow) region beyond it: the budget cuDNN's algorithms are chosen
+// within (it was the cuda engine's own rule until 2026-11-27; kept so that
+// the choices, measured and heuristic, stay what they were).
+size_t cudnn_conv2d_workspace(const cnn_conv_desc *d)
+{
+    const size_t col = cuda_conv2d_workspace(d);
+    return col ? col + (size_t)d->f * d->n * d->oh * d->ow * sizeof(float) : 0;
+}
 
 namespace {
 

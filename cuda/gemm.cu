@@ -5,15 +5,13 @@
 // 32, 64 or 128, whichever pads m least), for large products (at least
 // WIDE_MIN_FMAS multiply-adds: the convolutions of the seed CNN at batch
 // 512); gemm_kernels.cuh, tiles of 16, 32 or 64 rows by 32 or 64 columns
-// with 4x4 outputs per thread, fitted to the product's m and n
-// (CNNCUDA_SGEMM_TILE, cuda_common.cuh), for the rest and for every product
-// under CNNCUDA_SGEMM=tile64 (kept to compare); CNNCUDA_SGEMM=wide puts
-// every product on the wide kernel (for its tests). Below the threshold the
-// small tiles' many blocks fill the GPU better: on an H100 (2026-11-25) the
-// wide kernel was 10-40% slower on the seed CNN's products at batch 32
-// (dev/cuda/sgemm v5 against v6). Both take the convolution's fused
-// layouts, bias and ReLU (cnn_sgemm_extra). This file plans and launches
-// them.
+// with 4x4 outputs per thread, fitted to the product's m and n, for the
+// rest. Below the threshold the small tiles' many blocks fill the GPU
+// better: on an H100 (2026-11-25) the wide kernel was 10-40% slower on the
+// seed CNN's products at batch 32 (dev/cuda/sgemm v5 against v6). Both take
+// the convolution's fused layouts, bias and ReLU (cnn_sgemm_extra). This
+// file plans and launches them; cnn_cuda_sgemm_wide and _tile reach either
+// kernel on any product (dev/cuda's stages).
 //
 // Precision "tf32" (ctx->allow_tf32, on a GPU of compute capability 8.0 or
 // later): the wide kernel's TF32 instance, which multiplies on tensor cores
@@ -106,15 +104,15 @@ cnn_status sgemm_wide_path(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n,
     const int tiles = ((n + WBN - 1) / WBN) * ((m + bm - 1) / bm);
     int k_slice;
     // split-K aims at two waves of one block an SM; for the 32-row tile
-    // (64 or 128 threads) of the blocks an SM holds (its launch bounds' 5),
-    // unless CNNCUDA_WIDE_SPLITK=blocks. H100, b512 (ncu, call 19): conv1's
+    // (64 or 128 threads) of the blocks an SM holds (its launch bounds' 5).
+    // H100, b512 (ncu, call 19): conv1's
     // filter gradient (32 x 27 over 460,800) ran as 262 blocks of 64
     // threads, 4 warps an SM, 195 us; as 1,310 blocks 160 us (+3 us of
     // sums). The 64-row products got slower with more slices (conv2's
     // filter gradient 147 -> 157 us, conv3's 32 -> 45 us, its forward 27
     // -> 44 us: more partial sums to write and add), so they keep one.
     const bool tf32 = cnn_cuda_sgemm_tf32(ctx);
-    const int per_sm = impl->wide_splitk_blocks || bm > 32 ? 1 : wide_min_blocks(bm, tf32);
+    const int per_sm = bm > 32 ? 1 : wide_min_blocks(bm, tf32);
     const int slices = plan_slices(impl, m, n, k, tiles, per_sm, &k_slice);
     float *partial = slices > 1 ? impl->scratch : nullptr;
     dim3 grid((n + WBN - 1) / WBN, (m + bm - 1) / bm, slices);
@@ -138,26 +136,23 @@ cnn_status sgemm_wide_path(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n,
 int shaped_rows(int m) { return m <= 16 ? 16 : m <= 32 ? 32 : 64; }
 int shaped_cols(int n) { return n <= 32 ? 32 : 64; }
 
-// tn_four: the 64x64 tile with A transposed (a convolution's data
-// gradient) under launch bounds of four blocks an SM (CNNCUDA_TILE_TN).
+// The 64x64 tile with A transposed (a convolution's data gradient) runs
+// under launch bounds of four blocks an SM: 64 registers, no spills (69 and
+// three blocks an SM unbound; the same bits either way, H100 2026-11-26).
 template <int TBM, int TBN>
 void launch_tile(cudaStream_t st, dim3 grid, int trans_a, int trans_b, int m, int n, int k,
                  int k_slice, float alpha, const float *a, int lda, const float *b, int ldb,
-                 float beta, float *c, int ldc, float *partial, const cnn_sgemm_extra &x,
-                 bool tn_four)
+                 float beta, float *c, int ldc, float *partial, const cnn_sgemm_extra &x)
 {
 #define CNN_SGEMM_ARGS m, n, k, k_slice, alpha, a, lda, b, ldb, beta, c, ldc, partial, x
     constexpr int threads = (TBM / 4) * (TBN / 4);
     if (!trans_a && !trans_b)
         sgemm_tile<false, false, TBM, TBN><<<grid, threads, 0, st>>>(CNN_SGEMM_ARGS);
     else if (trans_a && !trans_b) {
-        if constexpr (TBM == 64 && TBN == 64) {
-            if (tn_four) { // 64 registers, four blocks an SM (69 and three unbound)
-                sgemm_tile<true, false, 64, 64, true, 4><<<grid, threads, 0, st>>>(CNN_SGEMM_ARGS);
-                return;
-            }
-        }
-        sgemm_tile<true, false, TBM, TBN><<<grid, threads, 0, st>>>(CNN_SGEMM_ARGS);
+        if constexpr (TBM == 64 && TBN == 64)
+            sgemm_tile<true, false, 64, 64, true, 4><<<grid, threads, 0, st>>>(CNN_SGEMM_ARGS);
+        else
+            sgemm_tile<true, false, TBM, TBN><<<grid, threads, 0, st>>>(CNN_SGEMM_ARGS);
     }
     else if (!trans_a && trans_b)
         sgemm_tile<false, true, TBM, TBN><<<grid, threads, 0, st>>>(CNN_SGEMM_ARGS);
@@ -166,7 +161,7 @@ void launch_tile(cudaStream_t st, dim3 grid, int trans_a, int trans_b, int m, in
 }
 
 // The engine's 64x64 tile before the shaped tiles (scalar shared loads and
-// stores; CNNCUDA_SGEMM_TILE=scalar).
+// stores; CNN_TILE_SCALAR, dev/cuda's stages only).
 void launch_scalar_tile(cudaStream_t st, dim3 grid, int trans_a, int trans_b, int m, int n,
                         int k, int k_slice, float alpha, const float *a, int lda, const float *b,
                         int ldb, float beta, float *c, int ldc, float *partial,
@@ -183,14 +178,14 @@ void launch_scalar_tile(cudaStream_t st, dim3 grid, int trans_a, int trans_b, in
 #undef CNN_SGEMM_ARGS
 }
 
-cnn_status sgemm_tile_path(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n, int k,
-                           float alpha, const float *a, int lda, const float *b, int ldb,
+cnn_status sgemm_tile_path(cnn_ctx *ctx, int tile, int trans_a, int trans_b, int m, int n,
+                           int k, float alpha, const float *a, int lda, const float *b, int ldb,
                            float beta, float *c, int ldc, const cnn_sgemm_extra &x, bool extras)
 {
     const cnn_cuda_impl *impl = (const cnn_cuda_impl *)ctx->impl;
     const int nc = x.row_sums ? n + 1 : n; // with the column of ones
     int tbm = BM, tbn = BN;
-    if (impl->sgemm_tile == CNN_TILE_SHAPED && !(trans_a && trans_b)) {
+    if (tile == CNN_TILE_SHAPED && !(trans_a && trans_b)) {
         tbm = shaped_rows(m);
         tbn = shaped_cols(nc);
     }
@@ -203,14 +198,13 @@ cnn_status sgemm_tile_path(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n,
     dim3 grid((nc + tbn - 1) / tbn, (m + tbm - 1) / tbm, slices);
     cudaStream_t st = cnn_stream(ctx);
 #define CNN_TILE_ARGS st, grid, trans_a, trans_b, m, n, k, k_slice, alpha, a, lda, b, ldb, beta, c, ldc, partial, x
-    const bool tn = impl->tile_tn_four != 0;
-    if (impl->sgemm_tile == CNN_TILE_SCALAR) launch_scalar_tile(CNN_TILE_ARGS);
-    else if (tbm == 64 && tbn == 64) launch_tile<64, 64>(CNN_TILE_ARGS, tn);
-    else if (tbm == 64) launch_tile<64, 32>(CNN_TILE_ARGS, tn);
-    else if (tbm == 32 && tbn == 64) launch_tile<32, 64>(CNN_TILE_ARGS, tn);
-    else if (tbm == 32) launch_tile<32, 32>(CNN_TILE_ARGS, tn);
-    else if (tbn == 64) launch_tile<16, 64>(CNN_TILE_ARGS, tn);
-    else launch_tile<16, 32>(CNN_TILE_ARGS, tn);
+    if (tile == CNN_TILE_SCALAR) launch_scalar_tile(CNN_TILE_ARGS);
+    else if (tbm == 64 && tbn == 64) launch_tile<64, 64>(CNN_TILE_ARGS);
+    else if (tbm == 64) launch_tile<64, 32>(CNN_TILE_ARGS);
+    else if (tbm == 32 && tbn == 64) launch_tile<32, 64>(CNN_TILE_ARGS);
+    else if (tbm == 32) launch_tile<32, 32>(CNN_TILE_ARGS);
+    else if (tbn == 64) launch_tile<16, 64>(CNN_TILE_ARGS);
+    else launch_tile<16, 32>(CNN_TILE_ARGS);
 #undef CNN_TILE_ARGS
     CNN_CUDA_LAUNCHED("sgemm");
     if (slices > 1 && extras) {
@@ -233,31 +227,65 @@ bool cnn_cuda_sgemm_tf32(cnn_ctx *ctx)
     return ctx->allow_tf32 && ((const cnn_cuda_impl *)ctx->impl)->tensor_cores;
 }
 
-bool cnn_cuda_sgemm_wide_fits(cnn_ctx *ctx, int m, int n, int k)
+bool cnn_cuda_sgemm_wide_fits(int m, int n, int k)
 {
-    const cnn_cuda_impl *impl = (const cnn_cuda_impl *)ctx->impl;
-    if (impl->sgemm_kernel == CNN_SGEMM_AUTO) return (double)m * n * k >= WIDE_MIN_FMAS;
-    return impl->sgemm_kernel == CNN_SGEMM_WIDE;
+    return (double)m * n * k >= WIDE_MIN_FMAS;
+}
+
+namespace {
+
+const WideExtra NO_EXTRA = {0, 0, 0, nullptr, 0, 0, nullptr};
+
+bool has_extras(const WideExtra &x)
+{
+    return x.ap > 0 || x.bp > 0 || x.cp > 0 || x.bias || x.relu || x.row_sums;
+}
+
+cnn_status check_extra(const WideExtra &x, bool wide, int trans_a, int trans_b, float beta)
+{
+    if ((x.ap > 0 && trans_a) || (x.bp > 0 && trans_b))
+        return cnn_set_error(CNN_ERR_INTERNAL, "sgemm: a batched operand cannot be transposed");
+    if (x.row_sums && (wide || !trans_b || beta != 0.0f))
+        return cnn_set_error(CNN_ERR_INTERNAL,
+                             "sgemm: row sums need the tile kernel, a transposed B and beta = 0");
+    return CNN_OK;
+}
+
+} // namespace
+
+cnn_status cnn_cuda_sgemm_wide(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n, int k,
+                               float alpha, const float *a, int lda, const float *b, int ldb,
+                               float beta, float *c, int ldc, const cnn_sgemm_extra *extra)
+{
+    if (m <= 0 || n <= 0) return CNN_OK;
+    const WideExtra x = extra ? *extra : NO_EXTRA;
+    CNN_TRY(check_extra(x, true, trans_a, trans_b, beta));
+    return sgemm_wide_path(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, x);
+}
+
+cnn_status cnn_cuda_sgemm_tile(cnn_ctx *ctx, int tile, int trans_a, int trans_b, int m, int n,
+                               int k, float alpha, const float *a, int lda, const float *b,
+                               int ldb, float beta, float *c, int ldc,
+                               const cnn_sgemm_extra *extra)
+{
+    if (m <= 0 || n <= 0) return CNN_OK;
+    if (tile != CNN_TILE_SHAPED && tile != CNN_TILE_SQUARE && tile != CNN_TILE_SCALAR)
+        return cnn_set_error(CNN_ERR_INTERNAL, "sgemm: unknown tile %d", tile);
+    const WideExtra x = extra ? *extra : NO_EXTRA;
+    CNN_TRY(check_extra(x, false, trans_a, trans_b, beta));
+    return sgemm_tile_path(ctx, tile, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                           ldc, x, has_extras(x));
 }
 
 cnn_status cnn_cuda_sgemm_ex(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n, int k,
                              float alpha, const float *a, int lda, const float *b, int ldb,
                              float beta, float *c, int ldc, const cnn_sgemm_extra *extra)
 {
-    if (m <= 0 || n <= 0) return CNN_OK;
-    const WideExtra x = extra ? *extra : WideExtra{0, 0, 0, nullptr, 0, 0, nullptr};
-    const bool extras = x.ap > 0 || x.bp > 0 || x.cp > 0 || x.bias || x.relu || x.row_sums;
-    if ((x.ap > 0 && trans_a) || (x.bp > 0 && trans_b))
-        return cnn_set_error(CNN_ERR_INTERNAL, "sgemm: a batched operand cannot be transposed");
-    const bool wide = cnn_cuda_sgemm_wide_fits(ctx, m, n, k);
-    if (x.row_sums && (wide || !trans_b || beta != 0.0f))
-        return cnn_set_error(CNN_ERR_INTERNAL,
-                             "sgemm: row sums need the 64x64 tile, a transposed B and beta = 0");
-    if (wide)
-        return sgemm_wide_path(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
-                               ldc, x);
-    return sgemm_tile_path(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
-                             x, extras);
+    if (cnn_cuda_sgemm_wide_fits(m, n, k))
+        return cnn_cuda_sgemm_wide(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta,
+                                   c, ldc, extra);
+    return cnn_cuda_sgemm_tile(ctx, CNN_TILE_SHAPED, trans_a, trans_b, m, n, k, alpha, a, lda, b,
+                               ldb, beta, c, ldc, extra);
 }
 
 cnn_status cnn_cuda_sgemm(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n, int k,

@@ -32,7 +32,7 @@ constexpr int BM = 64, BN = 64, BK = 16, TPB = 256;
 // and aligned in C (or in the partial tiles). !VEC, only at 64x64: rows ty +
 // 16 r and columns tx + 16 s, 8 scalar shared loads per 16 multiply-adds and
 // scalar stores: the engine's tile before the shaped tiles, kept as a stage
-// (CNNCUDA_SGEMM_TILE=scalar). Every output is the same chain of fmaf over k
+// (CNN_TILE_SCALAR, dev/cuda's sgemm stages). Every output is the same chain of fmaf over k
 // in order in both, so for the same tiles and slices they give the same bits.
 template <bool TRANS_A, bool TRANS_B, int TBM, int TBN, bool VEC = true, int MIN_BLOCKS = 0>
 __global__ void __launch_bounds__((TBM / 4) * (TBN / 4), MIN_BLOCKS)

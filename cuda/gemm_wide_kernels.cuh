@@ -1,6 +1,5 @@
 // gemm_wide_kernels.cuh: the cuda engine's SGEMM for large products (gemm.cu
-// chooses it; gemm_kernels.cuh keeps the tile kernel for small ones and as the
-// CNNCUDA_SGEMM=tile64 path). In a header so that dev/cuda/sgemm.cu launches
+// chooses it; gemm_kernels.cuh keeps the tile kernel for small ones). In a header so that dev/cuda/sgemm.cu launches
 // the very kernels the engine runs.
 //
 // C (m, n) = alpha op(A) op(B) + beta C, row-major, as in gemm_kernels.cuh.

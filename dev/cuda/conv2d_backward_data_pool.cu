@@ -170,19 +170,9 @@ struct Case {
         pool_col_reference(pc, dy, w, y, argmax, ref, scale);
     }
 
-    // The workspace as the engine's backward data finds it: dy rearranged to
-    // t (f, NP) after the column matrix's room (read by the GEMM only under
-    // CNNCUDA_SGEMM=tile64, where the backward filter leaves it there), the
-    // room for dcol itself full of NaN (the last version's forgotten).
-    void prepare_ws(cudaStream_t st)
-    {
-        fill_nan_on(gpu.ws, st);
-        const cnn_conv_desc &d = pc.d;
-        const size_t p = (size_t)d.oh * d.ow, col = (size_t)k_of(d) * np_of(d);
-        cnn_conv2d::gather_dy_kernel<<<cnn_blocks(y_count(d), CNN_THREADS), CNN_THREADS, 0, st>>>(
-            d.n, d.f, p, gpu.dy.p, gpu.ws.p + col);
-        CUDA_CHECK(cudaGetLastError());
-    }
+    // The workspace as the engine's backward data finds it: the room for
+    // dcol full of NaN (the last version's forgotten).
+    void prepare_ws(cudaStream_t st) { fill_nan_on(gpu.ws, st); }
 };
 
 Errors check(const Version &v, Case &c, Engine &eng)

@@ -24,6 +24,7 @@
 // timing (by the engine's im2col kernel) and is not part of the time.
 #include "common.cuh"
 #include "conv2d_kernels.cuh"
+#include "conv2d_rearranged.cuh"
 #include "conv_cases.cuh"
 #include "sgemm_stages.cuh"
 
@@ -66,10 +67,10 @@ __global__ void conv_db_naive(cnn_conv_desc d, const float *__restrict__ dy, flo
 }
 
 struct Buffers {
-    DeviceBuffer<float> x, dy, dw, db, ws;
+    DeviceBuffer<float> x, dy, dw, db, ws, sums;
     explicit Buffers(const cnn_conv_desc &d)
         : x(x_count(d)), dy(y_count(d)), dw(w_count(d)), db(d.f),
-          ws(cuda_conv2d_workspace(&d) / sizeof(float))
+          ws(rearranged::workspace_floats(d)), sums(rearranged::row_sums_scratch(d.f, np_of(d)))
     {
     }
 };
@@ -84,7 +85,8 @@ bool v1(const cnn_conv_desc &d, Buffers &m, bool bias, Engine &e)
     return launched("conv db v1");
 }
 
-// ---- versions 2-4: gather dy into t (f, NP), a GEMM stage, the engine's row sums.
+// ---- versions 2-4: gather dy into t (f, NP), a GEMM stage, the row sums of t
+// (conv2d_rearranged.cuh: the engine's path until 2026-11-25).
 using GemmStage = bool (*)(const stages::Gemm &, cudaStream_t);
 
 bool via_gemm(const cnn_conv_desc &d, Buffers &m, bool bias, Engine &e, GemmStage gemm)
@@ -93,11 +95,11 @@ bool via_gemm(const cnn_conv_desc &d, Buffers &m, bool bias, Engine &e, GemmStag
     const float *col = m.ws.p;
     float *t = m.ws.p + (size_t)k * np;
     const size_t p = (size_t)d.oh * d.ow;
-    cnn_conv2d::gather_dy_kernel<<<cnn_blocks(y_count(d), CNN_THREADS), CNN_THREADS, 0, e.stream()>>>(
+    rearranged::gather_dy_kernel<<<cnn_blocks(y_count(d), CNN_THREADS), CNN_THREADS, 0, e.stream()>>>(
         d.n, d.f, p, m.dy.p, t);
     if (!launched("gather dy")) return false;
     if (!gemm({false, true, d.f, k, np, 1.0f, t, np, col, np, 0.0f, m.dw.p, k}, e.stream())) return false;
-    return !bias || engine_ok(cnn_cuda_row_sums(e.ctx, d.f, np, t, m.db.p), "cnn_cuda_row_sums");
+    return !bias || rearranged::row_sums(e.stream(), d.f, np, t, m.db.p, m.sums.p);
 }
 
 struct Version {

@@ -13,11 +13,13 @@
 //   6  the engine: cuda_conv2d_forward (im2col + cnn_cuda_sgemm, split-K
 //      where the output has few tiles; the GEMM writes y in NCHW with the
 //      bias as it stores, since 2026-11-25 at every size)
-// Versions 3-5 use the layer's workspace as the engine did: col (K, NP),
-// then t (f, NP), K = c*kh*kw, NP = n*oh*ow; t is rearranged into y with the
-// bias added by the engine's scatter_bias_kernel.
+// Versions 3-5 use the layer's workspace as the engine did until
+// 2026-11-25: col (K, NP), then t (f, NP), K = c*kh*kw, NP = n*oh*ow; t is
+// rearranged into y with the bias added by scatter_bias_kernel
+// (conv2d_rearranged.cuh); the engine's own workspace is col alone.
 #include "common.cuh"
 #include "conv2d_kernels.cuh"
+#include "conv2d_rearranged.cuh"
 #include "conv_cases.cuh"
 #include "sgemm_stages.cuh"
 
@@ -125,7 +127,7 @@ bool conv_im2col(const cnn_conv_desc &d, const float *x, const float *w, const f
     if (!launched("im2col")) return false;
     if (!gemm({false, false, d.f, np, k, 1.0f, w, k, col, np, 0.0f, t, np}, st)) return false;
     const size_t p = (size_t)d.oh * d.ow;
-    cnn_conv2d::scatter_bias_kernel<false><<<cnn_blocks(y_count(d), CNN_THREADS), CNN_THREADS, 0, st>>>(
+    rearranged::scatter_bias_kernel<false><<<cnn_blocks(y_count(d), CNN_THREADS), CNN_THREADS, 0, st>>>(
         d.n, d.f, p, t, b, y);
     return launched("scatter bias");
 }
@@ -134,7 +136,7 @@ struct Buffers {
     DeviceBuffer<float> x, w, b, y, ws;
     explicit Buffers(const cnn_conv_desc &d)
         : x(x_count(d)), w(w_count(d)), b(d.f), y(y_count(d)),
-          ws(cuda_conv2d_workspace(&d) / sizeof(float))
+          ws(rearranged::workspace_floats(d))
     {
     }
 };

@@ -13,10 +13,10 @@
 //   3  64x64 tiles, a column of 8 outputs per thread (1-D register blocking)
 //   4  the engine's tile kernel as it was until 2026-11-25 (64x64, 4x4
 //      outputs per thread), no split-K
-//   5  the engine under CNNCUDA_SGEMM=tile64 CNNCUDA_SGEMM_TILE=scalar:
-//      cnn_cuda_sgemm (4 with the next k step loaded into registers while
-//      the current one is multiplied, plus deterministic split-K)
-//   6  the wide kernel on every product (CNNCUDA_SGEMM=wide): BM x 128
+//   5  the engine's tile kernel with scalar shared loads on every product,
+//      cnn_cuda_sgemm_tile (4 with the next k step loaded into registers
+//      while the current one is multiplied, plus deterministic split-K)
+//   6  the wide kernel on every product (cnn_cuda_sgemm_wide): BM x 128
 //      tiles, 8x8 outputs per thread, a cp.async pipeline; split-K
 //   7  cnn_cuda_sgemm as it was until the shaped tiles: products of >= 2^27
 //      multiply-adds on the wide kernel, the others on version 5's tile
@@ -98,7 +98,7 @@ const Version VERSIONS[] = {
      [](const stages::Gemm &g, Engine &e) { return stages::sgemm_v3(g, e.stream()); }, fp32, false},
     {"tile kernel 64x64x16, 4x4 per thread (the engine's until 2026-11-25), no split-K",
      [](const stages::Gemm &g, Engine &e) { return stages::sgemm_v4(g, e.stream()); }, fp32, false},
-    {"engine cnn_cuda_sgemm, tile64: tile kernel + split-K",
+    {"engine tile kernel (scalar loads) everywhere + split-K",
      [](const stages::Gemm &g, Engine &e) { return stages::sgemm_v5(g, e.ctx); }, fp32, false},
     {"wide kernel everywhere (BM x 128, 8x8 per thread, cp.async) + split-K",
      [](const stages::Gemm &g, Engine &e) { return stages::sgemm_v6(g, e.ctx); }, fp32, false},
@@ -112,8 +112,8 @@ const Version VERSIONS[] = {
     {"engine cnn_cuda_sgemm, precision tf32: TF32 wide kernel >= 2^27, fp32 shaped tiles below",
      [](const stages::Gemm &g, Engine &e) { return stages::sgemm_v10(g, e.ctx); },
      [](const Shape &s, Engine &e) {
-         return stages::engine_sgemm_on_tf32(e.ctx, CNN_SGEMM_AUTO, s.m, s.n, s.k) ? Precision::TF32
-                                                                                  : Precision::FP32;
+         return stages::engine_sgemm_on_tf32(e.ctx, s.m, s.n, s.k) ? Precision::TF32
+                                                                   : Precision::FP32;
      },
      true},
 };

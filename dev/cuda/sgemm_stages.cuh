@@ -1,11 +1,11 @@
 // sgemm_stages.cuh: the earlier stages of the SGEMM, written for dev/cuda
 // (versions 1-3 of sgemm.cu, and the GEMM inside the conv programs' im2col
 // versions). Version 4 is the engine's tile kernel as it was before its
-// register prefetch, without split-K, version 5 the engine's cnn_cuda_sgemm
-// under CNNCUDA_SGEMM=tile64 (its tile kernel now, cuda/gemm_kernels.cuh,
-// with split-K), version 6 its wide kernel on every product
-// (CNNCUDA_SGEMM=wide), version 7 the engine's `auto` with the scalar tile,
-// version 8 its default; versions 9 and 10 are 6 and 8 with the Net's
+// register prefetch, without split-K, version 5 the engine's tile kernel
+// with scalar shared loads on every product (cnn_cuda_sgemm_tile,
+// cuda/gemm_kernels.cuh, with split-K), version 6 its wide kernel on every
+// product (cnn_cuda_sgemm_wide), version 7 the engine's choice by size with
+// the scalar tile, version 8 the engine; versions 9 and 10 are 6 and 8 with the Net's
 // precision "tf32" (the wide kernel on TF32 tensor cores).
 //
 // Every stage computes, like the engine, C (m, n) = alpha op(A) op(B) + beta C,
@@ -280,77 +280,79 @@ inline bool sgemm_v4(const Gemm &g, cudaStream_t st)
     return dev::launched("sgemm v4");
 }
 
-// The engine's SGEMM with its kernel choice set as CNNCUDA_SGEMM and its
-// small-product tile as CNNCUDA_SGEMM_TILE would set them, and the context's
-// allow_tf32 as a Net of precision "tf32" (true) or "float32" sets it.
-inline cnn_status engine_sgemm(const Gemm &g, cnn_ctx *ctx, int kernel, int tile, bool tf32 = false)
+// Which of the engine's SGEMM kernels a stage runs (cuda/gemm.cu): the
+// wide kernel on every product, the tile kernel (with the given tiles) on
+// every product, or, as cnn_cuda_sgemm does, the wide kernel for products
+// of at least 2^27 multiply-adds and the tile kernel below.
+enum class Kernel { Wide, Tile, ByShape };
+
+// The engine's SGEMM through the kernel `kernel` (tiles `tile`), with the
+// context's allow_tf32 as a Net of precision "tf32" (true) or "float32"
+// sets it.
+inline cnn_status engine_sgemm(const Gemm &g, cnn_ctx *ctx, Kernel kernel, int tile,
+                               bool tf32 = false)
 {
-    cnn_cuda_impl *impl = (cnn_cuda_impl *)ctx->impl;
-    const int saved = impl->sgemm_kernel, saved_tile = impl->sgemm_tile, saved_tf32 = ctx->allow_tf32;
-    impl->sgemm_kernel = kernel;
-    impl->sgemm_tile = tile;
+    const int saved_tf32 = ctx->allow_tf32;
     ctx->allow_tf32 = tf32;
-    const cnn_status s = cnn_cuda_sgemm(ctx, g.ta, g.tb, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b,
-                                        g.ldb, g.beta, g.c, g.ldc);
-    impl->sgemm_kernel = saved;
-    impl->sgemm_tile = saved_tile;
+    const bool wide = kernel == Kernel::Wide ||
+                      (kernel == Kernel::ByShape && cnn_cuda_sgemm_wide_fits(g.m, g.n, g.k));
+    const cnn_status s =
+        wide ? cnn_cuda_sgemm_wide(ctx, g.ta, g.tb, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb,
+                                   g.beta, g.c, g.ldc, nullptr)
+             : cnn_cuda_sgemm_tile(ctx, tile, g.ta, g.tb, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b,
+                                   g.ldb, g.beta, g.c, g.ldc, nullptr);
     ctx->allow_tf32 = saved_tf32;
     return s;
 }
 
-// Whether the engine, with its kernel choice set as CNNCUDA_SGEMM would set
-// it and the Net's precision "tf32", multiplies an m x n x k product on TF32
-// tensor cores (its own rule: the wide kernel, on a GPU of compute
-// capability 8.0 or later).
-inline bool engine_sgemm_on_tf32(cnn_ctx *ctx, int kernel, int m, int n, int k)
+// Whether the engine, as a Net of precision "tf32" runs it, multiplies an
+// m x n x k product on TF32 tensor cores (its own rule: the wide kernel, on
+// a GPU of compute capability 8.0 or later).
+inline bool engine_sgemm_on_tf32(cnn_ctx *ctx, int m, int n, int k)
 {
-    cnn_cuda_impl *impl = (cnn_cuda_impl *)ctx->impl;
-    const int saved = impl->sgemm_kernel, saved_tf32 = ctx->allow_tf32;
-    impl->sgemm_kernel = kernel;
+    const int saved_tf32 = ctx->allow_tf32;
     ctx->allow_tf32 = 1;
-    const bool on = cnn_cuda_sgemm_tf32(ctx) && cnn_cuda_sgemm_wide_fits(ctx, m, n, k);
-    impl->sgemm_kernel = saved;
+    const bool on = cnn_cuda_sgemm_tf32(ctx) && cnn_cuda_sgemm_wide_fits(m, n, k);
     ctx->allow_tf32 = saved_tf32;
     return on;
 }
 
-// ---- version 5: the engine's cnn_cuda_sgemm under CNNCUDA_SGEMM=tile64 and
-// CNNCUDA_SGEMM_TILE=scalar (cuda/gemm.cu): version 4's kernel with the next
+// ---- version 5: the engine's tile kernel on every product with scalar
+// shared loads (cnn_cuda_sgemm_tile, CNN_TILE_SCALAR; cuda/gemm.cu): version 4's kernel with the next
 // k step loaded into registers while the current one is multiplied, and K
 // cut into slices when C has too few tiles to fill the GPU and K is long;
 // the slices' partial tiles are summed in a fixed order. The engine's only
 // SGEMM until the wide kernel.
 inline bool sgemm_v5(const Gemm &g, cnn_ctx *ctx)
 {
-    return dev::engine_ok(engine_sgemm(g, ctx, CNN_SGEMM_TILE64, CNN_TILE_SCALAR),
+    return dev::engine_ok(engine_sgemm(g, ctx, Kernel::Tile, CNN_TILE_SCALAR),
                           "sgemm v5 (cnn_cuda_sgemm, tile64, scalar tile)");
 }
 
 // ---- version 6: the wide kernel on every product (cnn_cuda_sgemm under
-// CNNCUDA_SGEMM=wide; cuda/gemm_wide_kernels.cuh): BM x 128 tiles, BM = 32,
+// cnn_cuda_sgemm_wide; cuda/gemm_wide_kernels.cuh): BM x 128 tiles, BM = 32,
 // 64 or 128 by the rows, 8x8 outputs per thread read as float4 from shared
 // memory, K through a 3-stage cp.async pipeline (2 for BM = 128); split-K
 // as in version 5.
 inline bool sgemm_v6(const Gemm &g, cnn_ctx *ctx)
 {
-    return dev::engine_ok(engine_sgemm(g, ctx, CNN_SGEMM_WIDE, CNN_TILE_SHAPED),
+    return dev::engine_ok(engine_sgemm(g, ctx, Kernel::Wide, CNN_TILE_SHAPED),
                           "sgemm v6 (cnn_cuda_sgemm, wide)");
 }
 
-// ---- version 7: cnn_cuda_sgemm under CNNCUDA_SGEMM=auto and
-// CNNCUDA_SGEMM_TILE=scalar (the engine until the shaped tiles): products
+// ---- version 7: the engine's choice by size with the scalar tile (the
+// engine until the shaped tiles): products
 // of at least 2^27 multiply-adds on version 6's kernel, the others on
 // version 5's. At these batch-32 shapes every product is below it, so
 // version 7 times like version 5 here; at batch 512 the convolutions' are
 // above it (BENCHMARKS.md).
 inline bool sgemm_v7(const Gemm &g, cnn_ctx *ctx)
 {
-    return dev::engine_ok(engine_sgemm(g, ctx, CNN_SGEMM_AUTO, CNN_TILE_SCALAR),
+    return dev::engine_ok(engine_sgemm(g, ctx, Kernel::ByShape, CNN_TILE_SCALAR),
                           "sgemm v7 (cnn_cuda_sgemm, auto, scalar tile)");
 }
 
-// ---- version 8: the engine, cnn_cuda_sgemm (its defaults: CNNCUDA_SGEMM=
-// auto, CNNCUDA_SGEMM_TILE=shaped): below 2^27 multiply-adds, tiles of 16,
+// ---- version 8: the engine, cnn_cuda_sgemm: below 2^27 multiply-adds, tiles of 16,
 // 32 or 64 rows by 32 or 64 columns fitted to m and n (a 32x27 filter
 // gradient on a 32x32 tile, not a quarter of a 64x64 one), each thread's
 // 4x4 outputs read from shared memory as float4 (2 loads per 16
@@ -359,12 +361,12 @@ inline bool sgemm_v7(const Gemm &g, cnn_ctx *ctx)
 // summed with up to 32 groups per output so that no thread adds more than 8.
 inline bool sgemm_v8(const Gemm &g, cnn_ctx *ctx)
 {
-    return dev::engine_ok(engine_sgemm(g, ctx, CNN_SGEMM_AUTO, CNN_TILE_SHAPED),
+    return dev::engine_ok(engine_sgemm(g, ctx, Kernel::ByShape, CNN_TILE_SHAPED),
                           "sgemm v8 (cnn_cuda_sgemm, auto, shaped tiles)");
 }
 
 // ---- version 9: version 6 on TF32 tensor cores: the wide kernel on every
-// product (CNNCUDA_SGEMM=wide) of a Net with precision "tf32"
+// product (cnn_cuda_sgemm_wide) of a Net with precision "tf32"
 // (ctx->allow_tf32), sgemm_wide<BM, TA, TB, true> of
 // cuda/gemm_wide_kernels.cuh: the same BM x 128 tiles, cp.async pipeline,
 // split-K and epilogue, the multiply as mma.sync.m16n8k8 tf32 (the warps'
@@ -375,18 +377,18 @@ inline bool sgemm_v8(const Gemm &g, cnn_ctx *ctx)
 // it on older GPUs, where the engine would multiply in fp32).
 inline bool sgemm_v9(const Gemm &g, cnn_ctx *ctx)
 {
-    return dev::engine_ok(engine_sgemm(g, ctx, CNN_SGEMM_WIDE, CNN_TILE_SHAPED, true),
+    return dev::engine_ok(engine_sgemm(g, ctx, Kernel::Wide, CNN_TILE_SHAPED, true),
                           "sgemm v9 (cnn_cuda_sgemm, wide, tf32)");
 }
 
 // ---- version 10: the engine as a Net with precision "tf32" runs it
-// (CNNCUDA_SGEMM=auto, CNNCUDA_SGEMM_TILE=shaped, ctx->allow_tf32): products
+// (cnn_cuda_sgemm, ctx->allow_tf32): products
 // of at least 2^27 multiply-adds on version 9's kernel, the others on version
 // 8's fp32 tiles. At the batch-32 shapes every product is below (version 8's
 // kernels and bits); the batch-512 products are above (version 9's).
 inline bool sgemm_v10(const Gemm &g, cnn_ctx *ctx)
 {
-    return dev::engine_ok(engine_sgemm(g, ctx, CNN_SGEMM_AUTO, CNN_TILE_SHAPED, true),
+    return dev::engine_ok(engine_sgemm(g, ctx, Kernel::ByShape, CNN_TILE_SHAPED, true),
                           "sgemm v10 (cnn_cuda_sgemm, auto, shaped tiles, tf32)");
 }
 

@@ -14,8 +14,7 @@ from cnncuda.seeds import seed_network
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(cnncuda.__file__)))
 ENGINE = sorted(_C.switches())
 BOOLEAN = [name for name in ENGINE if name not in (
-    "CNNCUDA_CUDNN_ALGO", "CNNCUDA_GEMM", "CNNCUDA_SGEMM", "CNNCUDA_SGEMM_TILE",
-    "CNNCUDA_TILE_TN", "CNNCUDA_WIDE_SPLITK")]
+    "CNNCUDA_CUDNN_ALGO", "CNNCUDA_GEMM")]
 
 
 def _tiny_net(engine="cpu"):

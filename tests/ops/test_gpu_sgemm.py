@@ -1,13 +1,17 @@
-"""The cuda engine's SGEMM paths (cuda/gemm.cu) through its layers, against
-the NumPy reference in float64: CNNCUDA_SGEMM=wide (the wide kernel, BM x 128
-tiles with 8x8 outputs per thread, on every product, the convolution's bias
-and NCHW layouts fused into it), tile64 (the 64x64 tile everywhere) and auto
-(the default: wide for products of at least 2^27 multiply-adds).
+"""The cuda engine's SGEMM (cuda/gemm.cu) through its layers, against the
+NumPy reference in float64. The engine runs a product of at least 2^27
+multiply-adds on the wide kernel (BM x 128 tiles with 8x8 outputs per
+thread, the convolution's bias and NCHW layouts fused into it) and the
+others on the tile kernel (tiles fitted to the product). A convolution's
+three products (forward, filter gradient, data gradient) all have the same
+count of multiply-adds, f * N*oh*ow * c*kh*kw, so a layer takes one kernel
+for all three; a dense layer's likewise (batch * fan_in * units).
 
-The shapes are odd: each row tile of the wide kernel (32, 64, 128 rows),
-ragged edges, split-K, strides and uneven padding; one convolution is large
-enough for auto to take the wide kernel. The variable is read when an
-engine context is made, so each case sets it before building its network.
+The shapes are odd: ragged edges, split-K, strides and uneven padding, on
+the tile kernel (CONV_CASES) and on each row tile of the wide kernel (32,
+64 and 128 rows: WIDE_CONV_CASES, sized past 2^27). dev/cuda's sgemm
+program checks both kernels on every product of its odd shapes as well
+(cnn_cuda_sgemm_wide and _tile reach either whatever the size).
 """
 import numpy as np
 import pytest
@@ -18,26 +22,51 @@ from conftest import ADAM, SPARSE_LOGITS, engine_params, run_both
 from conftest import train_relu_fusion as train
 
 CUDA = engine_params(("cuda",))
-KERNELS = ["wide", "tile64", "auto"]
+WIDE_FMAS = 2 ** 27
 
 CONV_CASES = [
     # input (h, w, c), filters, kernel, strides, padding, batch
-    ((13, 11, 7), 37, (3, 3), (1, 1), "same", 5),    # forward 37 x 715 x 63: 64-row tiles
-    ((9, 9, 20), 33, (3, 3), (1, 1), "valid", 4),    # dW 33 x 180 over 196 on the wide kernel
+    ((13, 11, 7), 37, (3, 3), (1, 1), "same", 5),    # forward 37 x 715 x 63
+    ((9, 9, 20), 33, (3, 3), (1, 1), "valid", 4),    # dW 33 x 180 over 196
     ((11, 9, 5), 130, (3, 2), (2, 2), "same", 7),    # 130 filters; stride 2, uneven padding
     ((6, 6, 64), 64, (3, 3), (1, 1), "valid", 9),    # the seed CNN's third layer: split-K
-    ((15, 15, 3), 8, (3, 3), (1, 1), "valid", 3),    # few filters: 32-row tiles
-    ((15, 15, 32), 64, (3, 3), (1, 1), "valid", 48), # 64 x 8112 x 288: auto takes the wide kernel
+    ((15, 15, 3), 8, (3, 3), (1, 1), "valid", 3),    # few filters
 ]
+
+WIDE_CONV_CASES = [
+    ((15, 15, 32), 64, (3, 3), (1, 1), "valid", 48),   # 64 x 8112 x 288: 64-row tiles
+    ((33, 33, 16), 24, (3, 3), (1, 1), "valid", 45),   # 24 filters, 144 rows of dcol: 32-row tiles
+    ((21, 19, 5), 125, (3, 2), (2, 2), "same", 340),   # 125 filters: 128-row tiles; stride 2,
+                                                       # uneven padding
+    ((30, 30, 3), 8, (3, 3), (1, 1), "valid", 800),    # dW 8 x 27 over 627,200: split-K
+]
+
+WIDE_DENSE_CASES = [(1100, 257, 480), (2049, 130, 600)]   # fan_in, units, batch
+
+
+def conv_fmas(shape, filters, size, strides, padding, n):
+    h, w, c = shape
+    if padding == "same":
+        oh, ow = -(-h // strides[0]), -(-w // strides[1])
+    else:
+        oh, ow = (h - size[0]) // strides[0] + 1, (w - size[1]) // strides[1] + 1
+    return filters * n * oh * ow * c * size[0] * size[1]
+
+
+def test_the_cases_take_the_kernels_they_are_for():
+    for case in CONV_CASES:
+        assert conv_fmas(*case) < WIDE_FMAS, case
+    for case in WIDE_CONV_CASES:
+        assert conv_fmas(*case) >= WIDE_FMAS, case
+    for fan_in, units, n in WIDE_DENSE_CASES:
+        assert fan_in * units * n >= WIDE_FMAS
 
 
 @pytest.mark.parametrize("engine", CUDA)
-@pytest.mark.parametrize("kernel", KERNELS)
-@pytest.mark.parametrize("shape,filters,size,strides,padding,n", CONV_CASES)
+@pytest.mark.parametrize("shape,filters,size,strides,padding,n", CONV_CASES + WIDE_CONV_CASES)
 @pytest.mark.parametrize("use_bias", [True, False])
-def test_conv2d_on_both_sgemm_paths(monkeypatch, engine, kernel, shape, filters, size, strides,
-                                    padding, n, use_bias):
-    monkeypatch.setenv("CNNCUDA_SGEMM", kernel)
+def test_conv2d_on_both_sgemm_kernels(engine, shape, filters, size, strides, padding, n,
+                                      use_bias):
     layers = [{"kind": "conv2d", "units": filters, "kernel": size, "strides": strides,
                "padding": padding, "use_bias": use_bias}]
     net, _ = run_both(engine, layers, shape, n=n, rtol=1e-4, atol=1e-4)
@@ -47,74 +76,55 @@ def test_conv2d_on_both_sgemm_paths(monkeypatch, engine, kernel, shape, filters,
 
 
 @pytest.mark.parametrize("engine", CUDA)
-@pytest.mark.parametrize("kernel", KERNELS)
-@pytest.mark.parametrize("fan_in,units,n", [(300, 130, 70), (1024, 64, 150), (129, 257, 33)])
-def test_dense_on_both_sgemm_paths(monkeypatch, engine, kernel, fan_in, units, n):
-    monkeypatch.setenv("CNNCUDA_SGEMM", kernel)
+@pytest.mark.parametrize("fan_in,units,n", [(300, 130, 70), (1024, 64, 150), (129, 257, 33)]
+                         + WIDE_DENSE_CASES)
+def test_dense_on_both_sgemm_kernels(engine, fan_in, units, n):
     layers = [{"kind": "dense", "units": units}]
     run_both(engine, layers, (fan_in,), n=n, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("engine", CUDA)
-def test_wide_path_is_deterministic(monkeypatch, engine):
-    # split-K and the channel sums add in a fixed order: two networks from
-    # the same seed give the same bits after a few steps
-    monkeypatch.setenv("CNNCUDA_SGEMM", "wide")
-    layers = [{"kind": "conv2d", "units": 32, "kernel": (3, 3)}, {"kind": "activation", "activation": "relu"},
-              {"kind": "maxpool", "kernel": (2, 2)},
-              {"kind": "conv2d", "units": 64, "kernel": (3, 3)}, {"kind": "activation", "activation": "relu"},
-              {"kind": "flatten"}, {"kind": "dense", "units": 10}]
+WIDE_NETWORK = [{"kind": "conv2d", "units": 32, "kernel": (3, 3)},
+                {"kind": "activation", "activation": "relu"},
+                {"kind": "maxpool", "kernel": (2, 2)},
+                {"kind": "conv2d", "units": 64, "kernel": (3, 3)},
+                {"kind": "activation", "activation": "relu"},
+                {"kind": "flatten"}, {"kind": "dense", "units": 10}]
+
+
+def train_wide_network(engine, monkeypatch, fuse="1"):
+    # batch 512 of 16x16 images: the second convolution's products (64 x
+    # 12,800 x 288) on the wide kernel, its ReLU in the GEMM's epilogue
+    monkeypatch.setenv("CNNCUDA_FUSE", fuse)
     rng = np.random.default_rng(5)
-    x = rng.standard_normal((96, 16, 16, 3)).astype(np.float32)
-    y = rng.integers(0, 10, 96)
-    weights = []
-    for _ in range(2):
-        net = make_net(engine, layers, (16, 16, 3), 32, SPARSE_LOGITS, ADAM, seed=4)
-        for i in range(3):
-            net.train_batch(x[32 * i:32 * (i + 1)], y[32 * i:32 * (i + 1)])
-        weights.append(net.get_weights())
-    for a, b in zip(*weights):
+    x = rng.standard_normal((1536, 16, 16, 3)).astype(np.float32)
+    y = rng.integers(0, 10, 1536)
+    net = make_net(engine, WIDE_NETWORK, (16, 16, 3), 512, SPARSE_LOGITS, ADAM, seed=4)
+    for i in range(3):
+        net.train_batch(x[512 * i:512 * (i + 1)], y[512 * i:512 * (i + 1)])
+    return net.get_weights()
+
+
+@pytest.mark.parametrize("engine", CUDA)
+def test_wide_path_is_deterministic_and_fuses_the_relu_bit_for_bit(engine, monkeypatch):
+    # split-K and the channel sums add in a fixed order: two networks from
+    # the same seed give the same bits after a few steps; the ReLU applied
+    # by the wide GEMM's store gives the bits of the ReLU run apart
+    first = train_wide_network(engine, monkeypatch)
+    again = train_wide_network(engine, monkeypatch)
+    apart = train_wide_network(engine, monkeypatch, fuse="0")
+    for a, b, c in zip(first, again, apart):
         assert np.array_equal(a, b)
+        assert np.array_equal(a, c)
 
 
 @pytest.mark.parametrize("engine", CUDA)
-def test_unknown_sgemm_kernel_is_a_clear_error(monkeypatch, engine):
-    monkeypatch.setenv("CNNCUDA_SGEMM", "tile256")
-    with pytest.raises(ValueError, match="CNNCUDA_SGEMM"):
-        make_net(engine, [{"kind": "dense", "units": 3}], (4,), 2, SPARSE_LOGITS, ADAM)
-
-
-@pytest.mark.parametrize("engine", CUDA)
-@pytest.mark.parametrize("kernel", ["auto", "wide"])
 @pytest.mark.parametrize("name", sorted(NETWORKS))
-def test_relu_fusion_same_bits_on_the_gpu(monkeypatch, engine, kernel, name):
-    # conv2d_forward_relu (the ReLU in the GEMM's epilogue under wide, in the
-    # bias scatter under auto at these sizes) and pool_backward_relu give the
-    # bits of the ops run apart (CNNCUDA_FUSE=0)
-    monkeypatch.setenv("CNNCUDA_SGEMM", kernel)
+def test_relu_fusion_same_bits_on_the_gpu(monkeypatch, engine, name):
+    # conv2d_forward_relu (the ReLU in the tile GEMM's store at these sizes)
+    # and pool_backward_relu give the bits of the ops run apart
+    # (CNNCUDA_FUSE=0)
     fused = train(engine, NETWORKS[name], True, monkeypatch)
     plain = train(engine, NETWORKS[name], False, monkeypatch)
     assert len(fused) == len(plain)
     for i, (a, b) in enumerate(zip(fused, plain)):
         assert a.tobytes() == b.tobytes(), "array %d differs" % i
-
-
-@pytest.mark.parametrize("engine", CUDA)
-@pytest.mark.parametrize("split", ["occupancy", "blocks"])
-def test_wide_split_k_targets(monkeypatch, engine, split):
-    # a 32-row filter gradient over 18,816 columns: CNNCUDA_WIDE_SPLITK=
-    # occupancy (the default) cuts it into more slices than blocks (on 132
-    # SMs 294 against 236: plan_slices rounds each slice up to a multiple
-    # of 16 columns); both against the float64 reference
-    monkeypatch.setenv("CNNCUDA_SGEMM", "wide")
-    monkeypatch.setenv("CNNCUDA_WIDE_SPLITK", split)
-    layers = [{"kind": "conv2d", "units": 8, "kernel": (3, 3)}]
-    run_both(engine, layers, (30, 30, 3), n=24, rtol=1e-4, atol=1e-4)
-
-
-@pytest.mark.parametrize("engine", CUDA)
-def test_a_bad_wide_split_k_setting_is_refused(monkeypatch, engine):
-    monkeypatch.setenv("CNNCUDA_WIDE_SPLITK", "many")
-    with pytest.raises(ValueError, match="CNNCUDA_WIDE_SPLITK: expected 'occupancy' or 'blocks', "
-                                         "got 'many'"):
-        make_net(engine, [{"kind": "dense", "units": 3}], (4,), 2, SPARSE_LOGITS, ADAM)

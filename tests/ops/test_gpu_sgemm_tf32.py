@@ -2,11 +2,11 @@
 TF32 tensor cores (cuda/gemm_wide_kernels.cuh, mma.sync m16n8k8; operands
 rounded to TF32's 10-bit mantissa, sums in fp32).
 
-Each product runs on the wide kernel (CNNCUDA_SGEMM=wide) in every layout a
-layer uses (forward NN with the batched NCHW operands, the filter gradient
-with B transposed, the data gradient with A transposed; the dense layer's
-three), on the shapes of test_gpu_sgemm (each row tile, ragged edges,
-split-K, strides, uneven padding). Against the float64 reference the error
+Each product runs on the wide kernel (the shapes of test_gpu_sgemm past
+2^27 multiply-adds: each row tile, ragged edges, split-K, strides, uneven
+padding) in every layout a layer uses (forward NN with the batched NCHW
+operands, the filter gradient with B transposed, the data gradient with A
+transposed; the dense layer's three). Against the float64 reference the error
 must be TF32's: normwise under 4e-3 of the result (a wrong fragment, tile
 or slice gives errors of order 1), and above 5e-5 for each of the three
 products (TF32's is some 3e-4, the float32 kernel's under 2e-5: the tensor
@@ -20,7 +20,7 @@ import pytest
 
 from cnncuda.engine import make_net
 from conftest import ADAM, SPARSE_LOGITS, engine_params, require_tensor_cores
-from test_gpu_sgemm import CONV_CASES
+from test_gpu_sgemm import WIDE_CONV_CASES, WIDE_DENSE_CASES
 
 CUDA = engine_params(("cuda",))
 TF32_MAX = 4e-3   # normwise relative error allowed with TF32 operands
@@ -69,10 +69,8 @@ def check_tf32(engine, layers, shape, n, weights=None):
 
 
 @pytest.mark.parametrize("engine", CUDA)
-@pytest.mark.parametrize("shape,filters,size,strides,padding,n", CONV_CASES)
-def test_conv2d_tf32_against_the_reference(monkeypatch, engine, shape, filters, size, strides,
-                                           padding, n):
-    monkeypatch.setenv("CNNCUDA_SGEMM", "wide")
+@pytest.mark.parametrize("shape,filters,size,strides,padding,n", WIDE_CONV_CASES)
+def test_conv2d_tf32_against_the_reference(engine, shape, filters, size, strides, padding, n):
     layers = [{"kind": "conv2d", "units": filters, "kernel": size, "strides": strides,
                "padding": padding}]
     net = make_net(engine, layers, shape, n, SPARSE_LOGITS, ADAM, seed=3)
@@ -82,9 +80,8 @@ def test_conv2d_tf32_against_the_reference(monkeypatch, engine, shape, filters, 
 
 
 @pytest.mark.parametrize("engine", CUDA)
-@pytest.mark.parametrize("fan_in,units,n", [(300, 130, 70), (1024, 64, 150), (129, 257, 33)])
-def test_dense_tf32_against_the_reference(monkeypatch, engine, fan_in, units, n):
-    monkeypatch.setenv("CNNCUDA_SGEMM", "wide")
+@pytest.mark.parametrize("fan_in,units,n", WIDE_DENSE_CASES)
+def test_dense_tf32_against_the_reference(engine, fan_in, units, n):
     layers = [{"kind": "dense", "units": units}]
     net = make_net(engine, layers, (fan_in,), n, SPARSE_LOGITS, ADAM, seed=3)
     rng = np.random.default_rng(4)
@@ -93,10 +90,9 @@ def test_dense_tf32_against_the_reference(monkeypatch, engine, fan_in, units, n)
 
 
 @pytest.mark.parametrize("engine", CUDA)
-def test_auto_takes_tf32_on_large_products_only(monkeypatch, engine):
-    """auto: the conv's 64 x 8112 x 288 products go to the wide kernel (TF32),
-    a small dense layer stays on the float32 tile: the same bits as float32."""
-    monkeypatch.delenv("CNNCUDA_SGEMM", raising=False)
+def test_tf32_on_large_products_only(engine):
+    """The conv's 64 x 8112 x 288 products go to the wide kernel (TF32), a
+    small dense layer stays on the float32 tile: the same bits as float32."""
     big = [{"kind": "conv2d", "units": 64, "kernel": (3, 3)}]
     _, tf = errors(engine, big, (15, 15, 32), 48, "tf32")
     assert tf["forward"] < TF32_MAX
@@ -111,21 +107,18 @@ def test_auto_takes_tf32_on_large_products_only(monkeypatch, engine):
 
 
 @pytest.mark.parametrize("engine", CUDA)
-def test_tf32_training_is_deterministic_and_float32_unchanged(monkeypatch, engine):
-    monkeypatch.setenv("CNNCUDA_SGEMM", "wide")
-    layers = [{"kind": "conv2d", "units": 32, "kernel": (3, 3)},
-              {"kind": "activation", "activation": "relu"}, {"kind": "maxpool", "kernel": (2, 2)},
-              {"kind": "conv2d", "units": 64, "kernel": (3, 3)},
-              {"kind": "activation", "activation": "relu"},
-              {"kind": "flatten"}, {"kind": "dense", "units": 10}]
+def test_tf32_training_is_deterministic_and_float32_unchanged(engine):
+    # batch 512: the second convolution's products (64 x 12,800 x 288) on
+    # the wide kernel, so on TF32 tensor cores
+    from test_gpu_sgemm import WIDE_NETWORK as layers
     rng = np.random.default_rng(5)
-    x = rng.standard_normal((96, 16, 16, 3)).astype(np.float32)
-    y = rng.integers(0, 10, 96)
+    x = rng.standard_normal((1536, 16, 16, 3)).astype(np.float32)
+    y = rng.integers(0, 10, 1536)
 
     def train(precision):
-        net = make_net(engine, layers, (16, 16, 3), 32, SPARSE_LOGITS, ADAM, seed=4,
+        net = make_net(engine, layers, (16, 16, 3), 512, SPARSE_LOGITS, ADAM, seed=4,
                        precision=precision)
-        losses = [net.train_batch(x[32 * i:32 * (i + 1)], y[32 * i:32 * (i + 1)])[0]
+        losses = [net.train_batch(x[512 * i:512 * (i + 1)], y[512 * i:512 * (i + 1)])[0]
                   for i in range(3)]
         return losses, net.get_weights()
 
