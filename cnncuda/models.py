@@ -429,14 +429,15 @@ class Sequential:
         # inference does not build it again)
         if compiled:
             state = net.get_optimizer_state() if current else self._carried_state
-            trainable = sum(1 for spec in self._weight_specs() if spec[3])
-            if state is not None and len(state["slots"]) != trainable:
+            if current and _trainable_flags(args[0]) != _trainable_flags(self._net_layers):
+                # a layer was frozen or unfrozen since this compile's network was built
                 if state["steps"] > 0:
                     raise ValueError(
-                        "layer.trainable: the trainable weights changed (%d now, %d when "
-                        "training began) since the model was compiled; compile the model again "
-                        "to train with the new setting (Keras 3 needs that too)"
-                        % (trainable, len(state["slots"])))
+                        "layer.trainable: the trainable weights changed since the model was "
+                        "compiled and trained (%d now, %d then); compile the model again to "
+                        "train with the new setting (Keras 3 needs that too)"
+                        % (sum(1 for spec in self._weight_specs() if spec[3]),
+                           len(state["slots"])))
                 state = None        # nothing trained yet: the optimizer starts afresh
             if state is not None:
                 _set_optimizer_state(new, state)
@@ -957,6 +958,11 @@ def _engine_default(name, init):
             (type(init) is initializers.Constant and init.value == 1.0)
     return type(init) is initializers.Zeros or \
         (type(init) is initializers.Constant and init.value == 0.0)
+
+
+def _trainable_flags(layers):
+    """The 'trainable' flag of each engine layer dict (True where absent)."""
+    return [d.get("trainable", True) for d in layers or []]
 
 
 def _inference_form(layers):
