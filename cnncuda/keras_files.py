@@ -136,7 +136,7 @@ def _keras_config(model):
                         "registered_name": None,
                         "build_config": {"input_shape": [None] + list(layer.input_shape[1:])}})
     return {"module": "keras", "class_name": "Sequential",
-            "config": {"name": model.name, "trainable": True, "dtype": _dtype_policy(),
+            "config": {"name": model.name, "trainable": model.trainable, "dtype": _dtype_policy(),
                        "layers": entries, "build_input_shape": shape},
             "registered_name": None, "build_config": {"input_shape": shape},
             "compile_config": _compile_config(model)}

@@ -72,6 +72,32 @@ def test_gradients_and_loss_match_the_reference(engine):
                       rtol=1e-5)
 
 
+@pytest.mark.parametrize("engine", engine_params())
+@pytest.mark.parametrize("units", [1, 37, 1000])
+def test_large_weights_penalty_and_gradient(engine, units):
+    """Weights of up to 37000 elements (the GPU engines' one-block sum
+    strides over them): loss and gradients against the float64 reference."""
+    layer_dicts = [{"kind": "dense", "units": units, "kernel_l1": 0.003, "kernel_l2": 0.02,
+                    "bias_l1": 0.5, "bias_l2": 0.25},
+                   {"kind": "activation", "activation": "tanh"},
+                   {"kind": "dense", "units": 3, "kernel_l2": 1e-3}]
+    rng = np.random.default_rng(units)
+    x = rng.standard_normal((9, 37)).astype("f4")
+    y = rng.integers(0, 3, 9)
+    ref = tf.reference.NumpyNet(layer_dicts, (37,), 9, SPARSE, {"kind": "sgd"}, seed=1,
+                                dtype=np.float64)
+    net = make_net(engine, layer_dicts, (37,), 9, SPARSE, {"kind": "sgd"}, seed=1)
+    w = [a + rng.standard_normal(a.shape).astype("f4") * 0.2 for a in net.get_weights()]
+    ref.set_weights(w)
+    net.set_weights(w)
+    loss, _ = net.compute_gradients(x, y)
+    loss_ref, _ = ref.compute_gradients(x, y)
+    assert np.isclose(loss, loss_ref, rtol=1e-5)
+    for g, g_ref in zip(net.get_gradients(), ref.get_gradients()):
+        np.testing.assert_allclose(g, g_ref, rtol=1e-4, atol=1e-5)
+    assert np.isclose(net.evaluate(x, y)[0], ref.evaluate(x, y)[0], rtol=1e-5)
+
+
 @pytest.mark.parametrize("engine", engine_params(("cpu", "omp")))
 def test_omp_gives_the_cpu_bits(engine):
     x, y = _data(n=16)
