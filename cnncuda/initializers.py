@@ -270,8 +270,12 @@ class VarianceScaling(_Random):
     MODES = ("fan_in", "fan_out", "fan_avg")
     DISTRIBUTIONS = ("truncated_normal", "untruncated_normal", "uniform")
 
-    def __init__(self, scale=1.0, mode="fan_in", distribution="truncated_normal", seed=None):
+    def __init__(self, scale=1.0, mode="fan_in", distribution="truncated_normal", seed=None,
+                 input_axes=None, output_axes=None):
         from .checks import choice
+        if input_axes is not None or output_axes is not None:
+            raise ValueError("input_axes, output_axes: expected None (fans from the shape, as "
+                             "Keras's default), got %r, %r" % (input_axes, output_axes))
         self.scale = _number(scale, "scale", 0.0, low_open=True)
         self.mode = choice(mode, "mode", self.MODES)
         distribution = "truncated_normal" if distribution == "normal" else distribution
@@ -294,7 +298,7 @@ class VarianceScaling(_Random):
 
     def get_config(self):
         return {"seed": self.seed, "scale": self.scale, "mode": self.mode,
-                "distribution": self.distribution}
+                "distribution": self.distribution, "input_axes": None, "output_axes": None}
 
 
 class _Named(VarianceScaling):
@@ -303,11 +307,8 @@ class _Named(VarianceScaling):
     settings = None
 
     def __init__(self, seed=None, input_axes=None, output_axes=None):
-        if input_axes is not None or output_axes is not None:
-            raise ValueError("input_axes, output_axes: expected None (fans from the shape, as "
-                             "Keras's default), got %r, %r" % (input_axes, output_axes))
         scale, mode, distribution = self.settings
-        super().__init__(scale, mode, distribution, seed)
+        super().__init__(scale, mode, distribution, seed, input_axes, output_axes)
 
     def get_config(self):
         return {"seed": self.seed, "input_axes": None, "output_axes": None}

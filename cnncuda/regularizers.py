@@ -8,7 +8,8 @@ the optimizer, and ``n`` times the penalty (n the batch's rows) to the
 loss sums (docs/semantics.md, "Regularizers").
 
 ``L1``, ``L2`` and ``L1L2`` (and ``l1``, ``l2``, ``l1_l2``, and the strings
-'l1', 'l2', 'l1_l2') with Keras's arguments, defaults and configs; a
+'l1', 'l2', 'l1_l2') with Keras 3's arguments, defaults and configs (as in
+Keras 3, ``l1_l2`` is ``L1L2``: both factors 0 unless given); a
 regularizer is also callable on an array (its penalty, a float).
 """
 import math
@@ -94,15 +95,12 @@ class L2(Regularizer):
         return {"l2": self.l2}
 
 
-def l1_l2(l1=0.01, l2=0.01):
-    """Keras's l1_l2: an L1L2 with both factors 0.01 by default."""
-    return L1L2(l1=l1, l2=l2)
-
-
-l1, l2 = L1, L2
+# Keras 3 exports the classes under these names too: l1_l2() is L1L2(),
+# both factors 0 (tf.keras 2's l1_l2 defaulted to 0.01 each)
+l1, l2, l1_l2 = L1, L2, L1L2
 
 CLASSES = {"L1": L1, "L2": L2, "L1L2": L1L2}
-NAMES = {"l1": L1, "l2": L2, "l1_l2": l1_l2, "L1": L1, "L2": L2, "L1L2": L1L2}
+NAMES = {"l1": L1, "l2": L2, "l1_l2": L1L2, "L1": L1, "L2": L2, "L1L2": L1L2}
 
 
 def serialize(regularizer):

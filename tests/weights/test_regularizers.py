@@ -190,7 +190,8 @@ def test_reported_losses_and_training_are_keras_3s(tmp_path):
 def test_regularizer_objects_configs_and_errors():
     assert regularizers.get("l2").get_config() == {"l2": 0.01}
     assert regularizers.get("l1").get_config() == {"l1": 0.009999999776482582}   # as Keras 3
-    assert regularizers.l1_l2().get_config() == {"l1": 0.01, "l2": 0.01}
+    assert regularizers.l1_l2().get_config() == {"l1": 0.0, "l2": 0.0}     # Keras 3's
+    assert regularizers.l1_l2(0.01, 0.02).get_config() == {"l1": 0.01, "l2": 0.02}
     assert regularizers.L1L2(l2=0.1).get_config() == {"l1": 0.0, "l2": 0.1}
     reg = tf.keras.regularizers.L1L2(0.5, 0.25)
     assert np.isclose(reg(np.array([1.0, -2.0])), 0.5 * 3 + 0.25 * 5)
