@@ -197,3 +197,16 @@ def test_frozen_training_is_keras_3s(tmp_path):
     theirs = np.load(tmp_path / "out.npz")
     for i, a in enumerate(m.get_weights()):
         np.testing.assert_allclose(a, theirs["arr_%d" % i], rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("engine", ["numpy"] + engine_params())
+def test_a_wholly_frozen_model_fits_and_changes_nothing(engine):
+    x, y = _data()
+    m = _model()
+    m.trainable = False
+    m.compile(optimizer="adam", loss="sparse_categorical_crossentropy", device=engine)
+    before = m.get_weights()
+    h = m.fit(x, y, batch_size=8, epochs=1, verbose=0)
+    assert np.isfinite(h.history["loss"]).all()
+    assert all(np.array_equal(a, b) for a, b in zip(before, m.get_weights()))
+    assert m.trainable_weights == [] and m.optimizer.iterations == 3

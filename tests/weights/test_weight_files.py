@@ -133,3 +133,9 @@ def test_keras_files_with_them_load_here(ext, tmp_path):
     assert m.layers[2].bias_regularizer == regularizers.L2(0.5)
     assert m.evaluate(np.array(x, "f4"), np.array(y, "f4"), verbose=0) == \
         pytest.approx(loss, rel=1e-5)
+
+
+def test_json_round_trip_keeps_the_settings():
+    m, x, y = _model()
+    back = tf.keras.models.model_from_json(m.to_json())
+    _check_same_settings(m, back)
