@@ -1,7 +1,10 @@
-/* weights.c: a Net's weights: their list (cnn_net_weight), their places in
- * the parameter block and their Keras layouts at the edges (get, set),
- * the optimizer's slots and hyperparameters, and their initial values
- * (RNG stream 2i for layer i). */
+/* weights.c: a Net's weights: their list (cnn_net_weight: trainable unless
+ * the layer is frozen, their regularizers), their places in the parameter
+ * block and their Keras layouts at the edges (get, set), the regularizers'
+ * penalties (net_regularize), the optimizer's slots and hyperparameters,
+ * and their initial values: Keras's defaults (RNG stream 2i for layer i);
+ * other initializers are drawn by the caller and set (Python: cnncuda/
+ * initializers.py, one draw for every engine). */
 #include "net_private.h"
 
 /* Appends weight `info` (its count worked out from its dims). */
