@@ -40,7 +40,8 @@ atexit.register(_release_at_exit)
 
 # The Keras-style API.
 from . import (activations, callbacks, config, data, datasets, distribute,  # noqa: E402
-               layers, losses, models, nn, optimizers, random, test, utils)
+               initializers, layers, losses, models, nn, optimizers, random, regularizers, test,
+               utils)
 from . import keras  # noqa: E402
 from .config import device  # noqa: E402
 
@@ -49,4 +50,5 @@ __all__ = ["build_info", "devices", "cuda_devices", "cuda_compute_capabilities",
            "CudaError", "EngineUnavailableError", "CommError",
            "ENGINES", "__version__", "keras", "config", "device", "datasets", "distribute", "layers",
            "models", "nn",
-           "losses", "optimizers", "callbacks", "activations", "utils", "random", "test"]
+           "losses", "optimizers", "callbacks", "activations", "utils", "random", "test",
+           "initializers", "regularizers"]

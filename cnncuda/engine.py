@@ -20,6 +20,12 @@ dropout        rate
 batchnorm      momentum 0.99, epsilon 1e-3
 =============  ================================================================
 
+conv2d, dense and batchnorm also take ``trainable`` (True; False freezes the
+layer: the optimizer skips its weights, a batchnorm normalizes with its
+moving statistics in training too), and conv2d and dense ``kernel_l1``,
+``kernel_l2``, ``bias_l1``, ``bias_l2`` (0.0: their regularizers' factors;
+docs/semantics.md, "Regularizers").
+
 loss: ``{"kind": "sparse_categorical_crossentropy" | "categorical_crossentropy" |
 "binary_crossentropy", "from_logits": bool}``; optimizer: ``{"kind": "adam",
 "learning_rate", "beta_1", "beta_2", "epsilon"}`` or ``{"kind": "sgd",

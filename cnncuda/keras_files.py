@@ -84,12 +84,15 @@ def _layer_config(layer):
     """(class_name, Keras config) of one of cnncuda's layers."""
     name = type(layer).__name__
     mine = layer.get_config()
-    config = {"name": layer.name, "trainable": True, "dtype": _dtype_policy()}
+    config = {"name": layer.name, "trainable": layer.trainable, "dtype": _dtype_policy()}
+    weight_keys = ("kernel_initializer", "bias_initializer", "kernel_regularizer",
+                   "bias_regularizer")
     if name in ("Conv2D",):
         config.update(filters=mine["filters"], kernel_size=mine["kernel_size"],
                       strides=mine["strides"], padding=mine["padding"],
                       data_format="channels_last", dilation_rate=[1, 1], groups=1,
-                      activation=mine["activation"], use_bias=mine["use_bias"])
+                      activation=mine["activation"], use_bias=mine["use_bias"],
+                      **{k: mine[k] for k in weight_keys})
     elif name in ("MaxPooling2D", "AveragePooling2D"):
         config.update(pool_size=mine["pool_size"], strides=mine["strides"],
                       padding=mine["padding"], data_format="channels_last")
@@ -99,12 +102,15 @@ def _layer_config(layer):
         config.update(data_format="channels_last")
     elif name == "Dense":
         config.update(units=mine["units"], activation=mine["activation"],
-                      use_bias=mine["use_bias"])
+                      use_bias=mine["use_bias"], **{k: mine[k] for k in weight_keys})
     elif name == "Dropout":
         config.update(rate=mine["rate"], seed=None, noise_shape=None)
     elif name == "BatchNormalization":
         config.update(axis=mine["axis"], momentum=mine["momentum"], epsilon=mine["epsilon"],
-                      center=True, scale=True)
+                      center=True, scale=True,
+                      **{k: mine[k] for k in ("beta_initializer", "gamma_initializer",
+                                              "moving_mean_initializer",
+                                              "moving_variance_initializer")})
     elif name == "Activation":
         config.update(activation=mine["activation"])
     elif name == "ReLU":
@@ -130,7 +136,7 @@ def _keras_config(model):
                         "registered_name": None,
                         "build_config": {"input_shape": [None] + list(layer.input_shape[1:])}})
     return {"module": "keras", "class_name": "Sequential",
-            "config": {"name": model.name, "trainable": True, "dtype": _dtype_policy(),
+            "config": {"name": model.name, "trainable": model.trainable, "dtype": _dtype_policy(),
                        "layers": entries, "build_input_shape": shape},
             "registered_name": None, "build_config": {"input_shape": shape},
             "compile_config": _compile_config(model)}
@@ -318,7 +324,19 @@ def save(model, path, kind):
 def _cnncuda_layer(entry):
     class_name = entry.get("class_name")
     config = dict(entry.get("config") or {})
-    keep = {"name": config.get("name")}
+    keep = {"name": config.get("name"), "trainable": config.get("trainable", True)}
+    if class_name in ("Conv2D", "Dense"):
+        for key in ("kernel_initializer", "bias_initializer", "kernel_regularizer",
+                    "bias_regularizer", "activity_regularizer", "kernel_constraint",
+                    "bias_constraint"):
+            if key in config:
+                keep[key] = config[key]     # the layer refuses what it cannot run
+    elif class_name == "BatchNormalization":
+        for key in ("beta_initializer", "gamma_initializer", "moving_mean_initializer",
+                    "moving_variance_initializer", "beta_regularizer", "gamma_regularizer",
+                    "beta_constraint", "gamma_constraint"):
+            if key in config:
+                keep[key] = config[key]
     if class_name == "Conv2D":
         if config.get("data_format", "channels_last") != "channels_last" or \
                 list(config.get("dilation_rate", [1, 1])) != [1, 1] or config.get("groups", 1) != 1:

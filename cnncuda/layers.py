@@ -9,11 +9,18 @@ engine layer followed by an ``activation`` one.
 Shapes here leave out the batch axis: an image input is (height, width,
 channels), a feature input is (features,).
 
+Weights take Keras's initializers (cnncuda.initializers: by name or
+object) and regularizers (cnncuda.regularizers: l1, l2, l1_l2), and a
+layer freezes with ``trainable=False`` (or ``layer.trainable = False``
+later): the optimizer then skips its weights, and a frozen
+BatchNormalization normalizes with its moving statistics in training too,
+as Keras 3's.
+
 Keras arguments that the engines cannot honour (``dilation_rate`` other than
-1, ``data_format='channels_first'``, initializers other than Keras's default
-``glorot_uniform`` / ``zeros``, regularizers) raise ValueError naming the
-argument rather than being ignored.
+1, ``data_format='channels_first'``, activity regularizers, constraints)
+raise ValueError naming the argument rather than being ignored.
 """
+from . import initializers, regularizers
 from .checks import boolean, choice, int_pair, number_in, positive_int, shape_str
 from .utils import unique_name
 
@@ -48,19 +55,44 @@ def _only(value, arg, allowed, why):
                          % (arg, " or ".join(repr(a) for a in allowed), why, value))
 
 
-def _weight_arguments(kernel_initializer, bias_initializer, kernel_regularizer,
+def _weight_arguments(layer, kernel_initializer, bias_initializer, kernel_regularizer,
                       bias_regularizer, activity_regularizer, kernel_constraint,
                       bias_constraint):
-    """Conv2D's and Dense's weight arguments: Keras's defaults only."""
-    _only(kernel_initializer, "kernel_initializer", ("glorot_uniform",),
-          "the engines draw Keras's default initializer")
-    _only(bias_initializer, "bias_initializer", ("zeros",), "biases start at zero")
-    for arg, value in (("kernel_regularizer", kernel_regularizer),
-                       ("bias_regularizer", bias_regularizer),
-                       ("activity_regularizer", activity_regularizer),
-                       ("kernel_constraint", kernel_constraint),
+    """Conv2D's and Dense's weight arguments: initializers and regularizers
+    (by name or object), no activity regularizer, no constraints."""
+    layer.kernel_initializer = initializers.get(kernel_initializer, "kernel_initializer")
+    layer.bias_initializer = initializers.get(bias_initializer, "bias_initializer")
+    layer.kernel_regularizer = regularizers.get(kernel_regularizer, "kernel_regularizer")
+    layer.bias_regularizer = regularizers.get(bias_regularizer, "bias_regularizer")
+    _only(activity_regularizer, "activity_regularizer", (None,),
+          "activity regularizers are not supported; kernel_regularizer and bias_regularizer are")
+    for arg, value in (("kernel_constraint", kernel_constraint),
                        ("bias_constraint", bias_constraint)):
-        _only(value, arg, (None,), "not supported")
+        _only(value, arg, (None,), "constraints are not supported")
+
+
+def _weight_config(layer):
+    """Conv2D's and Dense's weight arguments in Keras's config form."""
+    return {"kernel_initializer": initializers.serialize(layer.kernel_initializer),
+            "bias_initializer": initializers.serialize(layer.bias_initializer),
+            "kernel_regularizer": (None if layer.kernel_regularizer is None
+                                   else regularizers.serialize(layer.kernel_regularizer)),
+            "bias_regularizer": (None if layer.bias_regularizer is None
+                                 else regularizers.serialize(layer.bias_regularizer))}
+
+
+def _weight_engine_keys(layer):
+    """Conv2D's and Dense's engine-layer keys for freezing and regularizers
+    (only where they differ from the defaults)."""
+    keys = {} if layer.trainable else {"trainable": False}
+    for name, reg in (("kernel", layer.kernel_regularizer), ("bias", layer.bias_regularizer)):
+        if reg is not None and (name == "kernel" or layer.use_bias):
+            l1, l2 = reg.engine()
+            if l1:
+                keys[name + "_l1"] = l1
+            if l2:
+                keys[name + "_l2"] = l2
+    return keys
 
 
 class Layer:
@@ -83,7 +115,7 @@ class Layer:
             input_shape = tuple(batch_input_shape)[1:]
         self._input_shape_arg = _check_input_shape(input_shape) if input_shape is not None else None
         _only(dtype, "dtype", (None, "float32"), "the engines compute in float32")
-        _only(trainable, "trainable", (True,), "freezing layers is not supported")
+        self._trainable = boolean(trainable, "trainable")
         self.name = name or unique_name(self.prefix)
         self.input_shape = None     # (None, ...) once the model knows it
         self.output_shape = None
@@ -105,11 +137,41 @@ class Layer:
         """[(name, shape, trainable)] in Keras's order, for `input_shape`."""
         return []
 
+    def weight_initializers(self):
+        """{weight name: initializer} of the layer's weights."""
+        return {}
+
     # -- Keras's layer interface ---------------------------------------------
+
+    @property
+    def trainable(self):
+        """Whether the optimizer updates the layer's weights (Keras's flag:
+        ``layer.trainable = False`` freezes it from the next fit on)."""
+        return self._trainable
+
+    @trainable.setter
+    def trainable(self, value):
+        self._trainable = boolean(value, "trainable")
+
+    @property
+    def weights(self):
+        """The layer's weights as Variables (cnncuda.variables), [] outside a
+        built model."""
+        if self._model is None or self.input_shape is None:
+            return []
+        return [v for v in self._model.weights if v._layer is self]
+
+    @property
+    def trainable_weights(self):
+        return [v for v in self.weights if v.trainable]
+
+    @property
+    def non_trainable_weights(self):
+        return [v for v in self.weights if not v.trainable]
 
     def get_config(self):
         """The layer's arguments as Keras names them (JSON-friendly)."""
-        config = {"name": self.name}
+        config = {"name": self.name, "trainable": self.trainable}
         config.update(self._arguments())
         if self._input_shape_arg is not None:
             config["input_shape"] = list(self._input_shape_arg)
@@ -223,15 +285,16 @@ class Conv2D(Layer):
         _only(groups, "groups", (1,), "grouped convolution is not supported")
         self.activation = activation_name(activation)
         self.use_bias = boolean(use_bias, "use_bias")
-        _weight_arguments(kernel_initializer, bias_initializer, kernel_regularizer,
+        _weight_arguments(self, kernel_initializer, bias_initializer, kernel_regularizer,
                           bias_regularizer, activity_regularizer, kernel_constraint,
                           bias_constraint)
         super().__init__(**kwargs)
 
     def _arguments(self):
-        return {"filters": self.filters, "kernel_size": list(self.kernel_size),
-                "strides": list(self.strides), "padding": self.padding,
-                "activation": self.activation or "linear", "use_bias": self.use_bias}
+        return dict({"filters": self.filters, "kernel_size": list(self.kernel_size),
+                     "strides": list(self.strides), "padding": self.padding,
+                     "activation": self.activation or "linear", "use_bias": self.use_bias},
+                    **_weight_config(self))
 
     def compute_output_shape(self, input_shape):
         h, w, _ = _window_output(self, input_shape, self.kernel_size, self.strides,
@@ -239,15 +302,19 @@ class Conv2D(Layer):
         return (h, w, self.filters)
 
     def engine_layers(self):
-        return [{"kind": "conv2d", "units": self.filters, "kernel": self.kernel_size,
-                 "strides": self.strides, "padding": self.padding,
-                 "use_bias": self.use_bias}] + _activation_dicts(self.activation)
+        return [dict({"kind": "conv2d", "units": self.filters, "kernel": self.kernel_size,
+                      "strides": self.strides, "padding": self.padding,
+                      "use_bias": self.use_bias}, **_weight_engine_keys(self))] + \
+            _activation_dicts(self.activation)
 
     def weight_specs(self, input_shape):
-        specs = [("kernel", self.kernel_size + (input_shape[-1], self.filters), True)]
+        specs = [("kernel", self.kernel_size + (input_shape[-1], self.filters), self.trainable)]
         if self.use_bias:
-            specs.append(("bias", (self.filters,), True))
+            specs.append(("bias", (self.filters,), self.trainable))
         return specs
+
+    def weight_initializers(self):
+        return {"kernel": self.kernel_initializer, "bias": self.bias_initializer}
 
 
 class _Pooling2D(Layer):
@@ -367,14 +434,14 @@ class Dense(Layer):
         self.units = positive_int(units, "units")
         self.activation = activation_name(activation)
         self.use_bias = boolean(use_bias, "use_bias")
-        _weight_arguments(kernel_initializer, bias_initializer, kernel_regularizer,
+        _weight_arguments(self, kernel_initializer, bias_initializer, kernel_regularizer,
                           bias_regularizer, activity_regularizer, kernel_constraint,
                           bias_constraint)
         super().__init__(**kwargs)
 
     def _arguments(self):
-        return {"units": self.units, "activation": self.activation or "linear",
-                "use_bias": self.use_bias}
+        return dict({"units": self.units, "activation": self.activation or "linear",
+                     "use_bias": self.use_bias}, **_weight_config(self))
 
     def compute_output_shape(self, input_shape):
         if len(input_shape) != 1:
@@ -386,14 +453,17 @@ class Dense(Layer):
         return (self.units,)
 
     def engine_layers(self):
-        return [{"kind": "dense", "units": self.units, "use_bias": self.use_bias}] + \
-            _activation_dicts(self.activation)
+        return [dict({"kind": "dense", "units": self.units, "use_bias": self.use_bias},
+                     **_weight_engine_keys(self))] + _activation_dicts(self.activation)
 
     def weight_specs(self, input_shape):
-        specs = [("kernel", (input_shape[0], self.units), True)]
+        specs = [("kernel", (input_shape[0], self.units), self.trainable)]
         if self.use_bias:
-            specs.append(("bias", (self.units,), True))
+            specs.append(("bias", (self.units,), self.trainable))
         return specs
+
+    def weight_initializers(self):
+        return {"kernel": self.kernel_initializer, "bias": self.bias_initializer}
 
 
 class Dropout(Layer):
@@ -431,16 +501,24 @@ class BatchNormalization(Layer):
         self.epsilon = number_in(epsilon, "epsilon", 0.0, float("inf"), low_open=True)
         _only(center, "center", (True,), "beta is always used")
         _only(scale, "scale", (True,), "gamma is always used")
-        for arg, value, default in (("beta_initializer", beta_initializer, "zeros"),
-                                    ("gamma_initializer", gamma_initializer, "ones"),
-                                    ("moving_mean_initializer", moving_mean_initializer, "zeros"),
-                                    ("moving_variance_initializer", moving_variance_initializer,
-                                     "ones")):
-            _only(value, arg, (default,), "Keras's default")
+        self.beta_initializer = initializers.get(beta_initializer, "beta_initializer")
+        self.gamma_initializer = initializers.get(gamma_initializer, "gamma_initializer")
+        self.moving_mean_initializer = initializers.get(moving_mean_initializer,
+                                                        "moving_mean_initializer")
+        self.moving_variance_initializer = initializers.get(moving_variance_initializer,
+                                                            "moving_variance_initializer")
+        for arg in ("beta_regularizer", "gamma_regularizer", "beta_constraint",
+                    "gamma_constraint"):
+            _only(kwargs.pop(arg, None), arg, (None,), "not supported")
         super().__init__(**kwargs)
 
     def _arguments(self):
-        return {"axis": self.axis, "momentum": self.momentum, "epsilon": self.epsilon}
+        return {"axis": self.axis, "momentum": self.momentum, "epsilon": self.epsilon,
+                "beta_initializer": initializers.serialize(self.beta_initializer),
+                "gamma_initializer": initializers.serialize(self.gamma_initializer),
+                "moving_mean_initializer": initializers.serialize(self.moving_mean_initializer),
+                "moving_variance_initializer":
+                    initializers.serialize(self.moving_variance_initializer)}
 
     def compute_output_shape(self, input_shape):
         if self.axis != -1 and self.axis != len(input_shape):
@@ -449,12 +527,19 @@ class BatchNormalization(Layer):
         return tuple(input_shape)
 
     def engine_layers(self):
-        return [{"kind": "batchnorm", "momentum": self.momentum, "epsilon": self.epsilon}]
+        frozen = {} if self.trainable else {"trainable": False}
+        return [dict({"kind": "batchnorm", "momentum": self.momentum, "epsilon": self.epsilon},
+                     **frozen)]
 
     def weight_specs(self, input_shape):
         c = (input_shape[-1],)
-        return [("gamma", c, True), ("beta", c, True), ("moving_mean", c, False),
-                ("moving_variance", c, False)]
+        return [("gamma", c, self.trainable), ("beta", c, self.trainable),
+                ("moving_mean", c, False), ("moving_variance", c, False)]
+
+    def weight_initializers(self):
+        return {"gamma": self.gamma_initializer, "beta": self.beta_initializer,
+                "moving_mean": self.moving_mean_initializer,
+                "moving_variance": self.moving_variance_initializer}
 
 
 class Activation(Layer):

@@ -28,7 +28,8 @@ import weakref
 
 import numpy as np
 
-from . import config, distribute, keras_files, losses, optimizers, saving, training
+from . import (config, distribute, initializers, keras_files, losses, optimizers, saving,
+               training)
 from .checks import nonnegative_int, shape_str
 from .engine import make_net
 from .exclusive import exclusive
@@ -87,6 +88,7 @@ class Sequential:
         self.stop_training = False
         self.history = None
         self._shuffle_rng = np.random.default_rng(self.seed)
+        self._trainable = True
         _remember(self)
         if layers is not None:
             if isinstance(layers, Layer) or not hasattr(layers, "__iter__"):
@@ -268,6 +270,38 @@ class Sequential:
             return x.reshape((len(x),) + self._engine_input_shape())
         return x
 
+    def _initial_values(self, first):
+        """{index in get_weights: initial array} of the weights from index
+        `first` on whose initializers are not the ones the engines draw
+        (cnncuda.initializers says how the values are keyed)."""
+        from .reference import rng_key
+        drawn, k, engine_index = {}, 0, 0
+        for layer in self._layers:
+            inits = layer.weight_initializers()
+            for name, shape, _ in layer.weight_specs(layer.input_shape[1:]):
+                init = inits.get(name)
+                if k >= first and init is not None and not _engine_default(name, init):
+                    key = rng_key(self.seed, 2 * engine_index)
+                    if name != "kernel":
+                        key = rng_key(key, initializers.ROLE_STREAMS[name])
+                    drawn[k] = init.draw(shape, key)
+                k += 1
+            engine_index += len(layer.engine_layers())
+        return drawn
+
+    @property
+    def trainable(self):
+        """Keras's model.trainable: setting it sets every layer's."""
+        return self._trainable
+
+    @trainable.setter
+    def trainable(self, value):
+        from .checks import boolean
+        value = boolean(value, "trainable")
+        for layer in self._layers:
+            layer.trainable = value
+        self._trainable = value
+
     def _weight_specs(self):
         """[(layer, name, shape, trainable)] in get_weights order."""
         return [(layer, name, shape, trainable) for layer in self._layers
@@ -348,8 +382,13 @@ class Sequential:
             fits = net.max_batch >= batch_size
         if fits and purpose != "weights":
             # a layer setting changed since the build (layer.rate = 0.5): Keras
-            # uses it from the next call on; the network is rebuilt for it
-            fits = self._engine_layers() == self._net_layers
+            # uses it from the next call on; the network is rebuilt for it.
+            # Freezing (layer.trainable) matters to training only.
+            if purpose == "train":
+                fits = self._engine_layers() == self._net_layers
+            else:
+                fits = _inference_form(self._engine_layers()) == \
+                    _inference_form(self._net_layers)
         if fits:
             if purpose == "train":
                 self._sync_optimizer(net)
@@ -371,10 +410,16 @@ class Sequential:
             new = make_net(device, *args, seed=self.seed, precision=precision)
         if net is not None:
             new.set_weights(net.get_weights())
-        elif self._carried is not None:
+        else:
+            # the weights a dropped network carried, then the initial values
+            # of the others where their initializers are not the engines'
+            carried = list(self._carried or [])
             weights = new.get_weights()
-            count = min(len(self._carried), len(weights))
-            new.set_weights(list(self._carried[:count]) + weights[count:])
+            count = min(len(carried), len(weights))
+            drawn = self._initial_values(count)
+            if count or drawn:
+                new.set_weights(carried[:count] + [drawn.get(k, weights[k])
+                                                   for k in range(count, len(weights))])
         current = self._current_net() is not None
         if (current and net.steps > 0 and purpose in ("predict", "evaluate")
                 and device != self._net_device):
@@ -384,6 +429,16 @@ class Sequential:
         # inference does not build it again)
         if compiled:
             state = net.get_optimizer_state() if current else self._carried_state
+            if current and _trainable_flags(args[0]) != _trainable_flags(self._net_layers):
+                # a layer was frozen or unfrozen since this compile's network was built
+                if state["steps"] > 0:
+                    raise ValueError(
+                        "layer.trainable: the trainable weights changed since the model was "
+                        "compiled and trained (%d now, %d then); compile the model again to "
+                        "train with the new setting (Keras 3 needs that too)"
+                        % (sum(1 for spec in self._weight_specs() if spec[3]),
+                           len(state["slots"])))
+                state = None        # nothing trained yet: the optimizer starts afresh
             if state is not None:
                 _set_optimizer_state(new, state)
             self._carried_state = None
@@ -890,6 +945,31 @@ def _slot_count(optimizer):
     """Arrays the engine keeps per trainable weight (optimizer.slot_names():
     Adam m and v, SGD with momentum its velocity, plain SGD none, ...)."""
     return len(optimizer.slot_names())
+
+
+def _engine_default(name, init):
+    """Whether `init` gives the values the engines draw for weight `name`
+    themselves: an unseeded glorot_uniform kernel, zero biases and betas and
+    moving means, unit gammas and moving variances."""
+    if name == "kernel":
+        return type(init) is initializers.GlorotUniform and init.seed is None
+    if name in ("gamma", "moving_variance"):
+        return type(init) is initializers.Ones or \
+            (type(init) is initializers.Constant and init.value == 1.0)
+    return type(init) is initializers.Zeros or \
+        (type(init) is initializers.Constant and init.value == 0.0)
+
+
+def _trainable_flags(layers):
+    """The 'trainable' flag of each engine layer dict (True where absent)."""
+    return [d.get("trainable", True) for d in layers or []]
+
+
+def _inference_form(layers):
+    """Engine layer dicts without what matters to training only (freezing)."""
+    if layers is None:
+        return None
+    return [{k: v for k, v in d.items() if k != "trainable"} for d in layers]
 
 
 def _set_optimizer_state(net, state):

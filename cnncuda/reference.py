@@ -810,8 +810,44 @@ class _Layer:
         self.out_shape = self.in_shape
         self.weights, self.trainable, self.grads = [], [], []
 
+    frozen = False
+    regularizers = ()   # (weight index, l1, l2) per regularized weight
+
     def _zero_grads(self):
         self.grads = [np.zeros_like(w) for w, tr in zip(self.weights, self.trainable) if tr]
+
+    def _weight_options(self, spec):
+        """A conv or dense layer's 'trainable' (False: frozen) and its
+        kernel's and bias's regularizer factors ('kernel_l1', ...)."""
+        self.frozen = not bool(spec.get("trainable", True))
+        self.trainable = [not self.frozen] * len(self.weights)
+        regs = []
+        for j, name in enumerate(("kernel", "bias")[:len(self.weights)]):
+            l1, l2 = float(spec.get(name + "_l1", 0.0)), float(spec.get(name + "_l2", 0.0))
+            if not (0 <= l1 < math.inf and 0 <= l2 < math.inf):
+                raise ValueError(f"layer {self.index}: regularizer factors must be finite and "
+                                 f">= 0, got {l1}, {l2}")
+            if (l1 or l2) and not self.frozen:
+                regs.append((j, l1, l2))
+        self.regularizers = tuple(regs)
+        self._zero_grads()
+
+    def penalty(self):
+        """The regularizers' penalty (semantics.md "Regularizers"), a float:
+        l1 sum|w| + l2 sum w^2 with the sums in float64."""
+        total = 0.0
+        for j, l1, l2 in self.regularizers:
+            w = self.weights[j].astype(np.float64)
+            dt = self.weights[j].dtype.type
+            total += float(dt(l1)) * np.abs(w).sum() + float(dt(l2)) * np.square(w).sum()
+        return total
+
+    def add_penalty_gradients(self):
+        """grads += l1 sign(w) + (2 l2) w, in the weights' dtype."""
+        for j, l1, l2 in self.regularizers:
+            w = self.weights[j]
+            dt = w.dtype.type
+            self.grads[j] += dt(l1) * np.sign(w) + (dt(2) * dt(l2)) * w
 
     def _need_image(self):
         if len(self.in_shape) != 3:
@@ -840,8 +876,7 @@ class _Conv2D(_Layer):
         self.weights = [kernel.astype(dtype)]                        # (KH, KW, C, F)
         if self.use_bias:
             self.weights.append(np.zeros(f, dtype))                  # (F,)
-        self.trainable = [True] * len(self.weights)
-        self._zero_grads()
+        self._weight_options(spec)
 
     def forward(self, x, training, t):
         self.x = x                                                   # (N, H, W, C)
@@ -913,8 +948,7 @@ class _Dense(_Layer):
         self.weights = [kernel.astype(dtype)]                        # (IN, OUT)
         if self.use_bias:
             self.weights.append(np.zeros(units, dtype))              # (OUT,)
-        self.trainable = [True] * len(self.weights)
-        self._zero_grads()
+        self._weight_options(spec)
 
     def forward(self, x, training, t):
         self.x = x                                                   # (N, IN)
@@ -977,11 +1011,15 @@ class _BatchNorm(_Layer):
         # gamma, beta, moving_mean, moving_variance (C,)
         self.weights = [np.ones(c, dtype), np.zeros(c, dtype),
                         np.zeros(c, dtype), np.ones(c, dtype)]
-        self.trainable = [True, True, False, False]
+        # frozen (trainable False): no trainable weights, and inference mode
+        # in training too, as Keras 3
+        self.frozen = not bool(spec.get("trainable", True))
+        self.trainable = [not self.frozen, not self.frozen, False, False]
         self._zero_grads()
 
     def forward(self, x, training, t):
         gamma, beta, mmean, mvar = self.weights
+        training = training and not self.frozen
         self.x, self.training = x, training
         if not training:
             return batchnorm_forward_infer(x, gamma, beta, mmean, mvar, self.epsilon)
@@ -998,7 +1036,7 @@ class _BatchNorm(_Layer):
         else:
             dx, dgamma, dbeta = batchnorm_backward_infer(dy, self.x, gamma, mmean, mvar,
                                                          self.epsilon)
-        self.grads = [dgamma, dbeta]
+        self.grads = [] if self.frozen else [dgamma, dbeta]
         return dx
 
 
@@ -1217,7 +1255,12 @@ class NumpyNet:
             raise ValueError(f"dy must have shape {self._last_out_shape}, got {dy.shape}")
         for layer in reversed(self.layers):
             dy = layer.backward(dy)
+            if layer.frozen:
+                layer.grads = []
         return dy
+
+    def _penalty(self):
+        return sum(layer.penalty() for layer in self.layers)
 
     # -- training ---------------------------------------------------------
 
@@ -1231,7 +1274,10 @@ class NumpyNet:
         loss_sum, correct, dout = loss_forward_backward(self.loss_kind, out, target,
                                                         self.from_logits)
         self.backward(dout)
-        return loss_sum, correct
+        for layer in self.layers:
+            layer.add_penalty_gradients()
+        # Keras reports the batch's mean loss plus the penalty: n times it here
+        return loss_sum + x.shape[0] * self._penalty(), correct
 
     def apply_gradients(self):
         """One optimizer step with the stored gradients."""
@@ -1285,7 +1331,7 @@ class NumpyNet:
             out = self._forward(x[s:s + self._max_batch], False)
             l, c, _ = loss_forward_backward(self.loss_kind, out, target[s:s + self._max_batch],
                                             self.from_logits, grad=False)
-            loss_sum += l
+            loss_sum += l + out.shape[0] * self._penalty()
             correct += c
         return loss_sum, correct
 

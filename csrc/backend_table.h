@@ -131,6 +131,20 @@ typedef cnn_status cnn_batchnorm_backward_fn(cnn_ctx *ctx, const cnn_bn_desc *d,
                                              const float *gamma, const float *save_mean,
                                              const float *save_invstd, float *dx,
                                              float *dgamma, float *dbeta);
+/* the backward of the inference-mode normalization (a frozen layer in
+ * training): dx = dy gamma / sqrt(moving_var + epsilon), per channel */
+typedef cnn_status cnn_batchnorm_backward_infer_fn(cnn_ctx *ctx, const cnn_bn_desc *d,
+                                                   const float *dy,         /* (n, c, spatial) */
+                                                   const float *gamma,      /* (c) */
+                                                   const float *moving_var, /* (c) */
+                                                   float *dx);              /* like dy */
+
+/* a weight's regularizer (Keras's L1L2) */
+typedef cnn_status cnn_regularize_fn(cnn_ctx *ctx, size_t count, float l1, float l2,
+                                     float scale,
+                                     const float *p, /* (count): the weight */
+                                     float *g,       /* (count): its gradient, or NULL */
+                                     float *sums);   /* (2): the loss sums, or NULL */
 
 /* the loss */
 typedef cnn_status cnn_loss_forward_backward_fn(cnn_ctx *ctx, const cnn_loss_desc *d,
@@ -304,6 +318,15 @@ struct cnn_backend {
     cnn_batchnorm_forward_train_fn *batchnorm_forward_train;
     cnn_batchnorm_forward_infer_fn *batchnorm_forward_infer;
     cnn_batchnorm_backward_fn *batchnorm_backward;
+    cnn_batchnorm_backward_infer_fn *batchnorm_backward_infer;
+
+    /* a weight's penalty l1 sum|p| + l2 sum p^2 (Keras's L1L2): where g is
+     * not NULL, g += l1 sign(p) + (2 l2) p elementwise in float32 (sign(0)
+     * = 0; each product rounded, then the sum, then added: no fused
+     * multiply-add); where sums is not NULL, sums[0] += (float)(scale *
+     * (l1 A + l2 B)), A = sum |p| and B = sum p^2 added in double in an
+     * order fixed per engine (the same bits every run) */
+    cnn_regularize_fn *regularize;
 
     /* loss and accuracy of y (n, k) against labels (sparse) or targets
      * (others). Adds the summed per-sample loss to sums[0] and the number of

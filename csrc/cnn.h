@@ -341,6 +341,12 @@ typedef struct cnn_layer_spec {
     float rate;       /* dropout */
     float momentum;   /* batchnorm */
     float epsilon;    /* batchnorm */
+    int frozen;       /* conv, dense, batchnorm: Keras's trainable=False: the optimizer
+                         skips the layer's weights (they keep their values and have no
+                         optimizer slots); a frozen batchnorm normalizes with its moving
+                         statistics in training too (Keras 3's inference mode) */
+    float kernel_l1, kernel_l2; /* conv, dense: the kernel's regularizer (Keras's L1L2) */
+    float bias_l1, bias_l2;     /* conv, dense: the bias's */
 } cnn_layer_spec;
 
 typedef struct cnn_net_spec {
@@ -471,6 +477,7 @@ typedef struct cnn_weight_info {
     int rank;
     int dims[4];   /* Keras shape */
     size_t count;
+    float l1, l2;  /* its regularizer: l1 sum|w| + l2 sum w^2 added to the loss */
 } cnn_weight_info;
 
 int cnn_net_weight_count(const cnn_net *net);

@@ -70,6 +70,12 @@ cnn_batchnorm_forward_train_fn cuda_batchnorm_forward_train;
 cnn_batchnorm_forward_infer_fn cuda_batchnorm_forward_infer;
 cnn_batchnorm_backward_fn cuda_batchnorm_backward;
 
+/* batchnorm_backward_infer.cu */
+cnn_batchnorm_backward_infer_fn cuda_batchnorm_backward_infer;
+
+/* regularize.cu */
+cnn_regularize_fn cuda_regularize;
+
 /* loss.cu, dense_head.cu */
 cnn_loss_forward_backward_fn cuda_loss_forward_backward;
 cnn_softmax_loss_forward_backward_fn cuda_softmax_loss_forward_backward;

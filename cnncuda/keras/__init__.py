@@ -7,10 +7,11 @@ gives ``tf.keras.losses.SparseCategoricalCrossentropy``, ``models.Sequential``,
 ``layers.Conv2D`` and the rest, as a Keras script writes them. Each submodule
 re-exports the cnncuda module of the same name.
 """
-from . import (activations, backend, callbacks, datasets, layers, losses, models, optimizers,
-               preprocessing, utils)
+from . import (activations, backend, callbacks, datasets, initializers, layers, losses, models,
+               optimizers, preprocessing, regularizers, utils)
 from .layers import Input
 from .models import Sequential, load_model
 
-__all__ = ["activations", "backend", "callbacks", "datasets", "layers", "losses", "models",
-           "optimizers", "preprocessing", "utils", "Input", "Sequential", "load_model"]
+__all__ = ["activations", "backend", "callbacks", "datasets", "initializers", "layers", "losses",
+           "models", "optimizers", "preprocessing", "regularizers", "utils", "Input", "Sequential",
+           "load_model"]

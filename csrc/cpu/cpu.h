@@ -115,6 +115,8 @@ static inline double cnn_cpu_sum(const float *restrict x, size_t len)
     .batchnorm_forward_train = cpu_batchnorm_forward_train, \
     .batchnorm_forward_infer = cpu_batchnorm_forward_infer, \
     .batchnorm_backward = cpu_batchnorm_backward, \
+    .batchnorm_backward_infer = cpu_batchnorm_backward_infer, \
+    .regularize = cpu_regularize, \
     .loss_forward_backward = cpu_loss_forward_backward, \
     .gather_batch = cpu_gather_batch, \
     .advance_counters = cpu_advance_counters, \
@@ -177,6 +179,12 @@ cnn_dropout_fn cpu_dropout_forward, cpu_dropout_backward;
 cnn_batchnorm_forward_train_fn cpu_batchnorm_forward_train;
 cnn_batchnorm_forward_infer_fn cpu_batchnorm_forward_infer;
 cnn_batchnorm_backward_fn cpu_batchnorm_backward;
+
+/* batchnorm_backward_infer.c */
+cnn_batchnorm_backward_infer_fn cpu_batchnorm_backward_infer;
+
+/* regularize.c */
+cnn_regularize_fn cpu_regularize;
 
 /* loss.c */
 cnn_loss_forward_backward_fn cpu_loss_forward_backward;

@@ -61,6 +61,18 @@ static cnn_status validate_spec(const cnn_net_spec *spec)
                              "input shape must be (height, width, channels) or (features,) "
                              "with every size >= 1, got (%d, %d, %d)",
                              spec->in_h, spec->in_w, spec->in_c);
+    for (int i = 0; i < spec->n_layers; i++) {
+        const cnn_layer_spec *s = &spec->layers[i];
+        const float f[4] = {s->kernel_l1, s->kernel_l2, s->bias_l1, s->bias_l2};
+        for (int k = 0; k < 4; k++)
+            if (!(f[k] >= 0.0f && f[k] < INFINITY))
+                return cnn_set_error(CNN_ERR_VALUE, "layer %d: regularizer factors must be "
+                                     "finite and >= 0, got %g", i, (double)f[k]);
+        if ((f[0] || f[1] || f[2] || f[3]) && s->kind != CNN_LAYER_CONV2D &&
+            s->kind != CNN_LAYER_DENSE)
+            return cnn_set_error(CNN_ERR_VALUE, "layer %d: only conv2d and dense layers take "
+                                 "regularizers", i);
+    }
     const cnn_loss_desc *l = &spec->loss;
     if (l->kind < CNN_LOSS_SPARSE_CE || l->kind > CNN_LOSS_BINARY_CE)
         return cnn_set_error(CNN_ERR_VALUE, "unknown loss kind %d", l->kind);

@@ -55,6 +55,7 @@ static cnn_status queue_evaluation(cnn_net *net, long n, const float *x, const i
                              (size_t)m * net->loss.k * sizeof(float)));
         CNN_TRY(net_run_forward(net, PLAN_FORWARD, &(run_args){.n = m}));
         CNN_TRY(net_loss_device(net, m, sums + 2 * b));
+        CNN_TRY(net_regularize(net, (float)m, NULL, sums + 2 * b)); /* Keras's reported loss */
     }
     return CNN_OK;
 }

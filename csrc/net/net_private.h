@@ -256,6 +256,8 @@ cnn_status net_plan_layer(cnn_net *net, int i, size_t *n_params, size_t *n_state
 /* weights.c: the weights, their layouts, the optimizer */
 cnn_status net_initialize_weights(cnn_net *net);
 void net_list_weights(cnn_net *net);
+size_t net_weight_offset(const cnn_net *net, int i);
+cnn_status net_regularize(cnn_net *net, float scale, float *grads, float *sums);
 cnn_status net_upload_hyper(cnn_net *net);
 
 /* create.c: making and destroying a Net */

@@ -79,7 +79,7 @@ cnn_status net_run_forward(cnn_net *net, plan_kind which, const run_args *r)
         case STEP_BATCHNORM_FORWARD: {
             cnn_bn_desc d = L->bn;
             d.n = n;
-            if (r->training)
+            if (r->training && !s->frozen) /* frozen: inference mode, as Keras 3 */
                 CNN_TRY(be->batchnorm_forward_train(
                     ctx, &d, in, net->params + L->gamma_off, net->params + L->beta_off,
                     net->state + L->mean_off, net->state + L->var_off, y, L->save_mean,
@@ -211,9 +211,14 @@ static cnn_status run_backward(cnn_net *net, plan_kind which, float **dx_out)
         case STEP_BATCHNORM_BACKWARD: {
             cnn_bn_desc d = L->bn;
             d.n = n;
-            CNN_TRY(be->batchnorm_backward(ctx, &d, in, dy, net->params + L->gamma_off,
-                                           L->save_mean, L->save_invstd, dx,
-                                           net->grads + L->gamma_off, net->grads + L->beta_off));
+            if (L->spec.frozen)
+                CNN_TRY(be->batchnorm_backward_infer(ctx, &d, dy, net->params + L->gamma_off,
+                                                     net->state + L->var_off, dx));
+            else
+                CNN_TRY(be->batchnorm_backward(ctx, &d, in, dy, net->params + L->gamma_off,
+                                               L->save_mean, L->save_invstd, dx,
+                                               net->grads + L->gamma_off,
+                                               net->grads + L->beta_off));
             break;
         }
         default:
@@ -368,11 +373,34 @@ cnn_status cnn_net_compute_gradients(cnn_net *net, int n, const float *x_host,
     CNN_TRY(net_stage_batch(net, n, x_host, labels_host, targets_host));
     CNN_TRY(net->be->zero(net->ctx, net->sums, 2 * sizeof(float)));
     CNN_TRY(net_train_pass(net, &(run_args){.n = n, .scale_n = n, .sums = net->sums}));
+    CNN_TRY(net_regularize(net, (float)n, net->grads, net->sums));
     float sums[2];
     CNN_TRY(net->be->download(net->ctx, sums, net->sums, sizeof sums));
     if (loss_sum) *loss_sum = sums[0];
     if (correct) *correct = sums[1];
     return CNN_OK;
+}
+
+/* The optimizer's step over params[off, off + count) and its slots'. */
+static cnn_status optimizer_range(cnn_net *net, size_t off, size_t count)
+{
+    const cnn_backend *be = net->be;
+    float *p = net->params + off, *g = net->grads + off;
+    float *m = net->opt_m ? net->opt_m + off : NULL, *v = net->opt_v ? net->opt_v + off : NULL;
+    float *a = net->opt_a ? net->opt_a + off : NULL;
+    cnn_adam_step_fn *two_slots = NULL;
+    switch (net->opt.kind) {
+    case CNN_OPT_SGD: return be->sgd_step(net->ctx, net->hyper, count, p, g, m);
+    case CNN_OPT_ADAGRAD: return be->adagrad_step(net->ctx, net->hyper, count, p, g, m);
+    case CNN_OPT_RMSPROP: return be->rmsprop_step(net->ctx, net->hyper, count, p, g, m, v, a);
+    case CNN_OPT_ADAM: two_slots = be->adam_step; break;
+    case CNN_OPT_ADAMW: two_slots = be->adamw_step; break;
+    case CNN_OPT_ADAMAX: two_slots = be->adamax_step; break;
+    case CNN_OPT_NADAM: two_slots = be->nadam_step; break;
+    case CNN_OPT_ADADELTA: two_slots = be->adadelta_step; break;
+    default: return cnn_set_error(CNN_ERR_INTERNAL, "unknown optimizer kind %d", net->opt.kind);
+    }
+    return two_slots(net->ctx, net->hyper, net->counters + CNN_COUNT_STEPS, count, p, g, m, v);
 }
 
 /* One optimizer step; also moves the resident-data position on by `rows`,
@@ -381,27 +409,21 @@ cnn_status net_optimizer_step(cnn_net *net, long rows, counters_state counted)
 {
     if (counted == COUNTERS_TO_MOVE) CNN_TRY(net->be->advance_counters(net->ctx, net->counters, 0, 1, rows));
     net->steps++;
-    const cnn_backend *be = net->be;
-    cnn_adam_step_fn *two_slots = NULL;
-    switch (net->opt.kind) {
-    case CNN_OPT_SGD:
-        return be->sgd_step(net->ctx, net->hyper, net->n_params, net->params, net->grads,
-                            net->opt_m);
-    case CNN_OPT_ADAGRAD:
-        return be->adagrad_step(net->ctx, net->hyper, net->n_params, net->params, net->grads,
-                                net->opt_m);
-    case CNN_OPT_RMSPROP:
-        return be->rmsprop_step(net->ctx, net->hyper, net->n_params, net->params, net->grads,
-                                net->opt_m, net->opt_v, net->opt_a);
-    case CNN_OPT_ADAM: two_slots = be->adam_step; break;
-    case CNN_OPT_ADAMW: two_slots = be->adamw_step; break;
-    case CNN_OPT_ADAMAX: two_slots = be->adamax_step; break;
-    case CNN_OPT_NADAM: two_slots = be->nadam_step; break;
-    case CNN_OPT_ADADELTA: two_slots = be->adadelta_step; break;
-    default: return cnn_set_error(CNN_ERR_INTERNAL, "unknown optimizer kind %d", net->opt.kind);
+    /* the trainable weights' runs of the parameter block, one call each (a
+     * frozen layer's weights are skipped: values and slots unchanged); all
+     * of the block in one call when nothing is frozen */
+    size_t start = 0, end = 0;
+    for (int i = 0; i < net->n_weights; i++) {
+        const cnn_weight_info *w = &net->weights[i];
+        const size_t off = net_weight_offset(net, i);
+        if (off == NO_OFFSET || !w->trainable) continue;
+        if (off != end) {
+            if (end > start) CNN_TRY(optimizer_range(net, start, end - start));
+            start = off;
+        }
+        end = off + w->count;
     }
-    return two_slots(net->ctx, net->hyper, net->counters + CNN_COUNT_STEPS, net->n_params,
-                     net->params, net->grads, net->opt_m, net->opt_v);
+    return end > start ? optimizer_range(net, start, end - start) : CNN_OK;
 }
 
 

@@ -1,7 +1,10 @@
-/* weights.c: a Net's weights: their list (cnn_net_weight), their places in
- * the parameter block and their Keras layouts at the edges (get, set),
- * the optimizer's slots and hyperparameters, and their initial values
- * (RNG stream 2i for layer i). */
+/* weights.c: a Net's weights: their list (cnn_net_weight: trainable unless
+ * the layer is frozen, their regularizers), their places in the parameter
+ * block and their Keras layouts at the edges (get, set), the regularizers'
+ * penalties (net_regularize), the optimizer's slots and hyperparameters,
+ * and their initial values: Keras's defaults (RNG stream 2i for layer i);
+ * other initializers are drawn by the caller and set (Python: cnncuda/
+ * initializers.py, one draw for every engine). */
 #include "net_private.h"
 
 /* Appends weight `info` (its count worked out from its dims). */
@@ -20,22 +23,24 @@ void net_list_weights(cnn_net *net)
         if (s->kind == CNN_LAYER_CONV2D || s->kind == CNN_LAYER_DENSE) {
             const int conv = s->kind == CNN_LAYER_CONV2D;
             add_weight(net, (cnn_weight_info){
-                                .layer = i, .role = CNN_WEIGHT_KERNEL, .trainable = 1,
+                                .layer = i, .role = CNN_WEIGHT_KERNEL, .trainable = !s->frozen,
                                 .rank = conv ? 4 : 2,
                                 .dims = {conv ? s->kh : L->in_c, conv ? s->kw : s->units,
-                                         conv ? L->in_c : 0, conv ? s->units : 0}});
+                                         conv ? L->in_c : 0, conv ? s->units : 0},
+                                .l1 = s->kernel_l1, .l2 = s->kernel_l2});
             if (s->use_bias)
                 add_weight(net, (cnn_weight_info){.layer = i, .role = CNN_WEIGHT_BIAS,
-                                                  .trainable = 1, .rank = 1,
-                                                  .dims = {s->units}});
+                                                  .trainable = !s->frozen, .rank = 1,
+                                                  .dims = {s->units}, .l1 = s->bias_l1,
+                                                  .l2 = s->bias_l2});
         } else if (s->kind == CNN_LAYER_BATCHNORM) {
             const cnn_weight_role roles[] = {CNN_WEIGHT_GAMMA, CNN_WEIGHT_BETA,
                                              CNN_WEIGHT_MOVING_MEAN, CNN_WEIGHT_MOVING_VAR};
             for (int k = 0; k < 4; k++)
                 add_weight(net, (cnn_weight_info){
                                     .layer = i, .role = roles[k],
-                                    .trainable = roles[k] == CNN_WEIGHT_GAMMA ||
-                                                 roles[k] == CNN_WEIGHT_BETA,
+                                    .trainable = !s->frozen && (roles[k] == CNN_WEIGHT_GAMMA ||
+                                                                roles[k] == CNN_WEIGHT_BETA),
                                     .rank = 1, .dims = {L->in_c}});
         }
     }
@@ -61,6 +66,38 @@ static float *weight_place(cnn_net *net, float *trainable_block, int i, int *lay
     case CNN_WEIGHT_MOVING_MEAN: return net->state + L->mean_off;
     default: return net->state + L->var_off; /* CNN_WEIGHT_MOVING_VAR */
     }
+}
+
+/* The offset of weight i in the parameter block, or NO_OFFSET for the
+ * state's (batchnorm's moving statistics). */
+size_t net_weight_offset(const cnn_net *net, int i)
+{
+    const cnn_weight_info *w = &net->weights[i];
+    const layer *L = &net->layers[w->layer];
+    switch (w->role) {
+    case CNN_WEIGHT_KERNEL: return L->w_off;
+    case CNN_WEIGHT_BIAS: return L->b_off;
+    case CNN_WEIGHT_GAMMA: return L->gamma_off;
+    case CNN_WEIGHT_BETA: return L->beta_off;
+    default: return NO_OFFSET;
+    }
+}
+
+/* The regularizers' penalties: each regularized weight's gradient in grads
+ * (NULL: none) gets the penalty's gradient, and sums[0] (NULL: none) scale
+ * times the penalty (Keras adds it to the batch's mean loss; the sums hold
+ * the batch's sum). Only trainable weights count, as in Keras 3 (a layer's
+ * losses are its trainable weights' penalties). */
+cnn_status net_regularize(cnn_net *net, float scale, float *grads, float *sums)
+{
+    for (int i = 0; i < net->n_weights; i++) {
+        const cnn_weight_info *w = &net->weights[i];
+        const size_t off = net_weight_offset(net, i);
+        if ((w->l1 == 0.0f && w->l2 == 0.0f) || off == NO_OFFSET || !w->trainable) continue;
+        CNN_TRY(net->be->regularize(net->ctx, w->count, w->l1, w->l2, scale, net->params + off,
+                                    grads ? grads + off : NULL, sums));
+    }
+    return CNN_OK;
 }
 
 /* (KH, KW, C, F) <-> (F, C, KH, KW) on the host. */

@@ -134,15 +134,20 @@ static int parse_layer(PyObject *d, int i, cnn_layer_spec *s)
                      i, kind ? kind : Py_None);
         return -1;
     }
-    int units, use_bias;
-    double rate, momentum, epsilon;
-    if (dict_int(d, "units", 0, &units, i) < 0 || dict_int(d, "use_bias", 1, &use_bias, i) < 0)
+    int units, use_bias, trainable;
+    double rate, momentum, epsilon, kernel_l1, kernel_l2, bias_l1, bias_l2;
+    if (dict_int(d, "units", 0, &units, i) < 0 || dict_int(d, "use_bias", 1, &use_bias, i) < 0 ||
+        dict_int(d, "trainable", 1, &trainable, i) < 0)
         return -1;
     char where[32];
     snprintf(where, sizeof where, "layers[%d]", i);
     if (dict_float(d, "rate", 0.0, &rate, where) < 0 ||
         dict_float(d, "momentum", 0.99, &momentum, where) < 0 ||
-        dict_float(d, "epsilon", 1e-3, &epsilon, where) < 0)
+        dict_float(d, "epsilon", 1e-3, &epsilon, where) < 0 ||
+        dict_float(d, "kernel_l1", 0.0, &kernel_l1, where) < 0 ||
+        dict_float(d, "kernel_l2", 0.0, &kernel_l2, where) < 0 ||
+        dict_float(d, "bias_l1", 0.0, &bias_l1, where) < 0 ||
+        dict_float(d, "bias_l2", 0.0, &bias_l2, where) < 0)
         return -1;
     int pool = s->kind == CNN_LAYER_MAXPOOL || s->kind == CNN_LAYER_AVGPOOL;
     /* a window has no default size here (Keras's layers give theirs): as the
@@ -199,6 +204,11 @@ static int parse_layer(PyObject *d, int i, cnn_layer_spec *s)
     s->rate = (float)rate;
     s->momentum = (float)momentum;
     s->epsilon = (float)epsilon;
+    s->frozen = trainable == 0;
+    s->kernel_l1 = (float)kernel_l1;
+    s->kernel_l2 = (float)kernel_l2;
+    s->bias_l1 = (float)bias_l1;
+    s->bias_l2 = (float)bias_l2;
     return 0;
 }
 

@@ -143,8 +143,10 @@ BAD_ARGUMENTS = [
     (lambda: layers.Conv2D(2, 3, activation="swish"), ValueError,
      r"activation: expected one of 'linear', 'relu', 'sigmoid', 'tanh', 'softmax', got 'swish'"),
     (lambda: layers.Conv2D(2, 3, dilation_rate=2), ValueError, r"dilation_rate: expected"),
-    (lambda: layers.Conv2D(2, 3, kernel_initializer="he_normal"), ValueError,
-     r"kernel_initializer: expected 'glorot_uniform'"),
+    (lambda: layers.Conv2D(2, 3, kernel_initializer="he_normel"), ValueError,
+     r"kernel_initializer: expected one of .*'he_normal'.*, got 'he_normel'"),
+    (lambda: layers.Conv2D(2, 3, kernel_constraint="max_norm"), ValueError,
+     r"kernel_constraint: expected None \(constraints are not supported\)"),
     (lambda: layers.Conv2D(2, 3, foo=1), TypeError, r"foo"),
     (lambda: layers.Dense(-1), ValueError, r"units: expected an int >= 1, got -1"),
     (lambda: layers.Dropout(1.0), ValueError, r"rate: expected a number in \[0, 1\), got 1.0"),
@@ -185,9 +187,15 @@ def test_layer_weights_and_config():
     with pytest.raises(ValueError, match=r"expected shape \(3,\), got \(4,\)"):
         dense.set_weights([kernel, np.zeros(4)])
     assert np.array_equal(model.get_weights()[2], np.full(3, 2, np.float32))
-    assert conv.get_config() == {"name": conv.name, "filters": 2, "kernel_size": [3, 3],
-                                 "strides": [1, 1], "padding": "valid", "activation": "linear",
-                                 "use_bias": False, "input_shape": [4, 4, 1]}
+    assert conv.get_config() == {
+        "name": conv.name, "trainable": True, "filters": 2, "kernel_size": [3, 3],
+        "strides": [1, 1], "padding": "valid", "activation": "linear", "use_bias": False,
+        "kernel_initializer": {"module": "keras.initializers", "class_name": "GlorotUniform",
+                               "config": {"seed": None, "input_axes": None, "output_axes": None},
+                               "registered_name": None},
+        "bias_initializer": {"module": "keras.initializers", "class_name": "Zeros",
+                             "config": {}, "registered_name": None},
+        "kernel_regularizer": None, "bias_regularizer": None, "input_shape": [4, 4, 1]}
 
 
 def test_pop_keeps_the_other_weights():
