@@ -111,9 +111,18 @@ def _layer_config(layer):
         config.update(max_value=None, negative_slope=0.0, threshold=0.0)
     elif name == "Softmax":
         config.update(axis=-1)
+    elif name in _AUGMENTATION:
+        config.update(mine, name=layer.name)
+        config.pop("input_shape", None)
+        config["data_format"] = "channels_last"
     else:
         raise ValueError("layer %s: %s has no Keras form here" % (layer.name, name))
     return name, config
+
+
+# the augmentation layers: their cnncuda config is Keras's (but data_format)
+_AUGMENTATION = ("RandomFlip", "RandomRotation", "RandomZoom", "RandomTranslation",
+                 "RandomContrast", "RandomCrop")
 
 
 def _keras_config(model):
@@ -355,6 +364,13 @@ def _cnncuda_layer(entry):
         keep.update(activation=_activation(config.get("activation")))
     elif class_name == "ReLU":
         pass
+    elif class_name in _AUGMENTATION:
+        if config.get("data_format", "channels_last") not in (None, "channels_last"):
+            raise ValueError("layer %s: only channels_last augmentation layers load here"
+                             % keep["name"])
+        cls = layer_module.LAYER_CLASSES[class_name]
+        takes = [k for k in inspect.signature(cls).parameters if k not in ("kwargs", "name")]
+        keep.update({k: config[k] for k in takes if k in config and k != "data_format"})
     else:
         raise ValueError("layer %s: Keras's %s has no cnncuda form (cnncuda has %s)"
                          % (keep["name"], class_name, ", ".join(layer_module.LAYER_CLASSES)))
