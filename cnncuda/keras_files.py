@@ -10,8 +10,10 @@ saved by Keras loads here:
 
 Through h5py (an optional dependency: ``pip install h5py``). What crosses:
 the layers cnncuda has (InputLayer, Conv2D, MaxPooling2D, AveragePooling2D,
-Flatten, Dense, Dropout, BatchNormalization, Activation, ReLU) with their
-weights, and the compile settings (Adam, SGD, RMSprop, Adagrad, Adadelta,
+Flatten, Dense, Dropout, BatchNormalization, Activation, ReLU, and the
+augmentation layers RandomFlip, RandomRotation, RandomZoom,
+RandomTranslation, RandomContrast, RandomCrop, whose configs are Keras's and
+which have no variables) with their weights, and the compile settings (Adam, SGD, RMSprop, Adagrad, Adadelta,
 Adamax, Nadam or AdamW with their hyperparameters,
 the cross-entropy losses, the accuracy metric) and, in ``.keras`` files,
 the optimizer's variables as Keras keeps them (optimizer/vars/<i>: the
@@ -20,7 +22,8 @@ its names: ``Optimizer.slot_names``, ``keras_slot_order``; Nadam's
 u_product last), so that training continues in either. What does not: the
 optimizer state of ``.h5`` files (a model loaded from one, or from a
 ``.keras`` file whose optimizer variables do not match, starts its optimizer
-afresh, as Keras does), and the dropout and shuffling counters, which only
+afresh, as Keras does), and the dropout, augmentation and shuffling
+counters, which only
 cnncuda's own format keeps (any other extension,
 docs/model-file-format.md).
 """

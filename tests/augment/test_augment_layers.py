@@ -375,3 +375,40 @@ def test_keras_files_load_here(tmp_path, ext):
     tail.set_weights(model.get_weights())
     np.testing.assert_array_equal(tail.predict(x[:, 2:10, 1:10], verbose=0), ours)
     model.fit(x, np.zeros(len(x)), epochs=1, verbose=0)   # and trains on
+
+
+def test_replicas_augment_as_one_network():
+    """Data parallel: each replica draws its rows' augmentation by their
+    number in the whole batch, so three replicas train as one network."""
+    from cnncuda import distribute
+    x, y = _data(66)
+    one = _model(crop=True)
+    h1 = one.fit(x, y, batch_size=32, epochs=2, verbose=0)
+    with distribute.MirroredStrategy(devices=["cpu", "cpu", "cpu"]).scope():
+        three = _model(crop=True)
+    h3 = three.fit(x, y, batch_size=32, epochs=2, verbose=0)
+    np.testing.assert_allclose(h3.history["loss"], h1.history["loss"], rtol=1e-5)
+    for a, b in zip(one.get_weights(), three.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+from conftest import engine_params  # noqa: E402
+
+
+@pytest.mark.parametrize("engine", engine_params(("cuda", "cudnn")))
+def test_gpu_training_matches_cpu(engine):
+    """On the GPU engines a recorded training step reads the forward counter
+    on the device at each replay: the augmented batches are the cpu
+    engine's, step after step (the weights within float32 rounding)."""
+    x, y = _data(64)
+    cpu = _model(crop=True)
+    gpu = _model(crop=True)
+    gpu.compile(optimizer=tf.keras.optimizers.Adam(0.01), metrics=["accuracy"], device=engine,
+                loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    h_cpu = cpu.fit(x, y, epochs=3, batch_size=16, verbose=0)
+    h_gpu = gpu.fit(x, y, epochs=3, batch_size=16, verbose=0)
+    np.testing.assert_allclose(h_gpu.history["loss"], h_cpu.history["loss"], rtol=1e-3)
+    for a, b in zip(cpu.get_weights(), gpu.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-4)
+    np.testing.assert_allclose(gpu.predict(x, verbose=0), cpu.predict(x, verbose=0),
+                               rtol=1e-3, atol=1e-4)
