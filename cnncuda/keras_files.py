@@ -10,8 +10,10 @@ saved by Keras loads here:
 
 Through h5py (an optional dependency: ``pip install h5py``). What crosses:
 the layers cnncuda has (InputLayer, Conv2D, MaxPooling2D, AveragePooling2D,
-Flatten, Dense, Dropout, BatchNormalization, Activation, ReLU) with their
-weights, and the compile settings (Adam, SGD, RMSprop, Adagrad, Adadelta,
+Flatten, Dense, Dropout, BatchNormalization, Activation, ReLU, and the
+augmentation layers RandomFlip, RandomRotation, RandomZoom,
+RandomTranslation, RandomContrast, RandomCrop, whose configs are Keras's and
+which have no variables) with their weights, and the compile settings (Adam, SGD, RMSprop, Adagrad, Adadelta,
 Adamax, Nadam or AdamW with their hyperparameters,
 the cross-entropy losses, the accuracy metric) and, in ``.keras`` files,
 the optimizer's variables as Keras keeps them (optimizer/vars/<i>: the
@@ -20,7 +22,8 @@ its names: ``Optimizer.slot_names``, ``keras_slot_order``; Nadam's
 u_product last), so that training continues in either. What does not: the
 optimizer state of ``.h5`` files (a model loaded from one, or from a
 ``.keras`` file whose optimizer variables do not match, starts its optimizer
-afresh, as Keras does), and the dropout and shuffling counters, which only
+afresh, as Keras does), and the dropout, augmentation and shuffling
+counters, which only
 cnncuda's own format keeps (any other extension,
 docs/model-file-format.md).
 """
@@ -117,9 +120,18 @@ def _layer_config(layer):
         config.update(max_value=None, negative_slope=0.0, threshold=0.0)
     elif name == "Softmax":
         config.update(axis=-1)
+    elif name in _AUGMENTATION:
+        config.update(mine, name=layer.name)
+        config.pop("input_shape", None)
+        config["data_format"] = "channels_last"
     else:
         raise ValueError("layer %s: %s has no Keras form here" % (layer.name, name))
     return name, config
+
+
+# the augmentation layers: their cnncuda config is Keras's (but data_format)
+_AUGMENTATION = ("RandomFlip", "RandomRotation", "RandomZoom", "RandomTranslation",
+                 "RandomContrast", "RandomCrop")
 
 
 def _keras_config(model):
@@ -373,6 +385,13 @@ def _cnncuda_layer(entry):
         keep.update(activation=_activation(config.get("activation")))
     elif class_name == "ReLU":
         pass
+    elif class_name in _AUGMENTATION:
+        if config.get("data_format", "channels_last") not in (None, "channels_last"):
+            raise ValueError("layer %s: only channels_last augmentation layers load here"
+                             % keep["name"])
+        cls = layer_module.LAYER_CLASSES[class_name]
+        takes = [k for k in inspect.signature(cls).parameters if k not in ("kwargs", "name")]
+        keep.update({k: config[k] for k in takes if k in config and k != "data_format"})
     else:
         raise ValueError("layer %s: Keras's %s has no cnncuda form (cnncuda has %s)"
                          % (keep["name"], class_name, ", ".join(layer_module.LAYER_CLASSES)))

@@ -27,8 +27,9 @@ from .utils import unique_name
 __all__ = ["Layer", "InputLayer", "Input", "Conv2D", "MaxPooling2D", "AveragePooling2D",
            "MaxPool2D", "AvgPool2D", "GlobalAveragePooling2D", "GlobalMaxPooling2D",
            "GlobalAvgPool2D", "GlobalMaxPool2D", "Flatten", "Dense", "Dropout",
-           "BatchNormalization", "Activation", "ReLU", "Softmax", "ACTIVATIONS", "LAYER_CLASSES",
-           "deserialize"]
+           "BatchNormalization", "Activation", "ReLU", "Softmax", "RandomFlip", "RandomRotation",
+           "RandomZoom", "RandomTranslation", "RandomContrast", "RandomCrop", "ACTIVATIONS",
+           "LAYER_CLASSES", "deserialize"]
 
 ACTIVATIONS = ("linear", "relu", "sigmoid", "tanh", "softmax")
 
@@ -603,10 +604,15 @@ class Softmax(Layer):
         return _activation_dicts("softmax")
 
 
+from .augmentation import (RandomContrast, RandomCrop, RandomFlip,  # noqa: E402
+                           RandomRotation, RandomTranslation, RandomZoom)
+
 LAYER_CLASSES = {cls.__name__: cls for cls in (InputLayer, Conv2D, MaxPooling2D, AveragePooling2D,
                                                GlobalAveragePooling2D, GlobalMaxPooling2D,
                                                Flatten, Dense, Dropout, BatchNormalization,
-                                               Activation, ReLU, Softmax)}
+                                               Activation, ReLU, Softmax, RandomFlip,
+                                               RandomRotation, RandomZoom, RandomTranslation,
+                                               RandomContrast, RandomCrop)}
 
 
 def deserialize(entry):

@@ -120,9 +120,16 @@ class Sequential:
     def _infer_shapes(self, input_shape, layers):
         """[(input_shape, output_shape)] of every layer (no batch axis); raises
         the layer's ValueError where a shape does not fit."""
-        shapes, shape = [], tuple(input_shape)
+        shapes, shape, weighted = [], tuple(input_shape), None
         for layer in layers:
+            if getattr(layer, "augmentation", False) and weighted is not None:
+                raise ValueError('Layer "%s" (%s) comes after layer "%s", which has weights: '
+                                 "augmentation layers pass no gradient back, so they must come "
+                                 "before every layer with weights (put them first)"
+                                 % (layer.name, type(layer).__name__, weighted.name))
             out = tuple(layer.compute_output_shape(shape))
+            if weighted is None and layer.weight_specs(shape):
+                weighted = layer
             shapes.append((shape, out))
             shape = out
         return shapes

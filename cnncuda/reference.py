@@ -1115,7 +1115,9 @@ class NumpyNet:
             raise ValueError("max_batch must be >= 1")
         self.seed = int(seed)
 
-        # layers, each built on the previous one's output shape
+        # layers, each built on the previous one's output shape; below
+        # _aug_floor (1 + the last augmentation layer) no layer has weights
+        self._aug_floor = 0
         self.layers = []
         shape = self.input_shape
         for i, spec in enumerate(layers):
@@ -1171,6 +1173,12 @@ class NumpyNet:
             return _Dropout(i, spec, shape, self.seed)
         if kind == "batchnorm":
             return _BatchNorm(i, spec, shape, self.dtype)
+        from . import reference_augment
+        if kind in reference_augment.AUGMENT_KINDS:
+            layer = reference_augment.make_layer(_Layer, i, spec, shape, self.seed,
+                                                 any(l.weights for l in self.layers))
+            self._aug_floor = i + 1
+            return layer
         raise ValueError(f"layer {i}: unknown kind {kind!r}")
 
     # -- properties -------------------------------------------------------
@@ -1248,16 +1256,26 @@ class NumpyNet:
     def backward(self, dy):
         """Backward of the last forward from dy (the output's Keras layout).
         Stores the parameter gradients; returns dx (the input's layout)."""
+        if self._aug_floor:
+            aug = self.layers[self._aug_floor - 1]
+            raise ValueError(f"backward: the input's gradient is not computed through layer "
+                             f"{aug.index} ({aug.kind}), an augmentation layer (they pass no "
+                             "gradient back)")
+        return self._backward(dy)
+
+    def _backward(self, dy):
+        """backward without the layers below the augmentation layers (they
+        have no weights; no input gradient: returns None where there are)."""
         if self._last_out_shape is None:
             raise ValueError("backward needs a forward first")
         dy = np.asarray(dy, dtype=self.dtype)
         if dy.shape != self._last_out_shape:
             raise ValueError(f"dy must have shape {self._last_out_shape}, got {dy.shape}")
-        for layer in reversed(self.layers):
+        for layer in reversed(self.layers[self._aug_floor:]):
             dy = layer.backward(dy)
             if layer.frozen:
                 layer.grads = []
-        return dy
+        return None if self._aug_floor else dy
 
     def _penalty(self):
         return sum(layer.penalty() for layer in self.layers)
@@ -1273,7 +1291,7 @@ class NumpyNet:
         out = self._forward(x, True)
         loss_sum, correct, dout = loss_forward_backward(self.loss_kind, out, target,
                                                         self.from_logits)
-        self.backward(dout)
+        self._backward(dout)
         for layer in self.layers:
             layer.add_penalty_gradients()
         # Keras reports the batch's mean loss plus the penalty: n times it here

@@ -114,6 +114,12 @@ typedef cnn_status cnn_dropout_fn(cnn_ctx *ctx, int n, int c, int h, int w, floa
                                   uint64_t seed, const int64_t *forward, int64_t row0,
                                   const float *in, float *out);
 
+/* an augmentation layer's forward: x (n, c, h, w) -> y (n, c, oh, ow) of
+ * descriptor d (augment.h), x and y distinct buffers; training 0 passes x
+ * through (random_crop: the centre crop) */
+typedef cnn_status cnn_augment_fn(cnn_ctx *ctx, const cnn_aug_desc *d, int training,
+                                  const int64_t *forward, int64_t row0, const float *x, float *y);
+
 /* batch normalization */
 typedef cnn_status cnn_batchnorm_forward_train_fn(
     cnn_ctx *ctx, const cnn_bn_desc *d,
@@ -311,6 +317,17 @@ struct cnn_backend {
      * Net's CNN_COUNT_MASK counter), read when the op runs. */
     cnn_dropout_fn *dropout_forward;  /* x -> y */
     cnn_dropout_fn *dropout_backward; /* dy -> dx */
+
+    /* the augmentation layers' training forwards (augment.h; docs/semantics.md
+     * "Augmentation layers"): sample i of x is row row0 + i of the whole
+     * batch, and draws uniform(key_t, 2 (row0 + i) + d), d = 0, 1, with
+     * key_t = cnn_rng_key(d->key, *forward) (*forward: backend memory, the
+     * Net's CNN_COUNT_MASK counter, read when the op runs). No backward: the
+     * Net allows them only before its layers with weights. */
+    cnn_augment_fn *random_flip;     /* u0 <= 0.5: the sample flipped on d's axes */
+    cnn_augment_fn *random_affine;   /* rotation, zoom, translation: resampled */
+    cnn_augment_fn *random_contrast; /* (x - mean) f + mean, clipped, per channel */
+    cnn_augment_fn *random_crop;     /* an (oh, ow) window of each sample */
 
     /* batch normalization. Training uses the batch's mean and biased
      * variance and updates moving = moving * momentum + batch * (1 - momentum);

@@ -288,6 +288,9 @@ enum {
     CNN_COUNTERS = 4
 };
 
+/* The augmentation layers' descriptor and per-sample geometry. */
+#include "augment.h"
+
 /* The backend table every engine fills in: the op signatures, the core ops
  * and the fused ops. */
 #include "backend_table.h"
@@ -327,8 +330,22 @@ typedef enum cnn_layer_kind {
     CNN_LAYER_DENSE = 4,
     CNN_LAYER_ACTIVATION = 5,
     CNN_LAYER_DROPOUT = 6,
-    CNN_LAYER_BATCHNORM = 7
+    CNN_LAYER_BATCHNORM = 7,
+    /* the augmentation layers (augment.h): active in training forwards
+     * only, before any layer with weights */
+    CNN_LAYER_RANDOM_FLIP = 16,
+    CNN_LAYER_RANDOM_ROTATION = 17,
+    CNN_LAYER_RANDOM_ZOOM = 18,
+    CNN_LAYER_RANDOM_TRANSLATION = 19,
+    CNN_LAYER_RANDOM_CONTRAST = 20,
+    CNN_LAYER_RANDOM_CROP = 21
 } cnn_layer_kind;
+
+/* Whether a layer kind is an augmentation layer. */
+static inline int cnn_layer_is_augment(int kind)
+{
+    return kind >= CNN_LAYER_RANDOM_FLIP && kind <= CNN_LAYER_RANDOM_CROP;
+}
 
 typedef struct cnn_layer_spec {
     int kind;
@@ -347,6 +364,16 @@ typedef struct cnn_layer_spec {
                          statistics in training too (Keras 3's inference mode) */
     float kernel_l1, kernel_l2; /* conv, dense: the kernel's regularizer (Keras's L1L2) */
     float bias_l1, bias_l2;     /* conv, dense: the bias's */
+    /* augmentation layers (kh, kw: random_crop's height and width) */
+    int flip_mode;          /* random_flip: 1 horizontal, 2 vertical, 3 both */
+    float aug_lo[2], aug_hi[2]; /* the draws' ranges (cnn_aug_desc's lo, hi) */
+    int same_zoom;          /* random_zoom without width_factor */
+    int fill_mode;          /* cnn_fill_mode */
+    int interpolation;      /* cnn_interpolation */
+    float fill_value;
+    float value_range[2];   /* random_contrast */
+    int has_seed;           /* the layer's own seed, else the Net's */
+    uint64_t aug_seed;
 } cnn_layer_spec;
 
 typedef struct cnn_net_spec {

@@ -65,6 +65,9 @@ cnn_activation_backward_bias_fn cuda_activation_backward_bias;
 /* dropout.cu */
 cnn_dropout_fn cuda_dropout_forward, cuda_dropout_backward;
 
+/* random_flip.cu, random_affine.cu, random_contrast.cu, random_crop.cu */
+cnn_augment_fn cuda_random_flip, cuda_random_affine, cuda_random_contrast, cuda_random_crop;
+
 /* batchnorm.cu */
 cnn_batchnorm_forward_train_fn cuda_batchnorm_forward_train;
 cnn_batchnorm_forward_infer_fn cuda_batchnorm_forward_infer;

@@ -112,6 +112,10 @@ static inline double cnn_cpu_sum(const float *restrict x, size_t len)
     .activation_backward = cpu_activation_backward, \
     .dropout_forward = cpu_dropout_forward, \
     .dropout_backward = cpu_dropout_backward, \
+    .random_flip = cpu_random_flip, \
+    .random_affine = cpu_random_affine, \
+    .random_contrast = cpu_random_contrast, \
+    .random_crop = cpu_random_crop, \
     .batchnorm_forward_train = cpu_batchnorm_forward_train, \
     .batchnorm_forward_infer = cpu_batchnorm_forward_infer, \
     .batchnorm_backward = cpu_batchnorm_backward, \
@@ -174,6 +178,9 @@ cnn_activation_backward_fn cpu_activation_backward;
 
 /* dropout.c */
 cnn_dropout_fn cpu_dropout_forward, cpu_dropout_backward;
+
+/* random_flip.c, random_affine.c, random_contrast.c, random_crop.c */
+cnn_augment_fn cpu_random_flip, cpu_random_affine, cpu_random_contrast, cpu_random_crop;
 
 /* batchnorm.c */
 cnn_batchnorm_forward_train_fn cpu_batchnorm_forward_train;

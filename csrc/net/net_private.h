@@ -56,6 +56,7 @@ typedef struct layer {
     int32_t *argmax;            /* max pooling: (max_batch, out_count) */
     float *save_mean, *save_invstd; /* batchnorm: (c) */
     uint64_t dropout_key;
+    cnn_aug_desc aug;           /* augmentation layers: .n set per call */
     /* flatten before a dense layer: a no-op whose y is its input's buffer
      * (not allocated); the dense layer reads the NCHW features as they are */
     int alias_in;
@@ -76,6 +77,7 @@ typedef enum step_kind {
     STEP_CONV_FORWARD_COL_RELU, STEP_POOL_FORWARD,
     STEP_FLATTEN_FORWARD, STEP_DENSE_FORWARD, STEP_DENSE_FORWARD_RELU,
     STEP_ACTIVATION_FORWARD, STEP_DROPOUT_FORWARD, STEP_BATCHNORM_FORWARD,
+    STEP_AUGMENT_FORWARD, /* an augmentation layer (no backward: see aug_floor) */
     /* a training step's loss, its gradient into grad_a */
     STEP_LOSS, STEP_SOFTMAX_LOSS, STEP_DENSE_LOSS_HEAD,
     /* backward */
@@ -201,6 +203,12 @@ struct cnn_net {
     struct cnn_comm *comm;
     int64_t row0;
 
+    /* 1 + the index of the last augmentation layer, 0 without one: the
+     * layers below it have no weights (shapes.c refuses an augmentation
+     * layer after one), so a backward that does not want the input's
+     * gradient stops there (plan_backward), and one that does is refused */
+    int aug_floor;
+
     /* the fusion switches, read once, at creation (plan_switches); each
      * planning rule below says what its switch turns on:
      *   fuse: the ReLU fusions (fusable_relu);
@@ -252,6 +260,9 @@ struct cnn_net {
 /* shapes.c: layer shapes and parameter counts */
 const char *net_kind_name(int kind);
 cnn_status net_plan_layer(cnn_net *net, int i, size_t *n_params, size_t *n_state);
+/* augment.c: an augmentation layer's checks, shape and descriptor, given
+ * the parameters and state of the layers before it */
+cnn_status net_plan_augment(cnn_net *net, int i, size_t n_params, size_t n_state);
 
 /* weights.c: the weights, their layouts, the optimizer */
 cnn_status net_initialize_weights(cnn_net *net);

@@ -144,6 +144,7 @@ static const char *step_suffix(step_kind k)
     case STEP_ACTIVATION_FORWARD: return "forward";
     case STEP_DROPOUT_FORWARD: return "forward";
     case STEP_BATCHNORM_FORWARD: return "forward";
+    case STEP_AUGMENT_FORWARD: return "forward";
     case STEP_LOSS: return "loss";
     case STEP_SOFTMAX_LOSS: return "forward+loss";
     case STEP_DENSE_LOSS_HEAD: return "head";
@@ -230,6 +231,9 @@ static void plan_forward(const cnn_net *net, step_plan *p, forward_span span)
         case CNN_LAYER_ACTIVATION: add_step(net, p, STEP_ACTIVATION_FORWARD, i, i); break;
         case CNN_LAYER_DROPOUT: add_step(net, p, STEP_DROPOUT_FORWARD, i, i); break;
         case CNN_LAYER_BATCHNORM: add_step(net, p, STEP_BATCHNORM_FORWARD, i, i); break;
+        default:
+            if (cnn_layer_is_augment(L->spec.kind)) add_step(net, p, STEP_AUGMENT_FORWARD, i, i);
+            break;
         }
     }
     if (!span.with_loss) return;
@@ -246,11 +250,14 @@ static void plan_backward(const cnn_net *net, step_plan *p, backward_span span)
 {
     const cnn_backend *be = net->be;
     const int top = span.top, top_db = span.top_db, want_dx = span.want_dx;
+    /* below an augmentation layer no layer has weights: no gradient is
+     * wanted there unless the input's is (which cnn_net_backward refuses) */
+    const int floor = want_dx ? 0 : net->aug_floor;
     p->n = 0;
-    for (int i = top; i >= 0; i--) {
+    for (int i = top; i >= floor; i--) {
         const layer *L = &net->layers[i];
         const cnn_layer_spec *s = &L->spec;
-        const int need_dx = i > 0 || want_dx;
+        const int need_dx = i > floor || want_dx;
         step *st = NULL; /* the step after which dy and dx change places */
         switch (s->kind) {
         case CNN_LAYER_CONV2D: {
@@ -261,7 +268,7 @@ static void plan_backward(const cnn_net *net, step_plan *p, backward_span span)
              * the pool's case below: with the ReLU before the pool where fused) */
             const int pool = L->pool_col;
             const int relu = pool && FUSED(be, pool_backward_relu) && fusable_relu(net, i - 2);
-            if (pool && (relu || i - 1 > 0 || want_dx)) {
+            if (pool && (relu || i - 1 > floor || want_dx)) {
                 st = add_step(net, p,
                               relu ? STEP_CONV_BACKWARD_DATA_POOL_RELU
                                    : STEP_CONV_BACKWARD_DATA_POOL,

@@ -76,6 +76,16 @@ cnn_status net_run_forward(cnn_net *net, plan_kind which, const run_args *r)
                                         r->training ? s->rate : 0.0f, L->dropout_key,
                                         net->counters + CNN_COUNT_MASK, net->row0, in, y));
             break;
+        case STEP_AUGMENT_FORWARD: {
+            cnn_aug_desc d = L->aug;
+            d.n = n;
+            cnn_augment_fn *op = s->kind == CNN_LAYER_RANDOM_FLIP       ? be->random_flip
+                                 : s->kind == CNN_LAYER_RANDOM_CONTRAST ? be->random_contrast
+                                 : s->kind == CNN_LAYER_RANDOM_CROP     ? be->random_crop
+                                                                        : be->random_affine;
+            CNN_TRY(op(ctx, &d, r->training, net->counters + CNN_COUNT_MASK, net->row0, in, y));
+            break;
+        }
         case STEP_BATCHNORM_FORWARD: {
             cnn_bn_desc d = L->bn;
             d.n = n;
@@ -335,6 +345,12 @@ cnn_status cnn_net_backward(cnn_net *net, int n, const float *dy_host, float *dx
                              "dy: expected the batch of the last training forward, %d samples, "
                              "got %d",
                              net->last_n, n);
+    if (dx_host && net->aug_floor > 0)
+        return cnn_set_error(CNN_ERR_VALUE,
+                             "backward: the input's gradient is not computed through layer %d "
+                             "(%s), an augmentation layer (they pass no gradient back)",
+                             net->aug_floor - 1,
+                             net_kind_name(net->layers[net->aug_floor - 1].spec.kind));
     const layer *last = &net->layers[net->n_layers - 1];
     size_t dy_bytes = (size_t)n * net->out_count * sizeof(float);
     if (last->out_rank == 4) {

@@ -22,6 +22,9 @@ const char *net_kind_name(int kind)
 {
     static const char *names[] = {"conv2d",     "maxpool", "avgpool",  "flatten",
                                   "dense",      "activation", "dropout", "batchnorm"};
+    static const char *augment[] = {"random_flip",        "random_rotation", "random_zoom",
+                                    "random_translation", "random_contrast", "random_crop"};
+    if (cnn_layer_is_augment(kind)) return augment[kind - CNN_LAYER_RANDOM_FLIP];
     return (kind >= 0 && kind <= CNN_LAYER_BATCHNORM) ? names[kind] : "unknown";
 }
 
@@ -134,6 +137,14 @@ cnn_status net_plan_layer(cnn_net *net, int i, size_t *n_params, size_t *n_state
                                  "layer %d (dropout): rate must be in [0, 1), got %g", i,
                                  (double)s->rate);
         L->dropout_key = cnn_rng_key(net->seed, 2 * (uint64_t)i + 1);
+        break;
+    case CNN_LAYER_RANDOM_FLIP:
+    case CNN_LAYER_RANDOM_ROTATION:
+    case CNN_LAYER_RANDOM_ZOOM:
+    case CNN_LAYER_RANDOM_TRANSLATION:
+    case CNN_LAYER_RANDOM_CONTRAST:
+    case CNN_LAYER_RANDOM_CROP:
+        CNN_TRY(net_plan_augment(net, i, *n_params, *n_state));
         break;
     case CNN_LAYER_BATCHNORM:
         if (!(s->epsilon > 0.0f) || !(s->momentum >= 0.0f && s->momentum <= 1.0f))

@@ -118,6 +118,103 @@ static const char *const losses[] = {"sparse_categorical_crossentropy",
                                      "categorical_crossentropy", "binary_crossentropy"};
 static const char *const optimizers[] = CNN_OPT_NAMES;
 
+/* The augmentation layers' kinds (cnn.h: CNN_LAYER_RANDOM_FLIP + index). */
+static const char *const augment_kinds[] = {"random_flip",        "random_rotation", "random_zoom",
+                                            "random_translation", "random_contrast", "random_crop"};
+
+/* dict[key] as two floats (default when missing); -1 with an error set. */
+static int dict_float_pair(PyObject *d, const char *key, double deflt, float out[2], int layer)
+{
+    PyObject *v = PyDict_GetItemString(d, key);
+    if (!v) {
+        out[0] = out[1] = (float)deflt;
+        return 0;
+    }
+    double x[2] = {0.0, 0.0};
+    int ok = PySequence_Check(v) && PySequence_Size(v) == 2;
+    for (int k = 0; ok && k < 2; k++) {
+        PyObject *e = PySequence_GetItem(v, k);
+        x[k] = e ? PyFloat_AsDouble(e) : -1.0;
+        Py_XDECREF(e);
+        if (!e || (x[k] == -1.0 && PyErr_Occurred())) ok = 0;
+    }
+    if (!ok) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "layers[%d]['%s']: expected a pair of numbers, got %R",
+                     layer, key, v);
+        return -1;
+    }
+    out[0] = (float)x[0];
+    out[1] = (float)x[1];
+    return 0;
+}
+
+/* An augmentation layer's keys (cnncuda/engine.py): mode, low, high,
+ * same_zoom, fill_mode, interpolation, fill_value, value_range, size, seed. */
+static int parse_augment(PyObject *d, int i, cnn_layer_spec *s)
+{
+    static const char *const modes[] = {"horizontal", "vertical", "horizontal_and_vertical"};
+    static const char *const fills[] = {"reflect", "constant", "nearest", "wrap"};
+    static const char *const interps[] = {"bilinear", "nearest"};
+    PyObject *v = PyDict_GetItemString(d, "mode");
+    s->flip_mode = v ? name_index(v, modes, 3) + 1 : 3;
+    if (s->flip_mode < 1) {
+        PyErr_Format(PyExc_ValueError,
+                     "layers[%d]['mode']: expected 'horizontal', 'vertical' or "
+                     "'horizontal_and_vertical', got %R",
+                     i, v);
+        return -1;
+    }
+    v = PyDict_GetItemString(d, "fill_mode");
+    s->fill_mode = v ? name_index(v, fills, 4) : CNN_FILL_REFLECT;
+    if (s->fill_mode < 0) {
+        PyErr_Format(PyExc_ValueError,
+                     "layers[%d]['fill_mode']: expected 'reflect', 'constant', 'nearest' or "
+                     "'wrap', got %R",
+                     i, v);
+        return -1;
+    }
+    v = PyDict_GetItemString(d, "interpolation");
+    s->interpolation = v ? name_index(v, interps, 2) : CNN_INTERP_BILINEAR;
+    if (s->interpolation < 0) {
+        PyErr_Format(PyExc_ValueError,
+                     "layers[%d]['interpolation']: expected 'bilinear' or 'nearest', got %R", i,
+                     v);
+        return -1;
+    }
+    char where[32];
+    snprintf(where, sizeof where, "layers[%d]", i);
+    double fill_value;
+    int same_zoom;
+    if (dict_float_pair(d, "low", 0.0, s->aug_lo, i) < 0 ||
+        dict_float_pair(d, "high", 0.0, s->aug_hi, i) < 0 ||
+        dict_float_pair(d, "value_range", 0.0, s->value_range, i) < 0 ||
+        dict_float(d, "fill_value", 0.0, &fill_value, where) < 0 ||
+        dict_int(d, "same_zoom", 0, &same_zoom, i) < 0 ||
+        dict_pair(d, "size", 1, 1, &s->kh, &s->kw, i) < 0)
+        return -1;
+    if (s->kind == CNN_LAYER_RANDOM_CONTRAST && !PyDict_GetItemString(d, "value_range")) {
+        s->value_range[0] = 0.0f;
+        s->value_range[1] = 255.0f;
+    }
+    s->fill_value = (float)fill_value;
+    s->same_zoom = same_zoom != 0;
+    v = PyDict_GetItemString(d, "seed");
+    s->has_seed = v && v != Py_None;
+    if (s->has_seed) {
+        unsigned long long seed = PyLong_Check(v) ? PyLong_AsUnsignedLongLong(v) : 0;
+        if (!PyLong_Check(v) || (seed == (unsigned long long)-1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_ValueError,
+                         "layers[%d]['seed']: expected None or an int in [0, 2**64), got %R", i,
+                         v);
+            return -1;
+        }
+        s->aug_seed = (uint64_t)seed;
+    }
+    return 0;
+}
+
 static int parse_layer(PyObject *d, int i, cnn_layer_spec *s)
 {
     if (!PyDict_Check(d)) {
@@ -127,10 +224,16 @@ static int parse_layer(PyObject *d, int i, cnn_layer_spec *s)
     }
     PyObject *kind = PyDict_GetItemString(d, "kind");
     s->kind = name_index(kind, layer_kinds, 8);
+    const int augment = name_index(kind, augment_kinds, 6);
+    if (augment >= 0) {
+        s->kind = CNN_LAYER_RANDOM_FLIP + augment;
+        return parse_augment(d, i, s);
+    }
     if (s->kind < 0) {
         PyErr_Format(PyExc_ValueError,
                      "layers[%d]['kind']: expected one of conv2d, maxpool, avgpool, flatten, "
-                     "dense, activation, dropout, batchnorm, got %R",
+                     "dense, activation, dropout, batchnorm, random_flip, random_rotation, "
+                     "random_zoom, random_translation, random_contrast, random_crop, got %R",
                      i, kind ? kind : Py_None);
         return -1;
     }

@@ -1,6 +1,7 @@
 // Host emulation of the CUDA features dense_head.cu uses (and pool.cu,
-// dev/cuda/pool_im2col_kernels.cuh, gather.cu, gather_im2col.cu and
-// conv2d_kernels.cuh's im2col: 1-d blocks on 1-d or 2-d
+// dev/cuda/pool_im2col_kernels.cuh, gather.cu, gather_im2col.cu,
+// conv2d_kernels.cuh's im2col and the augmentation kernels, random_*.cu:
+// 1-d blocks on 1-d or 2-d
 // grids): threads are fibers
 // (own stacks, switched with setjmp), __syncthreads a block barrier (checked: every live thread at
 // the same line), warp shuffles a two-phase warp barrier. Blocks run one
@@ -29,6 +30,13 @@ enum { cudaSuccess = 0, cudaErrorMemoryAllocation = 2 };
 static inline const char *cudaGetErrorString(cudaError_t) { return "emu error"; }
 static inline const char *cudaGetErrorName(cudaError_t) { return "emuError"; }
 static inline cudaError_t cudaGetLastError() { return cudaSuccess; }
+enum cudaMemcpyKind { cudaMemcpyDeviceToDevice = 3 };
+static inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes,
+                                          cudaMemcpyKind, cudaStream_t)
+{
+    memcpy(dst, src, bytes);
+    return cudaSuccess;
+}
 static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t bytes, cudaStream_t)
 {
     memset(p, v, bytes);
