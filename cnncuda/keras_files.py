@@ -10,8 +10,9 @@ saved by Keras loads here:
 
 Through h5py (an optional dependency: ``pip install h5py``). What crosses:
 the layers cnncuda has (InputLayer, Conv2D, MaxPooling2D, AveragePooling2D,
-Flatten, Dense, Dropout, BatchNormalization, Activation, ReLU) with their
-weights, and the compile settings (Adam, SGD, RMSprop, Adagrad, Adadelta,
+GlobalAveragePooling2D, GlobalMaxPooling2D, Flatten, Dense, Dropout,
+BatchNormalization, Activation, ReLU, LeakyReLU, ELU, PReLU, Softmax) with
+their weights, and the compile settings (Adam, SGD, RMSprop, Adagrad, Adadelta,
 Adamax, Nadam or AdamW with their hyperparameters,
 the cross-entropy losses, the accuracy metric) and, in ``.keras`` files,
 the optimizer's variables as Keras keeps them (optimizer/vars/<i>: the
@@ -107,10 +108,9 @@ def _layer_config(layer):
                       center=True, scale=True)
     elif name == "Activation":
         config.update(activation=mine["activation"])
-    elif name == "ReLU":
-        config.update(max_value=None, negative_slope=0.0, threshold=0.0)
-    elif name == "Softmax":
-        config.update(axis=-1)
+    elif name in ("ReLU", "LeakyReLU", "ELU", "PReLU", "Softmax"):
+        config.update(mine)     # Keras's own arguments, as Keras writes them
+        config.pop("input_shape", None)
     else:
         raise ValueError("layer %s: %s has no Keras form here" % (layer.name, name))
     return name, config
@@ -354,7 +354,18 @@ def _cnncuda_layer(entry):
     elif class_name == "Activation":
         keep.update(activation=_activation(config.get("activation")))
     elif class_name == "ReLU":
-        pass
+        keep.update(max_value=config.get("max_value"),
+                    negative_slope=config.get("negative_slope", 0.0),
+                    threshold=config.get("threshold", 0.0))
+    elif class_name == "LeakyReLU":
+        keep.update(negative_slope=config.get("negative_slope", config.get("alpha", 0.3)))
+    elif class_name == "ELU":
+        keep.update(alpha=config.get("alpha", 1.0))
+    elif class_name == "PReLU":
+        keep.update(alpha_initializer=config.get("alpha_initializer", "Zeros"),
+                    alpha_regularizer=config.get("alpha_regularizer"),
+                    alpha_constraint=config.get("alpha_constraint"),
+                    shared_axes=config.get("shared_axes"))
     else:
         raise ValueError("layer %s: Keras's %s has no cnncuda form (cnncuda has %s)"
                          % (keep["name"], class_name, ", ".join(layer_module.LAYER_CLASSES)))
