@@ -64,6 +64,14 @@ LAYERS = [
 ]
 
 
+# keras.activations.relu's arguments, a negative threshold included (the
+# function takes one; the ReLU layer refuses it)
+RELU_ARGUMENTS = [{"negative_slope": 0.1}, {"max_value": 6.0}, {"max_value": 2.0},
+                  {"threshold": 1.5}, {"negative_slope": 0.2, "max_value": 4.0, "threshold": 1.0},
+                  {"negative_slope": 0.3, "threshold": -1.0},
+                  {"max_value": 3.0, "threshold": -1.0}, {"negative_slope": 0.5, "max_value": 6.0}]
+
+
 @pytest.fixture(scope="module")
 def theirs(tmp_path_factory):
     """Keras's values and gradients of every function on grid(), its
@@ -82,6 +90,11 @@ def theirs(tmp_path_factory):
             y, vjp = jax.vjp(lambda v: f(v), x)
             out["y_" + name] = np.asarray(y)
             out["dx_" + name] = np.asarray(vjp(dy)[0])
+        out["y_gelu_tanh"] = np.asarray(keras.activations.gelu(x, approximate=True))
+        for k, kw in enumerate(json.loads(sys.argv[4])):
+            out["y_relu_%d" % k] = np.asarray(keras.activations.relu(x, **kw))
+        out["y_leaky_0.5"] = np.asarray(keras.activations.leaky_relu(x, negative_slope=0.5))
+        out["y_elu_0.3"] = np.asarray(keras.activations.elu(x, alpha=0.3))
         configs = []
         rng = np.random.default_rng(1)
         for k, (cls, kwargs, shape) in enumerate(layer_cases):
@@ -98,7 +111,7 @@ def theirs(tmp_path_factory):
         np.savez(where + "/theirs.npz", **out)
         with open(where + "/configs.json", "w") as f:
             json.dump(configs, f)
-    """, where, json.dumps(NAMES), json.dumps(LAYERS))
+    """, where, json.dumps(NAMES), json.dumps(LAYERS), json.dumps(RELU_ARGUMENTS))
     data = dict(np.load(where / "theirs.npz"))
     with open(where / "configs.json") as f:
         data["configs"] = json.load(f)
@@ -111,6 +124,20 @@ def test_functions_match_keras(theirs, name):
     ours = activations.get(name)(x)
     assert ours.dtype == np.float32
     np.testing.assert_allclose(ours, theirs["y_" + name], rtol=2e-6, atol=1e-7)
+
+
+def test_function_arguments_match_keras(theirs):
+    x = grid()
+    # XLA's float32 tanh reaches -1 sooner than NumPy's: far left, 0 against 1e-7 to 6e-7
+    np.testing.assert_allclose(activations.gelu(x, approximate=True), theirs["y_gelu_tanh"],
+                               rtol=2e-6, atol=1e-6)
+    for k, kw in enumerate(RELU_ARGUMENTS):
+        np.testing.assert_allclose(activations.relu(x, **kw), theirs["y_relu_%d" % k],
+                                   rtol=1e-6, atol=1e-7, err_msg=str(kw))
+    np.testing.assert_allclose(activations.leaky_relu(x, negative_slope=0.5),
+                               theirs["y_leaky_0.5"], rtol=1e-6)
+    np.testing.assert_allclose(activations.elu(x, alpha=0.3), theirs["y_elu_0.3"], rtol=2e-6,
+                               atol=1e-7)
 
 
 @pytest.mark.parametrize("name", [n for n in NAMES if n != "linear"])
@@ -288,3 +315,18 @@ def test_bad_arguments_are_refused():
         layers.Softmax(axis=2)
     with pytest.raises(ValueError, match="activation: expected one of"):
         activations.get("nope")
+
+
+@pytest.mark.parametrize("name", ["elu", "selu", "gelu", "silu", "swish", "softplus", "softsign",
+                                  "leaky_relu", "relu6"])
+def test_tf_nn_functions(theirs, name):
+    """tf.nn's: Keras's values (TensorFlow's defaults are Keras's here: gelu
+    exact, leaky_relu 0.2), the float dtype kept, integers refused."""
+    x = grid()
+    y = getattr(tf.nn, name)(x)
+    assert y.dtype == np.float32
+    np.testing.assert_allclose(y, theirs["y_" + name], rtol=2e-6, atol=1e-7)
+    assert getattr(tf.nn, name)(x.astype(np.float64)).dtype == np.float64
+    with pytest.raises(TypeError, match="features: expected an array of floats"):
+        getattr(tf.nn, name)(np.arange(3))
+    np.testing.assert_allclose(tf.nn.gelu(x, approximate=True), activations.gelu(x, True))
