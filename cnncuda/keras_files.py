@@ -373,8 +373,10 @@ def _cnncuda_layer(entry):
 
 
 def _activation(value):
-    if isinstance(value, dict):      # a serialized function
-        value = value.get("config", value.get("class_name"))
+    """A config's activation: a name, or a serialized function or layer
+    (the layer constructor reads those: layers.activation_name)."""
+    if isinstance(value, dict) and isinstance(value.get("config"), str):  # a function
+        value = value["config"]
     return value or "linear"
 
 

@@ -14,6 +14,7 @@ Keras arguments that the engines cannot honour (``dilation_rate`` other than
 ``glorot_uniform`` / ``zeros``, regularizers) raise ValueError naming the
 argument rather than being ignored.
 """
+import inspect
 import math
 import numbers
 import warnings
@@ -35,18 +36,76 @@ ACTIVATIONS = ("linear", "relu", "sigmoid", "tanh", "softmax", "elu", "selu", "g
 _ENGINE_NAMES = {"silu": "swish"}  # the engines' name where it differs
 
 
+# layers that may stand for an activation (``Dense(64, activation=LeakyReLU(0.2))``,
+# as Keras allows any callable): those without weights
+_ACTIVATION_LAYERS = ("ReLU", "LeakyReLU", "ELU", "Softmax", "Activation")
+
+
 def activation_name(value, arg="activation"):
-    """None, one of ACTIVATIONS, or a function of that name (e.g.
-    ``cnncuda.keras.activations.relu``) -> a name or None (swish as Keras
-    names it: silu)."""
+    """None, one of ACTIVATIONS, a function of that name (e.g.
+    ``cnncuda.keras.activations.relu``), or an activation layer without
+    weights (_ACTIVATION_LAYERS: the object, or its Keras config as a dict)
+    -> a name (swish as Keras names it: silu), the layer, or None."""
     if value is None:
         return None
+    if isinstance(value, Layer):
+        if type(value).__name__ not in _ACTIVATION_LAYERS:
+            raise ValueError("%s: expected a name, a function or a layer of %s, got a %s layer"
+                             % (arg, ", ".join(_ACTIVATION_LAYERS), type(value).__name__))
+        return value
+    if isinstance(value, dict):
+        return _activation_from_config(value, arg)
     if callable(value) and not isinstance(value, str):
         value = getattr(value, "__name__", repr(value))
     name = choice(value, arg, ACTIVATIONS)
     if name == "swish":
         name = "silu"
     return None if name == "linear" else name
+
+
+def _activation_from_config(entry, arg):
+    """A serialized activation: Keras's {"class_name": "function", "config":
+    name} or an activation layer's {"class_name": "LeakyReLU", "config": {...}}."""
+    class_name, config = entry.get("class_name"), entry.get("config")
+    if class_name == "function" or isinstance(config, str):
+        return activation_name(config, arg)
+    if class_name not in _ACTIVATION_LAYERS or not isinstance(config, dict):
+        raise ValueError("%s: expected a name, a function or a layer of %s, got %r"
+                         % (arg, ", ".join(_ACTIVATION_LAYERS), entry))
+    cls = LAYER_CLASSES[class_name]
+    takes = inspect.signature(cls.__init__).parameters
+    kwargs = {k: v for k, v in config.items() if k in takes and k not in ("self", "kwargs")}
+    if config.get("name"):
+        kwargs["name"] = config["name"]
+    return cls(**kwargs)
+
+
+def _activation_config(activation):
+    """How a config writes an activation: its name, or a layer as Keras
+    serializes one."""
+    if activation is None:
+        return "linear"
+    if isinstance(activation, str):
+        return activation
+    config = {"name": activation.name, "trainable": True,
+              "dtype": {"module": "keras", "class_name": "DTypePolicy",
+                        "config": {"name": "float32"}, "registered_name": None}}
+    config.update(activation._arguments())
+    return {"module": "keras.layers", "class_name": type(activation).__name__, "config": config,
+            "registered_name": None}
+
+
+def _activation_engine(activation):
+    """The engine layers of an activation (a name, a layer or None)."""
+    if activation is None or isinstance(activation, str):
+        return _activation_dicts(activation)
+    return activation.engine_layers()
+
+
+def _activation_shape(activation, shape):
+    """An activation layer's check of the shape it is applied to."""
+    return shape if activation is None or isinstance(activation, str) else \
+        activation.compute_output_shape(shape)
 
 
 def _activation_dicts(name, **params):
@@ -245,17 +304,17 @@ class Conv2D(Layer):
     def _arguments(self):
         return {"filters": self.filters, "kernel_size": list(self.kernel_size),
                 "strides": list(self.strides), "padding": self.padding,
-                "activation": self.activation or "linear", "use_bias": self.use_bias}
+                "activation": _activation_config(self.activation), "use_bias": self.use_bias}
 
     def compute_output_shape(self, input_shape):
         h, w, _ = _window_output(self, input_shape, self.kernel_size, self.strides,
                                  self.padding, "kernel_size")
-        return (h, w, self.filters)
+        return _activation_shape(self.activation, (h, w, self.filters))
 
     def engine_layers(self):
         return [{"kind": "conv2d", "units": self.filters, "kernel": self.kernel_size,
                  "strides": self.strides, "padding": self.padding,
-                 "use_bias": self.use_bias}] + _activation_dicts(self.activation)
+                 "use_bias": self.use_bias}] + _activation_engine(self.activation)
 
     def weight_specs(self, input_shape):
         specs = [("kernel", self.kernel_size + (input_shape[-1], self.filters), True)]
@@ -387,7 +446,7 @@ class Dense(Layer):
         super().__init__(**kwargs)
 
     def _arguments(self):
-        return {"units": self.units, "activation": self.activation or "linear",
+        return {"units": self.units, "activation": _activation_config(self.activation),
                 "use_bias": self.use_bias}
 
     def compute_output_shape(self, input_shape):
@@ -397,11 +456,11 @@ class Dense(Layer):
                              "Add a Flatten layer before it."
                              % (self.name, len(input_shape) + 1,
                                 shape_str((None,) + tuple(input_shape))))
-        return (self.units,)
+        return _activation_shape(self.activation, (self.units,))
 
     def engine_layers(self):
         return [{"kind": "dense", "units": self.units, "use_bias": self.use_bias}] + \
-            _activation_dicts(self.activation)
+            _activation_engine(self.activation)
 
     def weight_specs(self, input_shape):
         specs = [("kernel", (input_shape[0], self.units), True)]
@@ -481,16 +540,16 @@ class Activation(Layer):
         super().__init__(**kwargs)
 
     def _arguments(self):
-        return {"activation": self.activation or "linear"}
+        return {"activation": _activation_config(self.activation)}
 
     def compute_output_shape(self, input_shape):
         if self.activation == "softmax" and len(input_shape) != 1:
             raise ValueError('Layer "%s": softmax expects a (batch, features) input, got %s'
                              % (self.name, shape_str((None,) + tuple(input_shape))))
-        return tuple(input_shape)
+        return _activation_shape(self.activation, tuple(input_shape))
 
     def engine_layers(self):
-        return _activation_dicts(self.activation)
+        return _activation_engine(self.activation)
 
 
 def _nonnegative(value, arg, layer):

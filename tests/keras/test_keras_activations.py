@@ -109,6 +109,8 @@ def theirs(tmp_path_factory):
             configs.append({c: config[c] for c in config if c not in ("name", "dtype",
                                                                       "trainable")})
         np.savez(where + "/theirs.npz", **out)
+        dense = keras.layers.Dense(3, activation=keras.layers.LeakyReLU(0.2, name="lr"))
+        configs.append(dense.get_config()["activation"])
         with open(where + "/configs.json", "w") as f:
             json.dump(configs, f)
     """, where, json.dumps(NAMES), json.dumps(LAYERS), json.dumps(RELU_ARGUMENTS))
@@ -178,6 +180,34 @@ def test_layers_match_keras(theirs, k):
     assert mine == theirs["configs"][k]
 
 
+def test_activation_layers_as_activations(theirs):
+    """Dense(activation=LeakyReLU(0.2)), as Keras allows: the layer's
+    formula, and Keras's config of it."""
+    dense = layers.Dense(3, activation=layers.LeakyReLU(0.2, name="lr"))
+    assert dense.get_config()["activation"] == theirs["configs"][-1]
+    assert layers.Dense.from_config(dense.get_config()).get_config() == dense.get_config()
+    x = np.random.default_rng(0).standard_normal((5, 4)).astype(np.float32)
+    for act, plain in ((layers.LeakyReLU(0.2), layers.LeakyReLU(0.2)),
+                       (layers.ELU(0.4), layers.ELU(0.4)),
+                       (layers.ReLU(max_value=1.0), layers.ReLU(max_value=1.0)),
+                       (layers.Activation("gelu"), layers.Activation("gelu")),
+                       (layers.Softmax(), layers.Softmax())):
+        one = tf.keras.Sequential([tf.keras.Input((4,)), layers.Dense(3, activation=act)])
+        two = tf.keras.Sequential([tf.keras.Input((4,)), layers.Dense(3), plain])
+        two.set_weights(one.get_weights())
+        np.testing.assert_array_equal(one.predict(x, verbose=0), two.predict(x, verbose=0))
+    image = tf.keras.Sequential([tf.keras.Input((5, 5, 2)),
+                                 layers.Conv2D(2, 3, activation=layers.ReLU(6.0))])
+    assert image.layers[0].get_config()["activation"]["class_name"] == "ReLU"
+    with pytest.raises(ValueError, match="activation: expected a name, a function or a layer "
+                                         "of ReLU, LeakyReLU, ELU, Softmax, Activation, got a "
+                                         "PReLU layer"):
+        layers.Dense(3, activation=layers.PReLU())
+    with pytest.raises(ValueError, match="softmax expects a \\(batch, features\\) input"):
+        tf.keras.Sequential([tf.keras.Input((5, 5, 2)),
+                             layers.Conv2D(2, 3, activation=layers.Softmax())])
+
+
 def test_activation_names_in_configs():
     """Keras names swish silu in configs; functions go by their name."""
     assert layers.Dense(3, activation="swish").get_config()["activation"] == "silu"
@@ -197,6 +227,8 @@ def model_with_every_activation():
              layers.Flatten(), layers.Dense(8, activation="gelu"), layers.LeakyReLU(),
              layers.ELU(alpha=0.7), layers.PReLU()]
     stack += [layers.Dense(8, activation=a) for a in acts]
+    stack += [layers.Dense(8, activation=layers.LeakyReLU(negative_slope=0.15)),
+              layers.Activation(layers.ELU(alpha=0.4))]
     stack += [layers.Dense(3), layers.Softmax()]
     model = tf.keras.Sequential(stack, seed=3)
     model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")

@@ -94,12 +94,13 @@ def test_between_layers(engine, act):
 
 
 @pytest.mark.parametrize("engine", C_ENGINES)
-@pytest.mark.parametrize("act", ["elu", "leaky_relu", "selu"])
+@pytest.mark.parametrize("act", ["elu", "leaky_relu", "selu", "prelu"])
 def test_trains_like_the_reference(engine, act):
     """Training steps through the loss (fused head and softmax where the
     engine has them: never over these activations) give the reference's
-    losses."""
-    layers = [{"kind": "dense", "units": 12}, {"kind": "activation", "activation": act},
+    losses and weights (PReLU's alpha trained too)."""
+    middle = {"kind": "prelu"} if act == "prelu" else {"kind": "activation", "activation": act}
+    layers = [{"kind": "dense", "units": 12}, middle,
               {"kind": "dense", "units": 4}, {"kind": "activation", "activation": "softmax"}]
     loss = {"kind": "sparse_categorical_crossentropy", "from_logits": False}
     rng = np.random.default_rng(0)
