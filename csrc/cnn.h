@@ -121,7 +121,7 @@ typedef enum cnn_activation {
     CNN_ACT_SIGMOID = 2,
     CNN_ACT_TANH = 3,
     CNN_ACT_SOFTMAX = 4, /* over the last axis of a (N, F) tensor */
-    /* Keras 3's other activations, elementwise (csrc/cpu/elementwise.c has
+    /* Keras 3's other activations, elementwise (csrc/activation_math.h has
      * each formula): from here on the engines' elementwise_forward and
      * elementwise_backward run them, never fused */
     CNN_ACT_ELU = 5,          /* alpha */
