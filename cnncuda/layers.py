@@ -570,8 +570,8 @@ class ReLU(Layer):
     prefix = "re_lu"
 
     def __init__(self, max_value=None, negative_slope=0.0, threshold=0.0, **kwargs):
-        self.max_value = None if max_value is None else _nonnegative(max_value, "max_value",
-                                                                      "ReLU")
+        self.max_value = None if max_value is None else \
+            _nonnegative(max_value, "max_value", "ReLU")
         self.negative_slope = _nonnegative(negative_slope, "negative_slope", "ReLU")
         self.threshold = _nonnegative(threshold, "threshold", "ReLU")
         super().__init__(**kwargs)

@@ -1064,7 +1064,8 @@ class _Activation(_Layer):
         if self.act == "softmax" and len(self.in_shape) != 1:
             raise ValueError(f"layer {index}: softmax needs a vector input (N, F), "
                              f"got {self.in_shape}")
-        self.params = {k: spec.get(k, d) for k, d in ACTIVATION_PARAMETERS.get(self.act, {}).items()}
+        self.params = {k: spec.get(k, d)
+                       for k, d in ACTIVATION_PARAMETERS.get(self.act, {}).items()}
         for k, v in self.params.items():
             if v is not None and not math.isfinite(float(v)) and k != "max_value":
                 raise ValueError(f"layer {index} (activation): {k} must be finite, got {v}")

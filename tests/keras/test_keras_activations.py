@@ -39,8 +39,8 @@ def run_keras(code, *args):
 
 def grid():
     """float32 values around 0, in the usual range and of large magnitude."""
-    x = np.concatenate([np.linspace(-8, 8, 321), [0.0, 1e-4, -1e-4, 1e-20, -1e-20, -3.0, 3.0,
-                                                   6.0, -30.0, 30.0, -60.0, 40.0]])
+    special = [0.0, 1e-4, -1e-4, 1e-20, -1e-20, -3.0, 3.0, 6.0, -30.0, 30.0, -60.0, 40.0]
+    x = np.concatenate([np.linspace(-8, 8, 321), special])
     return x.astype(np.float32)
 
 
@@ -164,7 +164,7 @@ def test_engines_match_keras_values_and_gradients(theirs, name, engine):
 def our_layer(cls, kwargs, shape):
     layer = getattr(layers, cls)(**kwargs)
     model = tf.keras.Sequential([tf.keras.Input(shape), layer])
-    for k, w in enumerate(layer.get_weights()):
+    for w in layer.get_weights():          # PReLU's alpha, as the Keras side sets it
         layer.set_weights([(0.25 + 0.1 * np.arange(w.size)).reshape(w.shape).astype(np.float32)
                            - 0.5])
     return model, layer
@@ -245,8 +245,9 @@ def test_files_round_trip_here(tmp_path, ext):
     path = str(tmp_path / ("m" + ext))
     model.save(path)
     back = tf.keras.models.load_model(path)
-    assert [type(l).__name__ for l in back.layers] == [type(l).__name__ for l in model.layers]
-    assert [l.get_config() for l in back.layers][1:] == [l.get_config() for l in model.layers][1:]
+    assert [type(a).__name__ for a in back.layers] == [type(a).__name__ for a in model.layers]
+    assert [a.get_config() for a in back.layers][1:] == \
+        [a.get_config() for a in model.layers][1:]
     np.testing.assert_array_equal(back.predict(x, verbose=0), model.predict(x, verbose=0))
 
 
