@@ -117,13 +117,18 @@ def test_trains_like_the_reference(engine, act):
 
 
 def test_omp_gives_the_cpu_bits():
-    for act in ELEMENTWISE:
-        x = samples(4, (7, 9, 3), seed=1, act=act)
-        layers = [{"kind": "activation", "activation": act}]
-        nets = [make_net(e, layers, (7, 9, 3), 4, SPARSE_LOGITS, ADAM) for e in ("cpu", "omp:2")]
+    cases = [[{"kind": "activation", "activation": act}] for act in ELEMENTWISE]
+    cases += [[{"kind": "prelu", "shared_axes": shared}] for shared in (None, [1, 2], [3])]
+    for layers in cases:
+        x = samples(256, (7, 9, 3), seed=1, act=layers[0].get("activation", ""))
+        nets = [make_net(e, layers, (7, 9, 3), 256, SPARSE_LOGITS, ADAM)
+                for e in ("cpu", "omp:2")]
         dy = np.random.default_rng(2).standard_normal(x.shape).astype(np.float32)
-        out = [(n.forward(x, training=True), n.backward(dy)) for n in nets]
-        assert np.array_equal(out[0][0], out[1][0]) and np.array_equal(out[0][1], out[1][1]), act
+        for net in nets:
+            net.set_weights([np.full(w.shape, 0.3, np.float32) for w in net.get_weights()])
+        out = [(n.forward(x, training=True), n.backward(dy), n.get_gradients()) for n in nets]
+        assert np.array_equal(out[0][0], out[1][0]) and np.array_equal(out[0][1], out[1][1])
+        assert all(np.array_equal(a, b) for a, b in zip(out[0][2], out[1][2])), layers
 
 
 PRELU_CASES = [((5, 7, 3), None), ((5, 7, 3), [1, 2]), ((5, 7, 3), [3]), ((4, 6, 2), [1]),
