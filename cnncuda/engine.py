@@ -15,7 +15,11 @@ maxpool        kernel (ph, pw), strides (= kernel), padding 'valid'
 avgpool        as maxpool
 flatten        (none)
 dense          units, use_bias True
-activation     activation: linear, relu, sigmoid, tanh, softmax
+activation     activation: linear, relu, sigmoid, tanh, softmax, elu (alpha 1.0),
+               selu, gelu, swish, softplus, softsign, hard_sigmoid, leaky_relu
+               (alpha 0.2), relu6, exponential, mish, relu_general (alpha 0.0,
+               max_value None, threshold 0.0: Keras's relu with its arguments)
+prelu          shared_axes None (Keras's axes 1-3 sharing one alpha)
 dropout        rate
 batchnorm      momentum 0.99, epsilon 1e-3
 =============  ================================================================

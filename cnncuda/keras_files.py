@@ -10,7 +10,8 @@ saved by Keras loads here:
 
 Through h5py (an optional dependency: ``pip install h5py``). What crosses:
 the layers cnncuda has (InputLayer, Conv2D, MaxPooling2D, AveragePooling2D,
-Flatten, Dense, Dropout, BatchNormalization, Activation, ReLU, and the
+GlobalAveragePooling2D, GlobalMaxPooling2D, Flatten, Dense, Dropout,
+BatchNormalization, Activation, ReLU, LeakyReLU, ELU, PReLU, Softmax, and the
 augmentation layers RandomFlip, RandomRotation, RandomZoom,
 RandomTranslation, RandomContrast, RandomCrop, whose configs are Keras's and
 which have no variables) with their weights, and the compile settings (Adam, SGD, RMSprop, Adagrad, Adadelta,
@@ -116,10 +117,9 @@ def _layer_config(layer):
                                               "moving_variance_initializer")})
     elif name == "Activation":
         config.update(activation=mine["activation"])
-    elif name == "ReLU":
-        config.update(max_value=None, negative_slope=0.0, threshold=0.0)
-    elif name == "Softmax":
-        config.update(axis=-1)
+    elif name in ("ReLU", "LeakyReLU", "ELU", "PReLU", "Softmax"):
+        config.update(mine)     # Keras's own arguments, as Keras writes them
+        config.pop("input_shape", None)
     elif name in _AUGMENTATION:
         config.update(mine, name=layer.name)
         config.pop("input_shape", None)
@@ -384,7 +384,18 @@ def _cnncuda_layer(entry):
     elif class_name == "Activation":
         keep.update(activation=_activation(config.get("activation")))
     elif class_name == "ReLU":
-        pass
+        keep.update(max_value=config.get("max_value"),
+                    negative_slope=config.get("negative_slope", 0.0),
+                    threshold=config.get("threshold", 0.0))
+    elif class_name == "LeakyReLU":
+        keep.update(negative_slope=config.get("negative_slope", config.get("alpha", 0.3)))
+    elif class_name == "ELU":
+        keep.update(alpha=config.get("alpha", 1.0))
+    elif class_name == "PReLU":
+        keep.update(alpha_initializer=config.get("alpha_initializer", "Zeros"),
+                    alpha_regularizer=config.get("alpha_regularizer"),
+                    alpha_constraint=config.get("alpha_constraint"),
+                    shared_axes=config.get("shared_axes"))
     elif class_name in _AUGMENTATION:
         if config.get("data_format", "channels_last") not in (None, "channels_last"):
             raise ValueError("layer %s: only channels_last augmentation layers load here"
@@ -399,8 +410,10 @@ def _cnncuda_layer(entry):
 
 
 def _activation(value):
-    if isinstance(value, dict):      # a serialized function
-        value = value.get("config", value.get("class_name"))
+    """A config's activation: a name, or a serialized function or layer
+    (the layer constructor reads those: layers.activation_name)."""
+    if isinstance(value, dict) and isinstance(value.get("config"), str):  # a function
+        value = value["config"]
     return value or "linear"
 
 

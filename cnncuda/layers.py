@@ -20,6 +20,11 @@ Keras arguments that the engines cannot honour (``dilation_rate`` other than
 1, ``data_format='channels_first'``, activity regularizers, constraints)
 raise ValueError naming the argument rather than being ignored.
 """
+import inspect
+import math
+import numbers
+import warnings
+
 from . import initializers, regularizers
 from .checks import boolean, choice, int_pair, number_in, positive_int, shape_str
 from .utils import unique_name
@@ -27,26 +32,94 @@ from .utils import unique_name
 __all__ = ["Layer", "InputLayer", "Input", "Conv2D", "MaxPooling2D", "AveragePooling2D",
            "MaxPool2D", "AvgPool2D", "GlobalAveragePooling2D", "GlobalMaxPooling2D",
            "GlobalAvgPool2D", "GlobalMaxPool2D", "Flatten", "Dense", "Dropout",
-           "BatchNormalization", "Activation", "ReLU", "Softmax", "RandomFlip", "RandomRotation",
-           "RandomZoom", "RandomTranslation", "RandomContrast", "RandomCrop", "ACTIVATIONS",
-           "LAYER_CLASSES", "deserialize"]
+           "BatchNormalization", "Activation", "ReLU", "LeakyReLU", "ELU", "PReLU", "Softmax",
+           "RandomFlip", "RandomRotation", "RandomZoom", "RandomTranslation", "RandomContrast",
+           "RandomCrop", "ACTIVATIONS", "LAYER_CLASSES", "deserialize"]
 
-ACTIVATIONS = ("linear", "relu", "sigmoid", "tanh", "softmax")
+# the activations by name (Keras 3's, with their defaults: elu alpha 1.0,
+# leaky_relu negative_slope 0.2, gelu the erf form); swish is silu
+ACTIVATIONS = ("linear", "relu", "sigmoid", "tanh", "softmax", "elu", "selu", "gelu", "silu",
+               "swish", "softplus", "softsign", "hard_sigmoid", "leaky_relu", "relu6",
+               "exponential", "mish")
+_ENGINE_NAMES = {"silu": "swish"}  # the engines' name where it differs
+
+
+# layers that may stand for an activation (``Dense(64, activation=LeakyReLU(0.2))``,
+# as Keras allows any callable): those without weights
+_ACTIVATION_LAYERS = ("ReLU", "LeakyReLU", "ELU", "Softmax", "Activation")
 
 
 def activation_name(value, arg="activation"):
-    """None, one of ACTIVATIONS, or a function of that name (e.g.
-    ``cnncuda.keras.activations.relu``) -> a name or None."""
+    """None, one of ACTIVATIONS, a function of that name (e.g.
+    ``cnncuda.keras.activations.relu``), or an activation layer without
+    weights (_ACTIVATION_LAYERS: the object, or its Keras config as a dict)
+    -> a name (swish as Keras names it: silu), the layer, or None."""
     if value is None:
         return None
+    if isinstance(value, Layer):
+        if type(value).__name__ not in _ACTIVATION_LAYERS:
+            raise ValueError("%s: expected a name, a function or a layer of %s, got a %s layer"
+                             % (arg, ", ".join(_ACTIVATION_LAYERS), type(value).__name__))
+        return value
+    if isinstance(value, dict):
+        return _activation_from_config(value, arg)
     if callable(value) and not isinstance(value, str):
         value = getattr(value, "__name__", repr(value))
     name = choice(value, arg, ACTIVATIONS)
+    if name == "swish":
+        name = "silu"
     return None if name == "linear" else name
 
 
-def _activation_dicts(name):
-    return [] if name is None else [{"kind": "activation", "activation": name}]
+def _activation_from_config(entry, arg):
+    """A serialized activation: Keras's {"class_name": "function", "config":
+    name} or an activation layer's {"class_name": "LeakyReLU", "config": {...}}."""
+    class_name, config = entry.get("class_name"), entry.get("config")
+    if class_name == "function" or isinstance(config, str):
+        return activation_name(config, arg)
+    if class_name not in _ACTIVATION_LAYERS or not isinstance(config, dict):
+        raise ValueError("%s: expected a name, a function or a layer of %s, got %r"
+                         % (arg, ", ".join(_ACTIVATION_LAYERS), entry))
+    cls = LAYER_CLASSES[class_name]
+    takes = inspect.signature(cls.__init__).parameters
+    kwargs = {k: v for k, v in config.items() if k in takes and k not in ("self", "kwargs")}
+    if config.get("name"):
+        kwargs["name"] = config["name"]
+    return cls(**kwargs)
+
+
+def _activation_config(activation):
+    """How a config writes an activation: its name, or a layer as Keras
+    serializes one."""
+    if activation is None:
+        return "linear"
+    if isinstance(activation, str):
+        return activation
+    config = {"name": activation.name, "trainable": True,
+              "dtype": {"module": "keras", "class_name": "DTypePolicy",
+                        "config": {"name": "float32"}, "registered_name": None}}
+    config.update(activation._arguments())
+    return {"module": "keras.layers", "class_name": type(activation).__name__, "config": config,
+            "registered_name": None}
+
+
+def _activation_engine(activation):
+    """The engine layers of an activation (a name, a layer or None)."""
+    if activation is None or isinstance(activation, str):
+        return _activation_dicts(activation)
+    return activation.engine_layers()
+
+
+def _activation_shape(activation, shape):
+    """An activation layer's check of the shape it is applied to."""
+    return shape if activation is None or isinstance(activation, str) else \
+        activation.compute_output_shape(shape)
+
+
+def _activation_dicts(name, **params):
+    if name is None:
+        return []
+    return [dict({"kind": "activation", "activation": _ENGINE_NAMES.get(name, name)}, **params)]
 
 
 def _only(value, arg, allowed, why):
@@ -294,19 +367,19 @@ class Conv2D(Layer):
     def _arguments(self):
         return dict({"filters": self.filters, "kernel_size": list(self.kernel_size),
                      "strides": list(self.strides), "padding": self.padding,
-                     "activation": self.activation or "linear", "use_bias": self.use_bias},
+                     "activation": _activation_config(self.activation), "use_bias": self.use_bias},
                     **_weight_config(self))
 
     def compute_output_shape(self, input_shape):
         h, w, _ = _window_output(self, input_shape, self.kernel_size, self.strides,
                                  self.padding, "kernel_size")
-        return (h, w, self.filters)
+        return _activation_shape(self.activation, (h, w, self.filters))
 
     def engine_layers(self):
         return [dict({"kind": "conv2d", "units": self.filters, "kernel": self.kernel_size,
                       "strides": self.strides, "padding": self.padding,
                       "use_bias": self.use_bias}, **_weight_engine_keys(self))] + \
-            _activation_dicts(self.activation)
+            _activation_engine(self.activation)
 
     def weight_specs(self, input_shape):
         specs = [("kernel", self.kernel_size + (input_shape[-1], self.filters), self.trainable)]
@@ -441,7 +514,7 @@ class Dense(Layer):
         super().__init__(**kwargs)
 
     def _arguments(self):
-        return dict({"units": self.units, "activation": self.activation or "linear",
+        return dict({"units": self.units, "activation": _activation_config(self.activation),
                      "use_bias": self.use_bias}, **_weight_config(self))
 
     def compute_output_shape(self, input_shape):
@@ -451,11 +524,11 @@ class Dense(Layer):
                              "Add a Flatten layer before it."
                              % (self.name, len(input_shape) + 1,
                                 shape_str((None,) + tuple(input_shape))))
-        return (self.units,)
+        return _activation_shape(self.activation, (self.units,))
 
     def engine_layers(self):
         return [dict({"kind": "dense", "units": self.units, "use_bias": self.use_bias},
-                     **_weight_engine_keys(self))] + _activation_dicts(self.activation)
+                     **_weight_engine_keys(self))] + _activation_engine(self.activation)
 
     def weight_specs(self, input_shape):
         specs = [("kernel", (input_shape[0], self.units), self.trainable)]
@@ -544,7 +617,7 @@ class BatchNormalization(Layer):
 
 
 class Activation(Layer):
-    """An activation on its own: linear, relu, sigmoid, tanh, softmax."""
+    """An activation on its own, by name (ACTIVATIONS) or function."""
 
     prefix = "activation"
 
@@ -553,46 +626,175 @@ class Activation(Layer):
         super().__init__(**kwargs)
 
     def _arguments(self):
-        return {"activation": self.activation or "linear"}
+        return {"activation": _activation_config(self.activation)}
 
     def compute_output_shape(self, input_shape):
         if self.activation == "softmax" and len(input_shape) != 1:
             raise ValueError('Layer "%s": softmax expects a (batch, features) input, got %s'
                              % (self.name, shape_str((None,) + tuple(input_shape))))
-        return tuple(input_shape)
+        return _activation_shape(self.activation, tuple(input_shape))
 
     def engine_layers(self):
-        return _activation_dicts(self.activation)
+        return _activation_engine(self.activation)
+
+
+def _nonnegative(value, arg, layer):
+    """A finite number >= 0, as Keras's activation layers require (their
+    message: the layer and the value)."""
+    if value is None or isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise (ValueError if value is None else TypeError)(
+            "%s: %s expected a number >= 0, got %r" % (arg, layer, value))
+    if not math.isfinite(value) or value < 0:
+        raise ValueError("%s: %s expected a finite number >= 0, got %r" % (arg, layer, value))
+    return float(value)
 
 
 class ReLU(Layer):
-    """max(x, 0) as a layer (Keras's defaults only: no max_value, slope 0)."""
+    """Keras's ReLU layer: x above threshold (capped at max_value, None: no
+    cap), negative_slope (x - threshold) at or below it."""
 
     prefix = "re_lu"
 
     def __init__(self, max_value=None, negative_slope=0.0, threshold=0.0, **kwargs):
-        _only(max_value, "max_value", (None,), "a capped ReLU is not supported")
-        _only(negative_slope, "negative_slope", (0, 0.0), "a leaky ReLU is not supported")
-        _only(threshold, "threshold", (0, 0.0), "a shifted ReLU is not supported")
+        self.max_value = None if max_value is None else \
+            _nonnegative(max_value, "max_value", "ReLU")
+        self.negative_slope = _nonnegative(negative_slope, "negative_slope", "ReLU")
+        self.threshold = _nonnegative(threshold, "threshold", "ReLU")
         super().__init__(**kwargs)
 
+    def _arguments(self):
+        return {"max_value": self.max_value, "negative_slope": self.negative_slope,
+                "threshold": self.threshold}
+
     def engine_layers(self):
-        return _activation_dicts("relu")
+        """Keras's branches (activations.relu): the plain ReLU, leaky_relu,
+        relu6, or the general form."""
+        slope, cap, thr = self.negative_slope, self.max_value, self.threshold
+        if cap is None and thr == 0:
+            return _activation_dicts("leaky_relu", alpha=slope) if slope else \
+                _activation_dicts("relu")
+        if cap == 6 and thr == 0 and slope == 0:
+            return _activation_dicts("relu6")
+        return _activation_dicts("relu_general", alpha=slope, max_value=cap, threshold=thr)
+
+
+class LeakyReLU(Layer):
+    """x where x >= 0, else negative_slope x (Keras 3's default slope 0.3;
+    its deprecated ``alpha`` is taken too)."""
+
+    prefix = "leaky_re_lu"
+
+    def __init__(self, negative_slope=0.3, **kwargs):
+        if "alpha" in kwargs:
+            negative_slope = kwargs.pop("alpha")
+            warnings.warn("Argument `alpha` is deprecated. Use `negative_slope` instead.")
+        self.negative_slope = _nonnegative(negative_slope, "negative_slope", "LeakyReLU")
+        super().__init__(**kwargs)
+
+    def _arguments(self):
+        return {"negative_slope": self.negative_slope}
+
+    def engine_layers(self):
+        return _activation_dicts("leaky_relu", alpha=self.negative_slope)
+
+
+class ELU(Layer):
+    """x where x > 0, else alpha (exp(x) - 1) (Keras's default alpha 1.0)."""
+
+    prefix = "elu"
+
+    def __init__(self, alpha=1.0, **kwargs):
+        if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or \
+                not math.isfinite(alpha):
+            raise TypeError("alpha: ELU expected a finite number, got %r" % (alpha,))
+        self.alpha = float(alpha)
+        super().__init__(**kwargs)
+
+    def _arguments(self):
+        return {"alpha": self.alpha}
+
+    def engine_layers(self):
+        return _activation_dicts("elu", alpha=self.alpha)
+
+
+_ZEROS_INITIALIZER = {"module": "keras.initializers", "class_name": "Zeros", "config": {},
+                      "registered_name": None}
+
+
+class PReLU(Layer):
+    """x where x > 0, else alpha x, with alpha learned: one per element of
+    the input (without the batch), or shared along ``shared_axes`` (Keras's
+    axes: 1, 2, 3 of (height, width, channels) images). alpha starts at
+    zero (Keras's default initializer, the only one here); it is a
+    trainable weight like a kernel."""
+
+    prefix = "p_re_lu"
+
+    def __init__(self, alpha_initializer="Zeros", alpha_regularizer=None, alpha_constraint=None,
+                 shared_axes=None, **kwargs):
+        init = alpha_initializer
+        if isinstance(init, dict):
+            init = init.get("class_name")
+        if not isinstance(init, str) or init.lower() != "zeros":
+            raise ValueError("alpha_initializer: expected 'zeros' (alpha starts at zero, "
+                             "Keras's default; others are not supported), got %r"
+                             % (alpha_initializer,))
+        _only(alpha_regularizer, "alpha_regularizer", (None,), "not supported")
+        _only(alpha_constraint, "alpha_constraint", (None,), "not supported")
+        if shared_axes is not None:
+            axes = list(shared_axes) if isinstance(shared_axes, (list, tuple)) else [shared_axes]
+            for a in axes:
+                if isinstance(a, bool) or not isinstance(a, numbers.Integral) or not 1 <= a <= 3:
+                    raise ValueError("shared_axes: expected axes 1, 2 or 3 of the input "
+                                     "(height, width, channels; 1 for features), got %r"
+                                     % (shared_axes,))
+            shared_axes = sorted(set(int(a) for a in axes))
+        self.shared_axes = shared_axes
+        super().__init__(**kwargs)
+
+    def _arguments(self):
+        return {"alpha_initializer": dict(_ZEROS_INITIALIZER), "alpha_regularizer": None,
+                "alpha_constraint": None, "shared_axes": self.shared_axes}
+
+    def compute_output_shape(self, input_shape):
+        if len(input_shape) == 2:
+            raise ValueError('Layer "%s": PReLU on a (height, width) input without a channel '
+                             "axis is not supported, got %s: give the input a channel axis or "
+                             "add a Flatten before it"
+                             % (self.name, shape_str((None,) + tuple(input_shape))))
+        for a in self.shared_axes or ():
+            if a > len(input_shape):
+                raise ValueError('Layer "%s": shared_axes %r are not axes of the input %s'
+                                 % (self.name, self.shared_axes,
+                                    shape_str((None,) + tuple(input_shape))))
+        return tuple(input_shape)
+
+    def engine_layers(self):
+        return [{"kind": "prelu", "shared_axes": list(self.shared_axes or ())}]
+
+    def weight_specs(self, input_shape):
+        shared = self.shared_axes or ()
+        return [("alpha", tuple(1 if k + 1 in shared else d
+                                for k, d in enumerate(input_shape)), True)]
 
 
 class Softmax(Layer):
     """The softmax over the last axis of (features,) inputs (Keras's default
-    axis=-1); images would need it over their channels, which the engines
-    do not run."""
+    axis=-1, or 1, the same axis there); images would need it over their
+    channels, which the engines do not run."""
 
     prefix = "softmax"
 
     def __init__(self, axis=-1, **kwargs):
-        _only(axis, "axis", (-1,), "the softmax runs over the last axis")
+        if isinstance(axis, (list, tuple)) and len(axis) == 1:
+            axis = axis[0]
+        _only(axis, "axis", (-1, 1), "the softmax runs over the last axis of (batch, "
+                                     "features) inputs")
+        self.axis = axis
         super().__init__(**kwargs)
 
     def _arguments(self):
-        return {"axis": -1}
+        return {"axis": self.axis}
 
     def compute_output_shape(self, input_shape):
         if len(input_shape) != 1:
@@ -610,9 +812,9 @@ from .augmentation import (RandomContrast, RandomCrop, RandomFlip,  # noqa: E402
 LAYER_CLASSES = {cls.__name__: cls for cls in (InputLayer, Conv2D, MaxPooling2D, AveragePooling2D,
                                                GlobalAveragePooling2D, GlobalMaxPooling2D,
                                                Flatten, Dense, Dropout, BatchNormalization,
-                                               Activation, ReLU, Softmax, RandomFlip,
-                                               RandomRotation, RandomZoom, RandomTranslation,
-                                               RandomContrast, RandomCrop)}
+                                               Activation, ReLU, LeakyReLU, ELU, PReLU,
+                                               Softmax, RandomFlip, RandomRotation, RandomZoom,
+                                               RandomTranslation, RandomContrast, RandomCrop)}
 
 
 def deserialize(entry):

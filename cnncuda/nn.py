@@ -1,6 +1,10 @@
 """``tf.nn``'s activation functions on arrays: ``tf.nn.softmax(logits)``
 as TensorFlow's tutorials apply it to ``model.predict``'s output (scores
-from logits), ``relu``, ``sigmoid``, ``tanh`` and ``log_softmax``.
+from logits), ``relu``, ``sigmoid``, ``tanh`` and ``log_softmax``, and
+``elu``, ``selu``, ``gelu``, ``silu`` / ``swish``, ``softplus``,
+``softsign``, ``leaky_relu`` and ``relu6`` with TensorFlow's defaults
+(gelu exact, leaky_relu's alpha 0.2; the formulas are Keras's,
+cnncuda.activations).
 
 They compute in NumPy and return NumPy arrays (not tensors: there is no
 ``.numpy()``; ``np.argmax(score)`` and ``100 * np.max(score)`` work as in
@@ -10,9 +14,11 @@ TensorFlow refuses it for these functions.
 """
 import numpy as np
 
+from . import activations
 from .checks import _as_array
 
-__all__ = ["softmax", "log_softmax", "relu", "sigmoid", "tanh"]
+__all__ = ["softmax", "log_softmax", "relu", "sigmoid", "tanh", "elu", "selu", "gelu", "silu",
+           "swish", "softplus", "softsign", "leaky_relu", "relu6"]
 
 
 def _floats(value, arg):
@@ -73,3 +79,61 @@ def sigmoid(x, name=None):
 def tanh(x, name=None):
     """The hyperbolic tangent."""
     return np.tanh(_floats(x, "x"))
+
+
+def _kept(y, x):
+    y = np.asarray(y).astype(x.dtype, copy=False)
+    return y if y.ndim else y[()]
+
+
+def elu(features, name=None):
+    """features where > 0, else exp(features) - 1."""
+    x = _floats(features, "features")
+    return _kept(activations.elu(x), x)
+
+
+def selu(features, name=None):
+    """scale elu(features, alpha), Keras's constants."""
+    x = _floats(features, "features")
+    return _kept(activations.selu(x), x)
+
+
+def gelu(features, approximate=False, name=None):
+    """features P(X <= features), X ~ N(0, 1); the tanh form with approximate."""
+    x = _floats(features, "features")
+    return _kept(activations.gelu(x, approximate=bool(approximate)), x)
+
+
+def silu(features, beta=1.0):
+    """features sigmoid(beta features)."""
+    x = _floats(features, "features")
+    if beta == 1.0:
+        return _kept(activations.silu(x), x)
+    return _kept(x * sigmoid(x * x.dtype.type(beta)), x)
+
+
+swish = silu
+
+
+def softplus(features, name=None):
+    """log(exp(features) + 1), without overflow."""
+    x = _floats(features, "features")
+    return _kept(activations.softplus(x), x)
+
+
+def softsign(features, name=None):
+    """features / (|features| + 1)."""
+    x = _floats(features, "features")
+    return _kept(activations.softsign(x), x)
+
+
+def leaky_relu(features, alpha=0.2, name=None):
+    """features where >= 0, else alpha features."""
+    x = _floats(features, "features")
+    return _kept(activations.leaky_relu(x, alpha), x)
+
+
+def relu6(features, name=None):
+    """min(max(features, 0), 6)."""
+    x = _floats(features, "features")
+    return _kept(activations.relu6(x), x)

@@ -36,7 +36,9 @@ __all__ = [
     "avg_pool2d_forward", "avg_pool2d_backward",
     "flatten_forward", "flatten_backward",
     "dense_forward", "dense_backward",
-    "ACTIVATIONS", "activation_forward", "activation_backward",
+    "ACTIVATIONS", "ELEMENTWISE", "ACTIVATION_PARAMETERS", "activation_forward",
+    "activation_backward", "elementwise_forward", "elementwise_backward",
+    "prelu_forward", "prelu_backward",
     "dropout_mask", "dropout_forward", "dropout_backward",
     "batchnorm_forward_train", "batchnorm_forward_infer",
     "batchnorm_backward", "batchnorm_backward_infer",
@@ -334,10 +336,19 @@ def dense_backward(dy, x, w, use_bias=True):
 
 
 # ---------------------------------------------------------------------------
-# Activations (backward from the forward's output y, as the C engines)
+# Activations (the first five: backward from the forward's output y, as the
+# C engines; the elementwise ones from ELEMENTWISE on: from x and y)
 # ---------------------------------------------------------------------------
 
-ACTIVATIONS = ("linear", "relu", "sigmoid", "tanh", "softmax")
+ELEMENTWISE = ("elu", "selu", "gelu", "swish", "softplus", "softsign", "hard_sigmoid",
+               "leaky_relu", "relu6", "exponential", "mish", "relu_general")
+ACTIVATIONS = ("linear", "relu", "sigmoid", "tanh", "softmax") + ELEMENTWISE
+# the parameters an elementwise activation reads, with Keras's defaults
+# (relu_general: Keras's relu(x, negative_slope=alpha, max_value, threshold))
+ACTIVATION_PARAMETERS = {"elu": {"alpha": 1.0}, "leaky_relu": {"alpha": 0.2},
+                         "relu_general": {"alpha": 0.0, "max_value": None, "threshold": 0.0}}
+_SELU_ALPHA = 1.6732632423543772
+_SELU_SCALE = 1.0507009873554805
 
 
 def _sigmoid(x):
@@ -353,8 +364,104 @@ def _softmax(x):
     return e / e.sum(axis=-1, keepdims=True)
 
 
-def activation_forward(x, act):
+def _erfc(x):
+    """erfc elementwise (math.erfc; NumPy has none), in x's dtype."""
+    return np.vectorize(math.erfc, otypes=[np.float64])(x).astype(x.dtype)
+
+
+def _softplus(x):
+    zero, one = x.dtype.type(0), x.dtype.type(1)
+    return np.maximum(x, zero) + np.log1p(np.exp(-np.abs(x))) * one
+
+
+def _parameters(act, params):
+    """The parameters of `act` (ACTIVATION_PARAMETERS), given ones first."""
+    unknown = set(params) - set(ACTIVATION_PARAMETERS.get(act, {}))
+    if unknown:
+        raise ValueError(f"activation {act!r} takes no {sorted(unknown)}")
+    return dict(ACTIVATION_PARAMETERS.get(act, {}), **params)
+
+
+def elementwise_forward(x, act, **params):
+    """y = act(x) for the elementwise activations (ELEMENTWISE), Keras 3's
+    formulas (csrc/activation_math.h has the same, one line each)."""
+    p = _parameters(act, params)
+    t = x.dtype.type
+    zero, one = t(0), t(1)
+    if act == "elu":
+        return np.where(x > 0, x, t(p["alpha"]) * np.expm1(np.minimum(x, zero)))
+    if act == "selu":
+        return t(_SELU_SCALE) * np.where(x > 0, x, t(_SELU_ALPHA) * np.expm1(np.minimum(x, zero)))
+    if act == "gelu":
+        return x * _erfc(-x * t(1 / math.sqrt(2))) * t(0.5)
+    if act == "swish":
+        return x * _sigmoid(x)
+    if act == "softplus":
+        return _softplus(x)
+    if act == "softsign":
+        return x / (one + np.abs(x))
+    if act == "hard_sigmoid":
+        return np.minimum(np.maximum(x + t(3), zero), t(6)) / t(6)
+    if act == "leaky_relu":
+        return np.where(x >= 0, x, t(p["alpha"]) * x)
+    if act == "relu6":
+        return np.minimum(np.maximum(x, zero), t(6))
+    if act == "exponential":
+        return np.exp(x)
+    if act == "mish":
+        return x * np.tanh(_softplus(x))
+    if act == "relu_general":
+        cap = np.inf if p["max_value"] is None else p["max_value"]
+        thr = t(p["threshold"])
+        return np.where(x > thr, np.minimum(x, t(cap)), zero - t(p["alpha"]) * (thr - x))
+    raise ValueError(f"unknown activation {act!r}; expected one of {ELEMENTWISE}")
+
+
+def elementwise_backward(x, y, dy, act, **params):
+    """dx of the elementwise activations from the forward's input x, its
+    output y and dy (at a kink, the side activation_math.h takes)."""
+    p = _parameters(act, params)
+    t = x.dtype.type
+    zero, one = t(0), t(1)
+    if act == "elu":
+        return np.where(x > 0, dy, dy * (t(p["alpha"]) * np.exp(np.minimum(x, zero))))
+    if act == "selu":
+        return np.where(x > 0, dy * t(_SELU_SCALE),
+                        dy * (t(_SELU_SCALE * _SELU_ALPHA) * np.exp(np.minimum(x, zero))))
+    if act == "gelu":
+        pdf = np.exp(t(-0.5) * x * x) * t(1 / math.sqrt(2 * math.pi))
+        return dy * (t(0.5) * _erfc(-x * t(1 / math.sqrt(2))) + x * pdf)
+    if act == "swish":
+        s = _sigmoid(x)
+        return dy * (s * (one + x * (one - s)))
+    if act == "softplus":
+        return dy * _sigmoid(x)
+    if act == "softsign":
+        return dy / (one + np.abs(x)) ** 2
+    if act == "hard_sigmoid":
+        u = x + t(3)
+        return np.where((u > 0) & (u < 6), dy / t(6), zero)
+    if act == "leaky_relu":
+        return np.where(x >= 0, dy, dy * t(p["alpha"]))
+    if act == "relu6":
+        return np.where((x > 0) & (x < 6), dy, zero)
+    if act == "exponential":
+        return dy * y
+    if act == "mish":
+        th = np.tanh(_softplus(x))
+        return dy * (th + x * (one - th * th) * _sigmoid(x))
+    if act == "relu_general":
+        cap = np.inf if p["max_value"] is None else p["max_value"]
+        thr = t(p["threshold"])
+        return np.where(x > thr, np.where(x < cap, dy, zero),
+                        np.where(x < thr, dy * t(p["alpha"]), zero))
+    raise ValueError(f"unknown activation {act!r}; expected one of {ELEMENTWISE}")
+
+
+def activation_forward(x, act, **params):
     """y = act(x); softmax is over the last axis."""
+    if act in ELEMENTWISE:
+        return elementwise_forward(x, act, **params)
     if act == "linear":
         return x.copy()
     if act == "relu":
@@ -368,8 +475,11 @@ def activation_forward(x, act):
     raise ValueError(f"unknown activation {act!r}; expected one of {ACTIVATIONS}")
 
 
-def activation_backward(y, dy, act):
-    """dx from the forward's output y and the upstream gradient dy."""
+def activation_backward(y, dy, act, x=None, **params):
+    """dx from the forward's output y and the upstream gradient dy (the
+    elementwise activations also read the forward's input x)."""
+    if act in ELEMENTWISE:
+        return elementwise_backward(x, y, dy, act, **params)
     one = y.dtype.type(1)
     if act == "linear":
         return dy.copy()
@@ -383,6 +493,22 @@ def activation_backward(y, dy, act):
         # J^T dy for J = diag(y) - y y^T, per row
         return y * (dy - (dy * y).sum(axis=-1, keepdims=True))
     raise ValueError(f"unknown activation {act!r}; expected one of {ACTIVATIONS}")
+
+
+def prelu_forward(x, alpha):
+    """PReLU: x where x > 0, else alpha x (alpha broadcast over x's sample
+    shape: Keras's layout, 1 on the shared axes)."""
+    return np.where(x > 0, x, alpha * x)
+
+
+def prelu_backward(dy, x, alpha):
+    """(dx, dalpha): dx = dy where x > 0, alpha dy where x < 0, 0 at 0;
+    dalpha the sum of dy x where x < 0 over the batch and the shared axes."""
+    zero = x.dtype.type(0)
+    dx = np.where(x > 0, dy, np.where(x < 0, alpha * dy, zero))
+    g = np.where(x < 0, dy * x, zero)
+    axes = (0,) + tuple(k + 1 for k, a in enumerate(alpha.shape) if a == 1)
+    return dx, g.sum(axis=axes, keepdims=True).reshape(alpha.shape)
 
 
 # ---------------------------------------------------------------------------
@@ -972,13 +1098,49 @@ class _Activation(_Layer):
         if self.act == "softmax" and len(self.in_shape) != 1:
             raise ValueError(f"layer {index}: softmax needs a vector input (N, F), "
                              f"got {self.in_shape}")
+        self.params = {k: spec.get(k, d)
+                       for k, d in ACTIVATION_PARAMETERS.get(self.act, {}).items()}
+        for k, v in self.params.items():
+            if v is not None and not math.isfinite(float(v)) and k != "max_value":
+                raise ValueError(f"layer {index} (activation): {k} must be finite, got {v}")
+        if self.act == "relu_general":
+            cap, thr = self.params["max_value"], float(self.params["threshold"])
+            if (cap is not None and not cap >= 0) or not (math.isfinite(thr) and thr >= 0):
+                raise ValueError(f"layer {index} (activation): relu_general needs max_value "
+                                 f">= 0 and a finite threshold >= 0, got max_value {cap} "
+                                 f"threshold {thr}")
 
     def forward(self, x, training, t):
-        self.y = activation_forward(x, self.act)
+        self.x = x
+        self.y = activation_forward(x, self.act, **self.params)
         return self.y
 
     def backward(self, dy):
-        return activation_backward(self.y, dy, self.act)
+        return activation_backward(self.y, dy, self.act, self.x, **self.params)
+
+
+class _PReLU(_Layer):
+    kind = "prelu"
+
+    def __init__(self, index, spec, in_shape, dtype):
+        super().__init__(index, in_shape)
+        shared = spec.get("shared_axes") or ()
+        if any(not 1 <= int(a) <= len(self.in_shape) for a in shared):
+            raise ValueError(f"layer {index} (prelu): shared_axes must be axes of its input "
+                             f"(1 to {len(self.in_shape)}), got {list(shared)}")
+        shape = tuple(1 if k + 1 in shared else d for k, d in enumerate(self.in_shape))
+        self.weights = [np.zeros(shape, dtype)]                     # alpha, Keras's initializer
+        self.trainable = [True]
+        self._zero_grads()
+
+    def forward(self, x, training, t):
+        self.x = x
+        return prelu_forward(x, self.weights[0])
+
+    def backward(self, dy):
+        dx, dalpha = prelu_backward(dy, self.x, self.weights[0])
+        self.grads = [dalpha]
+        return dx
 
 
 class _Dropout(_Layer):
@@ -1173,6 +1335,8 @@ class NumpyNet:
             return _Dropout(i, spec, shape, self.seed)
         if kind == "batchnorm":
             return _BatchNorm(i, spec, shape, self.dtype)
+        if kind == "prelu":
+            return _PReLU(i, spec, shape, self.dtype)
         from . import reference_augment
         if kind in reference_augment.AUGMENT_KINDS:
             layer = reference_augment.make_layer(_Layer, i, spec, shape, self.seed,

@@ -109,6 +109,32 @@ typedef cnn_status cnn_activation_forward_fn(cnn_ctx *ctx, int act, int rows, in
 typedef cnn_status cnn_activation_backward_fn(cnn_ctx *ctx, int act, int rows, int cols,
                                               const float *y, const float *dy, float *dx);
 
+/* The elementwise activations from CNN_ACT_ELU on (cnn.h: d->act and its
+ * parameters) over count values. The backward reads the forward's input x
+ * and output y (each formula uses the one it needs); dx may be dy. */
+typedef cnn_status cnn_elementwise_forward_fn(cnn_ctx *ctx, const cnn_act_desc *d, long count,
+                                              const float *x, /* (count) */
+                                              float *y);      /* (count) */
+typedef cnn_status cnn_elementwise_backward_fn(cnn_ctx *ctx, const cnn_act_desc *d, long count,
+                                               const float *x,  /* (count): the input */
+                                               const float *y,  /* (count): the output */
+                                               const float *dy, /* (count) */
+                                               float *dx);      /* (count), overwritten */
+
+/* PReLU (cnn.h cnn_prelu_desc). The backward overwrites dx (may be dy, or NULL:
+ * not wanted) and dalpha, the sum over the batch and the shared axes of
+ * dy x where x < 0, in a fixed order. */
+typedef cnn_status cnn_prelu_forward_fn(cnn_ctx *ctx, const cnn_prelu_desc *d,
+                                        const float *x,     /* (n, c, h, w) */
+                                        const float *alpha, /* (ac, ah, aw) */
+                                        float *y);          /* (n, c, h, w) */
+typedef cnn_status cnn_prelu_backward_fn(cnn_ctx *ctx, const cnn_prelu_desc *d,
+                                         const float *x,     /* (n, c, h, w) */
+                                         const float *alpha, /* (ac, ah, aw) */
+                                         const float *dy,    /* (n, c, h, w) */
+                                         float *dx,          /* (n, c, h, w), or NULL */
+                                         float *dalpha);     /* (ac, ah, aw), overwritten */
+
 /* dropout forward (x -> y) and backward (dy -> dx) */
 typedef cnn_status cnn_dropout_fn(cnn_ctx *ctx, int n, int c, int h, int w, float rate,
                                   uint64_t seed, const int64_t *forward, int64_t row0,
@@ -307,6 +333,11 @@ struct cnn_backend {
 
     cnn_activation_forward_fn *activation_forward;
     cnn_activation_backward_fn *activation_backward;
+    /* the activations from CNN_ACT_ELU on, and PReLU */
+    cnn_elementwise_forward_fn *elementwise_forward;
+    cnn_elementwise_backward_fn *elementwise_backward;
+    cnn_prelu_forward_fn *prelu_forward;
+    cnn_prelu_backward_fn *prelu_backward;
 
     /* inverted dropout over x (n, c, h, w) (h = w = 1 for (n, c)): element
      * (i, ch, r, s) is kept when cnn_uniform(key, (((row0 + i)*h + r)*w + s)*c

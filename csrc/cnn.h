@@ -120,8 +120,44 @@ typedef enum cnn_activation {
     CNN_ACT_RELU = 1,
     CNN_ACT_SIGMOID = 2,
     CNN_ACT_TANH = 3,
-    CNN_ACT_SOFTMAX = 4 /* over the last axis of a (N, F) tensor */
+    CNN_ACT_SOFTMAX = 4, /* over the last axis of a (N, F) tensor */
+    /* Keras 3's other activations, elementwise (csrc/activation_math.h has
+     * each formula): from here on the engines' elementwise_forward and
+     * elementwise_backward run them, never fused */
+    CNN_ACT_ELU = 5,          /* alpha */
+    CNN_ACT_SELU = 6,
+    CNN_ACT_GELU = 7,         /* the erf form (Keras's approximate=False) */
+    CNN_ACT_SWISH = 8,        /* silu */
+    CNN_ACT_SOFTPLUS = 9,
+    CNN_ACT_SOFTSIGN = 10,
+    CNN_ACT_HARD_SIGMOID = 11, /* relu6(x + 3) / 6 */
+    CNN_ACT_LEAKY_RELU = 12,  /* alpha: the negative slope */
+    CNN_ACT_RELU6 = 13,
+    CNN_ACT_EXPONENTIAL = 14,
+    CNN_ACT_MISH = 15,
+    CNN_ACT_RELU_GENERAL = 16, /* Keras's relu(x, negative_slope alpha, max_value, threshold) */
+    CNN_ACT_KINDS = 17
 } cnn_activation;
+#define CNN_ACT_NAMES                                                                          \
+    {"linear", "relu", "sigmoid", "tanh", "softmax", "elu", "selu", "gelu", "swish",         \
+     "softplus", "softsign", "hard_sigmoid", "leaky_relu", "relu6", "exponential", "mish",   \
+     "relu_general"}
+
+/* An elementwise activation (CNN_ACT_ELU on) and its parameters. */
+typedef struct cnn_act_desc {
+    int act;
+    float alpha;     /* elu's alpha; leaky_relu's and relu_general's negative slope */
+    float max_value; /* relu_general: the cap (INFINITY: none) */
+    float threshold; /* relu_general: values at or below it are "negative" */
+} cnn_act_desc;
+
+/* PReLU over x (n, c, h, w) (a (n, c) tensor: h = w = 1) with a learned
+ * alpha of (ac, ah, aw), each the size of its axis or 1 where the axis is
+ * shared (Keras's shared_axes): y = x where x > 0, else alpha x. */
+typedef struct cnn_prelu_desc {
+    int n, c, h, w;
+    int ac, ah, aw;
+} cnn_prelu_desc;
 
 /* Convolution of x (n, c, h, w) with w (f, c, kh, kw) into y (n, f, oh, ow).
  * Input row i of output row r is r*sh - pad_top + i (likewise columns);
@@ -331,6 +367,7 @@ typedef enum cnn_layer_kind {
     CNN_LAYER_ACTIVATION = 5,
     CNN_LAYER_DROPOUT = 6,
     CNN_LAYER_BATCHNORM = 7,
+    CNN_LAYER_PRELU = 8, /* a learned alpha (cnn_prelu_desc) */
     /* the augmentation layers (augment.h): active in training forwards
      * only, before any layer with weights */
     CNN_LAYER_RANDOM_FLIP = 16,
@@ -374,6 +411,11 @@ typedef struct cnn_layer_spec {
     float value_range[2];   /* random_contrast */
     int has_seed;           /* the layer's own seed, else the Net's */
     uint64_t aug_seed;
+    /* CNN_LAYER_ACTIVATION from CNN_ACT_ELU on: cnn_act_desc's parameters */
+    float alpha, max_value, threshold;
+    /* CNN_LAYER_PRELU: bit k - 1 set where Keras's axis k shares one alpha
+     * (axes 1, 2, 3: height, width, channels; of a (N, F) input, axis 1) */
+    int shared_axes;
 } cnn_layer_spec;
 
 typedef struct cnn_net_spec {
@@ -487,14 +529,16 @@ cnn_status cnn_net_compute_gradients(cnn_net *net, int n, const float *x_host,
 cnn_status cnn_net_apply_gradients(cnn_net *net);
 
 /* Weights in Keras order and layout: per conv/dense layer kernel then bias,
- * per batchnorm layer gamma, beta, moving_mean, moving_variance. */
+ * per batchnorm layer gamma, beta, moving_mean, moving_variance; per PReLU
+ * layer alpha. */
 typedef enum cnn_weight_role {
     CNN_WEIGHT_KERNEL = 0,
     CNN_WEIGHT_BIAS = 1,
     CNN_WEIGHT_GAMMA = 2,
     CNN_WEIGHT_BETA = 3,
     CNN_WEIGHT_MOVING_MEAN = 4,
-    CNN_WEIGHT_MOVING_VAR = 5
+    CNN_WEIGHT_MOVING_VAR = 5,
+    CNN_WEIGHT_ALPHA = 6 /* PReLU */
 } cnn_weight_role;
 
 typedef struct cnn_weight_info {

@@ -61,6 +61,12 @@ cnn_dense_backward_filter_fn cuda_dense_backward_filter;
 cnn_activation_forward_fn cuda_activation_forward;
 cnn_activation_backward_fn cuda_activation_backward;
 cnn_activation_backward_bias_fn cuda_activation_backward_bias;
+/* elementwise.cu */
+cnn_elementwise_forward_fn cuda_elementwise_forward;
+cnn_elementwise_backward_fn cuda_elementwise_backward;
+/* prelu.cu */
+cnn_prelu_forward_fn cuda_prelu_forward;
+cnn_prelu_backward_fn cuda_prelu_backward;
 
 /* dropout.cu */
 cnn_dropout_fn cuda_dropout_forward, cuda_dropout_backward;

@@ -110,6 +110,10 @@ static inline double cnn_cpu_sum(const float *restrict x, size_t len)
     .dense_backward_filter = cpu_dense_backward_filter, \
     .activation_forward = cpu_activation_forward, \
     .activation_backward = cpu_activation_backward, \
+    .elementwise_forward = cpu_elementwise_forward, \
+    .elementwise_backward = cpu_elementwise_backward, \
+    .prelu_forward = cpu_prelu_forward, \
+    .prelu_backward = cpu_prelu_backward, \
     .dropout_forward = cpu_dropout_forward, \
     .dropout_backward = cpu_dropout_backward, \
     .random_flip = cpu_random_flip, \
@@ -175,6 +179,12 @@ cnn_dense_backward_filter_fn cpu_dense_backward_filter;
 /* activation.c */
 cnn_activation_forward_fn cpu_activation_forward;
 cnn_activation_backward_fn cpu_activation_backward;
+/* elementwise.c */
+cnn_elementwise_forward_fn cpu_elementwise_forward;
+cnn_elementwise_backward_fn cpu_elementwise_backward;
+/* prelu.c */
+cnn_prelu_forward_fn cpu_prelu_forward;
+cnn_prelu_backward_fn cpu_prelu_backward;
 
 /* dropout.c */
 cnn_dropout_fn cpu_dropout_forward, cpu_dropout_backward;

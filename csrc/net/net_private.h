@@ -48,7 +48,10 @@ typedef struct layer {
     cnn_conv_desc conv;         /* .n set per call */
     cnn_pool_desc pool;
     cnn_bn_desc bn;
+    cnn_prelu_desc prelu;       /* .n set per call */
+    cnn_act_desc act;           /* an activation layer's kind and parameters */
     size_t w_off, b_off;        /* in params and grads */
+    size_t alpha_off;           /* PReLU: in params and grads */
     size_t gamma_off, beta_off; /* in params and grads */
     size_t mean_off, var_off;   /* in state */
     float *y;                   /* output (max_batch, out_count) */
@@ -78,6 +81,7 @@ typedef enum step_kind {
     STEP_FLATTEN_FORWARD, STEP_DENSE_FORWARD, STEP_DENSE_FORWARD_RELU,
     STEP_ACTIVATION_FORWARD, STEP_DROPOUT_FORWARD, STEP_BATCHNORM_FORWARD,
     STEP_AUGMENT_FORWARD, /* an augmentation layer (no backward: see aug_floor) */
+    STEP_PRELU_FORWARD,
     /* a training step's loss, its gradient into grad_a */
     STEP_LOSS, STEP_SOFTMAX_LOSS, STEP_DENSE_LOSS_HEAD,
     /* backward */
@@ -85,7 +89,7 @@ typedef enum step_kind {
     STEP_CONV_BACKWARD_DATA_POOL_RELU, STEP_POOL_BACKWARD, STEP_POOL_BACKWARD_RELU,
     STEP_FLATTEN_BACKWARD, STEP_DENSE_BACKWARD_FILTER, STEP_DENSE_BACKWARD_DATA,
     STEP_ACTIVATION_BACKWARD, STEP_ACTIVATION_BACKWARD_BIAS, STEP_DROPOUT_BACKWARD,
-    STEP_BATCHNORM_BACKWARD,
+    STEP_BATCHNORM_BACKWARD, STEP_PRELU_BACKWARD,
 } step_kind;
 
 typedef struct step {

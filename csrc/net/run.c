@@ -69,8 +69,17 @@ cnn_status net_run_forward(cnn_net *net, plan_kind which, const run_args *r)
             CNN_TRY(be->fused->dense_forward_relu(ctx, n, L->in_c, s->units, in, w, b, y));
             break;
         case STEP_ACTIVATION_FORWARD:
-            CNN_TRY(be->activation_forward(ctx, s->activation, n, (int)L->in_count, in, y));
+            if (s->activation >= CNN_ACT_ELU) /* the elementwise ones, with parameters */
+                CNN_TRY(be->elementwise_forward(ctx, &L->act, (long)n * (long)L->in_count, in, y));
+            else
+                CNN_TRY(be->activation_forward(ctx, s->activation, n, (int)L->in_count, in, y));
             break;
+        case STEP_PRELU_FORWARD: {
+            cnn_prelu_desc d = L->prelu;
+            d.n = n;
+            CNN_TRY(be->prelu_forward(ctx, &d, in, net->params + L->alpha_off, y));
+            break;
+        }
         case STEP_DROPOUT_FORWARD:
             CNN_TRY(be->dropout_forward(ctx, n, L->in_c, L->in_h, L->in_w,
                                         r->training ? s->rate : 0.0f, L->dropout_key,
@@ -210,9 +219,20 @@ static cnn_status run_backward(cnn_net *net, plan_kind which, float **dx_out)
                                                  dy, dx, net->grads + net->layers[i - 1].b_off));
             break;
         case STEP_ACTIVATION_BACKWARD:
-            CNN_TRY(be->activation_backward(ctx, s->activation, n, (int)L->in_count, L->y, dy,
-                                            dx));
+            if (s->activation >= CNN_ACT_ELU) /* from its input and output */
+                CNN_TRY(be->elementwise_backward(ctx, &L->act, (long)n * (long)L->in_count, in,
+                                                 L->y, dy, dx));
+            else
+                CNN_TRY(be->activation_backward(ctx, s->activation, n, (int)L->in_count, L->y,
+                                                dy, dx));
             break;
+        case STEP_PRELU_BACKWARD: {
+            cnn_prelu_desc d = L->prelu;
+            d.n = n;
+            CNN_TRY(be->prelu_backward(ctx, &d, in, net->params + L->alpha_off, dy,
+                                       st->swap ? dx : NULL, net->grads + L->alpha_off));
+            break;
+        }
         case STEP_DROPOUT_BACKWARD:
             CNN_TRY(be->dropout_backward(ctx, n, L->in_c, L->in_h, L->in_w, s->rate,
                                          L->dropout_key, net->counters + CNN_COUNT_MASK,

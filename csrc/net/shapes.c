@@ -20,12 +20,31 @@ static int out_size(int in, int k, int s, int same, int *pad_before)
 
 const char *net_kind_name(int kind)
 {
-    static const char *names[] = {"conv2d",     "maxpool", "avgpool",  "flatten",
-                                  "dense",      "activation", "dropout", "batchnorm"};
+    static const char *names[] = {"conv2d", "maxpool",    "avgpool", "flatten",  "dense",
+                                  "activation", "dropout", "batchnorm", "prelu"};
     static const char *augment[] = {"random_flip",        "random_rotation", "random_zoom",
                                     "random_translation", "random_contrast", "random_crop"};
     if (cnn_layer_is_augment(kind)) return augment[kind - CNN_LAYER_RANDOM_FLIP];
-    return (kind >= 0 && kind <= CNN_LAYER_BATCHNORM) ? names[kind] : "unknown";
+    return (kind >= 0 && kind <= CNN_LAYER_PRELU) ? names[kind] : "unknown";
+}
+
+/* An activation layer's parameters (cnn.h cnn_act_desc), where its kind
+ * reads them: finite (relu_general's cap may be infinity: none), and
+ * relu_general's cap and threshold >= 0, as Keras's ReLU layer requires. */
+static cnn_status check_act_parameters(int i, const cnn_layer_spec *s)
+{
+    const int a = s->activation;
+    if ((a == CNN_ACT_ELU || a == CNN_ACT_LEAKY_RELU || a == CNN_ACT_RELU_GENERAL) &&
+        !isfinite(s->alpha))
+        return cnn_set_error(CNN_ERR_VALUE, "layer %d (activation): alpha must be finite, got %g",
+                             i, (double)s->alpha);
+    if (a == CNN_ACT_RELU_GENERAL &&
+        (!(s->max_value >= 0.0f) || !(s->threshold >= 0.0f) || !isfinite(s->threshold)))
+        return cnn_set_error(CNN_ERR_VALUE,
+                             "layer %d (activation): relu_general needs max_value >= 0 and a "
+                             "finite threshold >= 0, got max_value %g threshold %g",
+                             i, (double)s->max_value, (double)s->threshold);
+    return CNN_OK;
 }
 
 /* Works out layer i's output shape and parameter counts from its input. */
@@ -39,6 +58,7 @@ cnn_status net_plan_layer(cnn_net *net, int i, size_t *n_params, size_t *n_state
     L->out_h = L->in_h;
     L->out_w = L->in_w;
     L->w_off = L->b_off = L->gamma_off = L->beta_off = L->mean_off = L->var_off = NO_OFFSET;
+    L->alpha_off = NO_OFFSET;
 
     switch (s->kind) {
     case CNN_LAYER_CONV2D:
@@ -122,9 +142,12 @@ cnn_status net_plan_layer(cnn_net *net, int i, size_t *n_params, size_t *n_state
         }
         break;
     case CNN_LAYER_ACTIVATION:
-        if (s->activation < CNN_ACT_LINEAR || s->activation > CNN_ACT_SOFTMAX)
+        if (s->activation < CNN_ACT_LINEAR || s->activation >= CNN_ACT_KINDS)
             return cnn_set_error(CNN_ERR_VALUE, "layer %d (activation): unknown activation %d", i,
                                  s->activation);
+        CNN_TRY(check_act_parameters(i, s));
+        L->act = (cnn_act_desc){.act = s->activation, .alpha = s->alpha,
+                                .max_value = s->max_value, .threshold = s->threshold};
         if (s->activation == CNN_ACT_SOFTMAX && L->in_rank != 2)
             return cnn_set_error(CNN_ERR_VALUE,
                                  "layer %d (activation): softmax needs a (batch, features) "
@@ -161,6 +184,24 @@ cnn_status net_plan_layer(cnn_net *net, int i, size_t *n_params, size_t *n_state
         L->var_off = *n_state + L->in_c;
         *n_state += 2 * (size_t)L->in_c;
         break;
+    case CNN_LAYER_PRELU: {
+        if (s->shared_axes < 0 || s->shared_axes >= (L->in_rank == 4 ? 8 : 2))
+            return cnn_set_error(CNN_ERR_VALUE,
+                                 "layer %d (prelu): shared_axes must name axes of its %s input, "
+                                 "got the bit set %d",
+                                 i, L->in_rank == 4 ? "(batch, height, width, channels)"
+                                                    : "(batch, features)",
+                                 s->shared_axes);
+        /* Keras's axes: 1 height, 2 width, 3 channels; of a (N, F) input, 1 the features */
+        const int m = s->shared_axes, image = L->in_rank == 4;
+        L->prelu = (cnn_prelu_desc){.c = L->in_c, .h = L->in_h, .w = L->in_w,
+                                    .ac = (image ? m & 4 : m & 1) ? 1 : L->in_c,
+                                    .ah = image && !(m & 1) ? L->in_h : 1,
+                                    .aw = image && !(m & 2) ? L->in_w : 1};
+        L->alpha_off = *n_params;
+        *n_params += (size_t)L->prelu.ac * L->prelu.ah * L->prelu.aw;
+        break;
+    }
     default:
         return cnn_set_error(CNN_ERR_VALUE, "layer %d: unknown layer kind %d", i, s->kind);
     }

@@ -42,23 +42,38 @@ void net_list_weights(cnn_net *net)
                                     .trainable = !s->frozen && (roles[k] == CNN_WEIGHT_GAMMA ||
                                                                 roles[k] == CNN_WEIGHT_BETA),
                                     .rank = 1, .dims = {L->in_c}});
+        } else if (s->kind == CNN_LAYER_PRELU) {
+            const cnn_prelu_desc *p = &L->prelu;
+            if (L->in_rank == 4)
+                add_weight(net, (cnn_weight_info){.layer = i, .role = CNN_WEIGHT_ALPHA,
+                                                  .trainable = 1, .rank = 3,
+                                                  .dims = {p->ah, p->aw, p->ac}});
+            else
+                add_weight(net, (cnn_weight_info){.layer = i, .role = CNN_WEIGHT_ALPHA,
+                                                  .trainable = 1, .rank = 1, .dims = {p->ac}});
         }
     }
 }
 
 /* How a weight is stored against Keras's layout. */
 enum { LAYOUT_KERAS = 0, LAYOUT_CONV = 1 /* (F, C, KH, KW) for (KH, KW, C, F) */,
-       LAYOUT_NCHW_ROWS = 2 /* a dense kernel's rows in NCHW feature order (layer.rows_c) */ };
+       LAYOUT_NCHW_ROWS = 2 /* a dense kernel's rows in NCHW feature order (layer.rows_c) */,
+       LAYOUT_CHW = 3 /* a PReLU alpha (C, H, W) for Keras's (H, W, C) */ };
 
 /* Where weight i lives: the block, its offset, and its layout. */
 static float *weight_place(cnn_net *net, float *trainable_block, int i, int *layout)
 {
     const cnn_weight_info *w = &net->weights[i];
     const layer *L = &net->layers[w->layer];
-    *layout = w->role != CNN_WEIGHT_KERNEL ? LAYOUT_KERAS
+    *layout = w->role == CNN_WEIGHT_ALPHA
+                  ? (w->rank == 3 && w->dims[2] > 1 && (size_t)w->dims[0] * w->dims[1] > 1
+                         ? LAYOUT_CHW
+                         : LAYOUT_KERAS)
+              : w->role != CNN_WEIGHT_KERNEL ? LAYOUT_KERAS
               : L->spec.kind == CNN_LAYER_CONV2D ? LAYOUT_CONV
               : L->rows_c ? LAYOUT_NCHW_ROWS : LAYOUT_KERAS;
     switch (w->role) {
+    case CNN_WEIGHT_ALPHA: return trainable_block + L->alpha_off;
     case CNN_WEIGHT_KERNEL: return trainable_block + L->w_off;
     case CNN_WEIGHT_BIAS: return trainable_block + L->b_off;
     case CNN_WEIGHT_GAMMA: return trainable_block + L->gamma_off;
@@ -79,6 +94,7 @@ size_t net_weight_offset(const cnn_net *net, int i)
     case CNN_WEIGHT_BIAS: return L->b_off;
     case CNN_WEIGHT_GAMMA: return L->gamma_off;
     case CNN_WEIGHT_BETA: return L->beta_off;
+    case CNN_WEIGHT_ALPHA: return L->alpha_off;
     default: return NO_OFFSET;
     }
 }
@@ -121,6 +137,23 @@ static void fckk_to_keras(const float *o, float *k, int kh, int kw, int c, int f
                         o[(((size_t)fi * c + ch) * kh + a) * kw + b];
 }
 
+/* (H, W, C) <-> (C, H, W) on the host: a PReLU's alpha. */
+static void hwc_to_chw(const float *k, float *o, int h, int w, int c)
+{
+    for (int r = 0; r < h; r++)
+        for (int s = 0; s < w; s++)
+            for (int ch = 0; ch < c; ch++)
+                o[((size_t)ch * h + r) * w + s] = k[((size_t)r * w + s) * c + ch];
+}
+
+static void chw_to_hwc(const float *o, float *k, int h, int w, int c)
+{
+    for (int r = 0; r < h; r++)
+        for (int s = 0; s < w; s++)
+            for (int ch = 0; ch < c; ch++)
+                k[((size_t)r * w + s) * c + ch] = o[((size_t)ch * h + r) * w + s];
+}
+
 /* Which way permute_rows copies. */
 typedef enum row_order { TO_OURS = 0, TO_KERAS = 1 } row_order;
 
@@ -149,6 +182,7 @@ static cnn_status copy_weight_out(cnn_net *net, float *block, int i, float *host
     cnn_status st = net->be->download(net->ctx, tmp, src, w->count * sizeof(float));
     if (st == CNN_OK && layout == LAYOUT_CONV)
         fckk_to_keras(tmp, host, w->dims[0], w->dims[1], w->dims[2], w->dims[3]);
+    if (st == CNN_OK && layout == LAYOUT_CHW) chw_to_hwc(tmp, host, w->dims[0], w->dims[1], w->dims[2]);
     if (st == CNN_OK && layout == LAYOUT_NCHW_ROWS) {
         const layer *L = &net->layers[w->layer];
         permute_rows(tmp, host, L->rows_c, L->rows_hw, w->dims[1], TO_KERAS);
@@ -197,6 +231,8 @@ static cnn_status copy_weight_in(cnn_net *net, float *block, int i, const float 
     if (!tmp) return cnn_set_error(CNN_ERR_MEMORY, "out of host memory writing a weight");
     if (layout == LAYOUT_CONV) {
         keras_to_fckk(host, tmp, w->dims[0], w->dims[1], w->dims[2], w->dims[3]);
+    } else if (layout == LAYOUT_CHW) {
+        hwc_to_chw(host, tmp, w->dims[0], w->dims[1], w->dims[2]);
     } else {
         const layer *L = &net->layers[w->layer];
         permute_rows(host, tmp, L->rows_c, L->rows_hw, w->dims[1], TO_OURS);

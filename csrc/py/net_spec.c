@@ -4,6 +4,7 @@
 #include "net_object.h"
 
 #include <limits.h>
+#include <math.h>
 #include <string.h>
 
 /* v as a C int: 0, or -1 when v is not an int (no error set), -2 when it is
@@ -111,9 +112,10 @@ static int name_index(PyObject *v, const char *const *names, int count)
     return -1;
 }
 
-static const char *const layer_kinds[] = {"conv2d", "maxpool", "avgpool", "flatten",
-                                          "dense", "activation", "dropout", "batchnorm"};
-static const char *const activations[] = {"linear", "relu", "sigmoid", "tanh", "softmax"};
+static const char *const layer_kinds[] = {"conv2d",     "maxpool", "avgpool",   "flatten", "dense",
+                                          "activation", "dropout", "batchnorm", "prelu"};
+#define LAYER_KINDS 9
+static const char *const activations[] = CNN_ACT_NAMES;
 static const char *const losses[] = {"sparse_categorical_crossentropy",
                                      "categorical_crossentropy", "binary_crossentropy"};
 static const char *const optimizers[] = CNN_OPT_NAMES;
@@ -215,6 +217,61 @@ static int parse_augment(PyObject *d, int i, cnn_layer_spec *s)
     return 0;
 }
 
+/* An activation's parameters (cnn.h cnn_act_desc): 'alpha' (Keras's
+ * defaults: elu 1.0, leaky_relu 0.2, relu_general 0.0), 'max_value' (None
+ * or absent: no cap), 'threshold' (0.0). */
+static int parse_act_parameters(PyObject *d, int i, cnn_layer_spec *s)
+{
+    char where[32];
+    snprintf(where, sizeof where, "layers[%d]", i);
+    const double alpha0 = s->activation == CNN_ACT_ELU ? 1.0
+                          : s->activation == CNN_ACT_LEAKY_RELU ? 0.2 : 0.0;
+    double alpha, threshold, max_value = INFINITY;
+    if (dict_float(d, "alpha", alpha0, &alpha, where) < 0 ||
+        dict_float(d, "threshold", 0.0, &threshold, where) < 0)
+        return -1;
+    PyObject *cap = PyDict_GetItemString(d, "max_value");
+    if (cap && cap != Py_None && dict_float(d, "max_value", 0.0, &max_value, where) < 0) return -1;
+    s->alpha = (float)alpha;
+    s->threshold = (float)threshold;
+    s->max_value = (float)max_value;
+    return 0;
+}
+
+/* A PReLU's 'shared_axes': None, absent, or a list of Keras's axes (1 to 3:
+ * height, width, channels; 1 of a (N, F) input) into the bit set of
+ * cnn_layer_spec (the core checks them against the input's rank). */
+static int parse_shared_axes(PyObject *d, int i, cnn_layer_spec *s)
+{
+    s->shared_axes = 0;
+    PyObject *v = PyDict_GetItemString(d, "shared_axes");
+    if (!v || v == Py_None) return 0;
+    PyObject *seq = PySequence_Fast(v, "");
+    if (!seq) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "layers[%d]['shared_axes']: expected a list of axes, got %R",
+                     i, v);
+        return -1;
+    }
+    int bad = 0;
+    for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(seq) && !bad; k++) {
+        int axis = 0;
+        if (c_int(PySequence_Fast_GET_ITEM(seq, k), &axis) != 0 || axis < 1 || axis > 3)
+            bad = 1;
+        else
+            s->shared_axes |= 1 << (axis - 1);
+    }
+    Py_DECREF(seq);
+    if (bad) {
+        PyErr_Format(PyExc_ValueError,
+                     "layers[%d]['shared_axes']: expected axes in [1, 3] (height, width, "
+                     "channels), got %R",
+                     i, v);
+        return -1;
+    }
+    return 0;
+}
+
 static int parse_layer(PyObject *d, int i, cnn_layer_spec *s)
 {
     if (!PyDict_Check(d)) {
@@ -223,7 +280,7 @@ static int parse_layer(PyObject *d, int i, cnn_layer_spec *s)
         return -1;
     }
     PyObject *kind = PyDict_GetItemString(d, "kind");
-    s->kind = name_index(kind, layer_kinds, 8);
+    s->kind = name_index(kind, layer_kinds, LAYER_KINDS);
     const int augment = name_index(kind, augment_kinds, 6);
     if (augment >= 0) {
         s->kind = CNN_LAYER_RANDOM_FLIP + augment;
@@ -232,8 +289,9 @@ static int parse_layer(PyObject *d, int i, cnn_layer_spec *s)
     if (s->kind < 0) {
         PyErr_Format(PyExc_ValueError,
                      "layers[%d]['kind']: expected one of conv2d, maxpool, avgpool, flatten, "
-                     "dense, activation, dropout, batchnorm, random_flip, random_rotation, "
-                     "random_zoom, random_translation, random_contrast, random_crop, got %R",
+                     "dense, activation, dropout, batchnorm, prelu, random_flip, "
+                     "random_rotation, random_zoom, random_translation, random_contrast, "
+                     "random_crop, got %R",
                      i, kind ? kind : Py_None);
         return -1;
     }
@@ -293,15 +351,17 @@ static int parse_layer(PyObject *d, int i, cnn_layer_spec *s)
     }
     if (s->kind == CNN_LAYER_ACTIVATION) {
         PyObject *act = PyDict_GetItemString(d, "activation");
-        s->activation = name_index(act, activations, 5);
+        s->activation = name_index(act, activations, CNN_ACT_KINDS);
         if (s->activation < 0) {
             PyErr_Format(PyExc_ValueError,
                          "layers[%d]['activation']: expected one of linear, relu, sigmoid, tanh, "
-                         "softmax, got %R",
+                         "softmax, elu, selu, gelu, swish, softplus, softsign, hard_sigmoid, "
+                         "leaky_relu, relu6, exponential, mish, relu_general, got %R",
                          i, act ? act : Py_None);
             return -1;
         }
     }
+    if (parse_act_parameters(d, i, s) < 0 || parse_shared_axes(d, i, s) < 0) return -1;
     s->units = units;
     s->use_bias = use_bias != 0;
     s->rate = (float)rate;

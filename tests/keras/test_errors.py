@@ -174,7 +174,7 @@ BAD_SPECS = [
     ([{"kind": "flatten"}, {"kind": "conv2d", "units": 2, "kernel": 1}], (5, 6, 2),
      r"layer 1 \(conv2d\) expects an image input"),
     ([{"kind": "activation", "activation": "softmax"}], (5, 6, 2), r"softmax needs a \(batch, features\)"),
-    ([{"kind": "activation", "activation": "swish"}], (4,), r"layers\[0\]\['activation'\]: expected one of"),
+    ([{"kind": "activation", "activation": "hard_swish"}], (4,), r"layers\[0\]\['activation'\]: expected one of"),
     ([{"kind": "dropout", "rate": 1.0}], (4,), r"layer 0 \(dropout\): rate must be in \[0, 1\), got 1"),
     ([{"kind": "conv2d", "units": 0, "kernel": 1}], (5, 6, 2), r"filters must be >= 1, got 0"),
     ([{"kind": "conv2d", "units": 2, "kernel": 1, "strides": 0}], (5, 6, 2), r"strides 0x0"),

@@ -56,9 +56,9 @@ def test_arguments_are_checked():
         keras.layers.GlobalMaxPooling2D(data_format="channels_first")
     with pytest.raises(TypeError, match="keepdims"):
         keras.layers.GlobalMaxPooling2D(keepdims="yes")
-    with pytest.raises(ValueError, match=r"axis: expected -1 \(the softmax runs over the last "
-                                         r"axis\), got 1"):
-        keras.layers.Softmax(axis=1)
+    with pytest.raises(ValueError, match=r"axis: expected -1 or 1 \(the softmax runs over the "
+                                         r"last axis of \(batch, features\) inputs\), got 2"):
+        keras.layers.Softmax(axis=2)
     with pytest.raises(ValueError, match="softmax expects a \\(batch, features\\) input"):
         keras.Sequential([keras.layers.Softmax(input_shape=(7, 5, 3))])
     assert keras.layers.GlobalAvgPool2D is keras.layers.GlobalAveragePooling2D

@@ -140,8 +140,9 @@ BAD_ARGUMENTS = [
     (lambda: layers.Conv2D(2, (3, 3, 3)), TypeError, r"kernel_size: expected an int or a tuple of 2"),
     (lambda: layers.Conv2D(2, 3, padding="full"), ValueError,
      r"padding: expected one of 'valid', 'same', got 'full'"),
-    (lambda: layers.Conv2D(2, 3, activation="swish"), ValueError,
-     r"activation: expected one of 'linear', 'relu', 'sigmoid', 'tanh', 'softmax', got 'swish'"),
+    (lambda: layers.Conv2D(2, 3, activation="hard_swish"), ValueError,
+     r"activation: expected one of 'linear', 'relu', 'sigmoid', 'tanh', 'softmax', 'elu', .*"
+     r"'mish', got 'hard_swish'"),
     (lambda: layers.Conv2D(2, 3, dilation_rate=2), ValueError, r"dilation_rate: expected"),
     (lambda: layers.Conv2D(2, 3, kernel_initializer="he_normel"), ValueError,
      r"kernel_initializer: expected one of .*'he_normal'.*, got 'he_normel'"),

@@ -35,6 +35,9 @@ from fuzz_strategies import (CLEAN, FUZZ, arrays, hang_guard, quiet_cast,  # noq
 WEIRD = [0, -1, 2**31, 2**40, 2**64 + 1, 2.5, "3", None, True, (1, 2, 3), (0, 1), "full",
          "swish", float("nan"), -0.5, 1.0, 1e30, np.int64(2), np.float32(0.5)]
 ACTIVATIONS = [None, "linear", "relu", "sigmoid", "tanh", "softmax"]
+# Keras's other activations by name (exponential left out: it overflows on fuzzed scales)
+MORE_ACTIVATIONS = ["elu", "selu", "gelu", "silu", "softplus", "softsign", "hard_sigmoid",
+                    "leaky_relu", "relu6", "mish"]
 
 
 def small_pair(draw, low, high):
@@ -52,7 +55,7 @@ def layer_recipe(draw, kind, rank):
         if draw(st.booleans()):
             kw["padding"] = draw(st.sampled_from(["valid", "same"]))
         if draw(st.booleans()):
-            kw["activation"] = draw(st.sampled_from(ACTIVATIONS[:5]))
+            kw["activation"] = draw(st.sampled_from(ACTIVATIONS[:5] + MORE_ACTIVATIONS))
     elif kind in ("MaxPooling2D", "AveragePooling2D"):
         if draw(st.booleans()):
             kw["pool_size"] = small_pair(draw, 1, 3)
@@ -63,12 +66,12 @@ def layer_recipe(draw, kind, rank):
     elif kind == "Dense":
         kw = {"units": draw(st.integers(1, 4))}
         if draw(st.booleans()):
-            kw["activation"] = draw(st.sampled_from(ACTIVATIONS))
+            kw["activation"] = draw(st.sampled_from(ACTIVATIONS + MORE_ACTIVATIONS))
         if draw(st.booleans()):
             kw["use_bias"] = draw(st.booleans())
     elif kind == "Activation":
-        kw = {"activation": draw(st.sampled_from(ACTIVATIONS[1:5] + (["softmax"] if rank == 1
-                                                                      else [])))}
+        kw = {"activation": draw(st.sampled_from(ACTIVATIONS[1:5] + MORE_ACTIVATIONS +
+                                                 (["softmax"] if rank == 1 else [])))}
     elif kind == "Dropout":
         kw = {"rate": draw(st.sampled_from([0.0, 0.2, 0.5]))}
     elif kind == "BatchNormalization":
