@@ -1133,6 +1133,10 @@ class NumpyNet:
             return _Dropout(i, spec, shape, self.seed)
         if kind == "batchnorm":
             return _BatchNorm(i, spec, shape, self.dtype)
+        from .reference_shapes import make_shape_layer    # it imports this module
+        layer = make_shape_layer(i, spec, shape, self.seed)
+        if layer is not None:
+            return layer
         raise ValueError(f"layer {i}: unknown kind {kind!r}")
 
     # -- properties -------------------------------------------------------

@@ -114,6 +114,28 @@ typedef cnn_status cnn_dropout_fn(cnn_ctx *ctx, int n, int c, int h, int w, floa
                                   uint64_t seed, const int64_t *forward, int64_t row0,
                                   const float *in, float *out);
 
+/* the shape and image layers (Rescaling, Reshape, ZeroPadding2D, Cropping2D,
+ * UpSampling2D) */
+/* y = x * scale + offset over count values, the product rounded before the
+ * sum (no fused multiply-add); x and y may be the same buffer */
+typedef cnn_status cnn_rescale_fn(cnn_ctx *ctx, size_t count, float scale, float offset,
+                                  const float *x, float *y);
+/* x (n, c, h, w) -> y (n, oc, oh, ow), both NCHW, with c*h*w == oc*oh*ow:
+ * the values in the same NHWC (Keras) order, so that y is Keras's reshape
+ * of x; x and y must not overlap */
+typedef cnn_status cnn_reshape_fn(cnn_ctx *ctx, int n, int c, int h, int w, int oc, int oh,
+                                  int ow, const float *x, float *y);
+/* y (n, c, oh, ow): y[r][s] = x (n, c, h, w)[r - top][s - left] where that
+ * is inside x, else 0 (top, left > 0: zero padding; < 0: cropping) */
+typedef cnn_status cnn_pad2d_fn(cnn_ctx *ctx, int n, int c, int h, int w, int oh, int ow,
+                                int top, int left, const float *x, float *y);
+/* nearest upsampling by (sh, sw) of images (n, c, h, w): forward in (n, c,
+ * h, w) -> out (n, c, h sh, w sw), out[r][s] = in[r / sh][s / sw]; backward
+ * in = dy (n, c, h sh, w sw) -> out = dx (n, c, h, w), each the sum of its
+ * sh x sw block of dy in row-major order */
+typedef cnn_status cnn_upsample_fn(cnn_ctx *ctx, int n, int c, int h, int w, int sh, int sw,
+                                   const float *in, float *out);
+
 /* batch normalization */
 typedef cnn_status cnn_batchnorm_forward_train_fn(
     cnn_ctx *ctx, const cnn_bn_desc *d,
@@ -297,6 +319,22 @@ struct cnn_backend {
      * Net's CNN_COUNT_MASK counter), read when the op runs. */
     cnn_dropout_fn *dropout_forward;  /* x -> y */
     cnn_dropout_fn *dropout_backward; /* dy -> dx */
+
+    /* SpatialDropout2D: dropout_forward's and dropout_backward's, except
+     * that a whole channel ch of row i is kept or dropped, when
+     * cnn_uniform(key, (row0 + i)*c + ch) >= rate */
+    cnn_dropout_fn *spatial_dropout_forward;  /* x -> y */
+    cnn_dropout_fn *spatial_dropout_backward; /* dy -> dx */
+
+    /* the shape and image layers (their signatures say what each does);
+     * each layer's backward is an entry again: Rescaling's is rescale with
+     * offset 0, Reshape's reshape back, ZeroPadding2D's and Cropping2D's
+     * pad2d the other way */
+    cnn_rescale_fn *rescale;
+    cnn_reshape_fn *reshape;
+    cnn_pad2d_fn *pad2d;
+    cnn_upsample_fn *upsample_forward;
+    cnn_upsample_fn *upsample_backward;
 
     /* batch normalization. Training uses the batch's mean and biased
      * variance and updates moving = moving * momentum + batch * (1 - momentum);

@@ -327,20 +327,33 @@ typedef enum cnn_layer_kind {
     CNN_LAYER_DENSE = 4,
     CNN_LAYER_ACTIVATION = 5,
     CNN_LAYER_DROPOUT = 6,
-    CNN_LAYER_BATCHNORM = 7
+    CNN_LAYER_BATCHNORM = 7,
+    /* 8, 9 and 16 on: other layers' */
+    CNN_LAYER_RESCALING = 10,       /* y = x scale + offset */
+    CNN_LAYER_RESHAPE = 11,         /* to target_*, in Keras's (NHWC) element order */
+    CNN_LAYER_ZERO_PADDING = 12,    /* images padded with pad[4] rows and columns of zeros */
+    CNN_LAYER_CROPPING = 13,        /* images cropped by pad[4] rows and columns */
+    CNN_LAYER_UPSAMPLING = 14,      /* nearest, each pixel repeated kh x kw times */
+    CNN_LAYER_SPATIAL_DROPOUT = 15  /* dropout of whole channels per sample */
 } cnn_layer_kind;
+/* The first and last of the shape and image layers (csrc/net/shapes.c). */
+#define CNN_LAYER_SHAPE_FIRST CNN_LAYER_RESCALING
+#define CNN_LAYER_SHAPE_LAST CNN_LAYER_SPATIAL_DROPOUT
 
 typedef struct cnn_layer_spec {
     int kind;
     int units;        /* conv filters or dense units */
-    int kh, kw;       /* conv kernel or pool size */
+    int kh, kw;       /* conv kernel, pool size or upsampling size */
     int sh, sw;       /* strides */
     int same;         /* padding: 1 'same', 0 'valid' */
     int use_bias;
     int activation;   /* CNN_LAYER_ACTIVATION */
-    float rate;       /* dropout */
+    float rate;       /* dropout, spatial dropout */
     float momentum;   /* batchnorm */
     float epsilon;    /* batchnorm */
+    float scale, offset; /* rescaling */
+    int pad[4];       /* zero padding, cropping: rows at the top, bottom, columns left, right */
+    int target_h, target_w, target_c; /* reshape: NHWC, or (0, 0, features) */
 } cnn_layer_spec;
 
 typedef struct cnn_net_spec {

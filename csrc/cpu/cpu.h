@@ -112,6 +112,13 @@ static inline double cnn_cpu_sum(const float *restrict x, size_t len)
     .activation_backward = cpu_activation_backward, \
     .dropout_forward = cpu_dropout_forward, \
     .dropout_backward = cpu_dropout_backward, \
+    .spatial_dropout_forward = cpu_spatial_dropout_forward, \
+    .spatial_dropout_backward = cpu_spatial_dropout_backward, \
+    .rescale = cpu_rescale, \
+    .reshape = cpu_reshape, \
+    .pad2d = cpu_pad2d, \
+    .upsample_forward = cpu_upsample_forward, \
+    .upsample_backward = cpu_upsample_backward, \
     .batchnorm_forward_train = cpu_batchnorm_forward_train, \
     .batchnorm_forward_infer = cpu_batchnorm_forward_infer, \
     .batchnorm_backward = cpu_batchnorm_backward, \
@@ -172,6 +179,15 @@ cnn_activation_backward_fn cpu_activation_backward;
 
 /* dropout.c */
 cnn_dropout_fn cpu_dropout_forward, cpu_dropout_backward;
+
+/* spatial_dropout.c */
+cnn_dropout_fn cpu_spatial_dropout_forward, cpu_spatial_dropout_backward;
+
+/* rescale.c, reshape.c, pad2d.c, upsample.c: the shape and image layers */
+cnn_rescale_fn cpu_rescale;
+cnn_reshape_fn cpu_reshape;
+cnn_pad2d_fn cpu_pad2d;
+cnn_upsample_fn cpu_upsample_forward, cpu_upsample_backward;
 
 /* batchnorm.c */
 cnn_batchnorm_forward_train_fn cpu_batchnorm_forward_train;

@@ -113,10 +113,110 @@ static int name_index(PyObject *v, const char *const *names, int count)
 
 static const char *const layer_kinds[] = {"conv2d", "maxpool", "avgpool", "flatten",
                                           "dense", "activation", "dropout", "batchnorm"};
+/* the shape and image layers' kinds, from CNN_LAYER_SHAPE_FIRST on */
+static const char *const shape_kinds[] = {"rescaling",  "reshape",      "zero_padding2d",
+                                          "cropping2d", "upsampling2d", "spatial_dropout2d"};
+#define SHAPE_KINDS ((int)(sizeof shape_kinds / sizeof shape_kinds[0]))
 static const char *const activations[] = {"linear", "relu", "sigmoid", "tanh", "softmax"};
 static const char *const losses[] = {"sparse_categorical_crossentropy",
                                      "categorical_crossentropy", "binary_crossentropy"};
 static const char *const optimizers[] = CNN_OPT_NAMES;
+
+/* dict[key] as ((top, bottom), (left, right)) of ints into pad[4]. */
+static int dict_pads(PyObject *d, const char *key, int pad[4], int layer)
+{
+    PyObject *v = PyDict_GetItemString(d, key);
+    int ok = v && PySequence_Check(v) && PySequence_Size(v) == 2;
+    for (int k = 0; ok && k < 2; k++) {
+        PyObject *pair = PySequence_GetItem(v, k);
+        ok = pair && PySequence_Check(pair) && PySequence_Size(pair) == 2;
+        for (int m = 0; ok && m < 2; m++) {
+            PyObject *e = PySequence_GetItem(pair, m);
+            ok = e && PyLong_Check(e) && c_int(e, &pad[2 * k + m]) == 0;
+            Py_XDECREF(e);
+        }
+        Py_XDECREF(pair);
+    }
+    PyErr_Clear();
+    if (ok) return 0;
+    PyErr_Format(PyExc_TypeError,
+                 "layers[%d]['%s']: expected ((top, bottom), (left, right)) of ints, got %R",
+                 layer, key, v ? v : Py_None);
+    return -1;
+}
+
+/* dict['shape'] (a reshape's target): (height, width, channels) or
+ * (features,) of ints, as the engine's input_shape. */
+static int dict_target(PyObject *d, cnn_layer_spec *s, int layer)
+{
+    PyObject *v = PyDict_GetItemString(d, "shape");
+    const Py_ssize_t rank = v && PySequence_Check(v) ? PySequence_Size(v) : -1;
+    int dims[3] = {0, 0, 0}, ok = rank == 1 || rank == 3;
+    for (Py_ssize_t k = 0; ok && k < rank; k++) {
+        PyObject *e = PySequence_GetItem(v, k);
+        ok = e && PyLong_Check(e) && c_int(e, &dims[k]) == 0;
+        Py_XDECREF(e);
+    }
+    PyErr_Clear();
+    if (!ok) {
+        PyErr_Format(PyExc_TypeError,
+                     "layers[%d]['shape']: expected (height, width, channels) or (features,) "
+                     "of ints, got %R",
+                     layer, v ? v : Py_None);
+        return -1;
+    }
+    s->target_h = rank == 3 ? dims[0] : 0;
+    s->target_w = rank == 3 ? dims[1] : 0;
+    s->target_c = rank == 3 ? dims[2] : dims[0];
+    return 0;
+}
+
+/* A shape or image layer's keys (cnncuda/engine.py); the core checks their
+ * values against the layer's input (csrc/net/shapes.c). */
+static int parse_shape_layer(PyObject *d, int i, int kind, cnn_layer_spec *s)
+{
+    char where[32];
+    snprintf(where, sizeof where, "layers[%d]", i);
+    s->kind = kind;
+    switch (kind) {
+    case CNN_LAYER_RESCALING: {
+        double scale, offset;
+        if (dict_float(d, "scale", 1.0, &scale, where) < 0 ||
+            dict_float(d, "offset", 0.0, &offset, where) < 0)
+            return -1;
+        s->scale = (float)scale;
+        s->offset = (float)offset;
+        return 0;
+    }
+    case CNN_LAYER_RESHAPE:
+        return dict_target(d, s, i);
+    case CNN_LAYER_ZERO_PADDING:
+        return dict_pads(d, "padding", s->pad, i);
+    case CNN_LAYER_CROPPING:
+        return dict_pads(d, "cropping", s->pad, i);
+    case CNN_LAYER_UPSAMPLING: {
+        PyObject *interpolation = PyDict_GetItemString(d, "interpolation");
+        if (interpolation &&
+            (!PyUnicode_Check(interpolation) ||
+             PyUnicode_CompareWithASCIIString(interpolation, "nearest") != 0)) {
+            PyErr_Format(PyExc_ValueError,
+                         "layers[%d]['interpolation']: expected 'nearest' (the engines' only "
+                         "one), got %R",
+                         i, interpolation);
+            return -1;
+        }
+        return dict_pair(d, "size", 2, 2, &s->kh, &s->kw, i);
+    }
+    case CNN_LAYER_SPATIAL_DROPOUT: {
+        double rate;
+        if (dict_float(d, "rate", 0.0, &rate, where) < 0) return -1;
+        s->rate = (float)rate;
+        return 0;
+    }
+    }
+    PyErr_Format(PyExc_SystemError, "layers[%d]: kind %d is not a shape layer", i, kind);
+    return -1;
+}
 
 static int parse_layer(PyObject *d, int i, cnn_layer_spec *s)
 {
@@ -128,9 +228,12 @@ static int parse_layer(PyObject *d, int i, cnn_layer_spec *s)
     PyObject *kind = PyDict_GetItemString(d, "kind");
     s->kind = name_index(kind, layer_kinds, 8);
     if (s->kind < 0) {
+        const int shape = name_index(kind, shape_kinds, SHAPE_KINDS);
+        if (shape >= 0) return parse_shape_layer(d, i, CNN_LAYER_SHAPE_FIRST + shape, s);
         PyErr_Format(PyExc_ValueError,
                      "layers[%d]['kind']: expected one of conv2d, maxpool, avgpool, flatten, "
-                     "dense, activation, dropout, batchnorm, got %R",
+                     "dense, activation, dropout, batchnorm, rescaling, reshape, "
+                     "zero_padding2d, cropping2d, upsampling2d, spatial_dropout2d, got %R",
                      i, kind ? kind : Py_None);
         return -1;
     }

@@ -1,0 +1,65 @@
+/* shape_steps.c: the forward and backward steps of the shape and image
+ * layers (cnn.h CNN_LAYER_SHAPE_FIRST ... LAST: Rescaling, Reshape,
+ * ZeroPadding2D, Cropping2D, UpSampling2D, SpatialDropout2D), each one call
+ * of the engine's table. None has weights; every backward is an entry of the
+ * table again (backend_table.h). */
+#include "net_private.h"
+
+/* Layer L's forward of n samples, x (its input) -> y, in the NCHW layout
+ * inside (features (n, f) as (n, f, 1, 1)). */
+cnn_status net_shape_forward(cnn_net *net, const layer *L, int n, int training, const float *x,
+                             float *y)
+{
+    const cnn_backend *be = net->be;
+    cnn_ctx *ctx = net->ctx;
+    const cnn_layer_spec *s = &L->spec;
+    switch (s->kind) {
+    case CNN_LAYER_RESCALING:
+        return be->rescale(ctx, (size_t)n * L->in_count, s->scale, s->offset, x, y);
+    case CNN_LAYER_RESHAPE:
+        return be->reshape(ctx, n, L->in_c, L->in_h, L->in_w, L->out_c, L->out_h, L->out_w, x,
+                           y);
+    case CNN_LAYER_ZERO_PADDING:
+        return be->pad2d(ctx, n, L->in_c, L->in_h, L->in_w, L->out_h, L->out_w, s->pad[0],
+                         s->pad[2], x, y);
+    case CNN_LAYER_CROPPING:
+        return be->pad2d(ctx, n, L->in_c, L->in_h, L->in_w, L->out_h, L->out_w, -s->pad[0],
+                         -s->pad[2], x, y);
+    case CNN_LAYER_UPSAMPLING:
+        return be->upsample_forward(ctx, n, L->in_c, L->in_h, L->in_w, s->kh, s->kw, x, y);
+    case CNN_LAYER_SPATIAL_DROPOUT:
+        return be->spatial_dropout_forward(ctx, n, L->in_c, L->in_h, L->in_w,
+                                           training ? s->rate : 0.0f, L->dropout_key,
+                                           net->counters + CNN_COUNT_MASK, net->row0, x, y);
+    }
+    return cnn_set_error(CNN_ERR_INTERNAL, "layer kind %d is not a shape layer", s->kind);
+}
+
+/* Layer L's backward after a training forward of n samples: dy (its
+ * output's gradient) -> dx (its input's). */
+cnn_status net_shape_backward(cnn_net *net, const layer *L, int n, const float *dy, float *dx)
+{
+    const cnn_backend *be = net->be;
+    cnn_ctx *ctx = net->ctx;
+    const cnn_layer_spec *s = &L->spec;
+    switch (s->kind) {
+    case CNN_LAYER_RESCALING: /* dx = dy scale */
+        return be->rescale(ctx, (size_t)n * L->in_count, s->scale, 0.0f, dy, dx);
+    case CNN_LAYER_RESHAPE: /* the reshape back */
+        return be->reshape(ctx, n, L->out_c, L->out_h, L->out_w, L->in_c, L->in_h, L->in_w, dy,
+                           dx);
+    case CNN_LAYER_ZERO_PADDING: /* dy cropped */
+        return be->pad2d(ctx, n, L->in_c, L->out_h, L->out_w, L->in_h, L->in_w, -s->pad[0],
+                         -s->pad[2], dy, dx);
+    case CNN_LAYER_CROPPING: /* dy padded with zeros */
+        return be->pad2d(ctx, n, L->in_c, L->out_h, L->out_w, L->in_h, L->in_w, s->pad[0],
+                         s->pad[2], dy, dx);
+    case CNN_LAYER_UPSAMPLING:
+        return be->upsample_backward(ctx, n, L->in_c, L->in_h, L->in_w, s->kh, s->kw, dy, dx);
+    case CNN_LAYER_SPATIAL_DROPOUT:
+        return be->spatial_dropout_backward(ctx, n, L->in_c, L->in_h, L->in_w, s->rate,
+                                            L->dropout_key, net->counters + CNN_COUNT_MASK,
+                                            net->row0, dy, dx);
+    }
+    return cnn_set_error(CNN_ERR_INTERNAL, "layer kind %d is not a shape layer", s->kind);
+}
