@@ -10,8 +10,9 @@ saved by Keras loads here:
 
 Through h5py (an optional dependency: ``pip install h5py``). What crosses:
 the layers cnncuda has (InputLayer, Conv2D, MaxPooling2D, AveragePooling2D,
-Flatten, Dense, Dropout, BatchNormalization, Activation, ReLU) with their
-weights, and the compile settings (Adam, SGD, RMSprop, Adagrad, Adadelta,
+Flatten, Dense, Dropout, BatchNormalization, Activation, ReLU, Softmax, the
+global poolings, Rescaling, Reshape, ZeroPadding2D, Cropping2D, UpSampling2D,
+SpatialDropout2D) with their weights, and the compile settings (Adam, SGD, RMSprop, Adagrad, Adadelta,
 Adamax, Nadam or AdamW with their hyperparameters,
 the cross-entropy losses, the accuracy metric) and, in ``.keras`` files,
 the optimizer's variables as Keras keeps them (optimizer/vars/<i>: the
@@ -34,6 +35,7 @@ import zipfile
 import numpy as np
 
 from . import layers as layer_module
+from . import shape_layers
 from . import losses, optimizers
 from .atomic_file import write_atomically
 
@@ -111,6 +113,10 @@ def _layer_config(layer):
         config.update(max_value=None, negative_slope=0.0, threshold=0.0)
     elif name == "Softmax":
         config.update(axis=-1)
+    elif name in shape_layers.SHAPE_LAYER_CLASSES:
+        config.update(shape_layers.keras_config(layer))
+        if name == "SpatialDropout2D":      # Keras 3's takes no trainable argument
+            del config["trainable"]
     else:
         raise ValueError("layer %s: %s has no Keras form here" % (layer.name, name))
     return name, config
@@ -355,6 +361,8 @@ def _cnncuda_layer(entry):
         keep.update(activation=_activation(config.get("activation")))
     elif class_name == "ReLU":
         pass
+    elif class_name in shape_layers.SHAPE_LAYER_CLASSES:
+        keep.update(shape_layers.SHAPE_LAYER_CLASSES[class_name]._keras_arguments(config))
     else:
         raise ValueError("layer %s: Keras's %s has no cnncuda form (cnncuda has %s)"
                          % (keep["name"], class_name, ", ".join(layer_module.LAYER_CLASSES)))

@@ -20,8 +20,9 @@ from .utils import unique_name
 __all__ = ["Layer", "InputLayer", "Input", "Conv2D", "MaxPooling2D", "AveragePooling2D",
            "MaxPool2D", "AvgPool2D", "GlobalAveragePooling2D", "GlobalMaxPooling2D",
            "GlobalAvgPool2D", "GlobalMaxPool2D", "Flatten", "Dense", "Dropout",
-           "BatchNormalization", "Activation", "ReLU", "Softmax", "ACTIVATIONS", "LAYER_CLASSES",
-           "deserialize"]
+           "BatchNormalization", "Activation", "ReLU", "Softmax", "Rescaling", "Reshape",
+           "ZeroPadding2D", "Cropping2D", "UpSampling2D", "SpatialDropout2D", "ACTIVATIONS",
+           "LAYER_CLASSES", "deserialize"]
 
 ACTIVATIONS = ("linear", "relu", "sigmoid", "tanh", "softmax")
 
@@ -522,6 +523,12 @@ LAYER_CLASSES = {cls.__name__: cls for cls in (InputLayer, Conv2D, MaxPooling2D,
                                                GlobalAveragePooling2D, GlobalMaxPooling2D,
                                                Flatten, Dense, Dropout, BatchNormalization,
                                                Activation, ReLU, Softmax)}
+
+# the shape and image layers (shape_layers.py, which builds on Layer above)
+from .shape_layers import (Cropping2D, Rescaling, Reshape, SHAPE_LAYER_CLASSES,  # noqa: E402
+                           SpatialDropout2D, UpSampling2D, ZeroPadding2D)
+
+LAYER_CLASSES.update(SHAPE_LAYER_CLASSES)
 
 
 def deserialize(entry):

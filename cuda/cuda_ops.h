@@ -65,6 +65,15 @@ cnn_activation_backward_bias_fn cuda_activation_backward_bias;
 /* dropout.cu */
 cnn_dropout_fn cuda_dropout_forward, cuda_dropout_backward;
 
+/* spatial_dropout.cu */
+cnn_dropout_fn cuda_spatial_dropout_forward, cuda_spatial_dropout_backward;
+
+/* rescale.cu, reshape.cu, pad2d.cu, upsample.cu: the shape and image layers */
+cnn_rescale_fn cuda_rescale;
+cnn_reshape_fn cuda_reshape;
+cnn_pad2d_fn cuda_pad2d;
+cnn_upsample_fn cuda_upsample_forward, cuda_upsample_backward;
+
 /* batchnorm.cu */
 cnn_batchnorm_forward_train_fn cuda_batchnorm_forward_train;
 cnn_batchnorm_forward_infer_fn cuda_batchnorm_forward_infer;
