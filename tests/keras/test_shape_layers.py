@@ -244,3 +244,28 @@ def test_the_keras_namespace_exports_them():
     from cnncuda.keras.layers import (Cropping2D, Rescaling, Reshape,  # noqa: F401
                                       SpatialDropout2D, UpSampling2D, ZeroPadding2D)
     assert cnncuda.keras.layers.Reshape is cnncuda.layers.Reshape
+
+
+def test_spatial_dropout_masks_are_the_whole_batchs_on_replicas():
+    """Under data parallelism each replica draws its rows' channel masks by
+    their number in the whole batch (row0), so three replicas with uneven
+    shares train as one network."""
+    from cnncuda import distribute
+
+    def model():
+        m = keras.Sequential([L.Conv2D(4, 3, activation="relu", input_shape=(8, 8, 2)),
+                              L.SpatialDropout2D(0.5), L.Flatten(), L.Dense(5)], seed=5)
+        m.compile(optimizer="adam", metrics=["accuracy"], device="cpu",
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        return m
+
+    rng = np.random.default_rng(3)
+    x, y = rng.random((40, 8, 8, 2)).astype(np.float32), rng.integers(0, 5, 40)
+    one = model()
+    h1 = one.fit(x, y, batch_size=16, epochs=2, verbose=0).history
+    with distribute.MirroredStrategy(devices=["cpu", "cpu", "cpu"]).scope():
+        three = model()
+    h3 = three.fit(x, y, batch_size=16, epochs=2, verbose=0).history
+    np.testing.assert_allclose(h3["loss"], h1["loss"], rtol=1e-5)
+    for a, b in zip(one.get_weights(), three.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
