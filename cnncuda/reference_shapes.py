@@ -13,7 +13,8 @@ import numpy as np
 from .reference import _dropout_scale, _Layer, _pair, _require, rng_key, uniform
 
 __all__ = ["rescale_forward", "rescale_backward", "reshape_forward", "pad2d",
-           "upsample_forward", "upsample_backward", "spatial_dropout_mask",
+           "upsample_forward", "upsample_backward",
+           "bilinear_weights", "upsample_bilinear_forward", "upsample_bilinear_backward", "spatial_dropout_mask",
            "spatial_dropout_forward", "spatial_dropout_backward", "SHAPE_LAYERS"]
 
 
@@ -61,6 +62,35 @@ def upsample_backward(dy, size):
     sh, sw = size
     n, oh, ow, c = dy.shape
     return dy.reshape(n, oh // sh, sh, ow // sw, sw, c).sum(axis=(2, 4))
+
+
+def bilinear_weights(size, s, dtype):
+    """(size * s, size) weights of bilinear upsampling along one axis: output
+    pixel o reads src = (o + 0.5) / s - 0.5 clipped to [0, size - 1] (Keras's
+    half-pixel centres, edges clamped), from floor(src) with weight 1 - f and
+    the next pixel (the last one at the edge) with weight f."""
+    src = np.clip((np.arange(size * s, dtype=np.float64) + 0.5) / s - 0.5, 0, size - 1)
+    i0 = np.floor(src).astype(np.int64)
+    i1 = np.minimum(i0 + 1, size - 1)
+    f = src - i0
+    w = np.zeros((size * s, size), np.float64)
+    np.add.at(w, (np.arange(size * s), i0), 1 - f)
+    np.add.at(w, (np.arange(size * s), i1), f)
+    return w.astype(dtype)
+
+
+def upsample_bilinear_forward(x, size):
+    """Bilinear upsampling of (N, H, W, C) by size (sh, sw), as Keras's."""
+    n, h, w, c = x.shape
+    wr, ws = bilinear_weights(h, size[0], x.dtype), bilinear_weights(w, size[1], x.dtype)
+    return np.einsum("rh,nhwc,sw->nrsc", wr, x, ws)
+
+
+def upsample_bilinear_backward(dy, size):
+    n, oh, ow, c = dy.shape
+    h, w = oh // size[0], ow // size[1]
+    wr, ws = bilinear_weights(h, size[0], dy.dtype), bilinear_weights(w, size[1], dy.dtype)
+    return np.einsum("rh,nrsc,sw->nhwc", wr, dy, ws)
 
 
 def spatial_dropout_mask(shape, rate, key):
@@ -171,17 +201,22 @@ class _UpSampling2D(_Layer):
     def __init__(self, index, spec, in_shape):
         super().__init__(index, in_shape)
         self._need_image()
-        if spec.get("interpolation", "nearest") != "nearest":
-            raise ValueError(f"layer {index} (upsampling2d): interpolation must be 'nearest', "
-                             f"got {spec['interpolation']!r}")
+        self.interpolation = spec.get("interpolation", "nearest")
+        if self.interpolation not in ("nearest", "bilinear"):
+            raise ValueError(f"layer {index} (upsampling2d): interpolation must be 'nearest' or "
+                             f"'bilinear', got {self.interpolation!r}")
         self.size = _pair(spec.get("size", (2, 2)), "size")
         h, w, c = self.in_shape
         self.out_shape = (h * self.size[0], w * self.size[1], c)
 
     def forward(self, x, training, t):
+        if self.interpolation == "bilinear":
+            return upsample_bilinear_forward(x, self.size)
         return upsample_forward(x, self.size)
 
     def backward(self, dy):
+        if self.interpolation == "bilinear":
+            return upsample_bilinear_backward(dy, self.size)
         return upsample_backward(dy, self.size)
 
 

@@ -11,7 +11,8 @@ axes (A, B) is the engine's image (1, A, B), as the model gives the engines
 channel-less inputs.
 
 What the engines cannot run is refused, naming the argument: per-channel
-(list) scale and offset of Rescaling, an interpolation other than 'nearest',
+(list) scale and offset of Rescaling, interpolations other than 'nearest' and
+'bilinear',
 data_format='channels_first', SpatialDropout2D's own seed (masks come from
 the model's seed, as Dropout's).
 """
@@ -215,8 +216,10 @@ class Cropping2D(_Sides2D):
 
 
 class UpSampling2D(Layer):
-    """Each pixel repeated size[0] x size[1] times (interpolation 'nearest';
-    'bilinear' is not supported)."""
+    """Images size[0] x size[1] times larger: each pixel repeated
+    (interpolation 'nearest') or mixed from its neighbours ('bilinear', as
+    Keras: half-pixel centres, edges clamped); Keras's other interpolations
+    are refused."""
 
     prefix = "up_sampling2d"
 
@@ -225,7 +228,7 @@ class UpSampling2D(Layer):
         _data_format(data_format)
         name = choice(interpolation, "interpolation",
                       ("nearest", "bilinear", "bicubic", "lanczos3", "lanczos5", "area"))
-        _only(name, "interpolation", ("nearest",), "the engines repeat pixels")
+        _only(name, "interpolation", ("nearest", "bilinear"), "the engines' interpolations")
         self.interpolation = name
         super().__init__(**kwargs)
 
@@ -245,7 +248,7 @@ class UpSampling2D(Layer):
         return (h * self.size[0], w * self.size[1], c)
 
     def engine_layers(self):
-        return [{"kind": "upsampling2d", "size": self.size, "interpolation": "nearest"}]
+        return [{"kind": "upsampling2d", "size": self.size, "interpolation": self.interpolation}]
 
     @staticmethod
     def _keras_arguments(config):

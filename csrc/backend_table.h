@@ -135,6 +135,12 @@ typedef cnn_status cnn_pad2d_fn(cnn_ctx *ctx, int n, int c, int h, int w, int oh
  * sh x sw block of dy in row-major order */
 typedef cnn_status cnn_upsample_fn(cnn_ctx *ctx, int n, int c, int h, int w, int sh, int sw,
                                    const float *in, float *out);
+/* (upsample_bilinear_forward, _backward: the same shapes; each output pixel
+ * the weighted sum of two by two input pixels, cnn_bilinear_source (cnn.h):
+ * out = (1 - fy) ((1 - fx) a + fx b) + fy ((1 - fx) c + fx d) in that order,
+ * a, b the row i0's pixels j0, j1 and c, d the row i1's; the backward's dx
+ * pixel the sum over the output rows r (ascending) of row r's weight times
+ * the sum over the columns s (ascending) of column s's weight times dy) */
 
 /* batch normalization */
 typedef cnn_status cnn_batchnorm_forward_train_fn(
@@ -335,6 +341,8 @@ struct cnn_backend {
     cnn_pad2d_fn *pad2d;
     cnn_upsample_fn *upsample_forward;
     cnn_upsample_fn *upsample_backward;
+    cnn_upsample_fn *upsample_bilinear_forward;
+    cnn_upsample_fn *upsample_bilinear_backward;
 
     /* batch normalization. Training uses the batch's mean and biased
      * variance and updates moving = moving * momentum + batch * (1 - momentum);

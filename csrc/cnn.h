@@ -144,6 +144,21 @@ static inline int cnn_conv_reads_inside(const cnn_conv_desc *d)
            (int64_t)(d->ow - 1) * d->sw + d->kw <= d->w;
 }
 
+/* Bilinear upsampling by an integer factor s along an axis of `size`
+ * pixels (Keras's UpSampling2D(interpolation='bilinear'): half-pixel
+ * centres, the edges clamped): output pixel o reads input pixels i0 and i1
+ * with weights 1 - f and f. In float32, each operation rounded (no product
+ * is added to), so host and device give the same bits. */
+static inline CNN_HD void cnn_bilinear_source(int o, int s, int size, int *i0, int *i1, float *f)
+{
+    float src = ((float)o + 0.5f) / (float)s - 0.5f;
+    if (src < 0.0f) src = 0.0f;
+    if (src > (float)(size - 1)) src = (float)(size - 1);
+    *i0 = (int)src;
+    *i1 = *i0 + 1 < size ? *i0 + 1 : size - 1;
+    *f = src - (float)*i0;
+}
+
 typedef enum cnn_pool_mode { CNN_POOL_MAX = 0, CNN_POOL_AVG = 1 } cnn_pool_mode;
 
 /* Pooling of x (n, c, h, w) into y (n, c, oh, ow); windows are clipped to the
@@ -333,7 +348,7 @@ typedef enum cnn_layer_kind {
     CNN_LAYER_RESHAPE = 11,         /* to target_*, in Keras's (NHWC) element order */
     CNN_LAYER_ZERO_PADDING = 12,    /* images padded with pad[4] rows and columns of zeros */
     CNN_LAYER_CROPPING = 13,        /* images cropped by pad[4] rows and columns */
-    CNN_LAYER_UPSAMPLING = 14,      /* nearest, each pixel repeated kh x kw times */
+    CNN_LAYER_UPSAMPLING = 14,      /* by kh x kw: nearest or bilinear */
     CNN_LAYER_SPATIAL_DROPOUT = 15  /* dropout of whole channels per sample */
 } cnn_layer_kind;
 /* The first and last of the shape and image layers (csrc/net/shapes.c). */
@@ -354,6 +369,7 @@ typedef struct cnn_layer_spec {
     float scale, offset; /* rescaling */
     int pad[4];       /* zero padding, cropping: rows at the top, bottom, columns left, right */
     int target_h, target_w, target_c; /* reshape: NHWC, or (0, 0, features) */
+    int interpolation; /* upsampling: 0 nearest, 1 bilinear */
 } cnn_layer_spec;
 
 typedef struct cnn_net_spec {

@@ -73,6 +73,8 @@ cnn_rescale_fn cuda_rescale;
 cnn_reshape_fn cuda_reshape;
 cnn_pad2d_fn cuda_pad2d;
 cnn_upsample_fn cuda_upsample_forward, cuda_upsample_backward;
+/* upsample_bilinear.cu */
+cnn_upsample_fn cuda_upsample_bilinear_forward, cuda_upsample_bilinear_backward;
 
 /* batchnorm.cu */
 cnn_batchnorm_forward_train_fn cuda_batchnorm_forward_train;

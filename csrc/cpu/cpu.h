@@ -119,6 +119,8 @@ static inline double cnn_cpu_sum(const float *restrict x, size_t len)
     .pad2d = cpu_pad2d, \
     .upsample_forward = cpu_upsample_forward, \
     .upsample_backward = cpu_upsample_backward, \
+    .upsample_bilinear_forward = cpu_upsample_bilinear_forward, \
+    .upsample_bilinear_backward = cpu_upsample_bilinear_backward, \
     .batchnorm_forward_train = cpu_batchnorm_forward_train, \
     .batchnorm_forward_infer = cpu_batchnorm_forward_infer, \
     .batchnorm_backward = cpu_batchnorm_backward, \
@@ -188,6 +190,8 @@ cnn_rescale_fn cpu_rescale;
 cnn_reshape_fn cpu_reshape;
 cnn_pad2d_fn cpu_pad2d;
 cnn_upsample_fn cpu_upsample_forward, cpu_upsample_backward;
+/* upsample_bilinear.c */
+cnn_upsample_fn cpu_upsample_bilinear_forward, cpu_upsample_bilinear_backward;
 
 /* batchnorm.c */
 cnn_batchnorm_forward_train_fn cpu_batchnorm_forward_train;

@@ -26,7 +26,8 @@ cnn_status net_shape_forward(cnn_net *net, const layer *L, int n, int training, 
         return be->pad2d(ctx, n, L->in_c, L->in_h, L->in_w, L->out_h, L->out_w, -s->pad[0],
                          -s->pad[2], x, y);
     case CNN_LAYER_UPSAMPLING:
-        return be->upsample_forward(ctx, n, L->in_c, L->in_h, L->in_w, s->kh, s->kw, x, y);
+        return (s->interpolation ? be->upsample_bilinear_forward : be->upsample_forward)(
+            ctx, n, L->in_c, L->in_h, L->in_w, s->kh, s->kw, x, y);
     case CNN_LAYER_SPATIAL_DROPOUT:
         return be->spatial_dropout_forward(ctx, n, L->in_c, L->in_h, L->in_w,
                                            training ? s->rate : 0.0f, L->dropout_key,
@@ -55,7 +56,8 @@ cnn_status net_shape_backward(cnn_net *net, const layer *L, int n, const float *
         return be->pad2d(ctx, n, L->in_c, L->out_h, L->out_w, L->in_h, L->in_w, s->pad[0],
                          s->pad[2], dy, dx);
     case CNN_LAYER_UPSAMPLING:
-        return be->upsample_backward(ctx, n, L->in_c, L->in_h, L->in_w, s->kh, s->kw, dy, dx);
+        return (s->interpolation ? be->upsample_bilinear_backward : be->upsample_backward)(
+            ctx, n, L->in_c, L->in_h, L->in_w, s->kh, s->kw, dy, dx);
     case CNN_LAYER_SPATIAL_DROPOUT:
         return be->spatial_dropout_backward(ctx, n, L->in_c, L->in_h, L->in_w, s->rate,
                                             L->dropout_key, net->counters + CNN_COUNT_MASK,

@@ -97,6 +97,11 @@ static cnn_status plan_shape_layer(cnn_net *net, int i)
         break;
     }
     case CNN_LAYER_UPSAMPLING:
+        if (s->interpolation != 0 && s->interpolation != 1)
+            return cnn_set_error(CNN_ERR_VALUE,
+                                 "layer %d (upsampling2d): interpolation must be 0 (nearest) or "
+                                 "1 (bilinear), got %d",
+                                 i, s->interpolation);
         if (s->kh < 1 || s->kw < 1 ||
             (double)L->in_h * s->kh * L->in_w * s->kw * L->in_c > CNN_MAX_COUNT)
             return cnn_set_error(CNN_ERR_VALUE,

@@ -195,13 +195,12 @@ static int parse_shape_layer(PyObject *d, int i, int kind, cnn_layer_spec *s)
     case CNN_LAYER_CROPPING:
         return dict_pads(d, "cropping", s->pad, i);
     case CNN_LAYER_UPSAMPLING: {
+        static const char *const interpolations[] = {"nearest", "bilinear"};
         PyObject *interpolation = PyDict_GetItemString(d, "interpolation");
-        if (interpolation &&
-            (!PyUnicode_Check(interpolation) ||
-             PyUnicode_CompareWithASCIIString(interpolation, "nearest") != 0)) {
+        s->interpolation = interpolation ? name_index(interpolation, interpolations, 2) : 0;
+        if (s->interpolation < 0) {
             PyErr_Format(PyExc_ValueError,
-                         "layers[%d]['interpolation']: expected 'nearest' (the engines' only "
-                         "one), got %R",
+                         "layers[%d]['interpolation']: expected 'nearest' or 'bilinear', got %R",
                          i, interpolation);
             return -1;
         }

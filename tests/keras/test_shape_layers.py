@@ -40,6 +40,7 @@ CASES = [
     ("UpSampling2D", {}, (5, 6, 2)),
     ("UpSampling2D", {"size": (3, 1)}, (5, 6, 2)),
     ("UpSampling2D", {"size": 3}, (2, 2, 1)),
+    ("UpSampling2D", {"size": (2, 3), "interpolation": "bilinear"}, (4, 5, 2)),
     ("SpatialDropout2D", {"rate": 0.3}, (5, 6, 2)),
 ]
 
@@ -84,8 +85,9 @@ def every_layer_model(engine="cpu"):
         L.Reshape((12, 4, 4)),
         L.Conv2D(2, 3),                                    # (10, 2, 2)
         L.UpSampling2D((1, 2)),                            # (10, 4, 2)
+        L.UpSampling2D((2, 1), interpolation="bilinear"),  # (20, 4, 2)
         L.SpatialDropout2D(0.3),
-        L.Reshape((-1,)),                                  # (80,)
+        L.Reshape((-1,)),                                  # (160,)
         L.Dense(20),
         L.Reshape((5, 4)),
         L.Reshape((4, 5, 1)),
@@ -151,16 +153,18 @@ def test_a_model_keras_saves_with_them_loads_here(tmp_path):
         model = keras.Sequential([keras.Input((6, 7, 2)), L.Rescaling(1 / 127.5, offset=-1),
                                   L.ZeroPadding2D((1, 2)), L.Conv2D(3, 3, activation="relu"),
                                   L.Cropping2D(((0, 1), (1, 1))), L.UpSampling2D(2),
+                                  L.UpSampling2D((1, 3), interpolation="bilinear"),
                                   L.SpatialDropout2D(0.5), L.Reshape((-1, 3)),
-                                  L.Reshape((14, 10, -1)), L.Conv2D(2, (2, 3)), L.Reshape((208,)),
+                                  L.Reshape((14, 30, -1)), L.Conv2D(2, (2, 3)), L.Reshape((728,)),
                                   L.Dense(5, activation="softmax")])
         model.save(sys.argv[1])
         np.save(sys.argv[3], model.predict(np.load(sys.argv[2]), verbose=0))
     """, path, tmp_path / "x.npy", tmp_path / "theirs.npy")
     mine = keras.models.load_model(path)
-    assert [type(l).__name__ for l in mine.layers][:7] == [
-        "Rescaling", "ZeroPadding2D", "Conv2D", "Cropping2D", "UpSampling2D",
+    assert [type(l).__name__ for l in mine.layers][:8] == [
+        "Rescaling", "ZeroPadding2D", "Conv2D", "Cropping2D", "UpSampling2D", "UpSampling2D",
         "SpatialDropout2D", "Reshape"]
+    assert mine.layers[5].interpolation == "bilinear"
     np.testing.assert_allclose(mine.predict(x, verbose=0), np.load(tmp_path / "theirs.npy"),
                                rtol=0, atol=2e-6)
 
@@ -175,6 +179,7 @@ def test_each_layer_is_numpys_operation(engine):
         (L.ZeroPadding2D(((1, 2), (0, 3))), np.pad(x, ((0, 0), (1, 2), (0, 3), (0, 0)))),
         (L.Cropping2D(((1, 2), (0, 3))), x[:, 1:3, 0:3, :]),
         (L.UpSampling2D((2, 3)), x.repeat(2, axis=1).repeat(3, axis=2)),
+        (L.UpSampling2D((1, 1), interpolation="bilinear"), x),
         (L.SpatialDropout2D(0.5), x),                      # inference: the identity
     ]
     for layer, want in cases:
@@ -192,9 +197,9 @@ def test_arguments_are_checked():
         L.Rescaling(1.0, offset=np.array([0.0, 1.0]))
     with pytest.raises(TypeError, match="scale: expected a number, got 'x'"):
         L.Rescaling("x")
-    with pytest.raises(ValueError, match=r"interpolation: expected 'nearest' \(the engines "
-                                         r"repeat pixels\), got 'bilinear'"):
-        L.UpSampling2D(interpolation="bilinear")
+    with pytest.raises(ValueError, match=r"interpolation: expected 'nearest' or 'bilinear' "
+                                         r"\(the engines' interpolations\), got 'bicubic'"):
+        L.UpSampling2D(interpolation="bicubic")
     with pytest.raises(ValueError, match="interpolation: expected one of"):
         L.UpSampling2D(interpolation="cubic")
     with pytest.raises(ValueError, match="target_shape: expected at most one -1"):
