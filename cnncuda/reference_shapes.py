@@ -205,7 +205,8 @@ class _UpSampling2D(_Layer):
         if self.interpolation not in ("nearest", "bilinear"):
             raise ValueError(f"layer {index} (upsampling2d): interpolation must be 'nearest' or "
                              f"'bilinear', got {self.interpolation!r}")
-        self.size = _pair(spec.get("size", (2, 2)), "size")
+        size = spec.get("size")      # absent or None: (2, 2), as the C binding
+        self.size = _pair((2, 2) if size is None else size, "size")
         h, w, c = self.in_shape
         self.out_shape = (h * self.size[0], w * self.size[1], c)
 

@@ -11,7 +11,7 @@ import pytest
 from cnncuda.engine import make_net
 from cnncuda.reference_shapes import spatial_dropout_mask
 from cnncuda.reference import rng_key
-from conftest import ADAM, C_ENGINES, SPARSE_LOGITS, assert_close, run_both
+from conftest import ADAM, C_ENGINES, SPARSE_LOGITS, assert_close, engine_params, run_both
 
 
 @pytest.mark.parametrize("engine", C_ENGINES)
@@ -217,3 +217,33 @@ def test_image_layers_refuse_features(kind):
     for engine in ("numpy", "cpu"):
         with pytest.raises(ValueError, match="image|H, W, C"):
             make_net(engine, [layer], (6,), 2, SPARSE_LOGITS, ADAM)
+
+
+ONLY_MOVES = [
+    {"kind": "rescaling", "scale": 1 / 255, "offset": -0.5},
+    {"kind": "zero_padding2d", "padding": ((1, 2), (0, 3))},
+    {"kind": "upsampling2d", "size": (2, 3), "interpolation": "bilinear"},
+    {"kind": "cropping2d", "cropping": ((2, 1), (3, 2))},
+    {"kind": "spatial_dropout2d", "rate": 0.4},
+    {"kind": "reshape", "shape": (19, 51, 1)},
+    {"kind": "upsampling2d", "size": (3, 2)},
+    {"kind": "reshape", "shape": (5814,)},
+]
+
+
+@pytest.mark.parametrize("engine", engine_params(("omp", "cuda", "cudnn")))
+def test_engines_give_the_cpus_bits(engine):
+    """No op of these layers sums in an engine's own order: every engine
+    gives the cpu engine's bits, forward and backward, over two training
+    steps (two dropout masks)."""
+    rng = np.random.default_rng(5)
+    x = (rng.random((4, 7, 5, 3)) * 255).astype(np.float32)
+    nets = [make_net(e, ONLY_MOVES, (7, 5, 3), 4, SPARSE_LOGITS, ADAM, seed=2)
+            for e in ("cpu", engine)]
+    for _ in range(2):
+        ys = [net.forward(x, training=True) for net in nets]
+        assert ys[0].tobytes() == ys[1].tobytes()
+        dy = np.sin(ys[0])
+        dxs = [net.backward(dy) for net in nets]
+        assert dxs[0].tobytes() == dxs[1].tobytes()
+    assert [net.forward(x).tobytes() for net in nets][0] == nets[1].forward(x).tobytes()
