@@ -19,13 +19,14 @@ __all__ = ["rescale_forward", "rescale_backward", "reshape_forward", "pad2d",
 
 
 def _f32(value, dtype):
-    """A float32 constant (as the engines take it) in dtype."""
-    return np.dtype(dtype).type(np.float32(value))
+    """A float32 constant or per-channel array (as the engines take it) in dtype."""
+    return np.asarray(value, np.float32).astype(dtype)
 
 
 def rescale_forward(x, scale, offset=0.0):
-    """x * scale + offset, scale and offset float32 constants; in float32
-    the product is rounded before the sum (as Keras's and the engines')."""
+    """x * scale + offset, scale and offset float32 numbers or per-channel
+    arrays (over the last axis, Keras's); in float32 the product is rounded
+    before the sum (as Keras's and the engines')."""
     return x * _f32(scale, x.dtype) + _f32(offset, x.dtype)
 
 
@@ -137,11 +138,20 @@ class _Rescaling(_Layer):
 
     def __init__(self, index, spec, in_shape):
         super().__init__(index, in_shape)
-        self.scale = float(spec.get("scale", 1.0))
-        self.offset = float(spec.get("offset", 0.0))
-        if not (np.isfinite(np.float32(self.scale)) and np.isfinite(np.float32(self.offset))):
+        # numbers, or per channel (the last axis) where either is a sequence
+        scale, offset = spec.get("scale", 1.0), spec.get("offset", 0.0)
+        self.scale = np.asarray(scale, np.float64).astype(np.float32)
+        self.offset = np.asarray(offset, np.float64).astype(np.float32)
+        sizes = {a.size for a in (self.scale, self.offset) if a.ndim}
+        if any(a.ndim > 1 for a in (self.scale, self.offset)) or len(sizes) > 1:
+            raise ValueError(f"layer {index} (rescaling): per-channel scale and offset must be "
+                             f"sequences of one length, got {scale!r} and {offset!r}")
+        if sizes and sizes != {self.in_shape[-1]}:
+            raise ValueError(f"layer {index} (rescaling): {sizes.pop()} scales and offsets per "
+                             f"channel for an input of {self.in_shape[-1]} channels")
+        if not (np.all(np.isfinite(self.scale)) and np.all(np.isfinite(self.offset))):
             raise ValueError(f"layer {index} (rescaling): scale and offset must be finite, "
-                             f"got {self.scale} and {self.offset}")
+                             f"got {scale!r} and {offset!r}")
 
     def forward(self, x, training, t):
         return rescale_forward(x, self.scale, self.offset)

@@ -10,9 +10,8 @@ tensors, although the engines keep images NCHW inside. A Keras shape of two
 axes (A, B) is the engine's image (1, A, B), as the model gives the engines
 channel-less inputs.
 
-What the engines cannot run is refused, naming the argument: per-channel
-(list) scale and offset of Rescaling, interpolations other than 'nearest' and
-'bilinear',
+What the engines cannot run is refused, naming the argument: interpolations
+other than 'nearest' and 'bilinear',
 data_format='channels_first', SpatialDropout2D's own seed (masks come from
 the model's seed, as Dropout's).
 """
@@ -30,12 +29,20 @@ def _engine_shape(shape):
     return (1,) + tuple(shape) if len(shape) == 2 else tuple(shape)
 
 
-def _scalar(value, arg):
+def _scale(value, arg):
+    """A finite number as a float, or a sequence of them (one per channel:
+    a list, tuple or 1-D array) as a list of floats."""
     if isinstance(value, (list, tuple)) or getattr(value, "ndim", 0):
-        raise ValueError("%s: expected a number (per-channel lists are not supported: the "
-                         "engines rescale by one scale and one offset), got %r" % (arg, value))
+        items = list(value) if isinstance(value, (list, tuple)) else None
+        if items is None and getattr(value, "ndim", 0) == 1:
+            items = [v.item() if hasattr(v, "item") else v for v in value]
+        if not items or not all(isinstance(v, numbers.Real) and not isinstance(v, bool)
+                                for v in items):
+            raise ValueError("%s: expected a number or a 1-D sequence of numbers (one per "
+                             "channel), got %r" % (arg, value))
+        return [number_in(v, arg, -float("inf"), float("inf")) for v in items]
     if not isinstance(value, numbers.Real) or isinstance(value, bool):
-        raise TypeError("%s: expected a number, got %r" % (arg, value))
+        raise TypeError("%s: expected a number or a sequence of numbers, got %r" % (arg, value))
     return number_in(value, arg, -float("inf"), float("inf"))
 
 
@@ -45,20 +52,44 @@ def _data_format(value):
 
 class Rescaling(Layer):
     """y = x * scale + offset (the product rounded in float32 before the sum,
-    as Keras computes it): ``Rescaling(1. / 255)`` maps pixels to [0, 1]."""
+    as Keras computes it): ``Rescaling(1. / 255)`` maps pixels to [0, 1].
+    scale and offset are numbers or, as Keras's, sequences of one value per
+    channel (the last axis); a sequence of one value stands for every
+    channel."""
 
     prefix = "rescaling"
 
     def __init__(self, scale, offset=0.0, **kwargs):
-        self.scale = _scalar(scale, "scale")
-        self.offset = _scalar(offset, "offset")
+        self.scale = _scale(scale, "scale")
+        self.offset = _scale(offset, "offset")
         super().__init__(**kwargs)
 
     def _arguments(self):
         return {"scale": self.scale, "offset": self.offset}
 
+    def _per_channel(self, channels):
+        """(scales, offsets) as lists of `channels` floats, or None for numbers."""
+        if not isinstance(self.scale, list) and not isinstance(self.offset, list):
+            return None
+        out = []
+        for arg, value in (("scale", self.scale), ("offset", self.offset)):
+            values = value if isinstance(value, list) else [value]
+            if len(values) not in (1, channels):
+                raise ValueError('Layer "%s": %s: expected 1 value or one per channel of the '
+                                 "input's last axis (%d), got %d"
+                                 % (self.name, arg, channels, len(values)))
+            out.append(values * channels if len(values) == 1 else list(values))
+        return tuple(out)
+
+    def compute_output_shape(self, input_shape):
+        self._per_channel(input_shape[-1])
+        return tuple(input_shape)
+
     def engine_layers(self):
-        return [{"kind": "rescaling", "scale": self.scale, "offset": self.offset}]
+        per_channel = self._per_channel(self.input_shape[-1])
+        if per_channel is None:
+            return [{"kind": "rescaling", "scale": self.scale, "offset": self.offset}]
+        return [{"kind": "rescaling", "scale": per_channel[0], "offset": per_channel[1]}]
 
     @staticmethod
     def _keras_arguments(config):

@@ -116,10 +116,12 @@ typedef cnn_status cnn_dropout_fn(cnn_ctx *ctx, int n, int c, int h, int w, floa
 
 /* the shape and image layers (Rescaling, Reshape, ZeroPadding2D, Cropping2D,
  * UpSampling2D) */
-/* y = x * scale + offset over count values, the product rounded before the
- * sum (no fused multiply-add); x and y may be the same buffer */
-typedef cnn_status cnn_rescale_fn(cnn_ctx *ctx, size_t count, float scale, float offset,
-                                  const float *x, float *y);
+/* x (n, c, plane) (features: plane 1) -> y = x * scale[ch] + offset[ch]
+ * per channel ch, the product rounded before the sum (no fused
+ * multiply-add); offset NULL: y = x * scale[ch] (the backward). scale and
+ * offset (c) are engine memory; x and y may be the same buffer */
+typedef cnn_status cnn_rescale_fn(cnn_ctx *ctx, int n, int c, size_t plane, const float *scale,
+                                  const float *offset, const float *x, float *y);
 /* x (n, c, h, w) -> y (n, oc, oh, ow), both NCHW, with c*h*w == oc*oh*ow:
  * the values in the same NHWC (Keras) order, so that y is Keras's reshape
  * of x; x and y must not overlap */
@@ -333,8 +335,8 @@ struct cnn_backend {
     cnn_dropout_fn *spatial_dropout_backward; /* dy -> dx */
 
     /* the shape and image layers (their signatures say what each does);
-     * each layer's backward is an entry again: Rescaling's is rescale with
-     * offset 0, Reshape's reshape back, ZeroPadding2D's and Cropping2D's
+     * each layer's backward is an entry again: Rescaling's is rescale
+     * without offsets, Reshape's reshape back, ZeroPadding2D's and Cropping2D's
      * pad2d the other way */
     cnn_rescale_fn *rescale;
     cnn_reshape_fn *reshape;

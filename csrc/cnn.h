@@ -366,7 +366,12 @@ typedef struct cnn_layer_spec {
     float rate;       /* dropout, spatial dropout */
     float momentum;   /* batchnorm */
     float epsilon;    /* batchnorm */
-    float scale, offset; /* rescaling */
+    float scale, offset; /* rescaling, unless channel_values */
+    /* rescaling per channel (the input's last axis, Keras's): channels
+     * scales then channels offsets, read only by cnn_net_create; NULL: the
+     * scalars scale and offset */
+    const float *channel_values;
+    int channels;
     int pad[4];       /* zero padding, cropping: rows at the top, bottom, columns left, right */
     int target_h, target_w, target_c; /* reshape: NHWC, or (0, 0, features) */
     int interpolation; /* upsampling: 0 nearest, 1 bilinear */

@@ -55,6 +55,7 @@ typedef struct layer {
     void *ws;                   /* convolution: this layer's workspace */
     int32_t *argmax;            /* max pooling: (max_batch, out_count) */
     float *save_mean, *save_invstd; /* batchnorm: (c) */
+    float *rescale;             /* rescaling: (2 c) the scales then the offsets per channel */
     uint64_t dropout_key;
     /* flatten before a dense layer: a no-op whose y is its input's buffer
      * (not allocated); the dense layer reads the NCHW features as they are */
@@ -268,7 +269,9 @@ cnn_status net_plan_switches(cnn_switches *sw);
 void net_plan_flatten(cnn_net *net);
 cnn_status net_plan(cnn_net *net);
 
-/* shape_steps.c: the forward and backward of the shape and image layers */
+/* shape_steps.c: the forward and backward of the shape and image layers;
+ * the rescaling layers' per-channel values, uploaded once when a Net is made */
+cnn_status net_shape_upload(cnn_net *net);
 cnn_status net_shape_forward(cnn_net *net, const layer *L, int n, int training, const float *x,
                              float *y);
 cnn_status net_shape_backward(cnn_net *net, const layer *L, int n, const float *dy, float *dx);

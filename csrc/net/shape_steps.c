@@ -5,6 +5,29 @@
  * table again (backend_table.h). */
 #include "net_private.h"
 
+/* Each rescaling layer's scales and offsets per channel into its engine
+ * buffer (the scalars repeated where the spec gives no channel_values),
+ * once, when the Net is made; the spec's channel_values are not kept. */
+cnn_status net_shape_upload(cnn_net *net)
+{
+    for (int i = 0; i < net->n_layers; i++) {
+        layer *L = &net->layers[i];
+        if (L->spec.kind != CNN_LAYER_RESCALING) continue;
+        const int c = L->in_c;
+        float *host = malloc(2 * (size_t)c * sizeof(float));
+        if (!host) return cnn_set_error(CNN_ERR_MEMORY, "out of host memory creating a network");
+        for (int k = 0; k < c; k++) {
+            host[k] = L->spec.channel_values ? L->spec.channel_values[k] : L->spec.scale;
+            host[c + k] = L->spec.channel_values ? L->spec.channel_values[c + k] : L->spec.offset;
+        }
+        cnn_status st = net->be->upload(net->ctx, L->rescale, host, 2 * (size_t)c * sizeof(float));
+        free(host);
+        L->spec.channel_values = NULL;
+        CNN_TRY(st);
+    }
+    return CNN_OK;
+}
+
 /* Layer L's forward of n samples, x (its input) -> y, in the NCHW layout
  * inside (features (n, f) as (n, f, 1, 1)). */
 cnn_status net_shape_forward(cnn_net *net, const layer *L, int n, int training, const float *x,
@@ -15,7 +38,8 @@ cnn_status net_shape_forward(cnn_net *net, const layer *L, int n, int training, 
     const cnn_layer_spec *s = &L->spec;
     switch (s->kind) {
     case CNN_LAYER_RESCALING:
-        return be->rescale(ctx, (size_t)n * L->in_count, s->scale, s->offset, x, y);
+        return be->rescale(ctx, n, L->in_c, (size_t)L->in_h * L->in_w, L->rescale,
+                           L->rescale + L->in_c, x, y);
     case CNN_LAYER_RESHAPE:
         return be->reshape(ctx, n, L->in_c, L->in_h, L->in_w, L->out_c, L->out_h, L->out_w, x,
                            y);
@@ -45,7 +69,8 @@ cnn_status net_shape_backward(cnn_net *net, const layer *L, int n, const float *
     const cnn_layer_spec *s = &L->spec;
     switch (s->kind) {
     case CNN_LAYER_RESCALING: /* dx = dy scale */
-        return be->rescale(ctx, (size_t)n * L->in_count, s->scale, 0.0f, dy, dx);
+        return be->rescale(ctx, n, L->in_c, (size_t)L->in_h * L->in_w, L->rescale, NULL, dy,
+                           dx);
     case CNN_LAYER_RESHAPE: /* the reshape back */
         return be->reshape(ctx, n, L->out_c, L->out_h, L->out_w, L->in_c, L->in_h, L->in_w, dy,
                            dx);

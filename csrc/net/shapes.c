@@ -51,6 +51,20 @@ static cnn_status plan_shape_layer(cnn_net *net, int i)
                                  "layer %d (rescaling): scale and offset must be finite, got "
                                  "%g and %g",
                                  i, (double)s->scale, (double)s->offset);
+        if (s->channel_values) {
+            if (s->channels != L->in_c)
+                return cnn_set_error(CNN_ERR_VALUE,
+                                     "layer %d (rescaling): %d scales and offsets per channel "
+                                     "for an input of %d channels (its last axis)",
+                                     i, s->channels, L->in_c);
+            for (int k = 0; k < 2 * s->channels; k++)
+                if (!isfinite(s->channel_values[k]))
+                    return cnn_set_error(CNN_ERR_VALUE,
+                                         "layer %d (rescaling): the %s of channel %d must be "
+                                         "finite, got %g",
+                                         i, k < s->channels ? "scale" : "offset",
+                                         k % s->channels, (double)s->channel_values[k]);
+        }
         break;
     case CNN_LAYER_RESHAPE: {
         const int features = s->target_h == 0 && s->target_w == 0;

@@ -171,23 +171,109 @@ static int dict_target(PyObject *d, cnn_layer_spec *s, int layer)
     return 0;
 }
 
+/* The length of v when it is a sequence of values (a list, a tuple, a 1-D
+ * array) rather than one number, else -1; no error is left set. */
+static Py_ssize_t values_length(PyObject *v)
+{
+    if (!v || PyUnicode_Check(v) || PyBytes_Check(v) || !PySequence_Check(v)) return -1;
+    const Py_ssize_t n = PySequence_Size(v);
+    if (n < 0) PyErr_Clear();
+    return n < 0 ? -1 : n;
+}
+
+/* The floats a rescaling layer dict needs besides its spec: 2 per channel
+ * where its scale or offset is a sequence (net_spec_parse sizes its block
+ * with it; parse_rescaling fills them). */
+static size_t rescaling_values(PyObject *d)
+{
+    PyObject *kind = PyDict_Check(d) ? PyDict_GetItemString(d, "kind") : NULL;
+    if (!kind || !PyUnicode_Check(kind) || PyUnicode_CompareWithASCIIString(kind, "rescaling"))
+        return 0;
+    Py_ssize_t n = values_length(PyDict_GetItemString(d, "scale"));
+    const Py_ssize_t m = values_length(PyDict_GetItemString(d, "offset"));
+    if (m > n) n = m;
+    return n > 0 ? 2 * (size_t)n : 0;
+}
+
+/* Item k of sequence v (or v itself, a number, when k < 0) as a float into *out. */
+static int value_at(PyObject *v, Py_ssize_t k, const char *key, int layer, float *out)
+{
+    PyObject *e = k < 0 ? (Py_INCREF(v), v) : PySequence_GetItem(v, k);
+    double x = e ? PyFloat_AsDouble(e) : -1.0;
+    Py_XDECREF(e);
+    if (x == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError,
+                     "layers[%d]['%s']: expected a number or a sequence of numbers, got %R",
+                     layer, key, v);
+        return -1;
+    }
+    *out = (float)x;
+    return 0;
+}
+
+/* Where the per-channel values go: [at, end) of the spec block's tail. */
+typedef struct value_pool {
+    float *at, *end;
+} value_pool;
+
+/* A rescaling layer's scale and offset: numbers, or per channel where
+ * either is a sequence (the other repeated when it is a number), the
+ * values written at *pool, which moves past them. */
+static int parse_rescaling(PyObject *d, int i, cnn_layer_spec *s, value_pool *pool)
+{
+    PyObject *scale = PyDict_GetItemString(d, "scale"), *offset = PyDict_GetItemString(d, "offset");
+    const Py_ssize_t ns = values_length(scale), no = values_length(offset);
+    if (ns < 0 && no < 0) {
+        char where[32];
+        snprintf(where, sizeof where, "layers[%d]", i);
+        double sv, ov;
+        if (dict_float(d, "scale", 1.0, &sv, where) < 0 ||
+            dict_float(d, "offset", 0.0, &ov, where) < 0)
+            return -1;
+        s->scale = (float)sv;
+        s->offset = (float)ov;
+        return 0;
+    }
+    const Py_ssize_t n = ns >= 0 ? ns : no;
+    if ((ns >= 0 && no >= 0 && ns != no) || n < 1) {
+        PyErr_Format(PyExc_ValueError,
+                     "layers[%d]: per-channel 'scale' and 'offset' must have the same number "
+                     "of values (at least one), got %zd and %zd",
+                     i, ns, no);
+        return -1;
+    }
+    if (2 * n > pool->end - pool->at) { /* a sequence whose length changed since it was sized */
+        PyErr_Format(PyExc_ValueError, "layers[%d]: 'scale' or 'offset' changed length", i);
+        return -1;
+    }
+    float *values = pool->at;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (scale ? value_at(scale, ns >= 0 ? k : -1, "scale", i, &values[k]) < 0
+                  : (values[k] = 1.0f, 0))
+            return -1;
+        if (offset ? value_at(offset, no >= 0 ? k : -1, "offset", i, &values[n + k]) < 0
+                   : (values[n + k] = 0.0f, 0))
+            return -1;
+    }
+    pool->at += 2 * n;
+    s->scale = 1.0f;
+    s->offset = 0.0f;
+    s->channel_values = values;
+    s->channels = (int)n;
+    return 0;
+}
+
 /* A shape or image layer's keys (cnncuda/engine.py); the core checks their
  * values against the layer's input (csrc/net/shapes.c). */
-static int parse_shape_layer(PyObject *d, int i, int kind, cnn_layer_spec *s)
+static int parse_shape_layer(PyObject *d, int i, int kind, cnn_layer_spec *s, value_pool *pool)
 {
     char where[32];
     snprintf(where, sizeof where, "layers[%d]", i);
     s->kind = kind;
     switch (kind) {
-    case CNN_LAYER_RESCALING: {
-        double scale, offset;
-        if (dict_float(d, "scale", 1.0, &scale, where) < 0 ||
-            dict_float(d, "offset", 0.0, &offset, where) < 0)
-            return -1;
-        s->scale = (float)scale;
-        s->offset = (float)offset;
-        return 0;
-    }
+    case CNN_LAYER_RESCALING:
+        return parse_rescaling(d, i, s, pool);
     case CNN_LAYER_RESHAPE:
         return dict_target(d, s, i);
     case CNN_LAYER_ZERO_PADDING:
@@ -217,7 +303,7 @@ static int parse_shape_layer(PyObject *d, int i, int kind, cnn_layer_spec *s)
     return -1;
 }
 
-static int parse_layer(PyObject *d, int i, cnn_layer_spec *s)
+static int parse_layer(PyObject *d, int i, cnn_layer_spec *s, value_pool *per_channel)
 {
     if (!PyDict_Check(d)) {
         PyErr_Format(PyExc_TypeError, "layers[%d]: expected a dict, got %.100s", i,
@@ -228,7 +314,8 @@ static int parse_layer(PyObject *d, int i, cnn_layer_spec *s)
     s->kind = name_index(kind, layer_kinds, 8);
     if (s->kind < 0) {
         const int shape = name_index(kind, shape_kinds, SHAPE_KINDS);
-        if (shape >= 0) return parse_shape_layer(d, i, CNN_LAYER_SHAPE_FIRST + shape, s);
+        if (shape >= 0)
+            return parse_shape_layer(d, i, CNN_LAYER_SHAPE_FIRST + shape, s, per_channel);
         PyErr_Format(PyExc_ValueError,
                      "layers[%d]['kind']: expected one of conv2d, maxpool, avgpool, flatten, "
                      "dense, activation, dropout, batchnorm, rescaling, reshape, "
@@ -406,13 +493,18 @@ int net_spec_parse(PyObject *layers, PyObject *input_shape, PyObject *loss,
         spec->in_c = (int)dims[0];
     }
     Py_ssize_t n_layers = PyList_GET_SIZE(layers);
-    cnn_layer_spec *ls = PyMem_Calloc((size_t)n_layers, sizeof *ls);
+    /* the specs, then the rescaling layers' per-channel values, in one block
+     * (the caller frees it with PyMem_Free) */
+    size_t values = 0;
+    for (Py_ssize_t i = 0; i < n_layers; i++) values += rescaling_values(PyList_GET_ITEM(layers, i));
+    cnn_layer_spec *ls = PyMem_Calloc(1, (size_t)n_layers * sizeof *ls + values * sizeof(float));
     if (!ls) {
         PyErr_NoMemory();
         return -1;
     }
+    value_pool pool = {(float *)(ls + n_layers), (float *)(ls + n_layers) + values};
     for (Py_ssize_t i = 0; i < n_layers; i++) {
-        if (parse_layer(PyList_GET_ITEM(layers, i), (int)i, &ls[i]) < 0) {
+        if (parse_layer(PyList_GET_ITEM(layers, i), (int)i, &ls[i], &pool) < 0) {
             PyMem_Free(ls);
             return -1;
         }

@@ -25,6 +25,8 @@ CASES = [
     ("Rescaling", {"scale": 1 / 255}, (28, 28, 1)),
     ("Rescaling", {"scale": 2.0, "offset": -1.0}, (5,)),
     ("Rescaling", {"scale": 0.5, "offset": 0.25}, (6, 7)),
+    ("Rescaling", {"scale": [1.0, 2.0], "offset": [0.0, -1.0]}, (4, 4, 2)),
+    ("Rescaling", {"scale": [0.5, 2.0, 4.0]}, (3,)),
     ("Reshape", {"target_shape": (4, -1)}, (2, 3, 4)),
     ("Reshape", {"target_shape": (24,)}, (2, 3, 4)),
     ("Reshape", {"target_shape": (-1, 2, 3)}, (12,)),
@@ -190,12 +192,15 @@ def test_each_layer_is_numpys_operation(engine):
 
 
 def test_arguments_are_checked():
-    with pytest.raises(ValueError, match=r"scale: expected a number \(per-channel lists are "
-                                         r"not supported"):
-        L.Rescaling([1.0, 2.0])
-    with pytest.raises(ValueError, match="offset: expected a number"):
-        L.Rescaling(1.0, offset=np.array([0.0, 1.0]))
-    with pytest.raises(TypeError, match="scale: expected a number, got 'x'"):
+    with pytest.raises(ValueError, match=r"scale: expected 1 value or one per channel of the "
+                                         r"input's last axis \(3\), got 2"):
+        keras.Sequential([L.Rescaling([1.0, 2.0], input_shape=(4, 4, 3))])
+    with pytest.raises(ValueError, match="offset: expected a number or a 1-D sequence"):
+        L.Rescaling(1.0, offset=np.zeros((2, 2)))
+    with pytest.raises(ValueError, match=r"scale: expected a number in \[-inf, inf\], got nan"):
+        L.Rescaling([1.0, float("nan")])
+    with pytest.raises(TypeError, match="scale: expected a number or a sequence of numbers, "
+                                        "got 'x'"):
         L.Rescaling("x")
     with pytest.raises(ValueError, match=r"interpolation: expected 'nearest' or 'bilinear' "
                                          r"\(the engines' interpolations\), got 'bicubic'"):
@@ -231,18 +236,29 @@ def test_arguments_are_checked():
             keras.Sequential([keras.Input((5,)), layer])
 
 
-def test_keras_per_channel_rescaling_is_refused_on_load(tmp_path):
+@pytest.mark.parametrize("engine", engine_params())
+def test_per_channel_rescaling_is_keras(engine, tmp_path):
+    """Keras's per-channel Rescaling (ImageNet's mean and deviation), saved by
+    Keras, loads here with Keras's predictions, and goes back."""
     pytest.importorskip("h5py")
     from data.test_keras_files import run_keras
+    x = RNG.random((4, 5, 6, 3)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
     path = str(tmp_path / "k.keras")
     run_keras("""
-        import sys, keras
-        model = keras.Sequential([keras.Input((4, 4, 2)), keras.layers.Rescaling([1.0, 2.0]),
-                                  keras.layers.Flatten(), keras.layers.Dense(2)])
+        import sys, numpy as np, keras
+        model = keras.Sequential([keras.Input((5, 6, 3)),
+                                  keras.layers.Rescaling([1 / 0.229, 1 / 0.224, 1 / 0.225],
+                                                         offset=[-0.485, -0.456, -0.406]),
+                                  keras.layers.Rescaling(2.0, offset=[0.0, 1.0, -1.0])])
         model.save(sys.argv[1])
-    """, path)
-    with pytest.raises(ValueError, match="scale: expected a number \\(per-channel lists"):
-        keras.models.load_model(path)
+        np.save(sys.argv[3], model.predict(np.load(sys.argv[2]), verbose=0))
+    """, path, tmp_path / "x.npy", tmp_path / "theirs.npy")
+    mine = keras.models.load_model(path)
+    assert mine.layers[0].get_config()["offset"] == [-0.485, -0.456, -0.406]
+    with cnncuda.device(engine):
+        got = mine.predict(x, verbose=0)
+    np.testing.assert_allclose(got, np.load(tmp_path / "theirs.npy"), rtol=1e-6, atol=1e-6)
 
 
 def test_the_keras_namespace_exports_them():

@@ -21,6 +21,17 @@ def test_rescaling(engine, shape, scale, offset):
     run_both(engine, [{"kind": "rescaling", "scale": scale, "offset": offset}], shape, n=3)
 
 
+@pytest.mark.parametrize("engine", C_ENGINES)
+@pytest.mark.parametrize("shape,scale,offset", [
+    ((5, 7, 3), [1 / 255, -2.0, 0.5], [0.0, 1.0, -0.25]),
+    ((5, 7, 3), [2.0, 3.0, 4.0], 0.5),
+    ((4, 1, 2), 1.5, [-1.0, 1.0]),
+    ((6,), [1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [0.5] * 6),
+])
+def test_rescaling_per_channel(engine, shape, scale, offset):
+    run_both(engine, [{"kind": "rescaling", "scale": scale, "offset": offset}], shape, n=3)
+
+
 def test_rescaling_rounds_the_product_before_the_sum():
     """In float32 the engines compute x*scale then + offset, each rounded:
     the bits of NumPy's float32 x * s + o (a fused multiply-add would differ)."""
@@ -202,6 +213,9 @@ def test_features_to_an_image_before_a_conv():
     ({"kind": "upsampling2d", "size": (2, 2), "interpolation": "bicubic"}, "nearest"),
     ({"kind": "spatial_dropout2d", "rate": 1.0}, r"\[0, 1\)"),
     ({"kind": "rescaling", "scale": float("inf")}, "finite"),
+    ({"kind": "rescaling", "scale": [1.0, float("nan")]}, "finite"),
+    ({"kind": "rescaling", "scale": [1.0, 2.0, 3.0]}, "3 scales and offsets per channel"),
+    ({"kind": "rescaling", "scale": [1.0, 2.0], "offset": [1.0]}, "one length|same number"),
 ])
 @pytest.mark.parametrize("engine", ["numpy", "cpu"])
 def test_bad_layers_are_refused(engine, layer, message):

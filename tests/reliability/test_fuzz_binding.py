@@ -86,7 +86,7 @@ def any_layer(draw, kind, rank):
         if draw(st.booleans()):
             d["epsilon"] = draw(st.sampled_from([1e-3, 1e-5, 0.1]))
     elif kind == "rescaling":
-        d["scale"] = draw(st.sampled_from([1 / 255, -2.0, 0.0, 3.5]))
+        d["scale"] = draw(st.sampled_from([1 / 255, -2.0, 0.0, 3.5, [2.0], [1.0, -1.0]]))
         if draw(st.booleans()):
             d["offset"] = draw(st.sampled_from([0.0, -1.0, 0.5]))
     elif kind in ("zero_padding2d", "cropping2d"):
