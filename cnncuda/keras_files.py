@@ -12,8 +12,8 @@ Through h5py (an optional dependency: ``pip install h5py``). What crosses:
 the layers cnncuda has (InputLayer, Conv2D, MaxPooling2D, AveragePooling2D,
 Flatten, Dense, Dropout, BatchNormalization, Activation, ReLU, Softmax, the
 global poolings, Rescaling, Reshape, ZeroPadding2D, Cropping2D, UpSampling2D,
-SpatialDropout2D) with their weights, and the compile settings (Adam, SGD, RMSprop, Adagrad, Adadelta,
-Adamax, Nadam or AdamW with their hyperparameters,
+SpatialDropout2D) with their weights, and the compile settings (Adam, SGD,
+RMSprop, Adagrad, Adadelta, Adamax, Nadam or AdamW with their hyperparameters,
 the cross-entropy losses, the accuracy metric) and, in ``.keras`` files,
 the optimizer's variables as Keras keeps them (optimizer/vars/<i>: the
 iteration count, the learning rate, then the slots in Keras's order with

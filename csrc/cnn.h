@@ -466,7 +466,8 @@ size_t cnn_net_memory_bytes(const cnn_net *net);
 int cnn_net_layer_count(const cnn_net *net);
 /* Engine memory that layer i (of cnn_net_layer_count) holds, at max_batch:
  * *activation its output (0 for a flatten that is its input's buffer), max
- * pooling's argmax and batchnorm's saved statistics; *workspace a
+ * pooling's argmax, batchnorm's saved statistics and rescaling's scales and
+ * offsets; *workspace a
  * convolution's workspace. -1 for an i out of range, else 0. */
 int cnn_net_layer_bytes(const cnn_net *net, int i, size_t *activation, size_t *workspace);
 

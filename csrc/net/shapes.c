@@ -291,6 +291,7 @@ int cnn_net_layer_bytes(const cnn_net *net, int i, size_t *activation, size_t *w
     if (!L->alias_in) *activation += mb * L->out_count * sizeof(float);
     if (L->spec.kind == CNN_LAYER_MAXPOOL) *activation += mb * L->out_count * sizeof(int32_t);
     if (L->spec.kind == CNN_LAYER_BATCHNORM) *activation += 2 * (size_t)L->in_c * sizeof(float);
+    if (L->spec.kind == CNN_LAYER_RESCALING) *activation += 2 * (size_t)L->in_c * sizeof(float);
     if (L->spec.kind == CNN_LAYER_CONV2D) {
         cnn_conv_desc d = L->conv;
         d.n = net->max_batch;

@@ -290,3 +290,20 @@ def test_spatial_dropout_masks_are_the_whole_batchs_on_replicas():
     np.testing.assert_allclose(h3["loss"], h1["loss"], rtol=1e-5)
     for a, b in zip(one.get_weights(), three.get_weights()):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_the_profile_names_their_steps():
+    """Each layer is one planned step forward and, but for the first layer
+    (no input gradient wanted), one backward; the profile's cost model knows
+    their shapes."""
+    model = every_layer_model()
+    names = [r["step"] for r in model.profile(X, Y, batch_size=4, steps=1).rows]
+    for step in ("rescaling_0.forward", "zero_padding2d_1.forward", "zero_padding2d_1.backward",
+                 "cropping2d_4.backward", "reshape_5.forward", "reshape_5.backward",
+                 "upsampling2d_7.backward", "upsampling2d_8.forward",
+                 "spatial_dropout2d_9.backward", "reshape_13.forward"):
+        assert step in names, step
+    assert "rescaling_0.backward" not in names
+    # the Conv2D after the image Reshape: (12, 4, 4) -> (10, 2, 2), 3x3, batch 4
+    rows = {r["step"]: r for r in model.profile(X, Y, batch_size=4, steps=1).rows}
+    assert rows["conv2d_6.backward_data"]["flops"] == 2 * 4 * 10 * 2 * 2 * 3 * 3 * 4
