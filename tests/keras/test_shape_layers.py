@@ -307,3 +307,73 @@ def test_the_profile_names_their_steps():
     # the Conv2D after the image Reshape: (12, 4, 4) -> (10, 2, 2), 3x3, batch 4
     rows = {r["step"]: r for r in model.profile(X, Y, batch_size=4, steps=1).rows}
     assert rows["conv2d_6.backward_data"]["flops"] == 2 * 4 * 10 * 2 * 2 * 3 * 3 * 4
+
+
+# Shaped like TensorFlow's image classification tutorial (Rescaling first,
+# integer pixels in) and like a convolutional autoencoder (Dense, Reshape to
+# an image, UpSampling2D, a convolution back to pixels), imports as users
+# change them; run on every engine and on the numpy engine, same histories.
+TUTORIAL_SCRIPTS = {
+    "image_classification": """
+import cnncuda as tf
+from cnncuda.keras import layers, models
+num_classes, img_height, img_width = 3, 12, 10
+model = models.Sequential([
+    layers.Rescaling(1./255, input_shape=(img_height, img_width, 3)),
+    layers.Conv2D(16, 3, padding='same', activation='relu'),
+    layers.MaxPooling2D(),
+    layers.Conv2D(32, 3, padding='same', activation='relu'),
+    layers.MaxPooling2D(),
+    layers.SpatialDropout2D(0.2),
+    layers.Flatten(),
+    layers.Dense(32, activation='relu'),
+    layers.Dense(num_classes)
+])
+model.compile(optimizer='adam',
+              loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+              metrics=['accuracy'])
+history = model.fit(train_images, train_labels, epochs=10, batch_size=8, verbose=0)
+""",
+    "autoencoder": """
+import cnncuda as tf
+from cnncuda.keras import layers, models
+model = models.Sequential([
+    layers.Rescaling(1./255, input_shape=(12, 10, 3)),
+    layers.ZeroPadding2D(((0, 0), (1, 1))),
+    layers.Conv2D(8, 3, activation='relu', padding='same'),
+    layers.MaxPooling2D(),
+    layers.Flatten(),
+    layers.Dense(16, activation='relu'),
+    layers.Dense(6 * 6 * 4, activation='relu'),
+    layers.Reshape((6, 6, 4)),
+    layers.UpSampling2D((2, 2)),
+    layers.Cropping2D(((0, 0), (1, 1))),
+    layers.Conv2D(3, 3, padding='same'),
+    layers.Flatten(),
+    layers.Activation('sigmoid'),
+])
+model.compile(optimizer='adam', loss='binary_crossentropy')
+history = model.fit(train_images, train_images.reshape(len(train_images), -1) / 255.0,
+                    epochs=3, batch_size=8, verbose=0)
+""",
+}
+
+
+@pytest.mark.parametrize("engine", engine_params())
+@pytest.mark.parametrize("name", sorted(TUTORIAL_SCRIPTS))
+def test_tutorial_shaped_scripts_run_as_on_the_numpy_engine(engine, name):
+    rng = np.random.default_rng(1)
+    labels = rng.integers(0, 3, 48)
+    images = np.clip(rng.normal(60 + 60 * labels[:, None, None, None], 30, (48, 12, 10, 3)),
+                     0, 255).astype(np.uint8)
+    histories = {}
+    for device in (engine, "numpy"):
+        cnncuda.random.set_seed(7)
+        scope = {"train_images": images, "train_labels": labels}
+        with cnncuda.device(device):
+            exec(TUTORIAL_SCRIPTS[name], scope)
+        histories[device] = scope["history"].history
+    np.testing.assert_allclose(histories[engine]["loss"], histories["numpy"]["loss"], rtol=1e-4)
+    assert histories[engine]["loss"][-1] < histories[engine]["loss"][0]
+    if name == "image_classification":
+        assert histories[engine]["accuracy"][-1] > 0.6
