@@ -22,6 +22,12 @@ activation     activation: linear, relu, sigmoid, tanh, softmax, elu (alpha 1.0)
 prelu          shared_axes None (Keras's axes 1-3 sharing one alpha)
 dropout        rate
 batchnorm      momentum 0.99, epsilon 1e-3
+rescaling      scale 1.0, offset 0.0: y = x * scale + offset
+reshape        shape: the output, (h, w, c) or (f,), in the flat (NHWC) order
+zero_padding2d padding ((top, bottom), (left, right)) of zero rows and columns
+cropping2d     cropping ((top, bottom), (left, right)) of rows and columns removed
+upsampling2d   size (2, 2), interpolation 'nearest' (the only one)
+spatial_dropout2d  rate: whole channels dropped per sample in training
 =============  ================================================================
 
 conv2d, dense and batchnorm also take ``trainable`` (True; False freezes the

@@ -11,10 +11,12 @@ saved by Keras loads here:
 Through h5py (an optional dependency: ``pip install h5py``). What crosses:
 the layers cnncuda has (InputLayer, Conv2D, MaxPooling2D, AveragePooling2D,
 GlobalAveragePooling2D, GlobalMaxPooling2D, Flatten, Dense, Dropout,
-BatchNormalization, Activation, ReLU, LeakyReLU, ELU, PReLU, Softmax, and the
-augmentation layers RandomFlip, RandomRotation, RandomZoom,
-RandomTranslation, RandomContrast, RandomCrop, whose configs are Keras's and
-which have no variables) with their weights, and the compile settings (Adam, SGD, RMSprop, Adagrad, Adadelta,
+BatchNormalization, Activation, ReLU, LeakyReLU, ELU, PReLU, Softmax,
+Rescaling, Reshape, ZeroPadding2D, Cropping2D, UpSampling2D,
+SpatialDropout2D, and the augmentation layers RandomFlip, RandomRotation,
+RandomZoom, RandomTranslation, RandomContrast, RandomCrop, whose configs are
+Keras's and which have no variables) with their weights, and the compile
+settings (Adam, SGD, RMSprop, Adagrad, Adadelta,
 Adamax, Nadam or AdamW with their hyperparameters,
 the cross-entropy losses, the accuracy metric) and, in ``.keras`` files,
 the optimizer's variables as Keras keeps them (optimizer/vars/<i>: the
@@ -38,6 +40,7 @@ import zipfile
 import numpy as np
 
 from . import layers as layer_module
+from . import shape_layers
 from . import losses, optimizers
 from .atomic_file import write_atomically
 
@@ -124,6 +127,10 @@ def _layer_config(layer):
         config.update(mine, name=layer.name)
         config.pop("input_shape", None)
         config["data_format"] = "channels_last"
+    elif name in shape_layers.SHAPE_LAYER_CLASSES:
+        config.update(shape_layers.keras_config(layer))
+        if name == "SpatialDropout2D":      # Keras 3's takes no trainable argument
+            del config["trainable"]
     else:
         raise ValueError("layer %s: %s has no Keras form here" % (layer.name, name))
     return name, config
@@ -403,6 +410,8 @@ def _cnncuda_layer(entry):
         cls = layer_module.LAYER_CLASSES[class_name]
         takes = [k for k in inspect.signature(cls).parameters if k not in ("kwargs", "name")]
         keep.update({k: config[k] for k in takes if k in config and k != "data_format"})
+    elif class_name in shape_layers.SHAPE_LAYER_CLASSES:
+        keep.update(shape_layers.SHAPE_LAYER_CLASSES[class_name]._keras_arguments(config))
     else:
         raise ValueError("layer %s: Keras's %s has no cnncuda form (cnncuda has %s)"
                          % (keep["name"], class_name, ", ".join(layer_module.LAYER_CLASSES)))

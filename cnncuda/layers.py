@@ -33,8 +33,9 @@ __all__ = ["Layer", "InputLayer", "Input", "Conv2D", "MaxPooling2D", "AveragePoo
            "MaxPool2D", "AvgPool2D", "GlobalAveragePooling2D", "GlobalMaxPooling2D",
            "GlobalAvgPool2D", "GlobalMaxPool2D", "Flatten", "Dense", "Dropout",
            "BatchNormalization", "Activation", "ReLU", "LeakyReLU", "ELU", "PReLU", "Softmax",
-           "RandomFlip", "RandomRotation", "RandomZoom", "RandomTranslation", "RandomContrast",
-           "RandomCrop", "ACTIVATIONS", "LAYER_CLASSES", "deserialize"]
+           "Rescaling", "Reshape", "ZeroPadding2D", "Cropping2D", "UpSampling2D",
+           "SpatialDropout2D", "RandomFlip", "RandomRotation", "RandomZoom", "RandomTranslation",
+           "RandomContrast", "RandomCrop", "ACTIVATIONS", "LAYER_CLASSES", "deserialize"]
 
 # the activations by name (Keras 3's, with their defaults: elu alpha 1.0,
 # leaky_relu negative_slope 0.2, gelu the erf form); swish is silu
@@ -815,6 +816,12 @@ LAYER_CLASSES = {cls.__name__: cls for cls in (InputLayer, Conv2D, MaxPooling2D,
                                                Activation, ReLU, LeakyReLU, ELU, PReLU,
                                                Softmax, RandomFlip, RandomRotation, RandomZoom,
                                                RandomTranslation, RandomContrast, RandomCrop)}
+
+# the shape and image layers (shape_layers.py, which builds on Layer above)
+from .shape_layers import (Cropping2D, Rescaling, Reshape, SHAPE_LAYER_CLASSES,  # noqa: E402
+                           SpatialDropout2D, UpSampling2D, ZeroPadding2D)
+
+LAYER_CLASSES.update(SHAPE_LAYER_CLASSES)
 
 
 def deserialize(entry):

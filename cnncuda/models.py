@@ -309,6 +309,11 @@ class Sequential:
             layer.trainable = value
         self._trainable = value
 
+    def _keras_y(self, y):
+        """The engine's outputs in the model's output shape: an output of two
+        axes (A, B) (after a Reshape) is the engine's image (1, A, B)."""
+        return y.reshape((len(y),) + tuple(self.output_shape[1:]))
+
     def _weight_specs(self):
         """[(layer, name, shape, trainable)] in get_weights order."""
         return [(layer, name, shape, trainable) for layer in self._layers

@@ -43,6 +43,15 @@ def _out_shape(spec, shape):
         return (int(np.prod(shape)),)
     if kind == "dense":
         return (spec["units"],)
+    if kind == "reshape":
+        return tuple(spec["shape"])
+    if kind in ("zero_padding2d", "cropping2d"):
+        (top, bottom), (left, right) = spec["padding" if kind == "zero_padding2d" else "cropping"]
+        sign = 1 if kind == "zero_padding2d" else -1
+        return (shape[0] + sign * (top + bottom), shape[1] + sign * (left + right), shape[2])
+    if kind == "upsampling2d":
+        sh, sw = spec.get("size", (2, 2))
+        return (shape[0] * sh, shape[1] * sw, shape[2])
     return tuple(shape)
 
 

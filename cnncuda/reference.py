@@ -1343,6 +1343,10 @@ class NumpyNet:
                                                  any(l.weights for l in self.layers))
             self._aug_floor = i + 1
             return layer
+        from .reference_shapes import make_shape_layer    # it imports this module
+        layer = make_shape_layer(i, spec, shape, self.seed)
+        if layer is not None:
+            return layer
         raise ValueError(f"layer {i}: unknown kind {kind!r}")
 
     # -- properties -------------------------------------------------------

@@ -452,4 +452,4 @@ def predict(model, x, batch_size, verbose, steps, callbacks):
     if progbar is not None:
         progbar.update(total_steps, finalize=True)
     cbs.on_predict_end()
-    return outputs
+    return model._keras_y(outputs)

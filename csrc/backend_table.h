@@ -146,6 +146,36 @@ typedef cnn_status cnn_dropout_fn(cnn_ctx *ctx, int n, int c, int h, int w, floa
 typedef cnn_status cnn_augment_fn(cnn_ctx *ctx, const cnn_aug_desc *d, int training,
                                   const int64_t *forward, int64_t row0, const float *x, float *y);
 
+/* the shape and image layers (Rescaling, Reshape, ZeroPadding2D, Cropping2D,
+ * UpSampling2D) */
+/* x (n, c, plane) (features: plane 1) -> y = x * scale[ch] + offset[ch]
+ * per channel ch, the product rounded before the sum (no fused
+ * multiply-add); offset NULL: y = x * scale[ch] (the backward). scale and
+ * offset (c) are engine memory; x and y may be the same buffer */
+typedef cnn_status cnn_rescale_fn(cnn_ctx *ctx, int n, int c, size_t plane, const float *scale,
+                                  const float *offset, const float *x, float *y);
+/* x (n, c, h, w) -> y (n, oc, oh, ow), both NCHW, with c*h*w == oc*oh*ow:
+ * the values in the same NHWC (Keras) order, so that y is Keras's reshape
+ * of x; x and y must not overlap */
+typedef cnn_status cnn_reshape_fn(cnn_ctx *ctx, int n, int c, int h, int w, int oc, int oh,
+                                  int ow, const float *x, float *y);
+/* y (n, c, oh, ow): y[r][s] = x (n, c, h, w)[r - top][s - left] where that
+ * is inside x, else 0 (top, left > 0: zero padding; < 0: cropping) */
+typedef cnn_status cnn_pad2d_fn(cnn_ctx *ctx, int n, int c, int h, int w, int oh, int ow,
+                                int top, int left, const float *x, float *y);
+/* nearest upsampling by (sh, sw) of images (n, c, h, w): forward in (n, c,
+ * h, w) -> out (n, c, h sh, w sw), out[r][s] = in[r / sh][s / sw]; backward
+ * in = dy (n, c, h sh, w sw) -> out = dx (n, c, h, w), each the sum of its
+ * sh x sw block of dy in row-major order */
+typedef cnn_status cnn_upsample_fn(cnn_ctx *ctx, int n, int c, int h, int w, int sh, int sw,
+                                   const float *in, float *out);
+/* (upsample_bilinear_forward, _backward: the same shapes; each output pixel
+ * the weighted sum of two by two input pixels, cnn_bilinear_source (cnn.h):
+ * out = (1 - fy) ((1 - fx) a + fx b) + fy ((1 - fx) c + fx d) in that order,
+ * a, b the row i0's pixels j0, j1 and c, d the row i1's; the backward's dx
+ * pixel the sum over the output rows r (ascending) of row r's weight times
+ * the sum over the columns s (ascending) of column s's weight times dy) */
+
 /* batch normalization */
 typedef cnn_status cnn_batchnorm_forward_train_fn(
     cnn_ctx *ctx, const cnn_bn_desc *d,
@@ -359,6 +389,24 @@ struct cnn_backend {
     cnn_augment_fn *random_affine;   /* rotation, zoom, translation: resampled */
     cnn_augment_fn *random_contrast; /* (x - mean) f + mean, clipped, per channel */
     cnn_augment_fn *random_crop;     /* an (oh, ow) window of each sample */
+
+    /* SpatialDropout2D: dropout_forward's and dropout_backward's, except
+     * that a whole channel ch of row i is kept or dropped, when
+     * cnn_uniform(key, (row0 + i)*c + ch) >= rate */
+    cnn_dropout_fn *spatial_dropout_forward;  /* x -> y */
+    cnn_dropout_fn *spatial_dropout_backward; /* dy -> dx */
+
+    /* the shape and image layers (their signatures say what each does);
+     * each layer's backward is an entry again: Rescaling's is rescale
+     * without offsets, Reshape's reshape back, ZeroPadding2D's and Cropping2D's
+     * pad2d the other way */
+    cnn_rescale_fn *rescale;
+    cnn_reshape_fn *reshape;
+    cnn_pad2d_fn *pad2d;
+    cnn_upsample_fn *upsample_forward;
+    cnn_upsample_fn *upsample_backward;
+    cnn_upsample_fn *upsample_bilinear_forward;
+    cnn_upsample_fn *upsample_bilinear_backward;
 
     /* batch normalization. Training uses the batch's mean and biased
      * variance and updates moving = moving * momentum + batch * (1 - momentum);

@@ -180,6 +180,21 @@ static inline int cnn_conv_reads_inside(const cnn_conv_desc *d)
            (int64_t)(d->ow - 1) * d->sw + d->kw <= d->w;
 }
 
+/* Bilinear upsampling by an integer factor s along an axis of `size`
+ * pixels (Keras's UpSampling2D(interpolation='bilinear'): half-pixel
+ * centres, the edges clamped): output pixel o reads input pixels i0 and i1
+ * with weights 1 - f and f. In float32, each operation rounded (no product
+ * is added to), so host and device give the same bits. */
+static inline CNN_HD void cnn_bilinear_source(int o, int s, int size, int *i0, int *i1, float *f)
+{
+    float src = ((float)o + 0.5f) / (float)s - 0.5f;
+    if (src < 0.0f) src = 0.0f;
+    if (src > (float)(size - 1)) src = (float)(size - 1);
+    *i0 = (int)src;
+    *i1 = *i0 + 1 < size ? *i0 + 1 : size - 1;
+    *f = src - (float)*i0;
+}
+
 typedef enum cnn_pool_mode { CNN_POOL_MAX = 0, CNN_POOL_AVG = 1 } cnn_pool_mode;
 
 /* Pooling of x (n, c, h, w) into y (n, c, oh, ow); windows are clipped to the
@@ -368,6 +383,12 @@ typedef enum cnn_layer_kind {
     CNN_LAYER_DROPOUT = 6,
     CNN_LAYER_BATCHNORM = 7,
     CNN_LAYER_PRELU = 8, /* a learned alpha (cnn_prelu_desc) */
+    CNN_LAYER_RESCALING = 10,       /* y = x scale + offset */
+    CNN_LAYER_RESHAPE = 11,         /* to target_*, in Keras's (NHWC) element order */
+    CNN_LAYER_ZERO_PADDING = 12,    /* images padded with pad[4] rows and columns of zeros */
+    CNN_LAYER_CROPPING = 13,        /* images cropped by pad[4] rows and columns */
+    CNN_LAYER_UPSAMPLING = 14,      /* by kh x kw: nearest or bilinear */
+    CNN_LAYER_SPATIAL_DROPOUT = 15, /* dropout of whole channels per sample */
     /* the augmentation layers (augment.h): active in training forwards
      * only, before any layer with weights */
     CNN_LAYER_RANDOM_FLIP = 16,
@@ -377,6 +398,9 @@ typedef enum cnn_layer_kind {
     CNN_LAYER_RANDOM_CONTRAST = 20,
     CNN_LAYER_RANDOM_CROP = 21
 } cnn_layer_kind;
+/* The first and last of the shape and image layers (csrc/net/shapes.c). */
+#define CNN_LAYER_SHAPE_FIRST CNN_LAYER_RESCALING
+#define CNN_LAYER_SHAPE_LAST CNN_LAYER_SPATIAL_DROPOUT
 
 /* Whether a layer kind is an augmentation layer. */
 static inline int cnn_layer_is_augment(int kind)
@@ -387,12 +411,12 @@ static inline int cnn_layer_is_augment(int kind)
 typedef struct cnn_layer_spec {
     int kind;
     int units;        /* conv filters or dense units */
-    int kh, kw;       /* conv kernel or pool size */
+    int kh, kw;       /* conv kernel, pool size or upsampling size */
     int sh, sw;       /* strides */
     int same;         /* padding: 1 'same', 0 'valid' */
     int use_bias;
     int activation;   /* CNN_LAYER_ACTIVATION */
-    float rate;       /* dropout */
+    float rate;       /* dropout, spatial dropout */
     float momentum;   /* batchnorm */
     float epsilon;    /* batchnorm */
     int frozen;       /* conv, dense, batchnorm: Keras's trainable=False: the optimizer
@@ -416,6 +440,15 @@ typedef struct cnn_layer_spec {
     /* CNN_LAYER_PRELU: bit k - 1 set where Keras's axis k shares one alpha
      * (axes 1, 2, 3: height, width, channels; of a (N, F) input, axis 1) */
     int shared_axes;
+    float scale, offset; /* rescaling, unless channel_values */
+    /* rescaling per channel (the input's last axis, Keras's): channels
+     * scales then channels offsets, read only by cnn_net_create; NULL: the
+     * scalars scale and offset */
+    const float *channel_values;
+    int channels;
+    int pad[4];       /* zero padding, cropping: rows at the top, bottom, columns left, right */
+    int target_h, target_w, target_c; /* reshape: NHWC, or (0, 0, features) */
+    int upsample_bilinear; /* upsampling: 0 nearest, 1 bilinear */
 } cnn_layer_spec;
 
 typedef struct cnn_net_spec {
@@ -507,7 +540,8 @@ size_t cnn_net_memory_bytes(const cnn_net *net);
 int cnn_net_layer_count(const cnn_net *net);
 /* Engine memory that layer i (of cnn_net_layer_count) holds, at max_batch:
  * *activation its output (0 for a flatten that is its input's buffer), max
- * pooling's argmax and batchnorm's saved statistics; *workspace a
+ * pooling's argmax, batchnorm's saved statistics and rescaling's scales and
+ * offsets; *workspace a
  * convolution's workspace. -1 for an i out of range, else 0. */
 int cnn_net_layer_bytes(const cnn_net *net, int i, size_t *activation, size_t *workspace);
 

@@ -74,6 +74,17 @@ cnn_dropout_fn cuda_dropout_forward, cuda_dropout_backward;
 /* random_flip.cu, random_affine.cu, random_contrast.cu, random_crop.cu */
 cnn_augment_fn cuda_random_flip, cuda_random_affine, cuda_random_contrast, cuda_random_crop;
 
+/* spatial_dropout.cu */
+cnn_dropout_fn cuda_spatial_dropout_forward, cuda_spatial_dropout_backward;
+
+/* rescale.cu, reshape.cu, pad2d.cu, upsample.cu: the shape and image layers */
+cnn_rescale_fn cuda_rescale;
+cnn_reshape_fn cuda_reshape;
+cnn_pad2d_fn cuda_pad2d;
+cnn_upsample_fn cuda_upsample_forward, cuda_upsample_backward;
+/* upsample_bilinear.cu */
+cnn_upsample_fn cuda_upsample_bilinear_forward, cuda_upsample_bilinear_backward;
+
 /* batchnorm.cu */
 cnn_batchnorm_forward_train_fn cuda_batchnorm_forward_train;
 cnn_batchnorm_forward_infer_fn cuda_batchnorm_forward_infer;

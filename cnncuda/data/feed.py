@@ -393,5 +393,5 @@ def predict(model, x, verbose, steps, callbacks):
         if not model.built:
             raise ValueError("x: expected at least one batch, got an empty dataset")
         return np.zeros((0,) + tuple(model.output_shape[1:]), np.float32)
-    return np.concatenate(parts, axis=0)
+    return model._keras_y(np.concatenate(parts, axis=0))
 

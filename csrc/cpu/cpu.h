@@ -120,6 +120,15 @@ static inline double cnn_cpu_sum(const float *restrict x, size_t len)
     .random_affine = cpu_random_affine, \
     .random_contrast = cpu_random_contrast, \
     .random_crop = cpu_random_crop, \
+    .spatial_dropout_forward = cpu_spatial_dropout_forward, \
+    .spatial_dropout_backward = cpu_spatial_dropout_backward, \
+    .rescale = cpu_rescale, \
+    .reshape = cpu_reshape, \
+    .pad2d = cpu_pad2d, \
+    .upsample_forward = cpu_upsample_forward, \
+    .upsample_backward = cpu_upsample_backward, \
+    .upsample_bilinear_forward = cpu_upsample_bilinear_forward, \
+    .upsample_bilinear_backward = cpu_upsample_bilinear_backward, \
     .batchnorm_forward_train = cpu_batchnorm_forward_train, \
     .batchnorm_forward_infer = cpu_batchnorm_forward_infer, \
     .batchnorm_backward = cpu_batchnorm_backward, \
@@ -191,6 +200,17 @@ cnn_dropout_fn cpu_dropout_forward, cpu_dropout_backward;
 
 /* random_flip.c, random_affine.c, random_contrast.c, random_crop.c */
 cnn_augment_fn cpu_random_flip, cpu_random_affine, cpu_random_contrast, cpu_random_crop;
+
+/* spatial_dropout.c */
+cnn_dropout_fn cpu_spatial_dropout_forward, cpu_spatial_dropout_backward;
+
+/* rescale.c, reshape.c, pad2d.c, upsample.c: the shape and image layers */
+cnn_rescale_fn cpu_rescale;
+cnn_reshape_fn cpu_reshape;
+cnn_pad2d_fn cpu_pad2d;
+cnn_upsample_fn cpu_upsample_forward, cpu_upsample_backward;
+/* upsample_bilinear.c */
+cnn_upsample_fn cpu_upsample_bilinear_forward, cpu_upsample_bilinear_backward;
 
 /* batchnorm.c */
 cnn_batchnorm_forward_train_fn cpu_batchnorm_forward_train;

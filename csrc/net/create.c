@@ -29,6 +29,7 @@ void cnn_net_destroy(cnn_net *net)
             if (L->argmax) be->free(ctx, L->argmax);
             if (L->save_mean) be->free(ctx, L->save_mean);
             if (L->save_invstd) be->free(ctx, L->save_invstd);
+            if (L->rescale) be->free(ctx, L->rescale);
         }
         void *blocks[] = {net->params, net->grads,  net->opt_m,  net->opt_v,   net->opt_a, net->state,
                           net->x_stage, net->y_stage, net->grad_a, net->grad_b,
@@ -178,6 +179,7 @@ static cnn_status alloc_buffers(cnn_net *net, size_t largest)
             ALLOC(L->ws, net->be->conv2d_workspace(&d));
         }
         if (L->spec.kind == CNN_LAYER_MAXPOOL) ALLOC(L->argmax, mb * L->out_count * sizeof(int32_t));
+        if (L->spec.kind == CNN_LAYER_RESCALING) ALLOC(L->rescale, 2 * (size_t)L->in_c * F);
         if (L->spec.kind == CNN_LAYER_BATCHNORM) {
             ALLOC(L->save_mean, (size_t)L->in_c * F);
             ALLOC(L->save_invstd, (size_t)L->in_c * F);
@@ -286,6 +288,7 @@ cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn
     net_list_weights(net);
     if ((st = net_upload_hyper(net)) != CNN_OK) goto fail;
     if ((st = net_initialize_weights(net)) != CNN_OK) goto fail;
+    if ((st = net_shape_upload(net)) != CNN_OK) goto fail;
     *out = net;
     return CNN_OK;
 fail:

@@ -58,6 +58,7 @@ typedef struct layer {
     void *ws;                   /* convolution: this layer's workspace */
     int32_t *argmax;            /* max pooling: (max_batch, out_count) */
     float *save_mean, *save_invstd; /* batchnorm: (c) */
+    float *rescale;             /* rescaling: (2 c) the scales then the offsets per channel */
     uint64_t dropout_key;
     cnn_aug_desc aug;           /* augmentation layers: .n set per call */
     /* flatten before a dense layer: a no-op whose y is its input's buffer
@@ -82,6 +83,7 @@ typedef enum step_kind {
     STEP_ACTIVATION_FORWARD, STEP_DROPOUT_FORWARD, STEP_BATCHNORM_FORWARD,
     STEP_AUGMENT_FORWARD, /* an augmentation layer (no backward: see aug_floor) */
     STEP_PRELU_FORWARD,
+    STEP_SHAPE_FORWARD, /* a shape or image layer's (cnn.h CNN_LAYER_SHAPE_FIRST ...) */
     /* a training step's loss, its gradient into grad_a */
     STEP_LOSS, STEP_SOFTMAX_LOSS, STEP_DENSE_LOSS_HEAD,
     /* backward */
@@ -90,6 +92,7 @@ typedef enum step_kind {
     STEP_FLATTEN_BACKWARD, STEP_DENSE_BACKWARD_FILTER, STEP_DENSE_BACKWARD_DATA,
     STEP_ACTIVATION_BACKWARD, STEP_ACTIVATION_BACKWARD_BIAS, STEP_DROPOUT_BACKWARD,
     STEP_BATCHNORM_BACKWARD, STEP_PRELU_BACKWARD,
+    STEP_SHAPE_BACKWARD,
 } step_kind;
 
 typedef struct step {
@@ -282,6 +285,13 @@ cnn_status net_validate_optimizer(const cnn_optimizer_desc *o);
 cnn_status net_plan_switches(cnn_switches *sw);
 void net_plan_flatten(cnn_net *net);
 cnn_status net_plan(cnn_net *net);
+
+/* shape_steps.c: the forward and backward of the shape and image layers;
+ * the rescaling layers' per-channel values, uploaded once when a Net is made */
+cnn_status net_shape_upload(cnn_net *net);
+cnn_status net_shape_forward(cnn_net *net, const layer *L, int n, int training, const float *x,
+                             float *y);
+cnn_status net_shape_backward(cnn_net *net, const layer *L, int n, const float *dy, float *dx);
 
 /* run.c: running the plans: forward, backward, a training step */
 cnn_status net_check_batch(const cnn_net *net, long n);

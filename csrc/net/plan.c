@@ -146,6 +146,7 @@ static const char *step_suffix(step_kind k)
     case STEP_BATCHNORM_FORWARD: return "forward";
     case STEP_AUGMENT_FORWARD: return "forward";
     case STEP_PRELU_FORWARD: return "forward";
+    case STEP_SHAPE_FORWARD: return "forward";
     case STEP_LOSS: return "loss";
     case STEP_SOFTMAX_LOSS: return "forward+loss";
     case STEP_DENSE_LOSS_HEAD: return "head";
@@ -163,6 +164,7 @@ static const char *step_suffix(step_kind k)
     case STEP_DROPOUT_BACKWARD: return "backward";
     case STEP_BATCHNORM_BACKWARD: return "backward";
     case STEP_PRELU_BACKWARD: return "backward";
+    case STEP_SHAPE_BACKWARD: return "backward";
     }
     return "unknown";
 }
@@ -233,6 +235,14 @@ static void plan_forward(const cnn_net *net, step_plan *p, forward_span span)
         case CNN_LAYER_ACTIVATION: add_step(net, p, STEP_ACTIVATION_FORWARD, i, i); break;
         case CNN_LAYER_DROPOUT: add_step(net, p, STEP_DROPOUT_FORWARD, i, i); break;
         case CNN_LAYER_BATCHNORM: add_step(net, p, STEP_BATCHNORM_FORWARD, i, i); break;
+        case CNN_LAYER_RESCALING:
+        case CNN_LAYER_RESHAPE:
+        case CNN_LAYER_ZERO_PADDING:
+        case CNN_LAYER_CROPPING:
+        case CNN_LAYER_UPSAMPLING:
+        case CNN_LAYER_SPATIAL_DROPOUT:
+            add_step(net, p, STEP_SHAPE_FORWARD, i, i);
+            break;
         case CNN_LAYER_PRELU: add_step(net, p, STEP_PRELU_FORWARD, i, i); break;
         default:
             if (cnn_layer_is_augment(L->spec.kind)) add_step(net, p, STEP_AUGMENT_FORWARD, i, i);
@@ -320,6 +330,14 @@ static void plan_backward(const cnn_net *net, step_plan *p, backward_span span)
         case CNN_LAYER_PRELU:
             /* always run: it also writes dalpha (dx only where need_dx: swap) */
             st = add_step(net, p, STEP_PRELU_BACKWARD, i, i);
+            break;
+        case CNN_LAYER_RESCALING:
+        case CNN_LAYER_RESHAPE:
+        case CNN_LAYER_ZERO_PADDING:
+        case CNN_LAYER_CROPPING:
+        case CNN_LAYER_UPSAMPLING:
+        case CNN_LAYER_SPATIAL_DROPOUT: /* no weights: only the input gradient */
+            if (need_dx) st = add_step(net, p, STEP_SHAPE_BACKWARD, i, i);
             break;
         }
         if (st && need_dx) st->swap = 1;

@@ -109,6 +109,9 @@ cnn_status net_run_forward(cnn_net *net, plan_kind which, const run_args *r)
                     net->state + L->mean_off, net->state + L->var_off, y));
             break;
         }
+        case STEP_SHAPE_FORWARD:
+            CNN_TRY(net_shape_forward(net, L, n, r->training, in, y));
+            break;
         case STEP_LOSS:
         case STEP_SOFTMAX_LOSS:
         case STEP_DENSE_LOSS_HEAD: {
@@ -251,6 +254,9 @@ static cnn_status run_backward(cnn_net *net, plan_kind which, float **dx_out)
                                                net->grads + L->beta_off));
             break;
         }
+        case STEP_SHAPE_BACKWARD:
+            CNN_TRY(net_shape_backward(net, L, n, dy, dx));
+            break;
         default:
             return cnn_set_error(CNN_ERR_INTERNAL, "step %s: not a backward step", st->name);
         }

@@ -22,10 +22,15 @@ const char *net_kind_name(int kind)
 {
     static const char *names[] = {"conv2d", "maxpool",    "avgpool", "flatten",  "dense",
                                   "activation", "dropout", "batchnorm", "prelu"};
+    static const char *shape_names[] = {"rescaling",  "reshape",      "zero_padding2d",
+                                        "cropping2d", "upsampling2d", "spatial_dropout2d"};
     static const char *augment[] = {"random_flip",        "random_rotation", "random_zoom",
                                     "random_translation", "random_contrast", "random_crop"};
+    if (kind >= 0 && kind <= CNN_LAYER_PRELU) return names[kind];
+    if (kind >= CNN_LAYER_SHAPE_FIRST && kind <= CNN_LAYER_SHAPE_LAST)
+        return shape_names[kind - CNN_LAYER_SHAPE_FIRST];
     if (cnn_layer_is_augment(kind)) return augment[kind - CNN_LAYER_RANDOM_FLIP];
-    return (kind >= 0 && kind <= CNN_LAYER_PRELU) ? names[kind] : "unknown";
+    return "unknown";
 }
 
 /* An activation layer's parameters (cnn.h cnn_act_desc), where its kind
@@ -44,6 +49,112 @@ static cnn_status check_act_parameters(int i, const cnn_layer_spec *s)
                              "layer %d (activation): relu_general needs max_value >= 0 and a "
                              "finite threshold >= 0, got max_value %g threshold %g",
                              i, (double)s->max_value, (double)s->threshold);
+    return CNN_OK;
+}
+
+/* The shape and image layers (cnn.h CNN_LAYER_SHAPE_FIRST ... LAST): layer
+ * i's output shape from its input, none of them with weights. */
+static cnn_status plan_shape_layer(cnn_net *net, int i)
+{
+    layer *L = &net->layers[i];
+    const cnn_layer_spec *s = &L->spec;
+    const char *name = net_kind_name(s->kind);
+    const int image = s->kind == CNN_LAYER_ZERO_PADDING || s->kind == CNN_LAYER_CROPPING ||
+                      s->kind == CNN_LAYER_UPSAMPLING || s->kind == CNN_LAYER_SPATIAL_DROPOUT;
+    if (image && L->in_rank != 4)
+        return cnn_set_error(CNN_ERR_VALUE,
+                             "layer %d (%s) expects an image input (batch, height, width, "
+                             "channels), got a (batch, %d) input",
+                             i, name, L->in_c);
+    switch (s->kind) {
+    case CNN_LAYER_RESCALING:
+        if (!isfinite(s->scale) || !isfinite(s->offset))
+            return cnn_set_error(CNN_ERR_VALUE,
+                                 "layer %d (rescaling): scale and offset must be finite, got "
+                                 "%g and %g",
+                                 i, (double)s->scale, (double)s->offset);
+        if (s->channel_values) {
+            if (s->channels != L->in_c)
+                return cnn_set_error(CNN_ERR_VALUE,
+                                     "layer %d (rescaling): %d scales and offsets per channel "
+                                     "for an input of %d channels (its last axis)",
+                                     i, s->channels, L->in_c);
+            for (int k = 0; k < 2 * s->channels; k++)
+                if (!isfinite(s->channel_values[k]))
+                    return cnn_set_error(CNN_ERR_VALUE,
+                                         "layer %d (rescaling): the %s of channel %d must be "
+                                         "finite, got %g",
+                                         i, k < s->channels ? "scale" : "offset",
+                                         k % s->channels, (double)s->channel_values[k]);
+        }
+        break;
+    case CNN_LAYER_RESHAPE: {
+        const int features = s->target_h == 0 && s->target_w == 0;
+        if (s->target_c < 1 || (!features && (s->target_h < 1 || s->target_w < 1)) ||
+            (double)s->target_h * (features ? 1 : s->target_w) * s->target_c > CNN_MAX_COUNT)
+            return cnn_set_error(CNN_ERR_VALUE,
+                                 "layer %d (reshape): target shape (%d, %d, %d) is not "
+                                 "(height, width, channels) or (0, 0, features) of positive "
+                                 "sizes",
+                                 i, s->target_h, s->target_w, s->target_c);
+        const size_t count = features ? (size_t)s->target_c
+                                      : (size_t)s->target_h * s->target_w * s->target_c;
+        if (count != (size_t)L->in_c * L->in_h * L->in_w)
+            return cnn_set_error(CNN_ERR_VALUE,
+                                 "layer %d (reshape): the input's %zu values cannot become "
+                                 "%zu values (target %d, %d, %d)",
+                                 i, (size_t)L->in_c * L->in_h * L->in_w, count, s->target_h,
+                                 s->target_w, s->target_c);
+        L->out_rank = features ? 2 : 4;
+        L->out_h = features ? 1 : s->target_h;
+        L->out_w = features ? 1 : s->target_w;
+        L->out_c = s->target_c;
+        break;
+    }
+    case CNN_LAYER_ZERO_PADDING:
+    case CNN_LAYER_CROPPING: {
+        const int sign = s->kind == CNN_LAYER_ZERO_PADDING ? 1 : -1;
+        for (int k = 0; k < 4; k++)
+            if (s->pad[k] < 0)
+                return cnn_set_error(CNN_ERR_VALUE,
+                                     "layer %d (%s): expected rows and columns >= 0, got "
+                                     "((%d, %d), (%d, %d))",
+                                     i, name, s->pad[0], s->pad[1], s->pad[2], s->pad[3]);
+        const int64_t oh = (int64_t)L->in_h + sign * ((int64_t)s->pad[0] + s->pad[1]);
+        const int64_t ow = (int64_t)L->in_w + sign * ((int64_t)s->pad[2] + s->pad[3]);
+        if (oh < 1 || ow < 1 || (double)oh * ow * L->in_c > CNN_MAX_COUNT)
+            return cnn_set_error(CNN_ERR_VALUE,
+                                 "layer %d (%s): ((%d, %d), (%d, %d)) of the %dx%d input gives "
+                                 "%lldx%lld",
+                                 i, name, s->pad[0], s->pad[1], s->pad[2], s->pad[3], L->in_h,
+                                 L->in_w, (long long)oh, (long long)ow);
+        L->out_h = (int)oh;
+        L->out_w = (int)ow;
+        break;
+    }
+    case CNN_LAYER_UPSAMPLING:
+        if (s->upsample_bilinear != 0 && s->upsample_bilinear != 1)
+            return cnn_set_error(CNN_ERR_VALUE,
+                                 "layer %d (upsampling2d): upsample_bilinear must be 0 (nearest) or "
+                                 "1 (bilinear), got %d",
+                                 i, s->upsample_bilinear);
+        if (s->kh < 1 || s->kw < 1 ||
+            (double)L->in_h * s->kh * L->in_w * s->kw * L->in_c > CNN_MAX_COUNT)
+            return cnn_set_error(CNN_ERR_VALUE,
+                                 "layer %d (upsampling2d): size must be >= 1 and the output "
+                                 "fit, got %dx%d of a %dx%d input",
+                                 i, s->kh, s->kw, L->in_h, L->in_w);
+        L->out_h = L->in_h * s->kh;
+        L->out_w = L->in_w * s->kw;
+        break;
+    case CNN_LAYER_SPATIAL_DROPOUT:
+        if (!(s->rate >= 0.0f && s->rate < 1.0f))
+            return cnn_set_error(CNN_ERR_VALUE,
+                                 "layer %d (spatial_dropout2d): rate must be in [0, 1), got %g",
+                                 i, (double)s->rate);
+        L->dropout_key = cnn_rng_key(net->seed, 2 * (uint64_t)i + 1);
+        break;
+    }
     return CNN_OK;
 }
 
@@ -202,6 +313,14 @@ cnn_status net_plan_layer(cnn_net *net, int i, size_t *n_params, size_t *n_state
         *n_params += (size_t)L->prelu.ac * L->prelu.ah * L->prelu.aw;
         break;
     }
+    case CNN_LAYER_RESCALING:
+    case CNN_LAYER_RESHAPE:
+    case CNN_LAYER_ZERO_PADDING:
+    case CNN_LAYER_CROPPING:
+    case CNN_LAYER_UPSAMPLING:
+    case CNN_LAYER_SPATIAL_DROPOUT:
+        CNN_TRY(plan_shape_layer(net, i));
+        break;
     default:
         return cnn_set_error(CNN_ERR_VALUE, "layer %d: unknown layer kind %d", i, s->kind);
     }
@@ -224,6 +343,7 @@ int cnn_net_layer_bytes(const cnn_net *net, int i, size_t *activation, size_t *w
     if (!L->alias_in) *activation += mb * L->out_count * sizeof(float);
     if (L->spec.kind == CNN_LAYER_MAXPOOL) *activation += mb * L->out_count * sizeof(int32_t);
     if (L->spec.kind == CNN_LAYER_BATCHNORM) *activation += 2 * (size_t)L->in_c * sizeof(float);
+    if (L->spec.kind == CNN_LAYER_RESCALING) *activation += 2 * (size_t)L->in_c * sizeof(float);
     if (L->spec.kind == CNN_LAYER_CONV2D) {
         cnn_conv_desc d = L->conv;
         d.n = net->max_batch;

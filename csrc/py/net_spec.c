@@ -115,6 +115,10 @@ static int name_index(PyObject *v, const char *const *names, int count)
 static const char *const layer_kinds[] = {"conv2d",     "maxpool", "avgpool",   "flatten", "dense",
                                           "activation", "dropout", "batchnorm", "prelu"};
 #define LAYER_KINDS 9
+/* the shape and image layers' kinds, from CNN_LAYER_SHAPE_FIRST on */
+static const char *const shape_kinds[] = {"rescaling",  "reshape",      "zero_padding2d",
+                                          "cropping2d", "upsampling2d", "spatial_dropout2d"};
+#define SHAPE_KINDS ((int)(sizeof shape_kinds / sizeof shape_kinds[0]))
 static const char *const activations[] = CNN_ACT_NAMES;
 static const char *const losses[] = {"sparse_categorical_crossentropy",
                                      "categorical_crossentropy", "binary_crossentropy"};
@@ -272,7 +276,188 @@ static int parse_shared_axes(PyObject *d, int i, cnn_layer_spec *s)
     return 0;
 }
 
-static int parse_layer(PyObject *d, int i, cnn_layer_spec *s)
+/* dict[key] as ((top, bottom), (left, right)) of ints into pad[4]. */
+static int dict_pads(PyObject *d, const char *key, int pad[4], int layer)
+{
+    PyObject *v = PyDict_GetItemString(d, key);
+    int ok = v && PySequence_Check(v) && PySequence_Size(v) == 2;
+    for (int k = 0; ok && k < 2; k++) {
+        PyObject *pair = PySequence_GetItem(v, k);
+        ok = pair && PySequence_Check(pair) && PySequence_Size(pair) == 2;
+        for (int m = 0; ok && m < 2; m++) {
+            PyObject *e = PySequence_GetItem(pair, m);
+            ok = e && PyLong_Check(e) && c_int(e, &pad[2 * k + m]) == 0;
+            Py_XDECREF(e);
+        }
+        Py_XDECREF(pair);
+    }
+    PyErr_Clear();
+    if (ok) return 0;
+    PyErr_Format(PyExc_TypeError,
+                 "layers[%d]['%s']: expected ((top, bottom), (left, right)) of ints, got %R",
+                 layer, key, v ? v : Py_None);
+    return -1;
+}
+
+/* dict['shape'] (a reshape's target): (height, width, channels) or
+ * (features,) of ints, as the engine's input_shape. */
+static int dict_target(PyObject *d, cnn_layer_spec *s, int layer)
+{
+    PyObject *v = PyDict_GetItemString(d, "shape");
+    const Py_ssize_t rank = v && PySequence_Check(v) ? PySequence_Size(v) : -1;
+    int dims[3] = {0, 0, 0}, ok = rank == 1 || rank == 3;
+    for (Py_ssize_t k = 0; ok && k < rank; k++) {
+        PyObject *e = PySequence_GetItem(v, k);
+        ok = e && PyLong_Check(e) && c_int(e, &dims[k]) == 0;
+        Py_XDECREF(e);
+    }
+    PyErr_Clear();
+    if (!ok) {
+        PyErr_Format(PyExc_TypeError,
+                     "layers[%d]['shape']: expected (height, width, channels) or (features,) "
+                     "of ints, got %R",
+                     layer, v ? v : Py_None);
+        return -1;
+    }
+    s->target_h = rank == 3 ? dims[0] : 0;
+    s->target_w = rank == 3 ? dims[1] : 0;
+    s->target_c = rank == 3 ? dims[2] : dims[0];
+    return 0;
+}
+
+/* The length of v when it is a sequence of values (a list, a tuple, a 1-D
+ * array) rather than one number, else -1; no error is left set. */
+static Py_ssize_t values_length(PyObject *v)
+{
+    if (!v || PyUnicode_Check(v) || PyBytes_Check(v) || !PySequence_Check(v)) return -1;
+    const Py_ssize_t n = PySequence_Size(v);
+    if (n < 0) PyErr_Clear();
+    return n < 0 ? -1 : n;
+}
+
+/* The floats a rescaling layer dict needs besides its spec: 2 per channel
+ * where its scale or offset is a sequence (net_spec_parse sizes its block
+ * with it; parse_rescaling fills them). */
+static size_t rescaling_values(PyObject *d)
+{
+    PyObject *kind = PyDict_Check(d) ? PyDict_GetItemString(d, "kind") : NULL;
+    if (!kind || !PyUnicode_Check(kind) || PyUnicode_CompareWithASCIIString(kind, "rescaling"))
+        return 0;
+    Py_ssize_t n = values_length(PyDict_GetItemString(d, "scale"));
+    const Py_ssize_t m = values_length(PyDict_GetItemString(d, "offset"));
+    if (m > n) n = m;
+    return n > 0 ? 2 * (size_t)n : 0;
+}
+
+/* Item k of sequence v (or v itself, a number, when k < 0) as a float into *out. */
+static int value_at(PyObject *v, Py_ssize_t k, const char *key, int layer, float *out)
+{
+    PyObject *e = k < 0 ? (Py_INCREF(v), v) : PySequence_GetItem(v, k);
+    double x = e ? PyFloat_AsDouble(e) : -1.0;
+    Py_XDECREF(e);
+    if (x == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError,
+                     "layers[%d]['%s']: expected a number or a sequence of numbers, got %R",
+                     layer, key, v);
+        return -1;
+    }
+    *out = (float)x;
+    return 0;
+}
+
+/* Where the per-channel values go: [at, end) of the spec block's tail. */
+typedef struct value_pool {
+    float *at, *end;
+} value_pool;
+
+/* A rescaling layer's scale and offset: numbers, or per channel where
+ * either is a sequence (the other repeated when it is a number), the
+ * values written at *pool, which moves past them. */
+static int parse_rescaling(PyObject *d, int i, cnn_layer_spec *s, value_pool *pool)
+{
+    PyObject *scale = PyDict_GetItemString(d, "scale"), *offset = PyDict_GetItemString(d, "offset");
+    const Py_ssize_t ns = values_length(scale), no = values_length(offset);
+    if (ns < 0 && no < 0) {
+        char where[32];
+        snprintf(where, sizeof where, "layers[%d]", i);
+        double sv, ov;
+        if (dict_float(d, "scale", 1.0, &sv, where) < 0 ||
+            dict_float(d, "offset", 0.0, &ov, where) < 0)
+            return -1;
+        s->scale = (float)sv;
+        s->offset = (float)ov;
+        return 0;
+    }
+    const Py_ssize_t n = ns >= 0 ? ns : no;
+    if ((ns >= 0 && no >= 0 && ns != no) || n < 1) {
+        PyErr_Format(PyExc_ValueError,
+                     "layers[%d]: per-channel 'scale' and 'offset' must have the same number "
+                     "of values (at least one), got %zd and %zd",
+                     i, ns, no);
+        return -1;
+    }
+    if (2 * n > pool->end - pool->at) { /* a sequence whose length changed since it was sized */
+        PyErr_Format(PyExc_ValueError, "layers[%d]: 'scale' or 'offset' changed length", i);
+        return -1;
+    }
+    float *values = pool->at;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (scale ? value_at(scale, ns >= 0 ? k : -1, "scale", i, &values[k]) < 0
+                  : (values[k] = 1.0f, 0))
+            return -1;
+        if (offset ? value_at(offset, no >= 0 ? k : -1, "offset", i, &values[n + k]) < 0
+                   : (values[n + k] = 0.0f, 0))
+            return -1;
+    }
+    pool->at += 2 * n;
+    s->scale = 1.0f;
+    s->offset = 0.0f;
+    s->channel_values = values;
+    s->channels = (int)n;
+    return 0;
+}
+
+/* A shape or image layer's keys (cnncuda/engine.py); the core checks their
+ * values against the layer's input (csrc/net/shapes.c). */
+static int parse_shape_layer(PyObject *d, int i, int kind, cnn_layer_spec *s, value_pool *pool)
+{
+    char where[32];
+    snprintf(where, sizeof where, "layers[%d]", i);
+    s->kind = kind;
+    switch (kind) {
+    case CNN_LAYER_RESCALING:
+        return parse_rescaling(d, i, s, pool);
+    case CNN_LAYER_RESHAPE:
+        return dict_target(d, s, i);
+    case CNN_LAYER_ZERO_PADDING:
+        return dict_pads(d, "padding", s->pad, i);
+    case CNN_LAYER_CROPPING:
+        return dict_pads(d, "cropping", s->pad, i);
+    case CNN_LAYER_UPSAMPLING: {
+        static const char *const interpolations[] = {"nearest", "bilinear"};
+        PyObject *interpolation = PyDict_GetItemString(d, "interpolation");
+        s->upsample_bilinear = interpolation ? name_index(interpolation, interpolations, 2) : 0;
+        if (s->upsample_bilinear < 0) {
+            PyErr_Format(PyExc_ValueError,
+                         "layers[%d]['interpolation']: expected 'nearest' or 'bilinear', got %R",
+                         i, interpolation);
+            return -1;
+        }
+        return dict_pair(d, "size", 2, 2, &s->kh, &s->kw, i);
+    }
+    case CNN_LAYER_SPATIAL_DROPOUT: {
+        double rate;
+        if (dict_float(d, "rate", 0.0, &rate, where) < 0) return -1;
+        s->rate = (float)rate;
+        return 0;
+    }
+    }
+    PyErr_Format(PyExc_SystemError, "layers[%d]: kind %d is not a shape layer", i, kind);
+    return -1;
+}
+
+static int parse_layer(PyObject *d, int i, cnn_layer_spec *s, value_pool *per_channel)
 {
     if (!PyDict_Check(d)) {
         PyErr_Format(PyExc_TypeError, "layers[%d]: expected a dict, got %.100s", i,
@@ -287,9 +472,13 @@ static int parse_layer(PyObject *d, int i, cnn_layer_spec *s)
         return parse_augment(d, i, s);
     }
     if (s->kind < 0) {
+        const int shape = name_index(kind, shape_kinds, SHAPE_KINDS);
+        if (shape >= 0)
+            return parse_shape_layer(d, i, CNN_LAYER_SHAPE_FIRST + shape, s, per_channel);
         PyErr_Format(PyExc_ValueError,
                      "layers[%d]['kind']: expected one of conv2d, maxpool, avgpool, flatten, "
-                     "dense, activation, dropout, batchnorm, prelu, random_flip, "
+                     "dense, activation, dropout, batchnorm, prelu, rescaling, reshape, "
+                     "zero_padding2d, cropping2d, upsampling2d, spatial_dropout2d, random_flip, "
                      "random_rotation, random_zoom, random_translation, random_contrast, "
                      "random_crop, got %R",
                      i, kind ? kind : Py_None);
@@ -477,13 +666,18 @@ int net_spec_parse(PyObject *layers, PyObject *input_shape, PyObject *loss,
         spec->in_c = (int)dims[0];
     }
     Py_ssize_t n_layers = PyList_GET_SIZE(layers);
-    cnn_layer_spec *ls = PyMem_Calloc((size_t)n_layers, sizeof *ls);
+    /* the specs, then the rescaling layers' per-channel values, in one block
+     * (the caller frees it with PyMem_Free) */
+    size_t values = 0;
+    for (Py_ssize_t i = 0; i < n_layers; i++) values += rescaling_values(PyList_GET_ITEM(layers, i));
+    cnn_layer_spec *ls = PyMem_Calloc(1, (size_t)n_layers * sizeof *ls + values * sizeof(float));
     if (!ls) {
         PyErr_NoMemory();
         return -1;
     }
+    value_pool pool = {(float *)(ls + n_layers), (float *)(ls + n_layers) + values};
     for (Py_ssize_t i = 0; i < n_layers; i++) {
-        if (parse_layer(PyList_GET_ITEM(layers, i), (int)i, &ls[i]) < 0) {
+        if (parse_layer(PyList_GET_ITEM(layers, i), (int)i, &ls[i], &pool) < 0) {
             PyMem_Free(ls);
             return -1;
         }

@@ -85,6 +85,19 @@ def any_layer(draw, kind, rank):
             d["momentum"] = draw(st.sampled_from([0.0, 0.5, 0.99, 1.0]))
         if draw(st.booleans()):
             d["epsilon"] = draw(st.sampled_from([1e-3, 1e-5, 0.1]))
+    elif kind == "rescaling":
+        d["scale"] = draw(st.sampled_from([1 / 255, -2.0, 0.0, 3.5, [2.0], [1.0, -1.0]]))
+        if draw(st.booleans()):
+            d["offset"] = draw(st.sampled_from([0.0, -1.0, 0.5]))
+    elif kind in ("zero_padding2d", "cropping2d"):
+        d["padding" if kind == "zero_padding2d" else "cropping"] = tuple(
+            (draw(st.integers(0, 2)), draw(st.integers(0, 2))) for _ in range(2))
+    elif kind == "upsampling2d":
+        d["size"] = pair(draw, 1, 3)
+        if draw(st.booleans()):
+            d["interpolation"] = draw(st.sampled_from(["nearest", "bilinear"]))
+    elif kind == "spatial_dropout2d":
+        d["rate"] = draw(st.sampled_from([0.0, 0.1, 0.5, 0.9]))
     return d
 
 
@@ -103,9 +116,16 @@ def specs(draw):
              if image else [draw(st.integers(1, 6))])
     rank = 3 if image else 1
     layers = []
+    if draw(st.integers(0, 4)) == 0:    # a reshape of the input, in another rank or order
+        count = int(np.prod(shape))
+        target = draw(st.sampled_from([[count], [1, 1, count], [count, 1, 1], shape[::-1]]))
+        layers.append({"kind": "reshape", "shape": tuple(target)})
+        rank = len(target)
     for _ in range(draw(st.integers(0, 3))):
-        kinds = (["conv2d", "maxpool", "avgpool", "batchnorm", "activation", "dropout"]
-                 if rank == 3 else ["dense", "batchnorm", "activation", "dropout"])
+        kinds = (["conv2d", "maxpool", "avgpool", "batchnorm", "activation", "dropout",
+                  "rescaling", "zero_padding2d", "cropping2d", "upsampling2d",
+                  "spatial_dropout2d"]
+                 if rank == 3 else ["dense", "batchnorm", "activation", "dropout", "rescaling"])
         layers.append(any_layer(draw, draw(st.sampled_from(kinds)), rank))
     if rank == 3 and draw(st.integers(0, 3)) > 0:
         layers.append({"kind": "flatten"})
@@ -133,7 +153,9 @@ def specs(draw):
         if where == "layer":
             layer = draw(st.sampled_from(layers))
             key = draw(st.sampled_from(["kind", "units", "kernel", "strides", "padding",
-                                        "activation", "rate", "momentum", "epsilon", "use_bias"]))
+                                        "activation", "rate", "momentum", "epsilon", "use_bias",
+                                        "cropping", "size", "scale", "offset", "interpolation",
+                                        "shape"]))
             layer[key] = mutation(draw)
         elif where == "shape" and isinstance(shape, list) and shape:
             shape[draw(st.integers(0, len(shape) - 1))] = draw(
