@@ -10,7 +10,7 @@ re-exports the cnncuda module of the same name.
 from . import (activations, backend, callbacks, datasets, layers, losses, models, optimizers,
                preprocessing, utils)
 from .layers import Input
-from .models import Sequential, load_model
+from .models import Model, Sequential, load_model
 
 __all__ = ["activations", "backend", "callbacks", "datasets", "layers", "losses", "models",
-           "optimizers", "preprocessing", "utils", "Input", "Sequential", "load_model"]
+           "optimizers", "preprocessing", "utils", "Input", "Model", "Sequential", "load_model"]
