@@ -1133,8 +1133,8 @@ def load_model(filepath, compile=True, device=None, custom_objects=None):
 
 
 def model_from_json(json_string, custom_objects=None):
-    """A Sequential model from the JSON of ``model.to_json()``, cnncuda's or
-    Keras 3's: the layers with fresh weights (the model's seed), compiled
+    """A Sequential or functional model from the JSON of ``model.to_json()``,
+    cnncuda's or Keras 3's: the layers with fresh weights (the model's seed), compiled
     when the JSON holds compile settings, as Keras does."""
     import json
     if custom_objects:
@@ -1148,10 +1148,11 @@ def model_from_json(json_string, custom_objects=None):
     except ValueError as err:
         raise ValueError("json_string: expected JSON, got text that does not parse (%s)"
                          % err) from None
-    if not isinstance(config, dict) or config.get("class_name") != "Sequential" \
+    if not isinstance(config, dict) or config.get("class_name") not in ("Sequential",
+                                                                        "Functional") \
             or not isinstance(config.get("config"), dict):
-        raise ValueError("json_string: expected a Sequential model's JSON (class_name "
-                         "'Sequential'), got %s"
+        raise ValueError("json_string: expected a Sequential or functional model's JSON "
+                         "(class_name 'Sequential' or 'Functional'), got %s"
                          % ("class_name %r" % config.get("class_name")
                             if isinstance(config, dict) else type(config).__name__))
     try:
