@@ -126,6 +126,11 @@ class Model(Sequential):
     def output(self):
         return self.outputs[0]
 
+    def get_config(self):
+        """Sequential's config (the chain of layers in order) and the
+        Input's name."""
+        return dict(super().get_config(), input_name=self._input_layer.name)
+
     def add(self, layer):
         raise AttributeError("'Functional' object has no attribute 'add' (a functional model's "
                              "layers come from its graph)")

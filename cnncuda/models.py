@@ -1028,7 +1028,8 @@ def _model_from_config(class_name, spec):
     shape = tuple(spec["input_shape"]) if spec.get("input_shape") else None
     if class_name == "Functional":
         from .functional import Model
-        return Model._from_chain(shape, entries, name=spec["name"], seed=spec["seed"])
+        return Model._from_chain(shape, entries, name=spec["name"], seed=spec["seed"],
+                                 input_name=spec.get("input_name"))
     model = Sequential(name=spec["name"], seed=spec["seed"])
     if shape is not None:
         model.add(InputLayer(input_shape=shape, name="_input"))
