@@ -109,6 +109,19 @@ typedef cnn_status cnn_activation_forward_fn(cnn_ctx *ctx, int act, int rows, in
 typedef cnn_status cnn_activation_backward_fn(cnn_ctx *ctx, int act, int rows, int cols,
                                               const float *y, const float *dy, float *dx);
 
+/* the sum of two tensors of count values per sample: y = a + b over n
+ * samples (y may be a or b) */
+typedef cnn_status cnn_add_fn(cnn_ctx *ctx, int n, int count,
+                              const float *a, const float *b, /* (n, count) */
+                              float *y);                      /* (n, count) */
+
+/* a tensor's place in a concatenation along the channels: concat_forward
+ * copies x (n, c, hw) into channels [offset, offset + c) of y (n, c_total,
+ * hw); concat_backward copies those channels of dy (n, c_total, hw) into
+ * dx (n, c, hw) */
+typedef cnn_status cnn_concat_fn(cnn_ctx *ctx, int n, int c, int hw, int c_total, int offset,
+                                 const float *in, float *out);
+
 /* dropout forward (x -> y) and backward (dy -> dx) */
 typedef cnn_status cnn_dropout_fn(cnn_ctx *ctx, int n, int c, int h, int w, float rate,
                                   uint64_t seed, const int64_t *forward, int64_t row0,
@@ -287,6 +300,13 @@ struct cnn_backend {
 
     cnn_activation_forward_fn *activation_forward;
     cnn_activation_backward_fn *activation_backward;
+
+    /* layers of several inputs: Add's forward (and the sum of the gradients
+     * of an output read by several layers), Concatenate's forward and
+     * backward */
+    cnn_add_fn *add;
+    cnn_concat_fn *concat_forward;
+    cnn_concat_fn *concat_backward;
 
     /* inverted dropout over x (n, c, h, w) (h = w = 1 for (n, c)): element
      * (i, ch, r, s) is kept when cnn_uniform(key, (((row0 + i)*h + r)*w + s)*c

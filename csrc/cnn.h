@@ -327,8 +327,16 @@ typedef enum cnn_layer_kind {
     CNN_LAYER_DENSE = 4,
     CNN_LAYER_ACTIVATION = 5,
     CNN_LAYER_DROPOUT = 6,
-    CNN_LAYER_BATCHNORM = 7
+    CNN_LAYER_BATCHNORM = 7,
+    /* layers of several inputs (cnn_layer_spec.inputs): the sum of inputs of
+     * one shape, and the inputs joined along the channels (the last axis in
+     * Keras's layout: C of NCHW images, the features of (N, F) rows) */
+    CNN_LAYER_ADD = 24,
+    CNN_LAYER_CONCAT = 25
 } cnn_layer_kind;
+
+/* The most inputs one layer reads (CNN_LAYER_ADD, CNN_LAYER_CONCAT). */
+#define CNN_MAX_INPUTS 8
 
 typedef struct cnn_layer_spec {
     int kind;
@@ -341,6 +349,15 @@ typedef struct cnn_layer_spec {
     float rate;       /* dropout */
     float momentum;   /* batchnorm */
     float epsilon;    /* batchnorm */
+    /* the layers whose outputs it reads, in order (-1: the network's input);
+     * n_inputs 0: the layer before it (layer i - 1, the input for layer 0),
+     * as in a chain. A network whose layers read others than the one before,
+     * or whose layer outputs feed several layers, is a graph: the Net runs
+     * it with a gradient buffer per layer and sums the gradients of an
+     * output read more than once (csrc/net/graph.c). Layers come in an order
+     * where each reads only layers before it; the last is the output. */
+    int n_inputs;
+    int inputs[CNN_MAX_INPUTS];
 } cnn_layer_spec;
 
 typedef struct cnn_net_spec {

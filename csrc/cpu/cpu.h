@@ -110,6 +110,9 @@ static inline double cnn_cpu_sum(const float *restrict x, size_t len)
     .dense_backward_filter = cpu_dense_backward_filter, \
     .activation_forward = cpu_activation_forward, \
     .activation_backward = cpu_activation_backward, \
+    .add = cpu_add, \
+    .concat_forward = cpu_concat_forward, \
+    .concat_backward = cpu_concat_backward, \
     .dropout_forward = cpu_dropout_forward, \
     .dropout_backward = cpu_dropout_backward, \
     .batchnorm_forward_train = cpu_batchnorm_forward_train, \
@@ -169,6 +172,10 @@ cnn_dense_backward_filter_fn cpu_dense_backward_filter;
 /* activation.c */
 cnn_activation_forward_fn cpu_activation_forward;
 cnn_activation_backward_fn cpu_activation_backward;
+
+/* add.c, concat.c */
+cnn_add_fn cpu_add;
+cnn_concat_fn cpu_concat_forward, cpu_concat_backward;
 
 /* dropout.c */
 cnn_dropout_fn cpu_dropout_forward, cpu_dropout_backward;

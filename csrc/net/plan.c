@@ -160,6 +160,10 @@ static const char *step_suffix(step_kind k)
     case STEP_ACTIVATION_BACKWARD_BIAS: return "backward+bias";
     case STEP_DROPOUT_BACKWARD: return "backward";
     case STEP_BATCHNORM_BACKWARD: return "backward";
+    case STEP_ADD_FORWARD: return "forward";
+    case STEP_CONCAT_FORWARD: return "forward";
+    case STEP_ADD_BACKWARD: return "backward";
+    case STEP_CONCAT_BACKWARD: return "backward";
     }
     return "unknown";
 }
@@ -230,6 +234,8 @@ static void plan_forward(const cnn_net *net, step_plan *p, forward_span span)
         case CNN_LAYER_ACTIVATION: add_step(net, p, STEP_ACTIVATION_FORWARD, i, i); break;
         case CNN_LAYER_DROPOUT: add_step(net, p, STEP_DROPOUT_FORWARD, i, i); break;
         case CNN_LAYER_BATCHNORM: add_step(net, p, STEP_BATCHNORM_FORWARD, i, i); break;
+        case CNN_LAYER_ADD: add_step(net, p, STEP_ADD_FORWARD, i, i); break;
+        case CNN_LAYER_CONCAT: add_step(net, p, STEP_CONCAT_FORWARD, i, i); break;
         }
     }
     if (!span.with_loss) return;
@@ -322,7 +328,7 @@ static cnn_status plan_steps(cnn_net *net)
      * ReLU), else below the forward's top */
     const int train_below = net->head >= 0 ? net->head - 1 - net->head_relu : train_top - 1;
     for (int k = 0; k < PLAN_COUNT; k++) {
-        net->plans[k].steps = calloc(2 * (size_t)n + 1, sizeof(step));
+        net->plans[k].steps = calloc((CNN_MAX_INPUTS + 2) * (size_t)n + 1, sizeof(step));
         if (!net->plans[k].steps)
             return cnn_set_error(CNN_ERR_MEMORY, "out of host memory creating a network");
     }
@@ -332,6 +338,12 @@ static cnn_status plan_steps(cnn_net *net)
     plan_forward(net, &net->plans[PLAN_TRAIN_FORWARD_GATHERED],
                  (forward_span){.top = train_top, .from_col = net->gather_im2col,
                                 .with_loss = 1});
+    if (net->graph) { /* graph.c: every layer, no fusion planned */
+        net_graph_plan_backward(net, &net->plans[PLAN_TRAIN_BACKWARD], 0);
+        net_graph_plan_backward(net, &net->plans[PLAN_BACKWARD], 0);
+        net_graph_plan_backward(net, &net->plans[PLAN_BACKWARD_DX], 1);
+        return CNN_OK;
+    }
     plan_backward(net, &net->plans[PLAN_TRAIN_BACKWARD],
                   (backward_span){.top = train_below,
                                   .top_db = net->head >= 0 && net->head_db_below});

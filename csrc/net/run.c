@@ -33,7 +33,7 @@ cnn_status net_run_forward(cnn_net *net, plan_kind which, const run_args *r)
         const int i = st->layer;
         layer *L = &net->layers[i];
         const cnn_layer_spec *s = &L->spec;
-        const float *in = i ? net->layers[i - 1].y : net->x;
+        const float *in = net_layer_input(net, i, 0);
         float *y = net->layers[st->last].y; /* the output of the last layer it runs */
         const float *w = L->w_off != NO_OFFSET ? net->params + L->w_off : NULL;
         const float *b = s->use_bias && L->b_off != NO_OFFSET ? net->params + L->b_off : NULL;
@@ -90,6 +90,14 @@ cnn_status net_run_forward(cnn_net *net, plan_kind which, const run_args *r)
                     net->state + L->mean_off, net->state + L->var_off, y));
             break;
         }
+        case STEP_ADD_FORWARD: /* the inputs summed in their order */
+            CNN_TRY(be->add(ctx, n, (int)L->out_count, in, net_layer_input(net, i, 1), y));
+            for (int k = 2; k < L->n_in; k++)
+                CNN_TRY(be->add(ctx, n, (int)L->out_count, y, net_layer_input(net, i, k), y));
+            break;
+        case STEP_CONCAT_FORWARD:
+            CNN_TRY(net_concat_forward(net, i, n, y));
+            break;
         case STEP_LOSS:
         case STEP_SOFTMAX_LOSS:
         case STEP_DENSE_LOSS_HEAD: {
@@ -137,6 +145,7 @@ static cnn_status run_backward(cnn_net *net, plan_kind which, float **dx_out)
 {
     const cnn_backend *be = net->be;
     cnn_ctx *ctx = net->ctx;
+    if (net->graph) return net_graph_backward(net, which, dx_out);
     const step_plan *p = &net->plans[which];
     const int n = net->last_n;
     float *dy = net->grad_a, *dx = net->grad_b;
@@ -146,7 +155,7 @@ static cnn_status run_backward(cnn_net *net, plan_kind which, float **dx_out)
         const int i = st->layer;
         layer *L = &net->layers[i];
         const cnn_layer_spec *s = &L->spec;
-        const float *in = i ? net->layers[i - 1].y : net->x;
+        const float *in = net_layer_input(net, i, 0);
         switch (st->kind) {
         case STEP_CONV_BACKWARD_FILTER:
         case STEP_CONV_BACKWARD_DATA:
