@@ -22,7 +22,7 @@ Layers called in several models (a model used as a layer, an encoder
 inside an autoencoder) share their weights between those models
 (models.Sequential._pull_shared).
 """
-from .layers import InputLayer, branch_error
+from .layers import InputLayer
 from .models import Sequential
 from .symbolic import KerasTensor
 from .utils import unique_name
@@ -50,31 +50,46 @@ def _one(value, arg):
     return value
 
 
-def _chain(inputs, outputs):
-    """(the InputLayer, [the layers from the input to the output])."""
+def _graph(inputs, outputs):
+    """(the InputLayer, [the layers the output depends on, each after the
+    layers it reads], [for each, the indices of the layers it reads, -1
+    for the input]), walked back from the output."""
     start, end = _one(inputs, "inputs"), _one(outputs, "outputs")
     if start._inputs or not isinstance(start._layer, InputLayer):
         raise ValueError("inputs: expected the tensor of keras.Input(...), got the output of "
                          'layer "%s"' % start._layer.name)
-    layers, tensor = [], end
-    while tensor is not start:
+    order, index, reads = [], {}, []
+    calls = {}          # id(layer) -> the tensor its call in this graph made
+
+    def visit(tensor):
+        if tensor is start:
+            return -1
+        key = id(tensor)
+        if key in index:
+            return index[key]
         layer = tensor._layer
         if not tensor._inputs:
             raise ValueError('Graph disconnected: the output depends on input "%s", which is not '
                              'the model\'s input "%s"' % (layer.name, start._layer.name))
-        if len(tensor._inputs) != 1:
-            raise branch_error(layer)
-        layers.append(layer)
-        tensor = tensor._inputs[0]
-    layers.reverse()
-    seen = set()
-    for layer in layers:
-        if id(layer) in seen:
+        if calls.setdefault(id(layer), tensor) is not tensor:
             raise ValueError('layer "%s" is called more than once between the input and the '
                              "output: a layer shared within one model is not supported"
                              % layer.name)
-        seen.add(id(layer))
-    return start._layer, layers
+        sources = [visit(t) for t in tensor._inputs]
+        index[key] = len(order)
+        order.append(layer)
+        reads.append(sources)
+        return index[key]
+
+    visit(end)
+    if not order:
+        raise ValueError("outputs: the model's output is its input; give it at least one layer")
+    return start._layer, order, reads
+
+
+def _is_chain(reads):
+    """Whether layer i reads layer i - 1 alone and nothing else reads it."""
+    return all(r == [i - 1] for i, r in enumerate(reads))
 
 
 class Model(Sequential):
@@ -95,23 +110,103 @@ class Model(Sequential):
         if trainable is not True:
             raise ValueError("trainable: expected True (freezing is not supported), got %r"
                              % (trainable,))
-        input_layer, layers = _chain(inputs, outputs)
+        input_layer, layers, reads = _graph(inputs, outputs)
         super().__init__(name=name or unique_name("functional"), seed=seed)
         self._input_layer = input_layer
         self.inputs, self.outputs = [_one(inputs, "inputs")], [_one(outputs, "outputs")]
+        self._reads = reads
         self._append(input_layer, shared=True)
+        if _is_chain(reads):
+            for layer in layers:
+                self._append(layer, shared=True)
+            return
+        self._set_graph(layers)
+
+    def _set_graph(self, layers):
+        """The layers of a graph (self._reads says what each reads), its
+        shapes checked and set."""
+        names = set()
         for layer in layers:
-            self._append(layer, shared=True)
+            if layer.name in names:
+                raise ValueError('The name "%s" is used 2 times in the model. All layer names '
+                                 "should be unique." % layer.name)
+            names.add(layer.name)
+            if isinstance(layer, Sequential):
+                if not layer.built:
+                    raise ValueError('model "%s": a model used as a layer of a graph must be '
+                                     "built (give it an input shape)" % layer.name)
+        shapes = self._graph_shapes(self._input_shape, layers)     # raises, changes nothing
+        self._layers = list(layers)
+        for layer, (shape_in, shape_out) in zip(layers, shapes):
+            if not isinstance(layer, Sequential):
+                if layer._model is None:
+                    layer._model = self
+                layer.input_shape = [(None,) + s for s in shape_in] \
+                    if getattr(layer, "_merge", False) else (None,) + shape_in
+                layer.output_shape = (None,) + shape_out
+        for layer in layers:
+            if getattr(layer, "_merge", False):
+                layer._check_engine()
+
+    def _graph_shapes(self, input_shape, layers):
+        """[(input shape(s), output shape)] of every layer of the graph."""
+        outs, shapes = [], []
+        for layer, sources in zip(layers, self._reads):
+            ins = [tuple(input_shape) if j < 0 else outs[j] for j in sources]
+            shape_in = ins if getattr(layer, "_merge", False) else ins[0]
+            out = tuple(layer.compute_output_shape(shape_in))
+            shapes.append((shape_in, out))
+            outs.append(out)
+        return shapes
+
+    @property
+    def _is_graph(self):
+        return not _is_chain(self._reads)
+
+    def _infer_shapes(self, input_shape, layers):
+        if self._is_graph and layers is self._layers:
+            return self._graph_shapes(input_shape, layers)
+        return super()._infer_shapes(input_shape, layers)
+
+    def _commit_shapes(self, input_shape):
+        if not self._is_graph:
+            super()._commit_shapes(input_shape)
+            return
+        self._input_shape = tuple(input_shape)
+
+    def _engine_layers(self):
+        """The engine's layers; in a graph, the first engine layer of each
+        layer names the engine layers it reads ("inputs") where that is not
+        the one before it."""
+        if not self._is_graph:
+            return super()._engine_layers()
+        out, ends = [], []
+        for layer, sources in zip(self._layers, self._reads):
+            leaves = layer._leaves() if isinstance(layer, Sequential) else [layer]
+            dicts = [dict(d) for leaf in leaves for d in leaf.engine_layers()]
+            wanted = [-1 if j < 0 else ends[j] for j in sources]
+            if not dicts:           # a layer with no engine work (none today)
+                raise ValueError('layer "%s" does nothing the engines run' % layer.name)
+            if wanted != [len(out) - 1]:
+                dicts[0]["inputs"] = wanted
+            out.extend(dicts)
+            ends.append(len(out) - 1)
+        return out
 
     @classmethod
-    def _from_chain(cls, input_shape, layers, name=None, seed=None, input_name=None):
-        """The functional model of `layers` called one after the other on an
-        Input of `input_shape`."""
+    def _from_chain(cls, input_shape, layers, name=None, seed=None, input_name=None,
+                    reads=None):
+        """The functional model of `layers` called on an Input of
+        `input_shape`: one after the other, or each on the outputs `reads`
+        names (indices into the layers, -1 the input)."""
         from .layers import Input
-        inputs = x = Input(shape=input_shape, name=input_name)
-        for layer in layers:
-            x = layer(x)
-        return cls(inputs, x, name=name, seed=seed)
+        inputs = Input(shape=input_shape, name=input_name)
+        tensors = []
+        for i, layer in enumerate(layers):
+            sources = [i - 1] if reads is None else reads[i]
+            args = [inputs if j < 0 else tensors[j] for j in sources]
+            tensors.append(layer(args if getattr(layer, "_merge", False) else args[0]))
+        return cls(inputs, tensors[-1], name=name, seed=seed)
 
     @property
     def layers(self):
@@ -127,9 +222,13 @@ class Model(Sequential):
         return self.outputs[0]
 
     def get_config(self):
-        """Sequential's config (the chain of layers in order) and the
-        Input's name."""
-        return dict(super().get_config(), input_name=self._input_layer.name)
+        """Sequential's config (the layers in order) and the Input's name;
+        for a graph, what each layer reads ("reads": indices into the
+        layers, -1 the input)."""
+        config = dict(super().get_config(), input_name=self._input_layer.name)
+        if self._is_graph:
+            config["reads"] = [list(r) for r in self._reads]
+        return config
 
     def add(self, layer):
         raise AttributeError("'Functional' object has no attribute 'add' (a functional model's "

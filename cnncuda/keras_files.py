@@ -111,6 +111,10 @@ def _layer_config(layer):
         config.update(max_value=None, negative_slope=0.0, threshold=0.0)
     elif name == "Softmax":
         config.update(axis=-1)
+    elif name == "Add":
+        pass
+    elif name == "Concatenate":
+        config.update(axis=mine["axis"])
     else:
         raise ValueError("layer %s: %s has no Keras form here" % (layer.name, name))
     return name, config
@@ -156,20 +160,26 @@ def _model_entry(model):
                 "config": {"name": model.name, "trainable": True, "dtype": _dtype_policy(),
                            "layers": entries, "build_input_shape": shape},
                 "registered_name": None, "build_config": {"input_shape": shape}}
-    before = model._input_layer.name
-    entries = [dict(_input_entry(shape, before), name=before, inbound_nodes=[])]
-    for layer, (shape_in, _) in zip(model._layers,
-                                    model._infer_shapes(model._input_shape, model._layers)):
-        tensor = {"class_name": "__keras_tensor__",
-                  "config": {"shape": [None] + list(shape_in), "dtype": "float32",
-                             "keras_history": [before, 0, 0]}}
-        entries.append(dict(_entry(layer, [None] + list(shape_in)), name=layer.name,
-                            inbound_nodes=[{"args": [tensor], "kwargs": {}}]))
-        before = layer.name
+    first = model._input_layer.name
+    entries = [dict(_input_entry(shape, first), name=first, inbound_nodes=[])]
+    shapes = model._infer_shapes(model._input_shape, model._layers)
+    for i, layer in enumerate(model._layers):
+        tensors = []
+        for j in model._reads[i]:
+            source = [None] + list(model._input_shape if j < 0 else shapes[j][1])
+            tensors.append({"class_name": "__keras_tensor__",
+                            "config": {"shape": source, "dtype": "float32",
+                                       "keras_history": [first if j < 0
+                                                         else model._layers[j].name, 0, 0]}})
+        merge = getattr(layer, "_merge", False)
+        shape_in = [t["config"]["shape"] for t in tensors] if merge else tensors[0]["config"]["shape"]
+        entries.append(dict(_entry(layer, shape_in), name=layer.name,
+                            inbound_nodes=[{"args": [tensors] if merge else tensors,
+                                            "kwargs": {}}]))
     return {"module": "keras.src.models.functional", "class_name": "Functional",
             "config": {"name": model.name, "trainable": True, "layers": entries,
-                       "input_layers": [model._input_layer.name, 0, 0],
-                       "output_layers": [before, 0, 0]},
+                       "input_layers": [first, 0, 0],
+                       "output_layers": [model._layers[-1].name, 0, 0]},
             "registered_name": "Functional", "build_config": {"input_shape": None}}
 
 
@@ -437,8 +447,10 @@ def _cnncuda_layer(entry):
                     momentum=config.get("momentum", 0.99), epsilon=config.get("epsilon", 1e-3))
     elif class_name == "Activation":
         keep.update(activation=_activation(config.get("activation")))
-    elif class_name == "ReLU":
+    elif class_name in ("ReLU", "Add"):
         pass
+    elif class_name == "Concatenate":
+        keep.update(axis=config.get("axis", -1))
     else:
         raise ValueError("layer %s: Keras's %s has no cnncuda form (cnncuda has %s)"
                          % (keep["name"], class_name, ", ".join(layer_module.LAYER_CLASSES)))
@@ -550,26 +562,27 @@ def _functional(inner):
         raise ValueError("model %s: %d inputs and %d outputs; models of one input and one output "
                          "load here (the engines run a chain of layers)"
                          % (inner.get("name"), len(inputs), len(outputs)))
-    chain, name = [], outputs[0]
-    while name != inputs[0]:
-        entry = by_name[name]
-        parents, training = _inbound(entry)
-        if len(parents) != 1:
-            raise ValueError('layer "%s" (%s) has %d inputs: models whose graph branches are '
-                             "not supported yet (the engines run a chain of layers)"
-                             % (name, entry.get("class_name"), len(parents)))
-        chain.append((entry, training))
-        name = parents[0]
-        if len(chain) > len(entries):
-            raise ValueError("model %s: its graph has a cycle" % inner.get("name"))
-    chain.reverse()
     config = by_name[inputs[0]]["config"]
     shape = tuple((config.get("batch_shape") or config.get("batch_input_shape"))[1:])
-    x = inputs_tensor = _input_tensor(shape, inputs[0])
-    for entry, training in chain:
+    tensors = {inputs[0]: _input_tensor(shape, inputs[0])}
+    pending = set()
+
+    def tensor_of(name):
+        """The output of layer `name`, its layer made and called (depth
+        first: a cycle is refused)."""
+        if name in tensors:
+            return tensors[name]
+        if name in pending or name not in by_name:
+            raise ValueError("model %s: bad graph at layer %s" % (inner.get("name"), name))
+        pending.add(name)
+        entry = by_name[name]
+        parents, training = _inbound(entry)
+        args = [tensor_of(p) for p in parents]
         layer = _layer_or_model(entry)
-        x = layer(x) if training is None else layer(x, training=training)
-    return Model(inputs_tensor, x, name=inner.get("name"))
+        arg = args if getattr(layer, "_merge", False) else args[0] if len(args) == 1 else args
+        tensors[name] = layer(arg) if training is None else layer(arg, training=training)
+        return tensors[name]
+    return Model(tensors[inputs[0]], tensor_of(outputs[0]), name=inner.get("name"))
 
 
 def _input_tensor(shape, name):

@@ -553,35 +553,39 @@ class Softmax(Layer):
 
 
 class _Merge(Layer):
-    """A layer of several inputs. Its shapes are Keras's, but the engines run
-    a chain of layers, so a model holding one is refused when it is made
-    (docs/internals.md, "Branches": the planned design)."""
+    """A layer of several inputs, called on a list of tensors in a
+    functional model (cnncuda.functional: the engines run the graph)."""
 
     _merge = True
 
     def _shapes(self, input_shapes):
         if not isinstance(input_shapes, list) or len(input_shapes) < 2:
             raise ValueError('Layer "%s" (%s) expects a list of at least 2 inputs, got input '
-                             "shape %s" % (self.name, type(self).__name__, input_shapes))
+                             "shape %s: call it on a list of tensors in a functional model "
+                             "(keras.Model(inputs, outputs))"
+                             % (self.name, type(self).__name__, input_shapes))
+        if len(input_shapes) > MAX_INPUTS:
+            raise ValueError('Layer "%s" (%s): at most %d inputs, got %d'
+                             % (self.name, type(self).__name__, MAX_INPUTS, len(input_shapes)))
         return [tuple(shape) for shape in input_shapes]
 
+    def _check_engine(self):
+        """Raises where the engines cannot run the layer as configured."""
+
     def engine_layers(self):
-        raise branch_error(self)
+        self._check_engine()
+        return [{"kind": self.kind}]
 
 
-def branch_error(layer):
-    """The error of a model whose graph branches at `layer`."""
-    return ValueError('layer "%s" (%s): models whose graph branches (a layer of several inputs '
-                      "such as Add or Concatenate, or several inputs or outputs) are not "
-                      "supported yet: the engines run a chain of layers, each on the output of "
-                      "the one before (docs/internals.md, \"Branches\")"
-                      % (layer.name, type(layer).__name__))
+MAX_INPUTS = 8      # the engines' CNN_MAX_INPUTS (csrc/cnn.h)
 
 
 class Add(_Merge):
-    """The sum of its inputs, which have one shape (Keras's ``Add()``)."""
+    """The sum of its inputs, which have one shape (Keras's ``Add()``),
+    added in their order."""
 
     prefix = "add"
+    kind = "add"
 
     def compute_output_shape(self, input_shapes):
         shapes = self._shapes(input_shapes)
@@ -594,9 +598,11 @@ class Add(_Merge):
 
 
 class Concatenate(_Merge):
-    """Its inputs joined along ``axis`` (Keras's default -1, the channels)."""
+    """Its inputs joined along ``axis`` (Keras's default -1, the channels;
+    the engines join along the last axis only)."""
 
     prefix = "concatenate"
+    kind = "concatenate"
 
     def __init__(self, axis=-1, **kwargs):
         if isinstance(axis, bool) or not isinstance(axis, int):
@@ -625,6 +631,13 @@ class Concatenate(_Merge):
         out = list(shapes[0])
         out[axis] = sum(s[axis] for s in shapes)
         return tuple(out)
+
+    def _check_engine(self):
+        shape = self.input_shape[0][1:] if isinstance(self.input_shape, list) else None
+        if shape is not None and self.axis not in (-1, len(shape)):
+            raise ValueError('layer "%s" (Concatenate): axis %d; the engines join tensors along '
+                             "their last axis (the channels), axis=-1 (or %d here)"
+                             % (self.name, self.axis, len(shape)))
 
 
 LAYER_CLASSES = {cls.__name__: cls for cls in (InputLayer, Conv2D, MaxPooling2D, AveragePooling2D,

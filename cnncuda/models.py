@@ -1029,7 +1029,7 @@ def _model_from_config(class_name, spec):
     if class_name == "Functional":
         from .functional import Model
         return Model._from_chain(shape, entries, name=spec["name"], seed=spec["seed"],
-                                 input_name=spec.get("input_name"))
+                                 input_name=spec.get("input_name"), reads=spec.get("reads"))
     model = Sequential(name=spec["name"], seed=spec["seed"])
     if shape is not None:
         model.add(InputLayer(input_shape=shape, name="_input"))
