@@ -174,23 +174,31 @@ class Model(Sequential):
             return
         self._input_shape = tuple(input_shape)
 
-    def _engine_layers(self):
-        """The engine's layers; in a graph, the first engine layer of each
-        layer names the engine layers it reads ("inputs") where that is not
-        the one before it."""
+    def _connections(self):
         if not self._is_graph:
-            return super()._engine_layers()
+            return None
+        names = [self._input_layer.name] + [layer.name for layer in self._layers]
+        return [""] + [", ".join("%s[0][0]" % names[j + 1] for j in reads)
+                       for reads in self._reads]
+
+    def _engine_block(self, offset, source):
+        """Sequential's, for a graph: the first engine layer of each layer
+        names the engine layers it reads ("inputs") where that is not the
+        one before it."""
+        if not self._is_graph:
+            return super()._engine_block(offset, source)
         out, ends = [], []
         for layer, sources in zip(self._layers, self._reads):
-            leaves = layer._leaves() if isinstance(layer, Sequential) else [layer]
-            dicts = [dict(d) for leaf in leaves for d in leaf.engine_layers()]
-            wanted = [-1 if j < 0 else ends[j] for j in sources]
-            if not dicts:           # a layer with no engine work (none today)
-                raise ValueError('layer "%s" does nothing the engines run' % layer.name)
-            if wanted != [len(out) - 1]:
-                dicts[0]["inputs"] = wanted
+            start = offset + len(out)
+            wanted = [source if j < 0 else ends[j] for j in sources]
+            if isinstance(layer, Sequential):
+                dicts = layer._engine_block(start, wanted[0])
+            else:
+                dicts = [dict(d) for d in layer.engine_layers()]
+                if wanted != [start - 1]:
+                    dicts[0]["inputs"] = wanted
             out.extend(dicts)
-            ends.append(len(out) - 1)
+            ends.append(offset + len(out) - 1)
         return out
 
     @classmethod

@@ -387,7 +387,23 @@ class Sequential:
                              "give the first layer an `input_shape`.")
 
     def _engine_layers(self):
-        return [d for layer in self._leaves() for d in layer.engine_layers()]
+        return self._engine_block(0, -1)
+
+    def _engine_block(self, offset, source):
+        """The engine layers of this model placed at index `offset` of a
+        network, its input the output of engine layer `source` (-1 the
+        network's input); a model inside reads the layer before it."""
+        out = []
+        for entry in self._layers:
+            start = offset + len(out)
+            if isinstance(entry, Sequential):
+                dicts = entry._engine_block(start, start - 1 if out else source)
+            else:
+                dicts = [dict(d) for d in entry.engine_layers()]
+            if not out and dicts and source != start - 1 and "inputs" not in dicts[0]:
+                dicts[0]["inputs"] = [source]
+            out.extend(dicts)
+        return out
 
     def _engine_input_shape(self):
         """The engine's input shape: images without a channel axis, (height,
@@ -823,8 +839,9 @@ class Sequential:
     def summary(self, line_length=None, positions=None, print_fn=None):
         """Prints the layers, output shapes and parameter counts as Keras does."""
         self._require_built()
-        line_length = line_length or 65
-        positions = positions or [0.45, 0.85, 1.0]
+        connected = self._connections()        # a graph's: what each layer reads
+        line_length = line_length or (98 if connected else 65)
+        positions = positions or ([0.33, 0.55, 0.67, 1.0] if connected else [0.45, 0.85, 1.0])
         if positions[-1] <= 1:
             positions = [int(line_length * p) for p in positions]
         print_fn = print_fn or print
@@ -841,12 +858,13 @@ class Sequential:
 
         print_fn('Model: "%s"' % self.name)
         print_fn("_" * line_length)
-        row(["Layer (type)", "Output Shape", "Param #"])
+        row(["Layer (type)", "Output Shape", "Param #"] + (["Connected to"] if connected else []))
         print_fn("=" * line_length)
         listed = self.layers
         for i, layer in enumerate(listed):
             row(["%s (%s)" % (layer.name, getattr(layer, "_class_name", type(layer).__name__)),
-                 shape_str(layer.output_shape), layer.count_params()])
+                 shape_str(layer.output_shape), layer.count_params()] +
+                ([connected[i]] if connected else []))
             print_fn(("=" if i == len(listed) - 1 else "_") * line_length)
         if not listed:
             print_fn("=" * line_length)
@@ -861,6 +879,10 @@ class Sequential:
         print_fn("Trainable params: {:,}".format(trainable))
         print_fn("Non-trainable params: {:,}".format(non_trainable))
         print_fn("_" * line_length)
+
+    def _connections(self):
+        """A graph's "Connected to" column (None for a chain)."""
+        return None
 
     # -- files ---------------------------------------------------------------------
 

@@ -139,28 +139,97 @@ def test_inference_training_and_files_of_a_functional_model(tmp_path):
     assert np.array_equal(model.weights[0].numpy(), kernel)
 
 
-def test_branches_and_other_graphs_are_refused_naming_the_layer():
+def residual_inception(seed=1, name=None):
+    """A residual block (Conv2D, Conv2D, BatchNormalization, Add with the
+    block's input, ReLU), then three branches joined along the channels,
+    one of them the block's output itself."""
+    inputs = keras.Input((9, 9, 3))
+    x = layers.Conv2D(4, 3, padding="same", activation="relu")(inputs)
+    y = layers.Conv2D(4, 3, padding="same", activation="relu")(x)
+    y = layers.BatchNormalization()(layers.Conv2D(4, 3, padding="same")(y))
+    x = layers.ReLU()(layers.Add()([y, x]))
+    a = layers.Conv2D(2, 1, activation="relu")(x)
+    b = layers.Conv2D(3, 3, padding="same")(x)
+    c = layers.MaxPooling2D(3, strides=1, padding="same")(x)
+    x = layers.Concatenate()([a, b, c, x])
+    x = layers.Dropout(0.2)(layers.GlobalAveragePooling2D()(x))
+    return keras.Model(inputs, layers.Dense(5)(x), name=name, seed=seed)
+
+
+@pytest.mark.parametrize("engine", engine_params())
+def test_a_residual_inception_graph_trains_as_the_reference(engine):
+    ref, mine = residual_inception(), residual_inception()
+    for model, dev in ((ref, "numpy"), (mine, device_of(engine))):
+        model.compile(optimizer=keras.optimizers.SGD(0.05, momentum=0.9), device=dev,
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                      metrics=["accuracy"])
+    h_ref = ref.fit(X, Y, batch_size=8, epochs=2, verbose=0, shuffle=False)
+    h = mine.fit(X, Y, batch_size=8, epochs=2, verbose=0, shuffle=False)
+    np.testing.assert_allclose(h.history["loss"], h_ref.history["loss"], rtol=1e-5)
+    for a, b in zip(mine.get_weights(), ref.get_weights(), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(mine.predict(X, verbose=0), ref.predict(X, verbose=0),
+                               rtol=1e-4, atol=1e-5)
+
+
+def test_a_graph_model_in_its_own_files_and_config(tmp_path):
+    model = residual_inception(name="graph")
+    assert model._is_graph
+    model.compile(optimizer="adam", device="cpu",
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(X, Y, batch_size=8, epochs=1, verbose=0)
+    assert [type(l).__name__ for l in model.layers][5:8] == ["Add", "ReLU", "Conv2D"]
+    lines = []
+    model.summary(print_fn=lines.append)
+    text = "\n".join(lines)
+    assert "Connected to" in text
+    add = model.get_layer(index=5)
+    assert any(("%s (Add)" % add.name) in line and "[0][0], " in line for line in lines)
+    config = model.get_config()
+    assert len(config["reads"]) == len(model.layers) - 1
+    again = keras.Model.from_config(config)
+    assert again.get_config() == config and again._is_graph
+    model.save(tmp_path / "g.cnn")
+    back = keras.models.load_model(tmp_path / "g.cnn")
+    assert np.array_equal(back.predict(X, verbose=0), model.predict(X, verbose=0))
+    h1 = back.fit(X, Y, batch_size=8, epochs=1, verbose=0, shuffle=False)
+    h2 = model.fit(X, Y, batch_size=8, epochs=1, verbose=0, shuffle=False)
+    assert h1.history == h2.history
+    # a graph model inside another model, and a graph of models
+    prob = keras.Sequential([model, layers.Softmax()])
+    np.testing.assert_allclose(prob.predict(X, verbose=0).sum(axis=1), 1, rtol=1e-6)
+    inputs = keras.Input((9, 9, 3))
+    two = layers.Concatenate()([model(inputs), layers.Dense(3)(layers.Flatten()(inputs))])
+    outer = keras.Model(inputs, layers.Dense(2)(two))
+    assert outer.output_shape == (None, 2) and outer.predict(X, verbose=0).shape == (37, 2)
+
+
+def test_graphs_keras_refuses_or_cnncuda_cannot_run_are_refused_naming_the_layer():
     a = keras.Input((4,))
     x = layers.Dense(4)(a)
     y = layers.Dense(4)(a)
-    added = layers.Add(name="sum")([x, y])
-    assert added.shape == (None, 4)
-    with pytest.raises(ValueError, match='layer "sum" \\(Add\\): models whose graph branches'):
-        keras.Model(a, added)
-    cat = layers.Concatenate(name="cat")([x, layers.Dense(3)(a)])
-    assert cat.shape == (None, 7)
-    with pytest.raises(ValueError, match='layer "cat" \\(Concatenate\\)'):
-        keras.Model(a, cat)
     with pytest.raises(ValueError, match="outputs: models with several outputs are not supported"):
         keras.Model(a, [x, y])
     b = keras.Input((4,))
     with pytest.raises(ValueError, match="inputs: models with several inputs are not supported"):
-        keras.Model([a, b], x)
+        keras.Model([a, b], layers.Add()([x, layers.Dense(4)(b)]))
     with pytest.raises(ValueError, match="Graph disconnected"):
         keras.Model(b, x)
     shared = layers.Dense(4, name="twice")
     with pytest.raises(ValueError, match='layer "twice" is called more than once'):
         keras.Model(a, shared(shared(a)))
+    with pytest.raises(ValueError, match='layer "twice" is called more than once'):
+        keras.Model(a, layers.Add()([shared(a), shared(x)]))
+    images = keras.Input((5, 5, 3))
+    cat = layers.Concatenate(axis=1, name="rows")([images, images])
+    assert cat.shape == (None, 10, 5, 3)
+    with pytest.raises(ValueError, match='layer "rows" \\(Concatenate\\): axis 1; the engines '
+                                         "join tensors along their last axis"):
+        keras.Model(images, cat)
+    assert keras.Model(images, layers.Concatenate(axis=3)([images, images])).output_shape \
+        == (None, 5, 5, 6)
+    with pytest.raises(ValueError, match='Layer "sum" \\(Add\\): its inputs must have one shape'):
+        layers.Add(name="sum")([x, layers.Dense(3)(a)])
     with pytest.raises(TypeError, match="subclassed models"):
         keras.Model()
     with pytest.raises(ValueError, match="expects a list of at least 2 inputs"):
