@@ -60,6 +60,7 @@ def _graph(inputs, outputs):
                          'layer "%s"' % start._layer.name)
     order, index, reads = [], {}, []
     calls = {}          # id(layer) -> the tensor its call in this graph made
+    first_seen = []     # the layers in the order the walk first meets them
 
     def visit(tensor):
         if tensor is start:
@@ -75,6 +76,7 @@ def _graph(inputs, outputs):
             raise ValueError('layer "%s" is called more than once between the input and the '
                              "output: a layer shared within one model is not supported"
                              % layer.name)
+        first_seen.append(layer)
         sources = [visit(t) for t in tensor._inputs]
         index[key] = len(order)
         order.append(layer)
@@ -84,7 +86,24 @@ def _graph(inputs, outputs):
     visit(end)
     if not order:
         raise ValueError("outputs: the model's output is its input; give it at least one layer")
-    return start._layer, order, reads
+    return (start._layer,) + _keras_order(order, reads, first_seen)
+
+
+def _keras_order(order, reads, first_seen):
+    """The layers (a topological order, and what each reads) in Keras's
+    order of a functional model's layers (keras.src.ops.function.map_graph):
+    by depth, the number of layers between a layer and the output, largest
+    first, and at one depth in the order the walk back from the output met
+    them; so weights, .keras files and optimizer variables follow Keras's."""
+    depth = [0] * len(order)
+    for i in range(len(order) - 1, -1, -1):     # from the output back
+        for j in reads[i]:
+            if j >= 0:
+                depth[j] = max(depth[j], depth[i] + 1)
+    seen = {id(layer): k for k, layer in enumerate(first_seen)}
+    new = sorted(range(len(order)), key=lambda i: (-depth[i], seen[id(order[i])]))
+    place = {old: k for k, old in enumerate(new)}
+    return [order[i] for i in new], [[place[j] if j >= 0 else -1 for j in reads[i]] for i in new]
 
 
 def _is_chain(reads):
