@@ -18,7 +18,14 @@ dense          units, use_bias True
 activation     activation: linear, relu, sigmoid, tanh, softmax
 dropout        rate
 batchnorm      momentum 0.99, epsilon 1e-3
+add            inputs (at least 2): the sum
+concatenate    inputs (at least 2): joined along the channels (the last axis)
 =============  ================================================================
+
+Any layer may also name the layers whose outputs it reads, ``"inputs"``:
+a list of their indices (-1 the network's input); without it a layer reads
+the one before it. The layers come in an order where each reads earlier
+ones only, and the last is the output (a graph: csrc/net/graph.c).
 
 loss: ``{"kind": "sparse_categorical_crossentropy" | "categorical_crossentropy" |
 "binary_crossentropy", "from_logits": bool}``; optimizer: ``{"kind": "adam",

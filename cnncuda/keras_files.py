@@ -1,6 +1,7 @@
 """Keras's own model files, written and read in Keras's layout, so that a
-model trained here opens in Keras 3 (and TensorFlow) and a Sequential model
-saved by Keras loads here:
+model trained here opens in Keras 3 (and TensorFlow) and a Sequential or
+functional model saved by Keras loads here (nested models too; functional
+graphs of one input and one output):
 
 - ``.keras``: a zip of config.json (the architecture and compile settings as
   Keras serializes them), metadata.json and model.weights.h5 (each layer's
@@ -10,8 +11,8 @@ saved by Keras loads here:
 
 Through h5py (an optional dependency: ``pip install h5py``). What crosses:
 the layers cnncuda has (InputLayer, Conv2D, MaxPooling2D, AveragePooling2D,
-Flatten, Dense, Dropout, BatchNormalization, Activation, ReLU) with their
-weights, and the compile settings (Adam, SGD, RMSprop, Adagrad, Adadelta,
+Flatten, Dense, Dropout, BatchNormalization, Activation, ReLU, Softmax,
+Global pooling, Add, Concatenate) with their weights, and the compile settings (Adam, SGD, RMSprop, Adagrad, Adadelta,
 Adamax, Nadam or AdamW with their hyperparameters,
 the cross-entropy losses, the accuracy metric) and, in ``.keras`` files,
 the optimizer's variables as Keras keeps them (optimizer/vars/<i>: the

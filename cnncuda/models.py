@@ -218,10 +218,13 @@ class Sequential:
             return
         self._pulling = True
         try:
-            weights = net.get_weights()
+            weights, theirs = net.get_weights(), {}
             for layer, holder, _ in stale:
+                if id(holder) not in theirs:        # one read of each holder's weights
+                    theirs[id(holder)] = holder.get_weights()
                 start, count = self._layer_slice(layer)
-                weights[start:start + count] = holder._layer_weights(layer)
+                h_start, _ = holder._layer_slice(layer)
+                weights[start:start + count] = theirs[id(holder)][h_start:h_start + count]
             net.set_weights(weights)
         finally:
             self._pulling = False

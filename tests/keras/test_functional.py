@@ -189,6 +189,9 @@ def test_a_graph_model_in_its_own_files_and_config(tmp_path):
     assert len(config["reads"]) == len(model.layers) - 1
     again = keras.Model.from_config(config)
     assert again.get_config() == config and again._is_graph
+    from_json = keras.models.model_from_json(model.to_json())
+    assert from_json._is_graph and from_json._reads == model._reads
+    assert [l.name for l in from_json.layers] == [l.name for l in model.layers]
     model.save(tmp_path / "g.cnn")
     back = keras.models.load_model(tmp_path / "g.cnn")
     assert np.array_equal(back.predict(X, verbose=0), model.predict(X, verbose=0))

@@ -43,6 +43,11 @@ GRAPHS = {
         {"kind": "concatenate", "inputs": [4, 5]},                     # 6: 11 features
         {"kind": "activation", "activation": "sigmoid"},
         {"kind": "dense", "units": 3}]),
+    # the network's input read three times (its gradient summed: backward's dx)
+    "input_thrice": ((3, 5, 3), [
+        {"kind": "add", "inputs": [-1, -1]},                           # 0: 2x
+        {"kind": "concatenate", "inputs": [0, -1]},                    # 1: 6 channels
+        {"kind": "flatten"}, {"kind": "dense", "units": 3}]),
 }
 
 
