@@ -139,14 +139,16 @@ def test_inference_training_and_files_of_a_functional_model(tmp_path):
     assert np.array_equal(model.weights[0].numpy(), kernel)
 
 
-def residual_inception(seed=1, name=None):
+def residual_inception(seed=1, name=None, batchnorm=True):
     """A residual block (Conv2D, Conv2D, BatchNormalization, Add with the
     block's input, ReLU), then three branches joined along the channels,
     one of them the block's output itself."""
     inputs = keras.Input((9, 9, 3))
     x = layers.Conv2D(4, 3, padding="same", activation="relu")(inputs)
     y = layers.Conv2D(4, 3, padding="same", activation="relu")(x)
-    y = layers.BatchNormalization()(layers.Conv2D(4, 3, padding="same")(y))
+    y = layers.Conv2D(4, 3, padding="same")(y)
+    if batchnorm:
+        y = layers.BatchNormalization()(y)
     x = layers.ReLU()(layers.Add()([y, x]))
     a = layers.Conv2D(2, 1, activation="relu")(x)
     b = layers.Conv2D(3, 3, padding="same")(x)
@@ -264,3 +266,20 @@ def test_merge_layers_shapes_and_configs_match_keras():
     with pytest.raises(ValueError, match="one shape"):
         layers.Add().compute_output_shape([(5,), (4,)])
     assert layers.Concatenate(axis=2, name="c").get_config() == {"name": "c", "axis": 2}
+
+
+def test_a_graph_trains_data_parallel_as_one_network():
+    # (without batchnorm: each replica normalises its share of the batch)
+    from cnncuda import distribute
+    one = residual_inception(seed=6, batchnorm=False)
+    with distribute.MirroredStrategy(devices=["cpu", "cpu"]).scope():
+        two = residual_inception(seed=6, batchnorm=False)
+    for model in (one, two):
+        model.compile(optimizer=keras.optimizers.SGD(0.05),
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    h1 = one.fit(X, Y, batch_size=12, epochs=2, verbose=0, shuffle=False)
+    h2 = two.fit(X, Y, batch_size=12, epochs=2, verbose=0, shuffle=False)
+    assert isinstance(two._net, distribute.ReplicaGroup)
+    np.testing.assert_allclose(h2.history["loss"], h1.history["loss"], rtol=1e-5)
+    for a, b in zip(one.get_weights(), two.get_weights(), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
