@@ -118,6 +118,10 @@ class Model(Sequential):
 
     _class_name = "Functional"
 
+    def __new__(cls, *args, **kwargs):
+        # keras.Model(inputs, outputs) is a Functional, as in Keras
+        return super().__new__(Functional if cls is Model else cls)
+
     def __init__(self, inputs=None, outputs=None, name=None, seed=None, trainable=True,
                  **kwargs):
         if kwargs:
@@ -266,4 +270,5 @@ class Model(Sequential):
                              "layers come from its graph)")
 
 
-Functional = Model
+class Functional(Model):
+    """What ``keras.Model(inputs, outputs)`` makes (Keras's class name)."""

@@ -111,7 +111,7 @@ def test_functional_and_nested_models_keras_saves_load_here(ext, tmp_path):
     """, tmp_path / "x.npy", tmp_path / "y.npy", tmp_path, ext)
     outer = keras.models.load_model(tmp_path / ("outer" + ext))
     assert outer._class_name == "Functional"
-    assert [type(l).__name__ for l in outer.layers] == ["InputLayer", "Model", "Sequential",
+    assert [type(l).__name__ for l in outer.layers] == ["InputLayer", "Functional", "Sequential",
                                                         "Dense"]
     np.testing.assert_allclose(outer.predict(X, verbose=0), np.load(tmp_path / "outer.npy"),
                                rtol=0, atol=2e-6)

@@ -74,7 +74,8 @@ def test_the_keras_names_of_the_model():
     assert x.shape == (None, 7, 7, 4) and x.ndim == 4
     outputs = layers.Dense(3, name="d")(layers.Flatten(name="f")(x))
     model = keras.Model(inputs=inputs, outputs=[outputs], name="net")
-    assert type(model).__name__ == "Model" and model._class_name == "Functional"
+    assert type(model).__name__ == "Functional" and isinstance(model, keras.Model)
+    assert model._class_name == "Functional"
     assert [l.name for l in model.layers] == ["pixels", "c", "f", "d"]
     assert type(model.layers[0]).__name__ == "InputLayer"
     assert model.get_layer(index=1).name == "c" and model.get_layer("d").units == 3
