@@ -649,7 +649,7 @@ def _loss(entry):
 
 
 def load(path, data, kind, compile=True, device=None):
-    """The Sequential model in Keras file `data` (the bytes of `path`)."""
+    """The Sequential or functional model in Keras file `data` (the bytes of `path`)."""
     h5py = _h5py()
     if kind == "keras":
         with zipfile.ZipFile(io.BytesIO(data)) as z:

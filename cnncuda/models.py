@@ -1,4 +1,5 @@
-"""Keras's Sequential model on cnncuda's engines, and load_model.
+"""Keras's Sequential model on cnncuda's engines, and load_model (the
+functional ``Model`` builds on Sequential: cnncuda/functional.py).
 
     model = Sequential([Conv2D(32, 3, activation="relu", input_shape=(32, 32, 3)),
                         MaxPooling2D(), Flatten(), Dense(10)], seed=0)
@@ -1134,7 +1135,7 @@ def _check_loss_fits(loss, output_shape):
 
 
 def load_model(filepath, compile=True, device=None, custom_objects=None):
-    """A Sequential model from a file written by ``model.save``: architecture,
+    """A Sequential or functional model from a file written by ``model.save``: architecture,
     weights, and (with compile=True) its loss, optimizer, metrics and the
     optimizer's state, so that fit goes on exactly where the saved model
     stopped. ``device`` is passed to compile. Raises
