@@ -13,7 +13,8 @@
  * come later in the order. A step writing the gradient of an input that an
  * earlier step of the plan has written already (the output is read by
  * several layers, or twice by one) writes into grad_b and adds it on
- * (be->add), so the sums run in a fixed order: the readers' order, last
+ * (be->add; an Add layer's backward adds its output's gradient on
+ * directly), so the sums run in a fixed order: the readers' order, last
  * first. A graph's Net plans no fusion (the planning rules read their
  * neighbours in the list as a chain's): net_graph_plan turns them off.
  */
@@ -96,12 +97,11 @@ static step *graph_step(const cnn_net *net, step_plan *p, step_kind kind, int i,
 {
     step *st = &p->steps[p->n++];
     *st = (step){.kind = kind, .layer = i, .last = i, .input = k};
-    static const char *const suffix[] = {"backward_data", "backward", "backward"};
     const char *what = kind == STEP_CONV_BACKWARD_FILTER || kind == STEP_DENSE_BACKWARD_FILTER
                            ? "backward_filter"
                        : kind == STEP_CONV_BACKWARD_DATA || kind == STEP_DENSE_BACKWARD_DATA
-                           ? suffix[0]
-                           : suffix[1];
+                           ? "backward_data"
+                           : "backward";
     if (net->layers[i].n_in > 1)
         snprintf(st->name, sizeof st->name, "%s_%d.%s%d", net_kind_name(net->layers[i].spec.kind),
                  i, what, k);
@@ -119,12 +119,11 @@ static step *graph_step(const cnn_net *net, step_plan *p, step_kind kind, int i,
 /* A graph's backward: layers n - 1 down to 0, each input's gradient
  * written or added on (see the top of the file); want_dx, the network
  * input's gradient too (into grad_x). */
-void net_graph_plan_backward(const cnn_net *net, step_plan *p, int want_dx)
+cnn_status net_graph_plan_backward(const cnn_net *net, step_plan *p, int want_dx)
 {
     const int n = net->n_layers;
-    unsigned char written[1 + 4096];
-    unsigned char *w = n + 1 <= (int)sizeof written ? written : calloc((size_t)n + 1, 1);
-    if (w == written) memset(written, 0, sizeof written);
+    unsigned char *w = calloc((size_t)n + 1, 1);
+    if (!w) return cnn_set_error(CNN_ERR_MEMORY, "out of host memory creating a network");
     p->n = 0;
     for (int i = n - 1; i >= 0; i--) {
         const layer *L = &net->layers[i];
@@ -165,7 +164,8 @@ void net_graph_plan_backward(const cnn_net *net, step_plan *p, int want_dx)
             break;
         }
     }
-    if (w != written) free(w);
+    free(w);
+    return CNN_OK;
 }
 
 /* Concatenate layer i's inputs into y (n samples). */
@@ -267,9 +267,12 @@ cnn_status net_graph_backward(cnn_net *net, plan_kind which, float **dx_out)
             if (dx != target && !st->acc) continue; /* nobody wants it */
             break;
         }
-        case STEP_ADD_BACKWARD:
-            CNN_TRY(be->copy(ctx, dx, dy, (size_t)n * count * sizeof(float)));
-            break;
+        case STEP_ADD_BACKWARD: /* the output's gradient itself, or added on */
+            if (st->acc)
+                CNN_TRY(be->add(ctx, n, (int)count, target, dy, target));
+            else
+                CNN_TRY(be->copy(ctx, dx, dy, (size_t)n * count * sizeof(float)));
+            continue;
         case STEP_CONCAT_BACKWARD: {
             const int c = j >= 0 ? net->layers[j].out_c : net->in_c;
             CNN_TRY(be->concat_backward(ctx, n, c, L->out_h * L->out_w, L->out_c,

@@ -329,7 +329,7 @@ static inline float *net_layer_input(const cnn_net *net, int i, int k)
 /* graph.c: a graph's inputs, checks, and backward */
 cnn_status net_graph_inputs(cnn_net *net, int i);
 cnn_status net_graph_plan(cnn_net *net);
-void net_graph_plan_backward(const cnn_net *net, step_plan *p, int want_dx);
+cnn_status net_graph_plan_backward(const cnn_net *net, step_plan *p, int want_dx);
 cnn_status net_graph_backward(cnn_net *net, plan_kind which, float **dx_out);
 cnn_status net_concat_forward(cnn_net *net, int i, int n, float *y);
 

@@ -339,10 +339,9 @@ static cnn_status plan_steps(cnn_net *net)
                  (forward_span){.top = train_top, .from_col = net->gather_im2col,
                                 .with_loss = 1});
     if (net->graph) { /* graph.c: every layer, no fusion planned */
-        net_graph_plan_backward(net, &net->plans[PLAN_TRAIN_BACKWARD], 0);
-        net_graph_plan_backward(net, &net->plans[PLAN_BACKWARD], 0);
-        net_graph_plan_backward(net, &net->plans[PLAN_BACKWARD_DX], 1);
-        return CNN_OK;
+        CNN_TRY(net_graph_plan_backward(net, &net->plans[PLAN_TRAIN_BACKWARD], 0));
+        CNN_TRY(net_graph_plan_backward(net, &net->plans[PLAN_BACKWARD], 0));
+        return net_graph_plan_backward(net, &net->plans[PLAN_BACKWARD_DX], 1);
     }
     plan_backward(net, &net->plans[PLAN_TRAIN_BACKWARD],
                   (backward_span){.top = train_below,
