@@ -168,11 +168,12 @@ def test_a_residual_inception_graph_trains_as_the_reference(engine):
                       metrics=["accuracy"])
     h_ref = ref.fit(X, Y, batch_size=8, epochs=2, verbose=0, shuffle=False)
     h = mine.fit(X, Y, batch_size=8, epochs=2, verbose=0, shuffle=False)
-    np.testing.assert_allclose(h.history["loss"], h_ref.history["loss"], rtol=1e-5)
+    gpu = 10 if engine in ("cuda", "cudnn") else 1      # cuDNN's algorithms round otherwise
+    np.testing.assert_allclose(h.history["loss"], h_ref.history["loss"], rtol=1e-5 * gpu)
     for a, b in zip(mine.get_weights(), ref.get_weights(), strict=True):
-        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(a, b, rtol=1e-4 * gpu, atol=1e-5 * gpu)
     np.testing.assert_allclose(mine.predict(X, verbose=0), ref.predict(X, verbose=0),
-                               rtol=1e-4, atol=1e-5)
+                               rtol=1e-4 * gpu, atol=1e-5 * gpu)
 
 
 def test_a_graph_model_in_its_own_files_and_config(tmp_path):
