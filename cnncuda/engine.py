@@ -26,8 +26,10 @@ rescaling      scale 1.0, offset 0.0: y = x * scale + offset
 reshape        shape: the output, (h, w, c) or (f,), in the flat (NHWC) order
 zero_padding2d padding ((top, bottom), (left, right)) of zero rows and columns
 cropping2d     cropping ((top, bottom), (left, right)) of rows and columns removed
-upsampling2d   size (2, 2), interpolation 'nearest' (the only one)
+upsampling2d   size (2, 2), interpolation 'nearest' or 'bilinear'
 spatial_dropout2d  rate: whole channels dropped per sample in training
+add            inputs (at least 2): the sum
+concatenate    inputs (at least 2): joined along the channels (the last axis)
 =============  ================================================================
 
 conv2d, dense and batchnorm also take ``trainable`` (True; False freezes the
@@ -35,6 +37,11 @@ layer: the optimizer skips its weights, a batchnorm normalizes with its
 moving statistics in training too), and conv2d and dense ``kernel_l1``,
 ``kernel_l2``, ``bias_l1``, ``bias_l2`` (0.0: their regularizers' factors;
 docs/semantics.md, "Regularizers").
+
+Any layer may also name the layers whose outputs it reads, ``"inputs"``:
+a list of their indices (-1 the network's input); without it a layer reads
+the one before it. The layers come in an order where each reads earlier
+ones only, and the last is the output (a graph: csrc/net/graph.c).
 
 loss: ``{"kind": "sparse_categorical_crossentropy" | "categorical_crossentropy" |
 "binary_crossentropy", "from_logits": bool}``; optimizer: ``{"kind": "adam",

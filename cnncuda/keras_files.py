@@ -1,6 +1,7 @@
 """Keras's own model files, written and read in Keras's layout, so that a
-model trained here opens in Keras 3 (and TensorFlow) and a Sequential model
-saved by Keras loads here:
+model trained here opens in Keras 3 (and TensorFlow) and a Sequential or
+functional model saved by Keras loads here (nested models too; functional
+graphs of one input and one output):
 
 - ``.keras``: a zip of config.json (the architecture and compile settings as
   Keras serializes them), metadata.json and model.weights.h5 (each layer's
@@ -13,7 +14,7 @@ the layers cnncuda has (InputLayer, Conv2D, MaxPooling2D, AveragePooling2D,
 GlobalAveragePooling2D, GlobalMaxPooling2D, Flatten, Dense, Dropout,
 BatchNormalization, Activation, ReLU, LeakyReLU, ELU, PReLU, Softmax,
 Rescaling, Reshape, ZeroPadding2D, Cropping2D, UpSampling2D,
-SpatialDropout2D, and the augmentation layers RandomFlip, RandomRotation,
+SpatialDropout2D, Add, Concatenate, and the augmentation layers RandomFlip, RandomRotation,
 RandomZoom, RandomTranslation, RandomContrast, RandomCrop, whose configs are
 Keras's and which have no variables) with their weights, and the compile
 settings (Adam, SGD, RMSprop, Adagrad, Adadelta,
@@ -131,6 +132,10 @@ def _layer_config(layer):
         config.update(shape_layers.keras_config(layer))
         if name == "SpatialDropout2D":      # Keras 3's takes no trainable argument
             del config["trainable"]
+    elif name == "Add":
+        pass
+    elif name == "Concatenate":
+        config.update(axis=mine["axis"])
     else:
         raise ValueError("layer %s: %s has no Keras form here" % (layer.name, name))
     return name, config
@@ -141,24 +146,72 @@ _AUGMENTATION = ("RandomFlip", "RandomRotation", "RandomZoom", "RandomTranslatio
                  "RandomContrast", "RandomCrop")
 
 
-def _keras_config(model):
+def _is_model(entry):
+    return hasattr(entry, "_leaves")
+
+
+def _class_of(entry):
+    """Keras's class name of a layer or a model ('Sequential', 'Functional')."""
+    return entry._class_name if _is_model(entry) else type(entry).__name__
+
+
+def _input_entry(shape, name):
+    return {"module": _LAYER_MODULE, "class_name": "InputLayer",
+            "config": {"batch_shape": shape, "dtype": "float32", "sparse": False,
+                       "ragged": False, "name": name, "optional": False},
+            "registered_name": None}
+
+
+def _entry(layer, input_shape):
+    """Keras's serialized form of a layer or a nested model."""
+    if _is_model(layer):
+        return _model_entry(layer)
+    class_name, config = _layer_config(layer)
+    return {"module": _LAYER_MODULE, "class_name": class_name, "config": config,
+            "registered_name": None, "build_config": {"input_shape": input_shape}}
+
+
+def _model_entry(model):
+    """Keras 3's serialized form of a Sequential or functional model (no
+    compile config): a functional model's layers each with its inbound node,
+    the keras_history of the layer before it (the graph is a chain)."""
     shape = [None] + list(model._input_shape)
-    entries = [{"module": _LAYER_MODULE, "class_name": "InputLayer",
-                "config": {"batch_shape": shape, "dtype": "float32", "sparse": False,
-                           "ragged": False, "name": "input_layer", "optional": False},
-                "registered_name": None}]
-    for layer in model._layers:
-        if type(layer).__name__ == "InputLayer":
-            continue
-        class_name, config = _layer_config(layer)
-        entries.append({"module": _LAYER_MODULE, "class_name": class_name, "config": config,
-                        "registered_name": None,
-                        "build_config": {"input_shape": [None] + list(layer.input_shape[1:])}})
-    return {"module": "keras", "class_name": "Sequential",
-            "config": {"name": model.name, "trainable": model.trainable, "dtype": _dtype_policy(),
-                       "layers": entries, "build_input_shape": shape},
-            "registered_name": None, "build_config": {"input_shape": shape},
-            "compile_config": _compile_config(model)}
+    if model._class_name == "Sequential":
+        entries = [_input_entry(shape, "input_layer")]
+        entries += [_entry(layer, [None] + list(shape_in))
+                    for layer, (shape_in, _) in zip(model._layers,
+                                                    model._infer_shapes(model._input_shape,
+                                                                        model._layers))]
+        return {"module": "keras", "class_name": "Sequential",
+                "config": {"name": model.name, "trainable": model.trainable,
+                           "dtype": _dtype_policy(), "layers": entries,
+                           "build_input_shape": shape},
+                "registered_name": None, "build_config": {"input_shape": shape}}
+    first = model._input_layer.name
+    entries = [dict(_input_entry(shape, first), name=first, inbound_nodes=[])]
+    shapes = model._infer_shapes(model._input_shape, model._layers)
+    for i, layer in enumerate(model._layers):
+        tensors = []
+        for j in model._reads[i]:
+            source = [None] + list(model._input_shape if j < 0 else shapes[j][1])
+            tensors.append({"class_name": "__keras_tensor__",
+                            "config": {"shape": source, "dtype": "float32",
+                                       "keras_history": [first if j < 0
+                                                         else model._layers[j].name, 0, 0]}})
+        merge = getattr(layer, "_merge", False)
+        shape_in = [t["config"]["shape"] for t in tensors] if merge else tensors[0]["config"]["shape"]
+        entries.append(dict(_entry(layer, shape_in), name=layer.name,
+                            inbound_nodes=[{"args": [tensors] if merge else tensors,
+                                            "kwargs": {}}]))
+    return {"module": "keras.src.models.functional", "class_name": "Functional",
+            "config": {"name": model.name, "trainable": model.trainable, "layers": entries,
+                       "input_layers": [first, 0, 0],
+                       "output_layers": [model._layers[-1].name, 0, 0]},
+            "registered_name": "Functional", "build_config": {"input_shape": None}}
+
+
+def _keras_config(model):
+    return dict(_model_entry(model), compile_config=_compile_config(model))
 
 
 def _compile_config(model):
@@ -202,29 +255,71 @@ def _weight_paths(class_names):
     return paths
 
 
+def _entries(model):
+    """[(entry, path)]: the model's layers (Keras's ``model.layers``: a
+    functional model's InputLayer first, nested models as one entry) with
+    where a .keras file keeps each one's variables."""
+    entries = model.layers
+    return list(zip(entries, _weight_paths([_class_of(e) for e in entries])))
+
+
+def _count(entry):
+    """How many weight arrays a layer or a nested model has."""
+    if _is_model(entry):
+        return len(entry._weight_specs())
+    if type(entry).__name__ == "InputLayer":
+        return 0
+    return len(entry.weight_specs(entry.input_shape[1:]))
+
+
+def _legacy_order(model):
+    """The order of a nested model's weights in a .h5 file (Keras's legacy
+    weights: the trainable ones, then the others), as indices into its
+    get_weights list."""
+    specs = model._weight_specs()
+    return [i for i, spec in enumerate(specs) if spec[3]] + \
+        [i for i, spec in enumerate(specs) if not spec[3]]
+
+
 def _per_layer_weights(model):
-    """[(layer, [arrays in Keras's order])] for every layer but InputLayer."""
+    """[(entry, [(name, array) in Keras's order])] for every entry of
+    model.layers but InputLayer; a nested model's names are its layers'
+    (dense/kernel), in _legacy_order."""
     weights = iter(model.get_weights())
     out = []
-    for layer in model._layers:
-        if type(layer).__name__ == "InputLayer":
+    for entry in model.layers:
+        if type(entry).__name__ == "InputLayer":
             continue
-        specs = layer.weight_specs(layer.input_shape[1:])
-        out.append((layer, [(name, next(weights)) for name, _, _ in specs]))
+        if _is_model(entry):
+            mine = [("%s/%s" % (layer.name, name), next(weights))
+                    for layer, name, _, _ in entry._weight_specs()]
+            out.append((entry, [mine[i] for i in _legacy_order(entry)]))
+        else:
+            specs = entry.weight_specs(entry.input_shape[1:])
+            out.append((entry, [(name, next(weights)) for name, _, _ in specs]))
     return out
+
+
+def _write_layers(group, model, weights):
+    """model.layers' variables under `group` (layers/ of a .keras weights
+    file), nested models as Keras keeps them (<path>/layers/..., <path>/vars),
+    the arrays taken in order from the iterator `weights`."""
+    for entry, path in _entries(model):
+        if _is_model(entry):
+            sub = group.create_group(path)
+            _write_layers(sub.create_group("layers"), entry, weights)
+            sub.create_group("vars")
+            continue
+        var = group.create_group(path).create_group("vars")
+        for i in range(_count(entry)):
+            var.create_dataset(str(i), data=np.asarray(next(weights), np.float32))
 
 
 def _keras_bytes(model):
     h5py = _h5py()
     weights = io.BytesIO()
     with h5py.File(weights, "w") as f:
-        group = f.create_group("layers")
-        named = _per_layer_weights(model)
-        paths = _weight_paths([type(layer).__name__ for layer, _ in named])
-        for (layer, arrays), path in zip(named, paths):
-            var = group.create_group(path).create_group("vars")
-            for i, (_, a) in enumerate(arrays):
-                var.create_dataset(str(i), data=np.asarray(a, np.float32))
+        _write_layers(f.create_group("layers"), model, iter(model.get_weights()))
         if model.loss is not None:
             opt = f.create_group("optimizer").create_group("vars")
             for i, a in enumerate(_optimizer_variables(model)):
@@ -308,7 +403,7 @@ def _h5_bytes(model):
     with h5py.File(data, "w") as f:
         f.attrs["backend"] = "cnncuda"
         f.attrs["keras_version"] = "3.0.0"
-        f.attrs["model_config"] = json.dumps({"class_name": "Sequential",
+        f.attrs["model_config"] = json.dumps({"class_name": config["class_name"],
                                               "config": config["config"]})
         if compile_config is not None:
             training = {k: v for k, v in compile_config.items() if k != "optimizer"}
@@ -322,7 +417,8 @@ def _h5_bytes(model):
         group.attrs["keras_version"] = "3.0.0"
         for layer, arrays in named:
             g = group.create_group(layer.name)
-            names = ["%s/%s/%s" % (model.name, layer.name, name) for name, _ in arrays]
+            names = ["%s/%s/%s" % (model.name, layer.name, name) for name, _ in arrays] \
+                if not _is_model(layer) else ["%s/%s" % (layer.name, name) for name, _ in arrays]
             g.attrs["weight_names"] = [n.encode() for n in names]
             for n, (_, a) in zip(names, arrays):
                 g.create_dataset(n, data=np.asarray(a, np.float32))
@@ -412,6 +508,10 @@ def _cnncuda_layer(entry):
         keep.update({k: config[k] for k in takes if k in config and k != "data_format"})
     elif class_name in shape_layers.SHAPE_LAYER_CLASSES:
         keep.update(shape_layers.SHAPE_LAYER_CLASSES[class_name]._keras_arguments(config))
+    elif class_name == "Add":
+        pass
+    elif class_name == "Concatenate":
+        keep.update(axis=config.get("axis", -1))
     else:
         raise ValueError("layer %s: Keras's %s has no cnncuda form (cnncuda has %s)"
                          % (keep["name"], class_name, ", ".join(layer_module.LAYER_CLASSES)))
@@ -442,30 +542,135 @@ def _input_shape(config, layers_config):
     raise ValueError("the model has no input shape (an unbuilt Keras model)")
 
 
-def _build(config, weights_of, compile_config, compile, device, path):
+_MODEL_CLASSES = ("Sequential", "Functional", "Model")
+
+
+def _layer_or_model(entry):
+    if entry.get("class_name") in _MODEL_CLASSES:
+        return _model_of(entry)
+    return _cnncuda_layer(entry)
+
+
+def _model_of(entry):
+    """cnncuda's model of a Keras model config (Sequential, or functional
+    with a chain for a graph), without weights."""
     from .layers import InputLayer
     from .models import Sequential
-    if config.get("class_name") != "Sequential":
-        raise ValueError("%s: a Keras %s; only Sequential models load here"
-                         % (path, config.get("class_name")))
-    inner = config["config"]
+    class_name = entry.get("class_name")
+    inner = entry["config"]
+    if class_name in ("Functional", "Model"):
+        return _functional(inner)
+    if class_name != "Sequential":
+        raise ValueError("a Keras %s; only Sequential and functional models load here"
+                         % class_name)
     entries = inner["layers"]
     model = Sequential(name=inner.get("name"))
     model.add(InputLayer(input_shape=_input_shape(inner, entries), name="_input"))
-    for entry in entries:
-        if entry.get("class_name") == "InputLayer":
+    for layer_entry in entries:
+        if layer_entry.get("class_name") == "InputLayer":
             continue
-        model.add(_cnncuda_layer(entry))
-    # weights_of None (model_from_json): the architecture alone, fresh weights
-    mine = [] if weights_of is None else \
-        [l for l in model._layers if type(l).__name__ != "InputLayer"]
+        model.add(_layer_or_model(layer_entry))
+    return model
+
+
+def _refs(value):
+    """Layer names of a functional config's input_layers or output_layers:
+    Keras 3's ["name", 0, 0] for one, [["name", 0, 0], ...] otherwise."""
+    if value and isinstance(value[0], str):
+        return [value[0]]
+    return [ref[0] for ref in value]
+
+
+def _history_names(value, out):
+    """The layer names in the keras_history of the tensors in `value` (a
+    Keras 3 inbound node's args)."""
+    if isinstance(value, dict):
+        if value.get("class_name") == "__keras_tensor__":
+            out.append(value["config"]["keras_history"][0])
+        else:
+            for v in value.values():
+                _history_names(v, out)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            _history_names(v, out)
+    return out
+
+
+def _inbound(entry):
+    """(the names of the layers whose outputs a functional layer entry is
+    called on, its call's training= or None); raises for a layer called more
+    than once."""
+    nodes = entry.get("inbound_nodes") or []
+    name = entry.get("name") or entry.get("config", {}).get("name")
+    if len(nodes) != 1:
+        raise ValueError('layer "%s" is called %d times in the graph: a layer shared within '
+                         "one model is not supported" % (name, len(nodes)))
+    node = nodes[0]
+    if isinstance(node, dict):                      # Keras 3
+        return _history_names(node.get("args", []), []), \
+            (node.get("kwargs") or {}).get("training")
+    refs = [ref[0] for ref in node]                 # Keras 2: [[name, node, tensor, kwargs]]
+    kwargs = node[0][3] if node and len(node[0]) > 3 and isinstance(node[0][3], dict) else {}
+    return refs, kwargs.get("training")
+
+
+def _functional(inner):
+    """The functional model of a Keras Functional config whose graph is a
+    chain; a branch is refused naming its layer."""
+    from .functional import Model
+    entries = inner["layers"]
+    by_name = {(e.get("name") or e["config"]["name"]): e for e in entries}
+    inputs, outputs = _refs(inner["input_layers"]), _refs(inner["output_layers"])
+    if len(inputs) != 1 or len(outputs) != 1:
+        raise ValueError("model %s: %d inputs and %d outputs; models of one input and one output "
+                         "load here (the engines run a chain of layers)"
+                         % (inner.get("name"), len(inputs), len(outputs)))
+    config = by_name[inputs[0]]["config"]
+    shape = tuple((config.get("batch_shape") or config.get("batch_input_shape"))[1:])
+    tensors = {inputs[0]: _input_tensor(shape, inputs[0])}
+    pending = set()
+
+    def tensor_of(name):
+        """The output of layer `name`, its layer made and called (depth
+        first: a cycle is refused)."""
+        if name in tensors:
+            return tensors[name]
+        if name in pending or name not in by_name:
+            raise ValueError("model %s: bad graph at layer %s" % (inner.get("name"), name))
+        pending.add(name)
+        entry = by_name[name]
+        parents, training = _inbound(entry)
+        args = [tensor_of(p) for p in parents]
+        layer = _layer_or_model(entry)
+        arg = args if getattr(layer, "_merge", False) else args[0] if len(args) == 1 else args
+        tensors[name] = layer(arg) if training is None else layer(arg, training=training)
+        return tensors[name]
+    return Model(tensors[inputs[0]], tensor_of(outputs[0]), name=inner.get("name"))
+
+
+def _input_tensor(shape, name):
+    from .layers import Input
+    return Input(shape=shape, name=name)
+
+
+def _model_weights(model, weights_of):
+    """The model's weights in get_weights order, `weights_of(entry, path)`
+    giving each entry's of model.layers (its path in a .keras file)."""
     arrays = []
-    paths = _weight_paths([type(l).__name__ for l in mine])
-    for layer, path in zip(mine, paths):
-        arrays.extend(weights_of(layer.name, path,
-                                 len(layer.weight_specs(layer.input_shape[1:]))))
-    if mine:
-        model.set_weights(arrays)
+    for entry, path in _entries(model):
+        if type(entry).__name__ != "InputLayer":
+            arrays.extend(weights_of(entry, path))
+    return arrays
+
+
+def _build(config, weights_of, compile_config, compile, device, path):
+    if config.get("class_name") not in _MODEL_CLASSES:
+        raise ValueError("%s: a Keras %s; only Sequential and functional models load here"
+                         % (path, config.get("class_name")))
+    model = _model_of(config)
+    # weights_of None (model_from_json): the architecture alone, fresh weights
+    if weights_of is not None and model._weight_specs():
+        model.set_weights(_model_weights(model, weights_of))
     if compile and compile_config:
         opt = compile_config.get("optimizer") or compile_config.get("optimizer_config")
         loss = compile_config.get("loss")
@@ -506,16 +711,22 @@ def _loss(entry):
 
 
 def load(path, data, kind, compile=True, device=None):
-    """The Sequential model in Keras file `data` (the bytes of `path`)."""
+    """The Sequential or functional model in Keras file `data` (the bytes of `path`)."""
     h5py = _h5py()
     if kind == "keras":
         with zipfile.ZipFile(io.BytesIO(data)) as z:
             config = json.loads(z.read("config.json"))
             f = h5py.File(io.BytesIO(z.read("model.weights.h5")), "r")
 
-            def weights_of(name, path, count):
-                group = f["layers"][path]["vars"] if count else None
-                return [np.asarray(group[str(i)], np.float32) for i in range(count)]
+            def weights_in(group):
+                def weights_of(entry, path):
+                    if _is_model(entry):        # <path>/layers/<its layers' paths>
+                        return _model_weights(entry, weights_in(group[path]["layers"]))
+                    count = _count(entry)
+                    var = group[path]["vars"] if count else None
+                    return [np.asarray(var[str(i)], np.float32) for i in range(count)]
+                return weights_of
+            weights_of = weights_in(f["layers"])
             with f:
                 model = _build(config, weights_of, config.get("compile_config"), compile,
                                device, path)
@@ -529,12 +740,19 @@ def load(path, data, kind, compile=True, device=None):
             if "training_config" in f.attrs else None
         group = f["model_weights"] if "model_weights" in f else f
 
-        def weights_of(name, path, count):
+        def weights_of(entry, path):
+            name, count = entry.name, _count(entry)
             names = [_text(n) for n in group[name].attrs.get("weight_names", [])]
             if len(names) != count:
                 raise ValueError("layer %s: %d weights in the file, %d in the model"
                                  % (name, len(names), count))
-            return [np.asarray(group[name][n], np.float32) for n in names]
+            arrays = [np.asarray(group[name][n], np.float32) for n in names]
+            if _is_model(entry):            # back from _legacy_order
+                mine = [None] * count
+                for array, i in zip(arrays, _legacy_order(entry)):
+                    mine[i] = array
+                arrays = mine
+            return arrays
         return _build(config, weights_of, training, compile, device, path)
 
 

@@ -35,7 +35,8 @@ __all__ = ["Layer", "InputLayer", "Input", "Conv2D", "MaxPooling2D", "AveragePoo
            "BatchNormalization", "Activation", "ReLU", "LeakyReLU", "ELU", "PReLU", "Softmax",
            "Rescaling", "Reshape", "ZeroPadding2D", "Cropping2D", "UpSampling2D",
            "SpatialDropout2D", "RandomFlip", "RandomRotation", "RandomZoom", "RandomTranslation",
-           "RandomContrast", "RandomCrop", "ACTIVATIONS", "LAYER_CLASSES", "deserialize"]
+           "RandomContrast", "RandomCrop", "Add", "Concatenate", "ACTIVATIONS", "LAYER_CLASSES",
+           "deserialize"]
 
 # the activations by name (Keras 3's, with their defaults: elu alpha 1.0,
 # leaky_relu negative_slope 0.2, gelu the erf form); swish is silu
@@ -194,7 +195,24 @@ class Layer:
         self.name = name or unique_name(self.prefix)
         self.input_shape = None     # (None, ...) once the model knows it
         self.output_shape = None
-        self._model = None
+        self._model = None          # the first model it was put in
+        self._holder = None         # the model whose network has its latest weights (models.py)
+        self._call_shape = None     # the input shape of its calls on KerasTensors
+
+    def __call__(self, inputs, *args, **kwargs):
+        """The functional API: called on a KerasTensor (``keras.Input(...)``
+        or another layer's output), returns its output's KerasTensor. A layer
+        runs on data only inside a model."""
+        from .symbolic import call_symbolic, is_symbolic
+        if args:
+            raise TypeError('layer "%s": expected the input tensor and keyword arguments, got '
+                            "%d more positional arguments" % (self.name, len(args)))
+        if not is_symbolic(inputs):
+            raise TypeError('layer "%s" was called on %s: cnncuda\'s layers run on data inside a '
+                            "model; call them on keras.Input(...) tensors to build a functional "
+                            "model (keras.Model(inputs, outputs)) or put them in a Sequential"
+                            % (self.name, type(inputs).__name__))
+        return call_symbolic(self, inputs, kwargs, 'layer "%s"' % self.name)
 
     # -- what subclasses define -----------------------------------------------
 
@@ -312,17 +330,34 @@ class InputLayer(Layer):
     written ``Input(shape=(28, 28, 1))`` or as ``input_shape=`` on the first
     layer. It adds no engine layer and is not listed in ``model.layers``."""
 
-    prefix = "input"
+    prefix = "input_layer"
 
     def __init__(self, input_shape=None, name=None, **kwargs):
         if input_shape is None:
             raise ValueError("input_shape: expected a tuple such as (32, 32, 3), got None")
-        super().__init__(name=name or unique_name("input"), input_shape=input_shape, **kwargs)
+        super().__init__(name=name or unique_name("input_layer"), input_shape=input_shape,
+                         **kwargs)
+        self.input_shape = self.output_shape = (None,) + self._input_shape_arg
 
 
-def Input(shape=None, batch_size=None, name=None, dtype=None):
-    """Keras's ``Input(shape=...)``, usable as the first entry of a Sequential."""
-    return InputLayer(input_shape=shape, name=name, batch_size=batch_size, dtype=dtype)
+def Input(shape=None, batch_size=None, dtype=None, sparse=None, batch_shape=None, name=None,
+          tensor=None, optional=False):
+    """Keras's ``Input(shape=...)``: the KerasTensor a functional model starts
+    from (cnncuda.symbolic), also usable as the first entry of a Sequential."""
+    from .symbolic import KerasTensor
+    _only(sparse, "sparse", (None, False), "inputs are dense arrays")
+    _only(tensor, "tensor", (None,), "an Input is made from its shape")
+    _only(optional, "optional", (False,), "every input is given")
+    if batch_shape is not None:
+        if shape is not None:
+            raise ValueError("shape: give shape or batch_shape, not both")
+        if not isinstance(batch_shape, (tuple, list)) or len(batch_shape) < 2:
+            raise ValueError("batch_shape: expected a tuple (batch, ...), got %r" % (batch_shape,))
+        shape = tuple(batch_shape)[1:]
+    if isinstance(shape, int) and not isinstance(shape, bool):
+        shape = (shape,)
+    layer = InputLayer(input_shape=shape, name=name, batch_size=batch_size, dtype=dtype)
+    return KerasTensor(layer._input_shape_arg, layer)
 
 
 def _window_output(layer, input_shape, window, strides, padding, what):
@@ -807,6 +842,94 @@ class Softmax(Layer):
         return _activation_dicts("softmax")
 
 
+class _Merge(Layer):
+    """A layer of several inputs, called on a list of tensors in a
+    functional model (cnncuda.functional: the engines run the graph)."""
+
+    _merge = True
+
+    def _shapes(self, input_shapes):
+        if not isinstance(input_shapes, list) or len(input_shapes) < 2:
+            raise ValueError('Layer "%s" (%s) expects a list of at least 2 inputs, got input '
+                             "shape %s: call it on a list of tensors in a functional model "
+                             "(keras.Model(inputs, outputs))"
+                             % (self.name, type(self).__name__, input_shapes))
+        if len(input_shapes) > MAX_INPUTS:
+            raise ValueError('Layer "%s" (%s): at most %d inputs, got %d'
+                             % (self.name, type(self).__name__, MAX_INPUTS, len(input_shapes)))
+        return [tuple(shape) for shape in input_shapes]
+
+    def _check_engine(self):
+        """Raises where the engines cannot run the layer as configured."""
+
+    def engine_layers(self):
+        self._check_engine()
+        return [{"kind": self.kind}]
+
+
+MAX_INPUTS = 8      # the engines' CNN_MAX_INPUTS (csrc/cnn.h)
+
+
+class Add(_Merge):
+    """The sum of its inputs, which have one shape (Keras's ``Add()``),
+    added in their order."""
+
+    prefix = "add"
+    kind = "add"
+
+    def compute_output_shape(self, input_shapes):
+        shapes = self._shapes(input_shapes)
+        for shape in shapes[1:]:
+            if shape != shapes[0]:
+                raise ValueError('Layer "%s" (Add): its inputs must have one shape, got %s'
+                                 % (self.name, ", ".join(shape_str((None,) + s)
+                                                         for s in shapes)))
+        return shapes[0]
+
+
+class Concatenate(_Merge):
+    """Its inputs joined along ``axis`` (Keras's default -1, the channels;
+    the engines join along the last axis only)."""
+
+    prefix = "concatenate"
+    kind = "concatenate"
+
+    def __init__(self, axis=-1, **kwargs):
+        if isinstance(axis, bool) or not isinstance(axis, int):
+            raise TypeError("axis: expected an int, got %r" % (axis,))
+        self.axis = axis
+        super().__init__(**kwargs)
+
+    def _arguments(self):
+        return {"axis": self.axis}
+
+    def compute_output_shape(self, input_shapes):
+        shapes = self._shapes(input_shapes)
+        rank = len(shapes[0])
+        axis = self.axis if self.axis < 0 else self.axis - 1     # without the batch axis
+        if not -rank <= axis < rank or self.axis == 0 or any(len(s) != rank for s in shapes):
+            raise ValueError('Layer "%s" (Concatenate): axis %d does not fit inputs of shapes %s'
+                             % (self.name, self.axis, ", ".join(shape_str((None,) + s)
+                                                                for s in shapes)))
+        axis %= rank
+        for shape in shapes[1:]:
+            if shape[:axis] + shape[axis + 1:] != shapes[0][:axis] + shapes[0][axis + 1:]:
+                raise ValueError('Layer "%s" (Concatenate): its inputs must match except on '
+                                 "axis %d, got %s" % (self.name, self.axis,
+                                                      ", ".join(shape_str((None,) + s)
+                                                                for s in shapes)))
+        out = list(shapes[0])
+        out[axis] = sum(s[axis] for s in shapes)
+        return tuple(out)
+
+    def _check_engine(self):
+        shape = self.input_shape[0][1:] if isinstance(self.input_shape, list) else None
+        if shape is not None and self.axis not in (-1, len(shape)):
+            raise ValueError('layer "%s" (Concatenate): axis %d; the engines join tensors along '
+                             "their last axis (the channels), axis=-1 (or %d here)"
+                             % (self.name, self.axis, len(shape)))
+
+
 from .augmentation import (RandomContrast, RandomCrop, RandomFlip,  # noqa: E402
                            RandomRotation, RandomTranslation, RandomZoom)
 
@@ -815,7 +938,8 @@ LAYER_CLASSES = {cls.__name__: cls for cls in (InputLayer, Conv2D, MaxPooling2D,
                                                Flatten, Dense, Dropout, BatchNormalization,
                                                Activation, ReLU, LeakyReLU, ELU, PReLU,
                                                Softmax, RandomFlip, RandomRotation, RandomZoom,
-                                               RandomTranslation, RandomContrast, RandomCrop)}
+                                               RandomTranslation, RandomContrast, RandomCrop,
+                                               Add, Concatenate)}
 
 # the shape and image layers (shape_layers.py, which builds on Layer above)
 from .shape_layers import (Cropping2D, Rescaling, Reshape, SHAPE_LAYER_CLASSES,  # noqa: E402

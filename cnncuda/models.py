@@ -1,4 +1,5 @@
-"""Keras's Sequential model on cnncuda's engines, and load_model.
+"""Keras's Sequential model on cnncuda's engines, and load_model (the
+functional ``Model`` builds on Sequential: cnncuda/functional.py).
 
     model = Sequential([Conv2D(32, 3, activation="relu", input_shape=(32, 32, 3)),
                         MaxPooling2D(), Flatten(), Dense(10)], seed=0)
@@ -36,7 +37,7 @@ from .exclusive import exclusive
 from .layers import InputLayer, Layer, deserialize
 from .utils import get_random_seed, unique_name
 
-__all__ = ["Sequential", "load_model", "model_from_json"]
+__all__ = ["Sequential", "Model", "load_model", "model_from_json"]
 
 # every model, for park_networks_at_exit: plain weak references without a
 # callback. A WeakSet's callback is Python code run whenever a model is
@@ -59,7 +60,11 @@ _ACCURACY_NAMES = {
 
 
 class Sequential:
-    """A linear stack of layers: ``Sequential([layer, ...])`` or ``.add(layer)``."""
+    """A linear stack of layers: ``Sequential([layer, ...])`` or ``.add(layer)``.
+    A model is a layer too: ``Sequential([model, layers.Softmax()])`` runs
+    `model`'s layers, its weights shared with it (see _pull_shared)."""
+
+    _class_name = "Sequential"      # Keras's class name, in configs and summaries
 
     def __init__(self, layers=None, name=None, seed=None):
         if name is not None and (not isinstance(name, str) or not name):
@@ -89,6 +94,10 @@ class Sequential:
         self.history = None
         self._shuffle_rng = np.random.default_rng(self.seed)
         self._trainable = True
+        self._synced = {}                 # shared layer -> its holder's version we hold
+        self._claims = 0                  # times this model took its layers' weights
+        self._pulling = False
+        self._call_shape = None
         _remember(self)
         if layers is not None:
             if isinstance(layers, Layer) or not hasattr(layers, "__iter__"):
@@ -128,7 +137,9 @@ class Sequential:
                                  "before every layer with weights (put them first)"
                                  % (layer.name, type(layer).__name__, weighted.name))
             out = tuple(layer.compute_output_shape(shape))
-            if weighted is None and layer.weight_specs(shape):
+            has_weights = layer._weighted_leaves() if isinstance(layer, Sequential) \
+                else layer.weight_specs(shape)
+            if weighted is None and has_weights:
                 weighted = layer
             shapes.append((shape, out))
             shape = out
@@ -137,9 +148,108 @@ class Sequential:
     def _commit_shapes(self, input_shape):
         for layer, (shape_in, shape_out) in zip(self._layers,
                                                 self._infer_shapes(input_shape, self._layers)):
+            if isinstance(layer, Sequential):
+                if not layer.built:
+                    layer.build((None,) + shape_in)
+                continue
             layer.input_shape = (None,) + shape_in
             layer.output_shape = (None,) + shape_out
         self._input_shape = tuple(input_shape)
+
+    # -- a model as a layer ----------------------------------------------------------
+
+    def compute_output_shape(self, input_shape):
+        """The output shape (no batch axis) of this model used as a layer on
+        inputs of `input_shape`; raises ValueError naming the model."""
+        shape = tuple(input_shape)
+        if self.built:
+            if shape != self._input_shape:
+                raise ValueError('Input 0 of model "%s" is incompatible with it: expected '
+                                 "shape %s, got %s" % (self.name, shape_str(self.input_shape),
+                                                      shape_str((None,) + shape)))
+            return tuple(self.output_shape[1:])
+        shapes = self._infer_shapes(shape, self._layers)
+        return shapes[-1][1] if shapes else shape
+
+    def _leaves(self):
+        """The layers that run, in order: nested models' layers in their place."""
+        out = []
+        for layer in self._layers:
+            out.extend(layer._leaves() if isinstance(layer, Sequential) else [layer])
+        return out
+
+    def _weighted_leaves(self):
+        return [layer for layer in self._leaves() if layer.weight_specs(layer.input_shape[1:])]
+
+    def __call__(self, x, training=None, **kwargs):
+        """On a KerasTensor: the model as a layer of a functional model (its
+        weights shared). On data: its predictions (inference), as predict."""
+        from .symbolic import call_symbolic, is_symbolic
+        if is_symbolic(x):
+            if training is not None:
+                kwargs["training"] = training
+            return call_symbolic(self, x, kwargs, 'model "%s"' % self.name)
+        if kwargs:
+            raise TypeError("unexpected arguments %s" % ", ".join(sorted(kwargs)))
+        if training:
+            raise ValueError("training: calling a model in training mode is not supported; "
+                             "use fit")
+        return self.predict(x, verbose=0)
+
+    # -- weights shared between models ---------------------------------------------
+    #
+    # A layer may be in several models (a model used as a layer, layers of
+    # one functional graph in two models). Each model's engine network has
+    # its own copy of the weights; the layer names the model whose network
+    # has its latest weights (layer._holder), and that model's version
+    # (_weights_version: changes whenever its network may have changed them).
+    # Before a model's network is used, _pull_shared copies the layers that
+    # another model changed since; a model about to change them (a training
+    # network, set_weights) takes them (_claim_leaves). So training one model
+    # changes the other's predictions, as Keras's shared variables do.
+
+    def _weights_version(self):
+        return (self._claims, self._iterations())
+
+    def _pull_shared(self, net):
+        """Copies into `net` (this model's network, or a copy of it for
+        another engine) the weights of its layers that another model holds
+        newer."""
+        if self._pulling:
+            return
+        stale = []
+        for layer in self._weighted_leaves():
+            holder = layer._holder
+            if holder is None:
+                layer._holder = self
+            elif holder is not self:
+                version = holder._weights_version()
+                if self._synced.get(layer) != version:
+                    stale.append((layer, holder, version))
+        if not stale:
+            return
+        self._pulling = True
+        try:
+            weights, theirs = net.get_weights(), {}
+            for layer, holder, _ in stale:
+                if id(holder) not in theirs:        # one read of each holder's weights
+                    theirs[id(holder)] = holder.get_weights()
+                start, count = self._layer_slice(layer)
+                h_start, _ = holder._layer_slice(layer)
+                weights[start:start + count] = theirs[id(holder)][h_start:h_start + count]
+            net.set_weights(weights)
+        finally:
+            self._pulling = False
+        if net is self._net:
+            for layer, _, version in stale:
+                self._synced[layer] = version
+
+    def _claim_leaves(self):
+        """This model's network is about to change its weights: it holds the
+        latest of all its layers from now on."""
+        self._claims += 1
+        for layer in self._weighted_leaves():
+            layer._holder = self
 
     def _drop_net(self):
         """Forgets the engine network after a change of layers, keeping its
@@ -175,12 +285,31 @@ class Sequential:
 
     @exclusive
     def add(self, layer):
-        """Appends a layer; with a known input shape its output shape is checked
-        now, and a layer that does not fit leaves the model unchanged."""
-        if not isinstance(layer, Layer):
+        """Appends a layer (or a model, which runs as one layer); with a known
+        input shape its output shape is checked now, and a layer that does not
+        fit leaves the model unchanged."""
+        self._append(layer, shared=False)
+
+    def _append(self, layer, shared):
+        """add's work; `shared`: the layer may be in other models already
+        (the functional API's layers), not only in this one."""
+        from .symbolic import KerasTensor
+        if isinstance(layer, KerasTensor) and isinstance(layer._layer, InputLayer) \
+                and not layer._inputs:
+            layer = layer._layer            # Sequential([keras.Input(shape), ...])
+        if not isinstance(layer, (Layer, Sequential)):
             raise TypeError("layer: expected a cnncuda layer such as layers.Dense(10), got %r"
                             % (layer,))
-        if layer._model is not None:
+        if layer is self:
+            raise ValueError('layer: model "%s" cannot be a layer of itself' % self.name)
+        if isinstance(layer, Sequential):
+            taken = set(map(id, self._leaves()))
+            if any(id(leaf) in taken for leaf in layer._leaves()):
+                raise ValueError('layer: model "%s" shares layers with model "%s": a layer runs '
+                                 "once in a model" % (layer.name, self.name))
+            if self in _all_models(layer):
+                raise ValueError('layer: model "%s" holds model "%s"' % (layer.name, self.name))
+        elif layer._model is not None and not shared:
             raise ValueError('layer: "%s" already belongs to model "%s"'
                              % (layer.name, layer._model.name))
         if isinstance(layer, InputLayer):
@@ -193,16 +322,19 @@ class Sequential:
                              'Name "%s" is already the name of a layer in this model. Update the '
                              "`name` argument to pass a unique name." % layer.name)
         input_shape = self._input_shape
-        if not self._layers and layer._input_shape_arg is not None:
-            if input_shape is not None and input_shape != layer._input_shape_arg:
+        first_shape = layer._input_shape if isinstance(layer, Sequential) \
+            else layer._input_shape_arg
+        if not self._layers and first_shape is not None:
+            if input_shape is not None and input_shape != first_shape:
                 raise ValueError('layer "%s": input_shape %s differs from the Input %s'
-                                 % (layer.name, layer._input_shape_arg, input_shape))
-            input_shape = layer._input_shape_arg
+                                 % (layer.name, first_shape, input_shape))
+            input_shape = first_shape
         if input_shape is not None:
             self._infer_shapes(input_shape, self._layers + [layer])   # raises, changes nothing
         self._drop_net()
         self._layers.append(layer)
-        layer._model = self
+        if not isinstance(layer, Sequential) and layer._model is None:
+            layer._model = self
         if input_shape is not None:
             self._commit_shapes(input_shape)
 
@@ -211,10 +343,20 @@ class Sequential:
         """Removes the last layer (its weights go; the others keep theirs)."""
         if not self._layers:
             raise TypeError("There are no layers in the model.")
+        last = self._layers[-1]
+        if isinstance(last, Sequential) and self.built and \
+                any(leaf._holder is self for leaf in last._weighted_leaves()):
+            last.set_weights(last.get_weights())    # the model keeps what training here gave
         self._drop_net()
         layer = self._layers.pop()
-        layer._model = None
-        layer.input_shape = layer.output_shape = None
+        leaves = layer._leaves() if isinstance(layer, Sequential) else [layer]
+        for leaf in leaves:
+            if leaf._holder is self:
+                leaf._holder = None
+            self._synced.pop(leaf, None)
+        if not isinstance(layer, Sequential) and layer._model is self:
+            layer._model = None
+            layer.input_shape = layer.output_shape = None
         if self._carried is not None:
             self._carried = self._carried[:len(self._weight_specs())] if self.built else None
         if self._carried_state is not None:
@@ -260,7 +402,23 @@ class Sequential:
                              "give the first layer an `input_shape`.")
 
     def _engine_layers(self):
-        return [d for layer in self._layers for d in layer.engine_layers()]
+        return self._engine_block(0, -1)
+
+    def _engine_block(self, offset, source):
+        """The engine layers of this model placed at index `offset` of a
+        network, its input the output of engine layer `source` (-1 the
+        network's input); a model inside reads the layer before it."""
+        out = []
+        for entry in self._layers:
+            start = offset + len(out)
+            if isinstance(entry, Sequential):
+                dicts = entry._engine_block(start, start - 1 if out else source)
+            else:
+                dicts = [dict(d) for d in entry.engine_layers()]
+            if not out and dicts and source != start - 1 and "inputs" not in dicts[0]:
+                dicts[0]["inputs"] = [source]
+            out.extend(dicts)
+        return out
 
     def _engine_input_shape(self):
         """The engine's input shape: images without a channel axis, (height,
@@ -283,7 +441,7 @@ class Sequential:
         (cnncuda.initializers says how the values are keyed)."""
         from .reference import rng_key
         drawn, k, engine_index = {}, 0, 0
-        for layer in self._layers:
+        for layer in self._leaves():     # in the engine's order (_engine_block)
             inits = layer.weight_initializers()
             for name, shape, _ in layer.weight_specs(layer.input_shape[1:]):
                 init = inits.get(name)
@@ -316,7 +474,7 @@ class Sequential:
 
     def _weight_specs(self):
         """[(layer, name, shape, trainable)] in get_weights order."""
-        return [(layer, name, shape, trainable) for layer in self._layers
+        return [(layer, name, shape, trainable) for layer in self._leaves()
                 for name, shape, trainable in layer.weight_specs(layer.input_shape[1:])]
 
     # -- the engine network ---------------------------------------------------
@@ -402,8 +560,10 @@ class Sequential:
                 fits = _inference_form(self._engine_layers()) == \
                     _inference_form(self._net_layers)
         if fits:
+            self._pull_shared(net)
             if purpose == "train":
                 self._sync_optimizer(net)
+                self._claim_leaves()
             return net
         compiled = self.loss is not None
         if purpose in ("evaluate", "train") and not compiled:
@@ -435,6 +595,7 @@ class Sequential:
         current = self._current_net() is not None
         if (current and net.steps > 0 and purpose in ("predict", "evaluate")
                 and device != self._net_device):
+            self._pull_shared(new)
             return new      # inference elsewhere: a copy, so the optimizer state stays put
         # (on the same engine in another precision, the new network takes
         # the old one's place, optimizer state and all, so that the next
@@ -458,8 +619,10 @@ class Sequential:
         self._net_precision = precision
         self._net_compile = self._compile_version if compiled else None
         self._net_optimizer, self._net_layers = args[4], args[0]
+        self._pull_shared(new)
         if purpose == "train":
             self._sync_optimizer(new)
+            self._claim_leaves()
         return new
 
     def _sync_optimizer(self, net):
@@ -634,18 +797,18 @@ class Sequential:
         if index is not None:
             if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
                 raise TypeError("index: expected an int, got %r" % (index,))
-            if len(self._layers) <= index:
+            if len(self.layers) <= index:
                 raise ValueError("Was asked to retrieve layer at index %d but model only has "
-                                 "%d layers." % (index, len(self._layers)))
-            return self._layers[index]
+                                 "%d layers." % (index, len(self.layers)))
+            return self.layers[index]
         if name is not None:
             if not isinstance(name, str):
                 raise TypeError("name: expected a layer name (str), got %r" % (name,))
-            for layer in self._layers:
+            for layer in self.layers:
                 if layer.name == name:
                     return layer
             raise ValueError("No such layer: %s. Existing layers are: %s."
-                             % (name, [layer.name for layer in self._layers]))
+                             % (name, [layer.name for layer in self.layers]))
         raise ValueError("Provide either a layer name or layer index at `get_layer`.")
 
     @property
@@ -678,12 +841,6 @@ class Sequential:
     def non_trainable_variables(self):
         return self.non_trainable_weights
 
-    def __call__(self, x, training=False):
-        if training:
-            raise ValueError("training: calling a model in training mode is not supported; "
-                             "use fit")
-        return self.predict(x, verbose=0)
-
     # -- weights ---------------------------------------------------------------
 
     @exclusive
@@ -707,10 +864,11 @@ class Sequential:
                 raise ValueError("weights[%d] (%s/%s): expected shape %s, got %s"
                                  % (i, layer.name, name, tuple(shape), np.shape(w)))
         self._get_net(None, "weights").set_weights(weights)
+        self._claim_leaves()
 
     def _layer_slice(self, layer):
         start = 0
-        for other in self._layers:
+        for other in self._leaves():
             count = len(other.weight_specs(other.input_shape[1:]))
             if other is layer:
                 return start, count
@@ -754,8 +912,9 @@ class Sequential:
     def summary(self, line_length=None, positions=None, print_fn=None):
         """Prints the layers, output shapes and parameter counts as Keras does."""
         self._require_built()
-        line_length = line_length or 65
-        positions = positions or [0.45, 0.85, 1.0]
+        connected = self._connections()        # a graph's: what each layer reads
+        line_length = line_length or (98 if connected else 65)
+        positions = positions or ([0.33, 0.55, 0.67, 1.0] if connected else [0.45, 0.85, 1.0])
         if positions[-1] <= 1:
             positions = [int(line_length * p) for p in positions]
         print_fn = print_fn or print
@@ -772,13 +931,15 @@ class Sequential:
 
         print_fn('Model: "%s"' % self.name)
         print_fn("_" * line_length)
-        row(["Layer (type)", "Output Shape", "Param #"])
+        row(["Layer (type)", "Output Shape", "Param #"] + (["Connected to"] if connected else []))
         print_fn("=" * line_length)
-        for i, layer in enumerate(self._layers):
-            row(["%s (%s)" % (layer.name, type(layer).__name__), shape_str(layer.output_shape),
-                 layer.count_params()])
-            print_fn(("=" if i == len(self._layers) - 1 else "_") * line_length)
-        if not self._layers:
+        listed = self.layers
+        for i, layer in enumerate(listed):
+            row(["%s (%s)" % (layer.name, getattr(layer, "_class_name", type(layer).__name__)),
+                 shape_str(layer.output_shape), layer.count_params()] +
+                ([connected[i]] if connected else []))
+            print_fn(("=" if i == len(listed) - 1 else "_") * line_length)
+        if not listed:
             print_fn("=" * line_length)
         trainable = non_trainable = 0
         for _, _, shape, is_trainable in self._weight_specs():
@@ -792,14 +953,23 @@ class Sequential:
         print_fn("Non-trainable params: {:,}".format(non_trainable))
         print_fn("_" * line_length)
 
+    def _connections(self):
+        """A graph's "Connected to" column (None for a chain)."""
+        return None
+
     # -- files ---------------------------------------------------------------------
 
     def get_config(self):
         """The architecture as JSON-able data (what a model file holds)."""
         return {"name": self.name, "seed": self.seed,
                 "input_shape": list(self._input_shape) if self.built else None,
-                "layers": [{"class_name": type(l).__name__, "config": l.get_config()}
-                           for l in self._layers]}
+                "layers": [{"class_name": getattr(l, "_class_name", type(l).__name__),
+                            "config": l.get_config()} for l in self._layers]}
+
+    @classmethod
+    def from_config(cls, config):
+        """The model of a get_config() dict, with fresh weights."""
+        return _model_from_config(cls._class_name, config)
 
     def to_json(self, **kwargs):
         """The architecture (and compile settings) as Keras 3 writes them
@@ -816,7 +986,7 @@ class Sequential:
     def _file_header(self, kind):
         specs = self._weight_specs() if self.built else []
         header = {"kind": kind, "cnncuda_version": _version(),
-                  "model": {"class_name": "Sequential", "config": self.get_config()},
+                  "model": {"class_name": self._class_name, "config": self.get_config()},
                   "weights": [{"layer": layer.name, "name": name, "trainable": trainable}
                               for layer, name, _, trainable in specs]}
         if kind == "model":
@@ -934,7 +1104,40 @@ class Sequential:
         self._iterations_offset = counters["iterations"] - counters["steps"]
 
     def __repr__(self):
-        return "<Sequential name=%s, %d layers>" % (self.name, len(self._layers))
+        return "<%s name=%s, %d layers>" % (self._class_name, self.name, len(self.layers))
+
+
+def _all_models(model):
+    """`model` and every model nested in it."""
+    out = [model]
+    for layer in model._layers:
+        if isinstance(layer, Sequential):
+            out.extend(_all_models(layer))
+    return out
+
+
+def _model_from_config(class_name, spec):
+    """A Sequential or functional Model from its get_config() dict (the
+    layers of a functional model are a chain: they run in the listed order)."""
+    entries = [_deserialize(entry) for entry in spec["layers"]]
+    shape = tuple(spec["input_shape"]) if spec.get("input_shape") else None
+    if class_name == "Functional":
+        from .functional import Model
+        return Model._from_chain(shape, entries, name=spec["name"], seed=spec["seed"],
+                                 input_name=spec.get("input_name"), reads=spec.get("reads"))
+    model = Sequential(name=spec["name"], seed=spec["seed"])
+    if shape is not None:
+        model.add(InputLayer(input_shape=shape, name="_input"))
+    for layer in entries:
+        model.add(layer)
+    return model
+
+
+def _deserialize(entry):
+    """A layer, or a nested model, from {"class_name", "config"}."""
+    if isinstance(entry, dict) and entry.get("class_name") in ("Sequential", "Functional"):
+        return _model_from_config(entry["class_name"], entry["config"])
+    return deserialize(entry)
 
 
 def park_networks_at_exit():
@@ -1026,7 +1229,7 @@ def _check_loss_fits(loss, output_shape):
 
 
 def load_model(filepath, compile=True, device=None, custom_objects=None):
-    """A Sequential model from a file written by ``model.save``: architecture,
+    """A Sequential or functional model from a file written by ``model.save``: architecture,
     weights, and (with compile=True) its loss, optimizer, metrics and the
     optimizer's state, so that fit goes on exactly where the saved model
     stopped. ``device`` is passed to compile. Raises
@@ -1051,8 +1254,8 @@ def load_model(filepath, compile=True, device=None, custom_objects=None):
 
 
 def model_from_json(json_string, custom_objects=None):
-    """A Sequential model from the JSON of ``model.to_json()``, cnncuda's or
-    Keras 3's: the layers with fresh weights (the model's seed), compiled
+    """A Sequential or functional model from the JSON of ``model.to_json()``,
+    cnncuda's or Keras 3's: the layers with fresh weights (the model's seed), compiled
     when the JSON holds compile settings, as Keras does."""
     import json
     if custom_objects:
@@ -1066,10 +1269,11 @@ def model_from_json(json_string, custom_objects=None):
     except ValueError as err:
         raise ValueError("json_string: expected JSON, got text that does not parse (%s)"
                          % err) from None
-    if not isinstance(config, dict) or config.get("class_name") != "Sequential" \
+    if not isinstance(config, dict) or config.get("class_name") not in ("Sequential",
+                                                                        "Functional") \
             or not isinstance(config.get("config"), dict):
-        raise ValueError("json_string: expected a Sequential model's JSON (class_name "
-                         "'Sequential'), got %s"
+        raise ValueError("json_string: expected a Sequential or functional model's JSON "
+                         "(class_name 'Sequential' or 'Functional'), got %s"
                          % ("class_name %r" % config.get("class_name")
                             if isinstance(config, dict) else type(config).__name__))
     try:
@@ -1116,12 +1320,8 @@ def _model_from_file(filepath, header, weights, slots, compile, device):
         if header.get("kind") != "model":
             raise saving.ModelFileError("%s: holds only weights (save_weights); build the model "
                                         "and call load_weights" % filepath)
-        spec = header["model"]["config"]
-        model = Sequential(name=spec["name"], seed=spec["seed"])
-        if spec.get("input_shape"):
-            model.add(InputLayer(input_shape=tuple(spec["input_shape"]), name="_input"))
-        for entry in spec["layers"]:
-            model.add(deserialize(entry))
+        model = _model_from_config(header["model"].get("class_name", "Sequential"),
+                                   header["model"]["config"])
         if weights:
             model.set_weights(weights)
     except saving.ModelFileError:
@@ -1143,3 +1343,6 @@ def _model_from_file(filepath, header, weights, slots, compile, device):
         if header.get("optimizer_state") is not None:
             model._restore_optimizer_state(header["optimizer_state"], slots, filepath)
     return model
+
+
+from .functional import Model  # noqa: E402  (functional.py builds on Sequential)

@@ -921,6 +921,25 @@ def _require(spec, key, index):
     return spec[key]
 
 
+def add_forward(xs):
+    """Keras's Add: the inputs summed in their order ((x0 + x1) + x2 ...)."""
+    y = xs[0] + xs[1]
+    for x in xs[2:]:
+        y = y + x
+    return y
+
+
+def concat_forward(xs):
+    """Keras's Concatenate over the last axis (the channels)."""
+    return np.concatenate(xs, axis=-1)
+
+
+def concat_backward(dy, sizes):
+    """The gradient of each input of concat_forward: dy's channels split
+    into parts of `sizes`."""
+    return np.split(dy, np.cumsum(sizes)[:-1], axis=-1)
+
+
 class _Layer:
     """A layer: built from its input shape (without the batch dim).
 
@@ -1254,6 +1273,34 @@ def _check_optimizer(kind, opt):
                          % (opt["weight_decay"],))
 
 
+class _Merge(_Layer):
+    """A layer of several inputs (Add, Concatenate): in_shapes one per input;
+    forward takes the list of inputs, backward gives the list of their
+    gradients. No weights."""
+
+    def __init__(self, index, kind, in_shapes):
+        self.index, self.kind = index, kind
+        self.in_shapes = [tuple(s) for s in in_shapes]
+        first = self.in_shapes[0]
+        for k, shape in enumerate(self.in_shapes):
+            if kind == "add" and shape != first or \
+                    kind == "concatenate" and (len(shape) != len(first) or shape[:-1] != first[:-1]):
+                raise ValueError(f"layer {index} ({kind}): input {k} has shape {shape}, input 0 "
+                                 f"{first}")
+        self.out_shape = first if kind == "add" else \
+            first[:-1] + (sum(s[-1] for s in self.in_shapes),)
+        self.in_shape = first
+        self.weights, self.trainable, self.grads = [], [], []
+
+    def forward(self, xs, training, t):
+        return add_forward(xs) if self.kind == "add" else concat_forward(xs)
+
+    def backward(self, dy):
+        if self.kind == "add":
+            return [dy for _ in self.in_shapes]
+        return concat_backward(dy, [s[-1] for s in self.in_shapes])
+
+
 class NumpyNet:
     """The `numpy` engine: a Sequential CNN in NumPy with the C binding's Net
     interface (see the module docstring of cnncuda and docs/semantics.md).
@@ -1277,15 +1324,38 @@ class NumpyNet:
             raise ValueError("max_batch must be >= 1")
         self.seed = int(seed)
 
-        # layers, each built on the previous one's output shape; below
-        # _aug_floor (1 + the last augmentation layer) no layer has weights
+        # layers, each built on the output shapes of the layers it reads
+        # (spec["inputs"]: their indices, -1 the network's input; without
+        # it, the layer before: a chain); below _aug_floor (1 + the last
+        # augmentation layer) no layer has weights
         self._aug_floor = 0
-        self.layers = []
+        self.layers, self._reads = [], []
+        readers = [0] * (len(layers) + 1)
         shape = self.input_shape
         for i, spec in enumerate(layers):
-            layer = self._make_layer(i, dict(spec), shape)
+            spec = dict(spec)
+            inputs = spec.get("inputs")
+            inputs = [i - 1] if inputs is None else [int(j) for j in inputs]
+            if not inputs or any(not -1 <= j < i for j in inputs):
+                raise ValueError(f"layer {i}: inputs {inputs}: a layer reads the network's "
+                                 f"input (-1) or earlier layers")
+            shapes = [self.input_shape if j < 0 else self.layers[j].out_shape for j in inputs]
+            if spec.get("kind") in ("add", "concatenate"):
+                if len(inputs) < 2:
+                    raise ValueError(f"layer {i} ({spec['kind']}) needs at least 2 inputs")
+                layer = _Merge(i, spec["kind"], shapes)
+            else:
+                if len(inputs) != 1:
+                    raise ValueError(f"layer {i} ({spec.get('kind')}) takes one input")
+                layer = self._make_layer(i, spec, shapes[0])
+            for j in inputs:
+                readers[j + 1] += 1
             self.layers.append(layer)
+            self._reads.append(inputs)
             shape = layer.out_shape
+        for j in range(len(layers) - 1):
+            if not readers[j + 1]:
+                raise ValueError(f"layer {j}: its output is read by no layer")
         self._output_shape = tuple(shape)
 
         # loss: the output must be (K,)
@@ -1411,10 +1481,12 @@ class NumpyNet:
         t = self._training_forwards
         if training:
             self._training_forwards += 1
-        for layer in self.layers:
-            x = layer.forward(x, training, t)
-        self._last_out_shape = x.shape
-        return x
+        outs = []
+        for layer, inputs in zip(self.layers, self._reads):
+            xs = [x if j < 0 else outs[j] for j in inputs]
+            outs.append(layer.forward(xs if isinstance(layer, _Merge) else xs[0], training, t))
+        self._last_out_shape = outs[-1].shape
+        return outs[-1]
 
     def forward(self, x, training=False):
         """Output of n <= max_batch samples. Training uses batch statistics
@@ -1439,11 +1511,22 @@ class NumpyNet:
         dy = np.asarray(dy, dtype=self.dtype)
         if dy.shape != self._last_out_shape:
             raise ValueError(f"dy must have shape {self._last_out_shape}, got {dy.shape}")
-        for layer in reversed(self.layers[self._aug_floor:]):
-            dy = layer.backward(dy)
+        # each output's gradient summed over the layers that read it, in the
+        # order the C engines add them (csrc/net/graph.c): readers last to
+        # first, a layer's inputs in their order; none below the
+        # augmentation layers (no weights there, no input gradient)
+        grads = [None] * len(self.layers) + [None]           # [-1]: the input's
+        grads[-2] = dy
+        for i in range(len(self.layers) - 1, self._aug_floor - 1, -1):
+            layer, inputs = self.layers[i], self._reads[i]
+            dxs = layer.backward(grads[i])
             if layer.frozen:
                 layer.grads = []
-        return None if self._aug_floor else dy
+            if not isinstance(layer, _Merge):
+                dxs = [dxs]
+            for j, dx in zip(inputs, dxs):
+                grads[j] = dx if grads[j] is None else grads[j] + dx
+        return None if self._aug_floor else grads[-1]
 
     def _penalty(self):
         return sum(layer.penalty() for layer in self.layers)

@@ -39,7 +39,7 @@ class Variable:
 
     def _index(self):
         """This weight's place in the model's get_weights list now."""
-        if self._layer._model is not self._model:
+        if not any(leaf is self._layer for leaf in self._model._leaves()):
             raise ValueError("variable %s: its layer %s is no longer in model %s"
                              % (self.name, self._layer.name, self._model.name))
         for i, (layer, name, _, _) in enumerate(self._model._weight_specs()):

@@ -135,6 +135,19 @@ typedef cnn_status cnn_prelu_backward_fn(cnn_ctx *ctx, const cnn_prelu_desc *d,
                                          float *dx,          /* (n, c, h, w), or NULL */
                                          float *dalpha);     /* (ac, ah, aw), overwritten */
 
+/* the sum of two tensors of count values per sample: y = a + b over n
+ * samples (y may be a or b) */
+typedef cnn_status cnn_add_fn(cnn_ctx *ctx, int n, int count,
+                              const float *a, const float *b, /* (n, count) */
+                              float *y);                      /* (n, count) */
+
+/* a tensor's place in a concatenation along the channels: concat_forward
+ * copies x (n, c, hw) into channels [offset, offset + c) of y (n, c_total,
+ * hw); concat_backward copies those channels of dy (n, c_total, hw) into
+ * dx (n, c, hw) */
+typedef cnn_status cnn_concat_fn(cnn_ctx *ctx, int n, int c, int hw, int c_total, int offset,
+                                 const float *in, float *out);
+
 /* dropout forward (x -> y) and backward (dy -> dx) */
 typedef cnn_status cnn_dropout_fn(cnn_ctx *ctx, int n, int c, int h, int w, float rate,
                                   uint64_t seed, const int64_t *forward, int64_t row0,
@@ -368,6 +381,13 @@ struct cnn_backend {
     cnn_elementwise_backward_fn *elementwise_backward;
     cnn_prelu_forward_fn *prelu_forward;
     cnn_prelu_backward_fn *prelu_backward;
+
+    /* layers of several inputs: Add's forward (and the sum of the gradients
+     * of an output read by several layers), Concatenate's forward and
+     * backward */
+    cnn_add_fn *add;
+    cnn_concat_fn *concat_forward;
+    cnn_concat_fn *concat_backward;
 
     /* inverted dropout over x (n, c, h, w) (h = w = 1 for (n, c)): element
      * (i, ch, r, s) is kept when cnn_uniform(key, (((row0 + i)*h + r)*w + s)*c

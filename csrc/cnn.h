@@ -396,7 +396,12 @@ typedef enum cnn_layer_kind {
     CNN_LAYER_RANDOM_ZOOM = 18,
     CNN_LAYER_RANDOM_TRANSLATION = 19,
     CNN_LAYER_RANDOM_CONTRAST = 20,
-    CNN_LAYER_RANDOM_CROP = 21
+    CNN_LAYER_RANDOM_CROP = 21,
+    /* layers of several inputs (cnn_layer_spec.inputs): the sum of inputs of
+     * one shape, and the inputs joined along the channels (the last axis in
+     * Keras's layout: C of NCHW images, the features of (N, F) rows) */
+    CNN_LAYER_ADD = 24,
+    CNN_LAYER_CONCAT = 25
 } cnn_layer_kind;
 /* The first and last of the shape and image layers (csrc/net/shapes.c). */
 #define CNN_LAYER_SHAPE_FIRST CNN_LAYER_RESCALING
@@ -407,6 +412,9 @@ static inline int cnn_layer_is_augment(int kind)
 {
     return kind >= CNN_LAYER_RANDOM_FLIP && kind <= CNN_LAYER_RANDOM_CROP;
 }
+
+/* The most inputs one layer reads (CNN_LAYER_ADD, CNN_LAYER_CONCAT). */
+#define CNN_MAX_INPUTS 8
 
 typedef struct cnn_layer_spec {
     int kind;
@@ -449,6 +457,15 @@ typedef struct cnn_layer_spec {
     int pad[4];       /* zero padding, cropping: rows at the top, bottom, columns left, right */
     int target_h, target_w, target_c; /* reshape: NHWC, or (0, 0, features) */
     int upsample_bilinear; /* upsampling: 0 nearest, 1 bilinear */
+    /* the layers whose outputs it reads, in order (-1: the network's input);
+     * n_inputs 0: the layer before it (layer i - 1, the input for layer 0),
+     * as in a chain. A network whose layers read others than the one before,
+     * or whose layer outputs feed several layers, is a graph: the Net runs
+     * it with a gradient buffer per layer and sums the gradients of an
+     * output read more than once (csrc/net/graph.c). Layers come in an order
+     * where each reads only layers before it; the last is the output. */
+    int n_inputs;
+    int inputs[CNN_MAX_INPUTS];
 } cnn_layer_spec;
 
 typedef struct cnn_net_spec {

@@ -57,6 +57,10 @@ cnn_dense_forward_fn cuda_dense_forward, cuda_dense_forward_relu;
 cnn_dense_backward_data_fn cuda_dense_backward_data;
 cnn_dense_backward_filter_fn cuda_dense_backward_filter;
 
+/* add.cu, concat.cu */
+cnn_add_fn cuda_add;
+cnn_concat_fn cuda_concat_forward, cuda_concat_backward;
+
 /* activation.cu */
 cnn_activation_forward_fn cuda_activation_forward;
 cnn_activation_backward_fn cuda_activation_backward;

@@ -10,8 +10,8 @@ re-exports the cnncuda module of the same name.
 from . import (activations, backend, callbacks, datasets, initializers, layers, losses, models,
                optimizers, preprocessing, regularizers, utils)
 from .layers import Input
-from .models import Sequential, load_model
+from .models import Model, Sequential, load_model
 
 __all__ = ["activations", "backend", "callbacks", "datasets", "initializers", "layers", "losses",
-           "models", "optimizers", "preprocessing", "regularizers", "utils", "Input", "Sequential",
-           "load_model"]
+           "models", "optimizers", "preprocessing", "regularizers", "utils", "Input", "Model",
+           "Sequential", "load_model"]

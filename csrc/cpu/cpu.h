@@ -114,6 +114,9 @@ static inline double cnn_cpu_sum(const float *restrict x, size_t len)
     .elementwise_backward = cpu_elementwise_backward, \
     .prelu_forward = cpu_prelu_forward, \
     .prelu_backward = cpu_prelu_backward, \
+    .add = cpu_add, \
+    .concat_forward = cpu_concat_forward, \
+    .concat_backward = cpu_concat_backward, \
     .dropout_forward = cpu_dropout_forward, \
     .dropout_backward = cpu_dropout_backward, \
     .random_flip = cpu_random_flip, \
@@ -194,6 +197,10 @@ cnn_elementwise_backward_fn cpu_elementwise_backward;
 /* prelu.c */
 cnn_prelu_forward_fn cpu_prelu_forward;
 cnn_prelu_backward_fn cpu_prelu_backward;
+
+/* add.c, concat.c */
+cnn_add_fn cpu_add;
+cnn_concat_fn cpu_concat_forward, cpu_concat_backward;
 
 /* dropout.c */
 cnn_dropout_fn cpu_dropout_forward, cpu_dropout_backward;

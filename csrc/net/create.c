@@ -25,6 +25,7 @@ void cnn_net_destroy(cnn_net *net)
         for (int i = 0; net->layers && i < net->n_layers; i++) {
             layer *L = &net->layers[i];
             if (L->y && !L->alias_in) be->free(ctx, L->y);
+            if (L->dy && L->dy != net->grad_a) be->free(ctx, L->dy);
             if (L->ws) be->free(ctx, L->ws);
             if (L->argmax) be->free(ctx, L->argmax);
             if (L->save_mean) be->free(ctx, L->save_mean);
@@ -36,7 +37,7 @@ void cnn_net_destroy(cnn_net *net)
                           net->labels, net->targets, net->sums, net->run_sums,
                           net->counters, net->data_x, net->data_labels, net->data_targets, net->order,
                           net->val_x, net->val_labels, net->val_targets, net->val_sums,
-                          net->head_ws};
+                          net->head_ws, net->grad_x};
         for (size_t k = 0; k < sizeof blocks / sizeof blocks[0]; k++)
             if (blocks[k]) be->free(ctx, blocks[k]);
         if (net->x && net->x != net->x_stage) be->free(ctx, net->x);
@@ -166,6 +167,7 @@ static cnn_status alloc_buffers(cnn_net *net, size_t largest)
     ALLOC(net->counters, CNN_COUNTERS * sizeof(int64_t));
     ALLOC(net->hyper, CNN_HYPERS * F);
     if (net->head >= 0) ALLOC(net->head_ws, CNN_HEAD_WS_BYTES(mb, net->loss.k));
+    if (net->graph) ALLOC(net->grad_x, mb * net->in_count * F);
     for (int i = 0; i < net->n_layers; i++) {
         layer *L = &net->layers[i];
         if (L->alias_in) {
@@ -180,6 +182,12 @@ static cnn_status alloc_buffers(cnn_net *net, size_t largest)
         }
         if (L->spec.kind == CNN_LAYER_MAXPOOL) ALLOC(L->argmax, mb * L->out_count * sizeof(int32_t));
         if (L->spec.kind == CNN_LAYER_RESCALING) ALLOC(L->rescale, 2 * (size_t)L->in_c * F);
+        if (net->graph) {
+            if (i == net->n_layers - 1)
+                L->dy = net->grad_a; /* where the loss writes its gradient */
+            else
+                ALLOC(L->dy, mb * L->out_count * F);
+        }
         if (L->spec.kind == CNN_LAYER_BATCHNORM) {
             ALLOC(L->save_mean, (size_t)L->in_c * F);
             ALLOC(L->save_invstd, (size_t)L->in_c * F);
@@ -240,7 +248,8 @@ cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn
     for (int i = 0; i < net->n_layers; i++) {
         layer *L = &net->layers[i];
         L->spec = spec->layers[i];
-        const layer *prev = i ? &net->layers[i - 1] : NULL;
+        if ((st = net_graph_inputs(net, i)) != CNN_OK) goto fail;
+        const layer *prev = L->in[0] >= 0 ? &net->layers[L->in[0]] : NULL;
         L->in_rank = prev ? prev->out_rank : net->in_rank;
         L->in_c = prev ? prev->out_c : net->in_c;
         L->in_h = prev ? prev->out_h : net->in_h;
@@ -255,6 +264,7 @@ cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn
             goto fail;
         }
     }
+    if ((st = net_graph_plan(net)) != CNN_OK) goto fail; /* a graph: no fusion */
     net_plan_flatten(net); /* before the buffers: an aliased Flatten has none */
     const layer *last = &net->layers[net->n_layers - 1];
     net->out_count = last->out_count;

@@ -71,6 +71,13 @@ typedef struct layer {
     /* convolution after a pooling layer: its data gradient and the pool's
      * backward in one call (plan_pool_col) */
     int pool_col;
+    /* the layers whose outputs it reads (-1: the network's input): layer
+     * i - 1 alone in a chain (cnn_layer_spec.inputs) */
+    int n_in;
+    int in[CNN_MAX_INPUTS];
+    /* a graph's Net (net->graph): the gradient of its output, summed over
+     * the layers that read it (graph.c); the last layer's is grad_a */
+    float *dy;
 } layer;
 
 /* One step of a plan (plan_steps): one call of the engine over layers
@@ -84,6 +91,7 @@ typedef enum step_kind {
     STEP_AUGMENT_FORWARD, /* an augmentation layer (no backward: see aug_floor) */
     STEP_PRELU_FORWARD,
     STEP_SHAPE_FORWARD, /* a shape or image layer's (cnn.h CNN_LAYER_SHAPE_FIRST ...) */
+    STEP_ADD_FORWARD, STEP_CONCAT_FORWARD,
     /* a training step's loss, its gradient into grad_a */
     STEP_LOSS, STEP_SOFTMAX_LOSS, STEP_DENSE_LOSS_HEAD,
     /* backward */
@@ -93,6 +101,8 @@ typedef enum step_kind {
     STEP_ACTIVATION_BACKWARD, STEP_ACTIVATION_BACKWARD_BIAS, STEP_DROPOUT_BACKWARD,
     STEP_BATCHNORM_BACKWARD, STEP_PRELU_BACKWARD,
     STEP_SHAPE_BACKWARD,
+    /* a graph's: the gradient of one input of an Add or a Concatenate */
+    STEP_ADD_BACKWARD, STEP_CONCAT_BACKWARD,
 } step_kind;
 
 typedef struct step {
@@ -100,12 +110,17 @@ typedef struct step {
     int layer, last;
     int with_db; /* a backward_filter writes the bias gradient */
     int swap;    /* backward: dy and dx change places after it */
+    /* a graph's backward (graph.c): the input (0 .. n_in - 1) whose gradient
+     * the step writes, and whether a step before it has written that
+     * gradient already (another layer reads the same output): then it is
+     * written to grad_b and added on */
+    int input, acc;
     char name[48]; /* "conv2d_0.forward+relu" */
 } step;
 
 typedef struct step_plan {
     int n;
-    step *steps; /* (2 * n_layers + 1), host memory */
+    step *steps; /* ((CNN_MAX_INPUTS + 2) * n_layers + 1), host memory */
 } step_plan;
 
 /* The plans a Net makes at creation (plan_steps). */
@@ -255,6 +270,14 @@ struct cnn_net {
 
     step_plan plans[PLAN_COUNT]; /* plan_steps */
 
+    /* the layers form a graph, not a chain (a layer reads another than the
+     * one before it, several layers, or an output another reads too): no
+     * fusion is planned, and the backward runs graph.c's plan, each layer's
+     * gradient in its own buffer (layer.dy); grad_x, (max_batch, in_count),
+     * the input's gradient */
+    int graph;
+    float *grad_x;
+
     int counting;   /* net_alloc only adds up bytes in planned (cnn_net_create) */
     size_t planned;
 };
@@ -321,6 +344,24 @@ cnn_status net_fill_rows(cnn_net *net, long n, const cnn_host_array *x,
 void net_free_recording(cnn_net *net);
 cnn_status net_upload_samples(cnn_net *net, float *dst, long n, const cnn_host_array *a);
 cnn_status net_train_range(cnn_net *net, long start, long count, int batch);
+
+/* The output that input k of layer i reads: the network's input (NCHW) or
+ * a layer's. */
+static inline float *net_layer_input(const cnn_net *net, int i, int k)
+{
+    const int j = net->layers[i].in[k];
+    return j < 0 ? net->x : net->layers[j].y;
+}
+
+/* graph.c: a graph's inputs, checks, and backward */
+cnn_status net_graph_inputs(cnn_net *net, int i);
+cnn_status net_graph_plan(cnn_net *net);
+cnn_status net_graph_plan_backward(const cnn_net *net, step_plan *p, int want_dx);
+/* run.c: the backward of one layer's unfused step (see there). */
+cnn_status net_backward_step(cnn_net *net, const step *st, int n, const float *in,
+                             const float *dy, float *dx);
+cnn_status net_graph_backward(cnn_net *net, plan_kind which, float **dx_out);
+cnn_status net_concat_forward(cnn_net *net, int i, int n, float *y);
 
 /* replica.c: data parallel */
 cnn_status net_refuse_replica(const cnn_net *net, const char *what);

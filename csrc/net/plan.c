@@ -165,6 +165,10 @@ static const char *step_suffix(step_kind k)
     case STEP_BATCHNORM_BACKWARD: return "backward";
     case STEP_PRELU_BACKWARD: return "backward";
     case STEP_SHAPE_BACKWARD: return "backward";
+    case STEP_ADD_FORWARD: return "forward";
+    case STEP_CONCAT_FORWARD: return "forward";
+    case STEP_ADD_BACKWARD: return "backward";
+    case STEP_CONCAT_BACKWARD: return "backward";
     }
     return "unknown";
 }
@@ -244,6 +248,8 @@ static void plan_forward(const cnn_net *net, step_plan *p, forward_span span)
             add_step(net, p, STEP_SHAPE_FORWARD, i, i);
             break;
         case CNN_LAYER_PRELU: add_step(net, p, STEP_PRELU_FORWARD, i, i); break;
+        case CNN_LAYER_ADD: add_step(net, p, STEP_ADD_FORWARD, i, i); break;
+        case CNN_LAYER_CONCAT: add_step(net, p, STEP_CONCAT_FORWARD, i, i); break;
         default:
             if (cnn_layer_is_augment(L->spec.kind)) add_step(net, p, STEP_AUGMENT_FORWARD, i, i);
             break;
@@ -354,7 +360,7 @@ static cnn_status plan_steps(cnn_net *net)
      * ReLU), else below the forward's top */
     const int train_below = net->head >= 0 ? net->head - 1 - net->head_relu : train_top - 1;
     for (int k = 0; k < PLAN_COUNT; k++) {
-        net->plans[k].steps = calloc(2 * (size_t)n + 1, sizeof(step));
+        net->plans[k].steps = calloc((CNN_MAX_INPUTS + 2) * (size_t)n + 1, sizeof(step));
         if (!net->plans[k].steps)
             return cnn_set_error(CNN_ERR_MEMORY, "out of host memory creating a network");
     }
@@ -364,6 +370,11 @@ static cnn_status plan_steps(cnn_net *net)
     plan_forward(net, &net->plans[PLAN_TRAIN_FORWARD_GATHERED],
                  (forward_span){.top = train_top, .from_col = net->gather_im2col,
                                 .with_loss = 1});
+    if (net->graph) { /* graph.c: every layer, no fusion planned */
+        CNN_TRY(net_graph_plan_backward(net, &net->plans[PLAN_TRAIN_BACKWARD], 0));
+        CNN_TRY(net_graph_plan_backward(net, &net->plans[PLAN_BACKWARD], 0));
+        return net_graph_plan_backward(net, &net->plans[PLAN_BACKWARD_DX], 1);
+    }
     plan_backward(net, &net->plans[PLAN_TRAIN_BACKWARD],
                   (backward_span){.top = train_below,
                                   .top_db = net->head >= 0 && net->head_db_below});

@@ -33,7 +33,7 @@ cnn_status net_run_forward(cnn_net *net, plan_kind which, const run_args *r)
         const int i = st->layer;
         layer *L = &net->layers[i];
         const cnn_layer_spec *s = &L->spec;
-        const float *in = i ? net->layers[i - 1].y : net->x;
+        const float *in = net_layer_input(net, i, 0);
         float *y = net->layers[st->last].y; /* the output of the last layer it runs */
         const float *w = L->w_off != NO_OFFSET ? net->params + L->w_off : NULL;
         const float *b = s->use_bias && L->b_off != NO_OFFSET ? net->params + L->b_off : NULL;
@@ -112,6 +112,14 @@ cnn_status net_run_forward(cnn_net *net, plan_kind which, const run_args *r)
         case STEP_SHAPE_FORWARD:
             CNN_TRY(net_shape_forward(net, L, n, r->training, in, y));
             break;
+        case STEP_ADD_FORWARD: /* the inputs summed in their order */
+            CNN_TRY(be->add(ctx, n, (int)L->out_count, in, net_layer_input(net, i, 1), y));
+            for (int k = 2; k < L->n_in; k++)
+                CNN_TRY(be->add(ctx, n, (int)L->out_count, y, net_layer_input(net, i, k), y));
+            break;
+        case STEP_CONCAT_FORWARD:
+            CNN_TRY(net_concat_forward(net, i, n, y));
+            break;
         case STEP_LOSS:
         case STEP_SOFTMAX_LOSS:
         case STEP_DENSE_LOSS_HEAD: {
@@ -151,6 +159,89 @@ cnn_status net_run_forward(cnn_net *net, plan_kind which, const run_args *r)
     return CNN_OK;
 }
 
+/* The backward of one layer's unfused step st (not a fused one, not a
+ * convolution's data gradient after a pool: run_backward has those) over n
+ * samples, from dy into dx (PReLU's: NULL where its input's gradient is not
+ * wanted); in is the layer's input. Shared by the chain's executor below and
+ * a graph's (graph.c). */
+cnn_status net_backward_step(cnn_net *net, const step *st, int n, const float *in,
+                             const float *dy, float *dx)
+{
+    const cnn_backend *be = net->be;
+    cnn_ctx *ctx = net->ctx;
+    layer *L = &net->layers[st->layer];
+    const cnn_layer_spec *s = &L->spec;
+    switch (st->kind) {
+    case STEP_CONV_BACKWARD_FILTER: {
+        cnn_conv_desc d = L->conv;
+        d.n = n;
+        return be->conv2d_backward_filter(ctx, &d, in, dy, net->grads + L->w_off,
+                                          st->with_db ? net->grads + L->b_off : NULL, L->ws);
+    }
+    case STEP_CONV_BACKWARD_DATA: {
+        cnn_conv_desc d = L->conv;
+        d.n = n;
+        return be->conv2d_backward_data(ctx, &d, dy, net->params + L->w_off, dx, L->ws);
+    }
+    case STEP_POOL_BACKWARD: {
+        cnn_pool_desc d = L->pool;
+        d.n = n;
+        return be->pool_backward(ctx, &d, dy, L->argmax, dx);
+    }
+    case STEP_FLATTEN_BACKWARD:
+        CNN_TRY(be->nchw_from_nhwc(ctx, n, L->in_h, L->in_w, L->in_c, dy, dx));
+        break;
+    case STEP_DENSE_BACKWARD_FILTER:
+        CNN_TRY(be->dense_backward_filter(ctx, n, L->in_c, s->units, in, dy,
+                                          net->grads + L->w_off,
+                                          st->with_db ? net->grads + L->b_off : NULL));
+        break;
+    case STEP_DENSE_BACKWARD_DATA:
+        CNN_TRY(be->dense_backward_data(ctx, n, L->in_c, s->units, dy,
+                                        net->params + L->w_off, dx));
+        break;
+    case STEP_ACTIVATION_BACKWARD:
+        if (s->activation >= CNN_ACT_ELU) /* from its input and output */
+            CNN_TRY(be->elementwise_backward(ctx, &L->act, (long)n * (long)L->in_count, in,
+                                             L->y, dy, dx));
+        else
+            CNN_TRY(be->activation_backward(ctx, s->activation, n, (int)L->in_count, L->y,
+                                            dy, dx));
+        break;
+    case STEP_PRELU_BACKWARD: {
+        cnn_prelu_desc d = L->prelu;
+        d.n = n;
+        CNN_TRY(be->prelu_backward(ctx, &d, in, net->params + L->alpha_off, dy,
+                                   dx, net->grads + L->alpha_off));
+        break;
+    }
+    case STEP_DROPOUT_BACKWARD:
+        CNN_TRY(be->dropout_backward(ctx, n, L->in_c, L->in_h, L->in_w, s->rate,
+                                     L->dropout_key, net->counters + CNN_COUNT_MASK,
+                                     net->row0, dy, dx));
+        break;
+    case STEP_BATCHNORM_BACKWARD: {
+        cnn_bn_desc d = L->bn;
+        d.n = n;
+        if (L->spec.frozen)
+            CNN_TRY(be->batchnorm_backward_infer(ctx, &d, dy, net->params + L->gamma_off,
+                                                 net->state + L->var_off, dx));
+        else
+            CNN_TRY(be->batchnorm_backward(ctx, &d, in, dy, net->params + L->gamma_off,
+                                           L->save_mean, L->save_invstd, dx,
+                                           net->grads + L->gamma_off,
+                                           net->grads + L->beta_off));
+        break;
+    }
+    case STEP_SHAPE_BACKWARD:
+        CNN_TRY(net_shape_backward(net, L, n, dy, dx));
+        break;
+    default:
+        return cnn_set_error(CNN_ERR_INTERNAL, "step %s: not a single layer's backward", st->name);
+    }
+    return CNN_OK;
+}
+
 /* Runs a backward plan after the last training forward, from the gradient
  * of its top layer's output in net->grad_a (internal layout); fills the
  * gradient block. Returns through *dx_out (if not NULL) the buffer holding
@@ -159,6 +250,7 @@ static cnn_status run_backward(cnn_net *net, plan_kind which, float **dx_out)
 {
     const cnn_backend *be = net->be;
     cnn_ctx *ctx = net->ctx;
+    if (net->graph) return net_graph_backward(net, which, dx_out);
     const step_plan *p = &net->plans[which];
     const int n = net->last_n;
     float *dy = net->grad_a, *dx = net->grad_b;
@@ -168,7 +260,7 @@ static cnn_status run_backward(cnn_net *net, plan_kind which, float **dx_out)
         const int i = st->layer;
         layer *L = &net->layers[i];
         const cnn_layer_spec *s = &L->spec;
-        const float *in = i ? net->layers[i - 1].y : net->x;
+        const float *in = net_layer_input(net, i, 0);
         switch (st->kind) {
         case STEP_CONV_BACKWARD_FILTER:
         case STEP_CONV_BACKWARD_DATA:
@@ -205,57 +297,21 @@ static cnn_status run_backward(cnn_net *net, plan_kind which, float **dx_out)
                 CNN_TRY(be->pool_backward(ctx, &d, dy, L->argmax, dx));
             break;
         }
-        case STEP_FLATTEN_BACKWARD:
-            CNN_TRY(be->nchw_from_nhwc(ctx, n, L->in_h, L->in_w, L->in_c, dy, dx));
-            break;
-        case STEP_DENSE_BACKWARD_FILTER:
-            CNN_TRY(be->dense_backward_filter(ctx, n, L->in_c, s->units, in, dy,
-                                              net->grads + L->w_off,
-                                              st->with_db ? net->grads + L->b_off : NULL));
-            break;
-        case STEP_DENSE_BACKWARD_DATA:
-            CNN_TRY(be->dense_backward_data(ctx, n, L->in_c, s->units, dy,
-                                            net->params + L->w_off, dx));
-            break;
         case STEP_ACTIVATION_BACKWARD_BIAS: /* and the dense layer's db */
             CNN_TRY(be->fused->activation_backward_bias(ctx, s->activation, n, (int)L->in_count, L->y,
                                                  dy, dx, net->grads + net->layers[i - 1].b_off));
             break;
+        case STEP_FLATTEN_BACKWARD:
+        case STEP_DENSE_BACKWARD_FILTER:
+        case STEP_DENSE_BACKWARD_DATA:
         case STEP_ACTIVATION_BACKWARD:
-            if (s->activation >= CNN_ACT_ELU) /* from its input and output */
-                CNN_TRY(be->elementwise_backward(ctx, &L->act, (long)n * (long)L->in_count, in,
-                                                 L->y, dy, dx));
-            else
-                CNN_TRY(be->activation_backward(ctx, s->activation, n, (int)L->in_count, L->y,
-                                                dy, dx));
-            break;
-        case STEP_PRELU_BACKWARD: {
-            cnn_prelu_desc d = L->prelu;
-            d.n = n;
-            CNN_TRY(be->prelu_backward(ctx, &d, in, net->params + L->alpha_off, dy,
-                                       st->swap ? dx : NULL, net->grads + L->alpha_off));
-            break;
-        }
         case STEP_DROPOUT_BACKWARD:
-            CNN_TRY(be->dropout_backward(ctx, n, L->in_c, L->in_h, L->in_w, s->rate,
-                                         L->dropout_key, net->counters + CNN_COUNT_MASK,
-                                         net->row0, dy, dx));
-            break;
-        case STEP_BATCHNORM_BACKWARD: {
-            cnn_bn_desc d = L->bn;
-            d.n = n;
-            if (L->spec.frozen)
-                CNN_TRY(be->batchnorm_backward_infer(ctx, &d, dy, net->params + L->gamma_off,
-                                                     net->state + L->var_off, dx));
-            else
-                CNN_TRY(be->batchnorm_backward(ctx, &d, in, dy, net->params + L->gamma_off,
-                                               L->save_mean, L->save_invstd, dx,
-                                               net->grads + L->gamma_off,
-                                               net->grads + L->beta_off));
-            break;
-        }
+        case STEP_BATCHNORM_BACKWARD:
         case STEP_SHAPE_BACKWARD:
-            CNN_TRY(net_shape_backward(net, L, n, dy, dx));
+            CNN_TRY(net_backward_step(net, st, n, in, dy, dx));
+            break;
+        case STEP_PRELU_BACKWARD: /* always run: it writes dalpha (dx where wanted: swap) */
+            CNN_TRY(net_backward_step(net, st, n, in, dy, st->swap ? dx : NULL));
             break;
         default:
             return cnn_set_error(CNN_ERR_INTERNAL, "step %s: not a backward step", st->name);

@@ -20,6 +20,8 @@ static int out_size(int in, int k, int s, int same, int *pad_before)
 
 const char *net_kind_name(int kind)
 {
+    if (kind == CNN_LAYER_ADD) return "add";
+    if (kind == CNN_LAYER_CONCAT) return "concatenate";
     static const char *names[] = {"conv2d", "maxpool",    "avgpool", "flatten",  "dense",
                                   "activation", "dropout", "batchnorm", "prelu"};
     static const char *shape_names[] = {"rescaling",  "reshape",      "zero_padding2d",
@@ -321,6 +323,33 @@ cnn_status net_plan_layer(cnn_net *net, int i, size_t *n_params, size_t *n_state
     case CNN_LAYER_SPATIAL_DROPOUT:
         CNN_TRY(plan_shape_layer(net, i));
         break;
+    case CNN_LAYER_ADD:
+    case CNN_LAYER_CONCAT: {
+        /* input 0 gave the input shape; the others must match it (Add) or
+         * differ only in their channels (Concatenate) */
+        if (L->n_in < 2)
+            return cnn_set_error(CNN_ERR_VALUE, "layer %d (%s) needs at least 2 inputs, got %d",
+                                 i, name, L->n_in);
+        int total = 0;
+        for (int k = 0; k < L->n_in; k++) {
+            const int j = L->in[k];
+            const layer *P = j >= 0 ? &net->layers[j] : NULL;
+            const int rank = P ? P->out_rank : net->in_rank, c = P ? P->out_c : net->in_c;
+            const int h = P ? P->out_h : net->in_h, w = P ? P->out_w : net->in_w;
+            if (rank != L->in_rank || h != L->in_h || w != L->in_w ||
+                (s->kind == CNN_LAYER_ADD && c != L->in_c))
+                return cnn_set_error(CNN_ERR_VALUE,
+                                     "layer %d (%s): input %d has shape (%d, %d, %d) (height, "
+                                     "width, channels), input 0 (%d, %d, %d): %s",
+                                     i, name, k, h, w, c, L->in_h, L->in_w, L->in_c,
+                                     s->kind == CNN_LAYER_ADD
+                                         ? "added tensors must have one shape"
+                                         : "concatenated tensors may differ in their channels only");
+            total += c;
+        }
+        if (s->kind == CNN_LAYER_CONCAT) L->out_c = total;
+        break;
+    }
     default:
         return cnn_set_error(CNN_ERR_VALUE, "layer %d: unknown layer kind %d", i, s->kind);
     }
@@ -341,6 +370,7 @@ int cnn_net_layer_bytes(const cnn_net *net, int i, size_t *activation, size_t *w
     const layer *L = &net->layers[i];
     const size_t mb = (size_t)net->max_batch;
     if (!L->alias_in) *activation += mb * L->out_count * sizeof(float);
+    if (net->graph && i < net->n_layers - 1) *activation += mb * L->out_count * sizeof(float);
     if (L->spec.kind == CNN_LAYER_MAXPOOL) *activation += mb * L->out_count * sizeof(int32_t);
     if (L->spec.kind == CNN_LAYER_BATCHNORM) *activation += 2 * (size_t)L->in_c * sizeof(float);
     if (L->spec.kind == CNN_LAYER_RESCALING) *activation += 2 * (size_t)L->in_c * sizeof(float);

@@ -457,6 +457,52 @@ static int parse_shape_layer(PyObject *d, int i, int kind, cnn_layer_spec *s, va
     return -1;
 }
 
+/* The layers of several inputs, whose kinds are numbered apart (cnn.h). */
+static int merge_kind(PyObject *kind)
+{
+    if (!kind || !PyUnicode_Check(kind)) return -1;
+    if (PyUnicode_CompareWithASCIIString(kind, "add") == 0) return CNN_LAYER_ADD;
+    if (PyUnicode_CompareWithASCIIString(kind, "concatenate") == 0) return CNN_LAYER_CONCAT;
+    return -1;
+}
+
+/* dict['inputs']: a list of 1 to CNN_MAX_INPUTS layer indices (-1 the
+ * network's input), or absent or None: the layer before (n_inputs 0). The
+ * Net checks the indices against the layer's place. */
+static int parse_inputs(PyObject *d, int i, cnn_layer_spec *s)
+{
+    s->n_inputs = 0;
+    PyObject *v = PyDict_GetItemString(d, "inputs");
+    if (!v || v == Py_None) return 0;
+    if (!PyList_Check(v) && !PyTuple_Check(v)) {
+        PyErr_Format(PyExc_TypeError, "layers[%d]['inputs']: expected a list of layer indices, "
+                     "got %R", i, v);
+        return -1;
+    }
+    Py_ssize_t n = PySequence_Size(v);
+    if (n < 1 || n > CNN_MAX_INPUTS) {
+        PyErr_Format(PyExc_ValueError, "layers[%d]['inputs']: expected 1 to %d layer indices, "
+                     "got %zd", i, CNN_MAX_INPUTS, n);
+        return -1;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *item = PySequence_GetItem(v, k);
+        if (!item) return -1;
+        int r = PyLong_Check(item) ? c_int(item, &s->inputs[k]) : -1;
+        if (r != 0) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "layers[%d]['inputs'][%zd]: expected a layer index "
+                         "(an int, -1 for the network's input), got %R", i, k, item);
+            Py_DECREF(item);
+            return -1;
+        }
+        Py_DECREF(item);
+    }
+    s->n_inputs = (int)n;
+    return 0;
+}
+
+
 static int parse_layer(PyObject *d, int i, cnn_layer_spec *s, value_pool *per_channel)
 {
     if (!PyDict_Check(d)) {
@@ -466,24 +512,28 @@ static int parse_layer(PyObject *d, int i, cnn_layer_spec *s, value_pool *per_ch
     }
     PyObject *kind = PyDict_GetItemString(d, "kind");
     s->kind = name_index(kind, layer_kinds, LAYER_KINDS);
+    if (s->kind < 0) s->kind = merge_kind(kind);
     const int augment = name_index(kind, augment_kinds, 6);
     if (augment >= 0) {
         s->kind = CNN_LAYER_RANDOM_FLIP + augment;
-        return parse_augment(d, i, s);
+        return parse_inputs(d, i, s) < 0 ? -1 : parse_augment(d, i, s);
     }
     if (s->kind < 0) {
         const int shape = name_index(kind, shape_kinds, SHAPE_KINDS);
         if (shape >= 0)
-            return parse_shape_layer(d, i, CNN_LAYER_SHAPE_FIRST + shape, s, per_channel);
+            return parse_inputs(d, i, s) < 0
+                       ? -1
+                       : parse_shape_layer(d, i, CNN_LAYER_SHAPE_FIRST + shape, s, per_channel);
         PyErr_Format(PyExc_ValueError,
                      "layers[%d]['kind']: expected one of conv2d, maxpool, avgpool, flatten, "
                      "dense, activation, dropout, batchnorm, prelu, rescaling, reshape, "
-                     "zero_padding2d, cropping2d, upsampling2d, spatial_dropout2d, random_flip, "
-                     "random_rotation, random_zoom, random_translation, random_contrast, "
-                     "random_crop, got %R",
+                     "zero_padding2d, cropping2d, upsampling2d, spatial_dropout2d, add, "
+                     "concatenate, random_flip, random_rotation, random_zoom, "
+                     "random_translation, random_contrast, random_crop, got %R",
                      i, kind ? kind : Py_None);
         return -1;
     }
+    if (parse_inputs(d, i, s) < 0) return -1;
     int units, use_bias, trainable;
     double rate, momentum, epsilon, kernel_l1, kernel_l2, bias_l1, bias_l2;
     if (dict_int(d, "units", 0, &units, i) < 0 || dict_int(d, "use_bias", 1, &use_bias, i) < 0 ||

@@ -167,9 +167,11 @@ def test_to_json_and_model_from_json_round_trip():
     assert json.loads(model.to_json(indent=2)) == config
     with pytest.raises(ValueError, match="json_string: expected JSON"):
         models.model_from_json("{not json")
-    with pytest.raises(ValueError, match="json_string: expected a Sequential model's JSON "
-                                         "\\(class_name 'Sequential'\\), got class_name "
-                                         "'Functional'"):
+    with pytest.raises(ValueError, match="json_string: expected a Sequential or functional "
+                                         "model's JSON \\(class_name 'Sequential' or "
+                                         "'Functional'\\), got class_name 'Subclassed'"):
+        models.model_from_json(json.dumps({"class_name": "Subclassed", "config": {}}))
+    with pytest.raises(ValueError, match="json_string: not a model cnncuda can build"):
         models.model_from_json(json.dumps({"class_name": "Functional", "config": {}}))
     with pytest.raises(TypeError, match="json_string: expected the str"):
         models.model_from_json(config)

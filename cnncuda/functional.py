@@ -1,0 +1,274 @@
+"""Keras's functional API: ``Model(inputs, outputs)``.
+
+    inputs = keras.Input(shape=(28, 28, 1))
+    x = layers.Conv2D(32, 3, activation="relu")(inputs)
+    x = layers.Flatten()(x)
+    outputs = layers.Dense(10)(x)
+    model = keras.Model(inputs, outputs, name="mnist")
+
+The model walks its graph back from the output to the input
+(cnncuda.symbolic's KerasTensors). The engines run a chain of layers, each
+on the output of the one before, so the graph must be one: one input, one
+output, every layer called on one tensor. Such a model is the Sequential
+model of the same layers -- same engine network, same initial weights for
+the same seed, the same bits after training -- with Keras's functional face:
+``model.layers`` starts with its InputLayer, its Keras class name is
+'Functional' (summary, configs, .keras and .h5 files). A graph that branches
+(Add, Concatenate, several inputs or outputs) is refused when the model is
+made, naming the layer (docs/internals.md, "Branches", has the design that
+would run it).
+
+Layers called in several models (a model used as a layer, an encoder
+inside an autoencoder) share their weights between those models
+(models.Sequential._pull_shared).
+"""
+from .layers import InputLayer
+from .models import Sequential
+from .symbolic import KerasTensor
+from .utils import unique_name
+
+__all__ = ["Model", "Functional"]
+
+
+def _one(value, arg):
+    """The single KerasTensor of `inputs` or `outputs`."""
+    if isinstance(value, dict):
+        raise ValueError("%s: a dict of tensors is not supported (models have one input and one "
+                         "output), got keys %s" % (arg, sorted(value)))
+    if isinstance(value, (list, tuple)):
+        if len(value) != 1:
+            if len(value) > 1 and all(isinstance(v, KerasTensor) for v in value):
+                raise ValueError("%s: models with several %s are not supported yet (the engines "
+                                 "run a chain of layers from one input to one output), got %d "
+                                 "tensors" % (arg, arg, len(value)))
+            raise TypeError("%s: expected a KerasTensor (keras.Input(...) or a layer's output), "
+                            "got %r" % (arg, value))
+        value = value[0]
+    if not isinstance(value, KerasTensor):
+        raise TypeError("%s: expected a KerasTensor (keras.Input(...) or a layer's output), got %r"
+                        % (arg, value))
+    return value
+
+
+def _graph(inputs, outputs):
+    """(the InputLayer, [the layers the output depends on, each after the
+    layers it reads], [for each, the indices of the layers it reads, -1
+    for the input]), walked back from the output."""
+    start, end = _one(inputs, "inputs"), _one(outputs, "outputs")
+    if start._inputs or not isinstance(start._layer, InputLayer):
+        raise ValueError("inputs: expected the tensor of keras.Input(...), got the output of "
+                         'layer "%s"' % start._layer.name)
+    order, index, reads = [], {}, []
+    calls = {}          # id(layer) -> the tensor its call in this graph made
+    first_seen = []     # the layers in the order the walk first meets them
+
+    def visit(tensor):
+        if tensor is start:
+            return -1
+        key = id(tensor)
+        if key in index:
+            return index[key]
+        layer = tensor._layer
+        if not tensor._inputs:
+            raise ValueError('Graph disconnected: the output depends on input "%s", which is not '
+                             'the model\'s input "%s"' % (layer.name, start._layer.name))
+        if calls.setdefault(id(layer), tensor) is not tensor:
+            raise ValueError('layer "%s" is called more than once between the input and the '
+                             "output: a layer shared within one model is not supported"
+                             % layer.name)
+        first_seen.append(layer)
+        sources = [visit(t) for t in tensor._inputs]
+        index[key] = len(order)
+        order.append(layer)
+        reads.append(sources)
+        return index[key]
+
+    visit(end)
+    if not order:
+        raise ValueError("outputs: the model's output is its input; give it at least one layer")
+    return (start._layer,) + _keras_order(order, reads, first_seen)
+
+
+def _keras_order(order, reads, first_seen):
+    """The layers (a topological order, and what each reads) in Keras's
+    order of a functional model's layers (keras.src.ops.function.map_graph):
+    by depth, the number of layers between a layer and the output, largest
+    first, and at one depth in the order the walk back from the output met
+    them; so weights, .keras files and optimizer variables follow Keras's."""
+    depth = [0] * len(order)
+    for i in range(len(order) - 1, -1, -1):     # from the output back
+        for j in reads[i]:
+            if j >= 0:
+                depth[j] = max(depth[j], depth[i] + 1)
+    seen = {id(layer): k for k, layer in enumerate(first_seen)}
+    new = sorted(range(len(order)), key=lambda i: (-depth[i], seen[id(order[i])]))
+    place = {old: k for k, old in enumerate(new)}
+    return [order[i] for i in new], [[place[j] if j >= 0 else -1 for j in reads[i]] for i in new]
+
+
+def _is_chain(reads):
+    """Whether layer i reads layer i - 1 alone and nothing else reads it."""
+    return all(r == [i - 1] for i, r in enumerate(reads))
+
+
+class Model(Sequential):
+    """``Model(inputs, outputs, name=None)``: the functional model from the
+    KerasTensor `inputs` to `outputs` (see the module's docstring). ``seed``
+    is cnncuda's, as Sequential's (the default seed otherwise)."""
+
+    _class_name = "Functional"
+
+    def __new__(cls, *args, **kwargs):
+        # keras.Model(inputs, outputs) is a Functional, as in Keras
+        return super().__new__(Functional if cls is Model else cls)
+
+    def __init__(self, inputs=None, outputs=None, name=None, seed=None, trainable=True,
+                 **kwargs):
+        if kwargs:
+            raise TypeError("Model: unexpected arguments %s" % ", ".join(sorted(kwargs)))
+        if inputs is None or outputs is None:
+            raise TypeError("Model: expected inputs and outputs (keras.Model(inputs, outputs)); "
+                            "subclassed models (a call method) are not supported: write the "
+                            "model with the functional API or as a Sequential")
+        if trainable is not True:
+            raise ValueError("trainable: expected True (freezing is not supported), got %r"
+                             % (trainable,))
+        input_layer, layers, reads = _graph(inputs, outputs)
+        super().__init__(name=name or unique_name("functional"), seed=seed)
+        self._input_layer = input_layer
+        self.inputs, self.outputs = [_one(inputs, "inputs")], [_one(outputs, "outputs")]
+        self._reads = reads
+        self._append(input_layer, shared=True)
+        if _is_chain(reads):
+            for layer in layers:
+                self._append(layer, shared=True)
+            return
+        self._set_graph(layers)
+
+    def _set_graph(self, layers):
+        """The layers of a graph (self._reads says what each reads), its
+        shapes checked and set."""
+        names = set()
+        for layer in layers:
+            if layer.name in names:
+                raise ValueError('The name "%s" is used 2 times in the model. All layer names '
+                                 "should be unique." % layer.name)
+            names.add(layer.name)
+            if isinstance(layer, Sequential):
+                if not layer.built:
+                    raise ValueError('model "%s": a model used as a layer of a graph must be '
+                                     "built (give it an input shape)" % layer.name)
+        shapes = self._graph_shapes(self._input_shape, layers)     # raises, changes nothing
+        self._layers = list(layers)
+        for layer, (shape_in, shape_out) in zip(layers, shapes):
+            if not isinstance(layer, Sequential):
+                if layer._model is None:
+                    layer._model = self
+                layer.input_shape = [(None,) + s for s in shape_in] \
+                    if getattr(layer, "_merge", False) else (None,) + shape_in
+                layer.output_shape = (None,) + shape_out
+        for layer in layers:
+            if getattr(layer, "_merge", False):
+                layer._check_engine()
+
+    def _graph_shapes(self, input_shape, layers):
+        """[(input shape(s), output shape)] of every layer of the graph."""
+        outs, shapes = [], []
+        for layer, sources in zip(layers, self._reads):
+            ins = [tuple(input_shape) if j < 0 else outs[j] for j in sources]
+            shape_in = ins if getattr(layer, "_merge", False) else ins[0]
+            out = tuple(layer.compute_output_shape(shape_in))
+            shapes.append((shape_in, out))
+            outs.append(out)
+        return shapes
+
+    @property
+    def _is_graph(self):
+        return not _is_chain(self._reads)
+
+    def _infer_shapes(self, input_shape, layers):
+        if self._is_graph and layers is self._layers:
+            return self._graph_shapes(input_shape, layers)
+        return super()._infer_shapes(input_shape, layers)
+
+    def _commit_shapes(self, input_shape):
+        if not self._is_graph:
+            super()._commit_shapes(input_shape)
+            return
+        self._input_shape = tuple(input_shape)
+
+    def _connections(self):
+        if not self._is_graph:
+            return None
+        names = [self._input_layer.name] + [layer.name for layer in self._layers]
+        return [""] + [", ".join("%s[0][0]" % names[j + 1] for j in reads)
+                       for reads in self._reads]
+
+    def _engine_block(self, offset, source):
+        """Sequential's, for a graph: the first engine layer of each layer
+        names the engine layers it reads ("inputs") where that is not the
+        one before it."""
+        if not self._is_graph:
+            return super()._engine_block(offset, source)
+        out, ends = [], []
+        for layer, sources in zip(self._layers, self._reads):
+            start = offset + len(out)
+            wanted = [source if j < 0 else ends[j] for j in sources]
+            if isinstance(layer, Sequential):
+                dicts = layer._engine_block(start, wanted[0])
+            else:
+                dicts = [dict(d) for d in layer.engine_layers()]
+                if wanted != [start - 1]:
+                    dicts[0]["inputs"] = wanted
+            out.extend(dicts)
+            ends.append(offset + len(out) - 1)
+        return out
+
+    @classmethod
+    def _from_chain(cls, input_shape, layers, name=None, seed=None, input_name=None,
+                    reads=None):
+        """The functional model of `layers` called on an Input of
+        `input_shape`: one after the other, or each on the outputs `reads`
+        names (indices into the layers, -1 the input)."""
+        from .layers import Input
+        inputs = Input(shape=input_shape, name=input_name)
+        tensors = []
+        for i, layer in enumerate(layers):
+            sources = [i - 1] if reads is None else reads[i]
+            args = [inputs if j < 0 else tensors[j] for j in sources]
+            tensors.append(layer(args if getattr(layer, "_merge", False) else args[0]))
+        return cls(inputs, tensors[-1], name=name, seed=seed)
+
+    @property
+    def layers(self):
+        """The InputLayer, then the model's layers (Keras's functional order)."""
+        return [self._input_layer] + list(self._layers)
+
+    @property
+    def input(self):
+        return self.inputs[0]
+
+    @property
+    def output(self):
+        return self.outputs[0]
+
+    def get_config(self):
+        """Sequential's config (the layers in order) and the Input's name;
+        for a graph, what each layer reads ("reads": indices into the
+        layers, -1 the input)."""
+        config = dict(super().get_config(), input_name=self._input_layer.name)
+        if self._is_graph:
+            config["reads"] = [list(r) for r in self._reads]
+        return config
+
+    def add(self, layer):
+        raise AttributeError("'Functional' object has no attribute 'add' (a functional model's "
+                             "layers come from its graph)")
+
+    def pop(self):
+        raise AttributeError("'Functional' object has no attribute 'pop' (a functional model's "
+                             "layers come from its graph)")
+
+
+class Functional(Model):
+    """What ``keras.Model(inputs, outputs)`` makes (Keras's class name)."""

@@ -1,0 +1,106 @@
+"""Keras's symbolic tensors, for the functional API.
+
+``Input(shape=(28, 28, 1))`` gives a KerasTensor; a layer (or a model)
+called on one gives the KerasTensor of its output, with the shape the layer
+computes (its shape check runs then, as in Keras)::
+
+    inputs = keras.Input(shape=(28, 28, 1))
+    x = layers.Conv2D(32, 3, activation="relu")(inputs)
+    outputs = layers.Dense(10)(layers.Flatten()(x))
+    model = keras.Model(inputs, outputs)
+
+A KerasTensor holds no values: only its shape and how it was made (the
+layer and the tensors it was called on), which ``Model`` walks back from the
+outputs to the inputs (cnncuda/functional.py).
+"""
+from .checks import shape_str
+
+__all__ = ["KerasTensor", "is_symbolic", "call_symbolic"]
+
+
+class KerasTensor:
+    """The output of a layer in a functional model under construction:
+    ``shape`` (batch axis None first) and ``dtype`` ('float32')."""
+
+    def __init__(self, shape, layer, inputs=()):
+        self.shape = (None,) + tuple(shape)
+        self.dtype = "float32"
+        self._layer = layer            # the layer that made it (an InputLayer for an Input)
+        self._inputs = tuple(inputs)   # the tensors that layer was called on
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def name(self):
+        return self._layer.name
+
+    def __repr__(self):
+        return "<KerasTensor shape=%s, dtype=%s, name=%s>" % (shape_str(self.shape), self.dtype,
+                                                              self._layer.name)
+
+    def __bool__(self):
+        raise TypeError("A KerasTensor is symbolic: it has no value to test (it is the "
+                        "placeholder of a functional model's input or of a layer's output)")
+
+    def __array__(self, dtype=None, copy=None):
+        raise TypeError("A KerasTensor is symbolic: it has no values to convert to an array. "
+                        "Build a model with keras.Model(inputs, outputs) and call predict")
+
+
+def is_symbolic(value):
+    """True for a KerasTensor, or a non-empty list or tuple of them."""
+    if isinstance(value, KerasTensor):
+        return True
+    return isinstance(value, (list, tuple)) and len(value) > 0 and \
+        all(isinstance(v, KerasTensor) for v in value)
+
+
+def _mode_layers(layer):
+    """The layers under `layer` whose behaviour depends on training mode."""
+    leaves = layer._leaves() if hasattr(layer, "_leaves") else [layer]
+    return [l for l in leaves if type(l).__name__ in ("Dropout", "BatchNormalization")]
+
+
+def call_symbolic(layer, inputs, kwargs, what):
+    """``layer(inputs, **kwargs)`` for symbolic inputs: the output's
+    KerasTensor. `what` names the callee in messages ('layer "dense"')."""
+    for key in kwargs:
+        if key != "training":
+            raise TypeError("%s: unexpected argument %r in the call (cnncuda's layers take the "
+                            "input tensor and training=)" % (what, key))
+    training = kwargs.get("training")
+    if training is not None:
+        mode = _mode_layers(layer)
+        if mode:
+            raise ValueError("training: %s was called with training=%r, but layer \"%s\" (%s) "
+                             "runs in training mode during fit and in inference mode in "
+                             "evaluate and predict whatever the call says; a fixed mode is not "
+                             "supported (call it without training=)"
+                             % (what, training, mode[0].name, type(mode[0]).__name__))
+    if isinstance(inputs, (list, tuple)):
+        merge = getattr(layer, "_merge", False)
+        if not merge:
+            if len(inputs) == 1:
+                inputs = inputs[0]
+            else:
+                raise ValueError("%s expects one input tensor, got a list of %d"
+                                 % (what, len(inputs)))
+        else:
+            shapes = [tuple(t.shape[1:]) for t in inputs]
+            return KerasTensor(layer.compute_output_shape(shapes), layer, inputs)
+    elif getattr(layer, "_merge", False):
+        raise ValueError("%s expects a list of at least 2 input tensors, got %r"
+                         % (what, inputs))
+    shape = tuple(inputs.shape[1:])
+    built = getattr(layer, "_call_shape", None)
+    if built is not None and built != shape:
+        raise ValueError("%s was built for inputs of shape %s and is now called on %s: a "
+                         "layer takes one input shape"
+                         % (what, shape_str((None,) + built), shape_str(inputs.shape)))
+    out = tuple(layer.compute_output_shape(shape))
+    layer._call_shape = shape
+    if not hasattr(layer, "_leaves"):       # a layer, built by the call as in Keras
+        layer.input_shape, layer.output_shape = (None,) + shape, (None,) + out
+    return KerasTensor(out, layer, (inputs,))
