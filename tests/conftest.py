@@ -3,9 +3,13 @@
 GPU engines carry the ``gpu`` marker and are skipped, with the reason, where
 they are not built or no GPU is visible; run them with ``pytest -m gpu``.
 """
+import functools
+import importlib.util
 import os
 import shutil
 import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -320,3 +324,26 @@ def assert_same_weights(a, b):
     """Two models' weights, equal array for array."""
     for i, (wa, wb) in enumerate(zip(a.get_weights(), b.get_weights(), strict=True)):
         assert np.array_equal(wa, wb), "weight %d differs" % i
+
+
+# Keras 3 itself, in a child process, where the tests compare with it
+@functools.lru_cache(maxsize=None)
+def keras_importable():
+    """Whether a child Python imports Keras and JAX (a find_spec here may
+    name the tests' own keras/ folder, a namespace package on sys.path)."""
+    if importlib.util.find_spec("jax") is None:
+        return False
+    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
+    return subprocess.run([sys.executable, "-c", "import keras, jax"], env=env,
+                          capture_output=True, timeout=300).returncode == 0
+
+
+def run_keras(code, *args):
+    """Runs `code` in a child Python with Keras (JAX on the CPU)."""
+    if not keras_importable():
+        pytest.skip("Keras and JAX are not installed (pip install -e '.[test]')")
+    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)] + [str(a) for a in args],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout

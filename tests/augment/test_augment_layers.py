@@ -6,12 +6,7 @@ training on the cpu engine.
 
 Keras runs in a child process (JAX on the CPU), as tests/data/test_keras_files.py
 does: JAX must not be imported into the test process."""
-import importlib.util
 import json
-import os
-import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pytest
@@ -34,16 +29,6 @@ KERAS_ARGS = {
                                          "seed": 9}],
     "RandomCrop": [{"height": 4, "width": 5, "seed": 2}],
 }
-
-
-def run_keras(code, *args):
-    if importlib.util.find_spec("keras") is None or importlib.util.find_spec("jax") is None:
-        pytest.skip("Keras and JAX are not installed (pip install -e '.[test]')")
-    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)] + [str(a) for a in args],
-                         env=env, capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return out.stdout
 
 
 # -- arguments and configs ----------------------------------------------------------
@@ -396,7 +381,7 @@ def test_replicas_augment_as_one_network():
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
 
 
-from conftest import engine_params  # noqa: E402
+from conftest import run_keras, engine_params  # noqa: E402
 
 
 @pytest.mark.parametrize("engine", engine_params(("cuda", "cudnn")))

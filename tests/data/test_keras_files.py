@@ -5,12 +5,7 @@ models saved here as .keras and .h5 open in Keras with the same predictions.
 
 Keras runs in a child process (JAX backend on the CPU): JAX must not be
 imported into the test process, where it would take the GPU's memory."""
-import functools
-import importlib.util
 import os
-import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pytest
@@ -18,30 +13,10 @@ import pytest
 import cnncuda as tf
 from cnncuda.seeds import synthetic_data
 
+from conftest import run_keras  # noqa: E402
+
 pytest.importorskip("h5py")
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "keras_files")
-
-
-@functools.lru_cache(maxsize=None)
-def keras_importable():
-    """Whether a child Python imports Keras and JAX (a find_spec here may
-    name the tests' own keras/ folder, a namespace package on sys.path)."""
-    if importlib.util.find_spec("jax") is None:
-        return False
-    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
-    return subprocess.run([sys.executable, "-c", "import keras, jax"], env=env,
-                          capture_output=True, timeout=300).returncode == 0
-
-
-def run_keras(code, *args):
-    """Runs `code` in a child Python with Keras (JAX on the CPU)."""
-    if not keras_importable():
-        pytest.skip("Keras and JAX are not installed (pip install -e '.[test]')")
-    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)] + [str(a) for a in args],
-                         env=env, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return out.stdout
 
 
 @pytest.mark.parametrize("name", ["keras_cnn.keras", "keras_cnn.h5"])

@@ -4,18 +4,17 @@ ReduceLROnPlateau, LearningRateScheduler, CSVLogger and TerminateOnNaN
 (#24): checked against train_on_batch and evaluate on the NumPy reference
 engine, and against Keras 3 itself (a child process, JAX on the CPU) where
 the behaviour is Keras's."""
-import importlib.util
 import json
 import os
 import subprocess
 import sys
-import textwrap
 import warnings
 
 import numpy as np
 import pytest
 
 from cnncuda.keras import callbacks, layers, losses, models, optimizers
+from conftest import run_keras
 
 
 def model_of(seed=0, optimizer="adam"):
@@ -35,17 +34,6 @@ def data(n=40, seed=0):
 def same_weights(a, b):
     return all(np.array_equal(p, q) for p, q in zip(a.get_weights(), b.get_weights(),
                                                      strict=True))
-
-
-def run_keras(code):
-    """Runs `code` in a child Python with Keras (JAX on the CPU); its stdout."""
-    if importlib.util.find_spec("keras") is None or importlib.util.find_spec("jax") is None:
-        pytest.skip("Keras and JAX are not installed (pip install -e '.[test]')")
-    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
-                         capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return out.stdout
 
 
 def test_steps_per_epoch_goes_on_through_the_pass_as_keras():

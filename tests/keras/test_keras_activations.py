@@ -7,12 +7,7 @@ with each activation on the cpu engine; and the errors for bad arguments.
 Keras runs in one child process per module (JAX on the CPU), as in
 tests/data/test_keras_files.py: JAX must not be imported into the test
 process."""
-import importlib.util
 import json
-import os
-import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pytest
@@ -21,20 +16,10 @@ import cnncuda as tf
 from cnncuda import activations
 from cnncuda.engine import make_net
 from cnncuda.keras import layers
+from conftest import run_keras
 
 NAMES = ["elu", "selu", "gelu", "silu", "swish", "softplus", "softsign", "hard_sigmoid",
          "leaky_relu", "relu6", "exponential", "mish", "relu", "sigmoid", "tanh", "linear"]
-
-
-def run_keras(code, *args):
-    """Runs `code` in a child Python with Keras (JAX on the CPU)."""
-    if importlib.util.find_spec("keras") is None or importlib.util.find_spec("jax") is None:
-        pytest.skip("Keras and JAX are not installed (pip install -e '.[test]')")
-    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)] + [str(a) for a in args],
-                         env=env, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return out.stdout
 
 
 def grid():

@@ -2,12 +2,7 @@
 every engine (values and optimizer slots unchanged), a frozen
 BatchNormalization runs in inference mode in training as Keras 3's, and the
 model's weight lists and counts are Keras's."""
-import importlib.util
 import json
-import os
-import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pytest
@@ -17,7 +12,7 @@ from cnncuda import layers
 from cnncuda.engine import make_net
 from cnncuda.models import Sequential
 
-from conftest import engine_params
+from conftest import run_keras, engine_params
 
 SPARSE = {"kind": "sparse_categorical_crossentropy", "from_logits": True}
 
@@ -150,16 +145,6 @@ def test_freezing_after_compile_before_training_takes_effect():
     before = m.layers[5].get_weights()
     m.fit(x, y, epochs=1, verbose=0)
     assert all(np.array_equal(a, b) for a, b in zip(before, m.layers[5].get_weights()))
-
-
-def run_keras(code, *args):
-    if importlib.util.find_spec("keras") is None or importlib.util.find_spec("jax") is None:
-        pytest.skip("Keras and JAX are not installed (pip install -e '.[test]')")
-    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)] + [str(a) for a in args],
-                         env=env, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return out.stdout
 
 
 def test_frozen_training_is_keras_3s(tmp_path):

@@ -1,11 +1,6 @@
 """Regularizers (cnncuda.regularizers): the engines' regularize op against the
 NumPy reference, the penalty in the loss fit and evaluate report, Keras 3's
 numbers, configs and errors."""
-import importlib.util
-import os
-import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pytest
@@ -15,7 +10,7 @@ from cnncuda import layers, regularizers
 from cnncuda.engine import make_net
 from cnncuda.models import Sequential
 
-from conftest import engine_params
+from conftest import run_keras, engine_params
 
 SPARSE = {"kind": "sparse_categorical_crossentropy", "from_logits": True}
 NET = [{"kind": "conv2d", "units": 5, "kernel": (3, 3), "kernel_l1": 0.01, "kernel_l2": 0.02,
@@ -130,16 +125,6 @@ def test_fit_trains_with_the_penalty_on_every_engine(engine):
     assert np.isclose(runs[engine][1], runs["numpy"][1], rtol=1e-5)
     for a, b in zip(runs[engine][2], runs["numpy"][2]):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
-
-
-def run_keras(code, *args):
-    if importlib.util.find_spec("keras") is None or importlib.util.find_spec("jax") is None:
-        pytest.skip("Keras and JAX are not installed (pip install -e '.[test]')")
-    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)] + [str(a) for a in args],
-                         env=env, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return out.stdout
 
 
 def test_reported_losses_and_training_are_keras_3s(tmp_path):

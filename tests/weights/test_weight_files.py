@@ -1,12 +1,7 @@
 """Initializers, regularizers and freezing in files: cnncuda's own format, and
 Keras 3's .keras and .h5 both ways (Keras in a child process, as
 tests/data/test_keras_files.py runs it)."""
-import importlib.util
 import json
-import os
-import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pytest
@@ -14,18 +9,9 @@ import pytest
 import cnncuda as tf
 from cnncuda import initializers, layers, regularizers
 from cnncuda.models import Sequential, load_model
+from conftest import run_keras
 
 pytest.importorskip("h5py")
-
-
-def run_keras(code, *args):
-    if importlib.util.find_spec("keras") is None or importlib.util.find_spec("jax") is None:
-        pytest.skip("Keras and JAX are not installed (pip install -e '.[test]')")
-    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)] + [str(a) for a in args],
-                         env=env, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return out.stdout
 
 
 def _model():
