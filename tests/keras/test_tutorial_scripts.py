@@ -1,0 +1,242 @@
+"""One script per kind of Keras tutorial (written here, shaped like the
+public ones: TensorFlow's image classification with augmentation, the
+functional API's toy ResNet, overfit and underfit with regularizers, a
+frozen base under a new head, an autoencoder, Chollet's binary classifier on
+vectors, a one-hot classifier with initializers and other activations), each
+run with only its imports changed. Each runs on small data of the shapes
+the tutorial uses, on the `cpu` engine and on the NumPy reference engine
+(`numpy`), and the two Histories must agree: the same script, the same
+seed, the same numbers within float32 rounding. (The basic classification
+tutorial on real Fashion-MNIST is tests/keras/test_keras_fashion_mnist.py;
+the CIFAR-10 CNN, test_keras_scripts.py.)"""
+import numpy as np
+import pytest
+
+import cnncuda
+
+IMAGE_AUGMENTATION = """\
+import cnncuda as tf
+from cnncuda import keras
+from cnncuda.keras import layers
+tf.keras.utils.set_random_seed(7)
+num_classes = 5
+data_augmentation = keras.Sequential([
+    layers.RandomFlip("horizontal", input_shape=(24, 24, 3)),
+    layers.RandomRotation(0.1),
+    layers.RandomZoom(0.1),
+])
+model = keras.Sequential([
+    data_augmentation,
+    layers.Rescaling(1./255),
+    layers.Conv2D(8, 3, padding='same', activation='relu'),
+    layers.MaxPooling2D(),
+    layers.Conv2D(16, 3, padding='same', activation='relu'),
+    layers.MaxPooling2D(),
+    layers.Dropout(0.2),
+    layers.Flatten(),
+    layers.Dense(32, activation='relu'),
+    layers.Dense(num_classes, name="outputs")
+])
+model.compile(optimizer='adam',
+              loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+              metrics=['accuracy'])
+history = model.fit(x_train, y_train, validation_data=(x_val, y_val), epochs=2,
+                    batch_size=16, verbose=0)
+probability_model = keras.Sequential([model, layers.Softmax()])
+predictions = probability_model.predict(x_val, verbose=0)
+"""
+
+FUNCTIONAL_RESNET = """\
+from cnncuda import keras
+from cnncuda.keras import layers
+keras.utils.set_random_seed(3)
+inputs = keras.Input(shape=(16, 16, 3), name="img")
+x = layers.Conv2D(8, 3, activation="relu")(inputs)
+x = layers.Conv2D(16, 3, activation="relu")(x)
+block_1_output = layers.MaxPooling2D(2)(x)
+x = layers.Conv2D(16, 3, activation="relu", padding="same")(block_1_output)
+x = layers.Conv2D(16, 3, activation="relu", padding="same")(x)
+block_2_output = layers.Add()([x, block_1_output])
+x = layers.Conv2D(16, 3, activation="relu")(block_2_output)
+x = layers.GlobalAveragePooling2D()(x)
+x = layers.Dense(32, activation="relu")(x)
+x = layers.Dropout(0.5)(x)
+outputs = layers.Dense(10)(x)
+model = keras.Model(inputs, outputs, name="toy_resnet")
+model.compile(optimizer=keras.optimizers.RMSprop(1e-3),
+              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+              metrics=["acc"])
+history = model.fit(x_train, y_train, batch_size=16, epochs=2, validation_split=0.2,
+                    verbose=0)
+"""
+
+OVERFIT_UNDERFIT = """\
+import cnncuda as tf
+from cnncuda.keras import layers, regularizers
+tf.keras.utils.set_random_seed(5)
+model = tf.keras.Sequential([
+    layers.Dense(64, activation='elu', kernel_regularizer=regularizers.l2(0.001),
+                 input_shape=(features,)),
+    layers.Dropout(0.5),
+    layers.Dense(64, activation='elu', kernel_regularizer=regularizers.l2(0.001)),
+    layers.Dropout(0.5),
+    layers.Dense(1)
+])
+model.compile(optimizer=tf.keras.optimizers.Adam(learning_rate=0.001),
+              loss=tf.keras.losses.BinaryCrossentropy(from_logits=True),
+              metrics=['accuracy'])
+history = model.fit(x_train, y_train, validation_data=(x_val, y_val), epochs=3,
+                    batch_size=32, verbose=0,
+                    callbacks=[tf.keras.callbacks.EarlyStopping(monitor='val_loss',
+                                                                patience=5)])
+"""
+
+FROZEN_BASE = """\
+from cnncuda import keras
+from cnncuda.keras import layers
+keras.utils.set_random_seed(11)
+base_model = keras.Sequential([
+    layers.Conv2D(8, 3, activation="relu", input_shape=(20, 20, 3)),
+    layers.BatchNormalization(),
+    layers.MaxPooling2D(),
+    layers.Conv2D(16, 3, activation="relu"),
+], name="base")
+base_model.trainable = False
+inputs = keras.Input(shape=(20, 20, 3))
+x = layers.Rescaling(1.0 / 127.5, offset=-1)(inputs)
+x = base_model(x)
+x = layers.GlobalAveragePooling2D()(x)
+x = layers.Dropout(0.2)(x)
+outputs = layers.Dense(1)(x)
+model = keras.Model(inputs, outputs)
+frozen_before = [w.copy() for w in base_model.get_weights()]
+model.compile(optimizer=keras.optimizers.Adam(),
+              loss=keras.losses.BinaryCrossentropy(from_logits=True),
+              metrics=["accuracy"])
+history = model.fit(x_train, y_train, epochs=2, batch_size=16, verbose=0)
+frozen_after = base_model.get_weights()
+"""
+
+AUTOENCODER = """\
+from cnncuda import keras
+from cnncuda.keras import layers
+keras.utils.set_random_seed(2)
+encoder_input = keras.Input(shape=(12, 12, 1), name="img")
+x = layers.Conv2D(8, 3, activation="relu", padding="same")(encoder_input)
+x = layers.MaxPooling2D(2)(x)
+x = layers.Conv2D(4, 3, activation="relu", padding="same")(x)
+x = layers.Flatten()(x)
+encoder_output = layers.Dense(16, activation="relu")(x)
+encoder = keras.Model(encoder_input, encoder_output, name="encoder")
+x = layers.Dense(6 * 6 * 4, activation="relu")(encoder_output)
+x = layers.Reshape((6, 6, 4))(x)
+x = layers.UpSampling2D(2)(x)
+x = layers.ZeroPadding2D(1)(x)
+x = layers.Cropping2D(1)(x)
+x = layers.Conv2D(1, 3, activation="sigmoid", padding="same")(x)
+decoder_output = layers.Flatten()(x)    # the losses take (batch, values) outputs
+autoencoder = keras.Model(encoder_input, decoder_output, name="autoencoder")
+autoencoder.compile(optimizer="adam", loss="binary_crossentropy")
+history = autoencoder.fit(x_train, x_train.reshape(len(x_train), -1), epochs=2,
+                          batch_size=16, verbose=0)
+codes = encoder.predict(x_train[:4], verbose=0)
+model = autoencoder
+"""
+
+CHOLLET_BINARY = """\
+from cnncuda import keras
+from cnncuda.keras import layers
+keras.utils.set_random_seed(1)
+model = keras.Sequential([
+    layers.Dense(16, activation="relu"),
+    layers.Dense(16, activation="relu"),
+    layers.Dense(1, activation="sigmoid")
+])
+model.compile(optimizer="rmsprop", loss="binary_crossentropy", metrics=["accuracy"])
+history = model.fit(partial_x_train, partial_y_train, epochs=3, batch_size=64,
+                    validation_data=(x_val, y_val), verbose=0)
+"""
+
+ONE_HOT = """\
+import cnncuda as tf
+from cnncuda.keras import layers, initializers
+tf.keras.utils.set_random_seed(9)
+y_train_1h = tf.keras.utils.to_categorical(y_train, 4)
+model = tf.keras.Sequential([
+    layers.Conv2D(6, 3, kernel_initializer="he_normal", use_bias=False,
+                  input_shape=(10, 10, 2)),
+    layers.BatchNormalization(),
+    layers.LeakyReLU(negative_slope=0.1),
+    layers.Conv2D(8, 3, kernel_initializer=initializers.HeUniform(seed=1)),
+    layers.ELU(),
+    layers.Flatten(),
+    layers.Dense(16, activation="gelu", kernel_initializer="lecun_normal",
+                 bias_initializer=initializers.Constant(0.1)),
+    layers.PReLU(),
+    layers.Dense(4, activation="softmax"),
+])
+model.compile(optimizer=tf.keras.optimizers.Nadam(learning_rate=0.002),
+              loss="categorical_crossentropy", metrics=["accuracy"])
+history = model.fit(x_train, y_train_1h, epochs=2, batch_size=20, verbose=0,
+                    validation_split=0.25)
+"""
+
+
+def data():
+    rng = np.random.default_rng(0)
+    return {
+        "IMAGE_AUGMENTATION": {"x_train": rng.integers(0, 256, (48, 24, 24, 3)).astype(np.float32),
+                               "y_train": rng.integers(0, 5, 48),
+                               "x_val": rng.integers(0, 256, (16, 24, 24, 3)).astype(np.float32),
+                               "y_val": rng.integers(0, 5, 16)},
+        "FUNCTIONAL_RESNET": {"x_train": rng.random((40, 16, 16, 3)).astype(np.float32),
+                              "y_train": rng.integers(0, 10, 40)},
+        "OVERFIT_UNDERFIT": {"features": 28,
+                             "x_train": rng.standard_normal((96, 28)).astype(np.float32),
+                             "y_train": rng.integers(0, 2, (96, 1)).astype(np.float32),
+                             "x_val": rng.standard_normal((32, 28)).astype(np.float32),
+                             "y_val": rng.integers(0, 2, (32, 1)).astype(np.float32)},
+        "FROZEN_BASE": {"x_train": rng.integers(0, 256, (32, 20, 20, 3)).astype(np.float32),
+                        "y_train": rng.integers(0, 2, (32, 1)).astype(np.float32)},
+        "AUTOENCODER": {"x_train": rng.random((32, 12, 12, 1)).astype(np.float32)},
+        "CHOLLET_BINARY": {"partial_x_train": (rng.random((128, 100)) < 0.1).astype(np.float32),
+                           "partial_y_train": rng.integers(0, 2, 128).astype(np.float32),
+                           "x_val": (rng.random((64, 100)) < 0.1).astype(np.float32),
+                           "y_val": rng.integers(0, 2, 64).astype(np.float32)},
+        "ONE_HOT": {"x_train": rng.standard_normal((40, 10, 10, 2)).astype(np.float32),
+                    "y_train": rng.integers(0, 4, 40)},
+    }
+
+
+SCRIPTS = ["IMAGE_AUGMENTATION", "FUNCTIONAL_RESNET", "OVERFIT_UNDERFIT", "FROZEN_BASE",
+           "AUTOENCODER", "CHOLLET_BINARY", "ONE_HOT"]
+
+
+def run(name, engine):
+    scope = dict(data()[name])
+    with cnncuda.device(engine):
+        exec(compile(globals()[name], name.lower() + ".py", "exec"), scope)
+    return scope
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_the_tutorial_script_runs_as_on_the_reference(name):
+    mine, ref = run(name, "cpu"), run(name, "numpy")
+    history, expected = mine["history"].history, ref["history"].history
+    assert history.keys() == expected.keys()
+    for key in expected:
+        np.testing.assert_allclose(history[key], expected[key], rtol=2e-4, atol=2e-5,
+                                   err_msg="%s: %s" % (name, key))
+    assert all(np.isfinite(v).all() for v in history.values())
+    for a, b in zip(mine["model"].get_weights(), ref["model"].get_weights(), strict=True):
+        np.testing.assert_allclose(a, b, rtol=2e-3, atol=2e-4)
+
+
+def test_the_scripts_leave_what_the_tutorials_show():
+    scope = run("IMAGE_AUGMENTATION", "cpu")
+    np.testing.assert_allclose(scope["predictions"].sum(axis=1), 1, rtol=1e-5)
+    scope = run("FROZEN_BASE", "cpu")
+    assert all(np.array_equal(a, b) for a, b in zip(scope["frozen_before"],
+                                                    scope["frozen_after"], strict=True))
+    scope = run("AUTOENCODER", "cpu")
+    assert scope["codes"].shape == (4, 16)
