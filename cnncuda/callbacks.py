@@ -354,6 +354,10 @@ class ReduceLROnPlateau(Callback):
             self._direction = "min"
         elif name == getattr(self.model, "metric_name", None):     # an accuracy
             self._direction = "max"
+        elif name in dict(getattr(self.model, "_metrics", [])):     # a host metric
+            from .metrics import MAXIMIZED
+            maximized = isinstance(dict(self.model._metrics)[name], MAXIMIZED)
+            self._direction = "max" if maximized else "min"
         else:
             raise ValueError("ReduceLROnPlateau callback received monitor=%s, but cnncuda "
                              "isn't able to automatically determine whether that metric should "
