@@ -46,6 +46,8 @@ def format_time(seconds, unit):
 def _format_value(value, verbose):
     if isinstance(value, str):
         return " " + value
+    if isinstance(value, (list, tuple)):     # a metric with several thresholds: their mean, as Keras
+        value = sum(value) / max(len(value), 1)
     large = abs(value) > 1e-3 if verbose == 1 else value > 1e-3
     return " %.4f" % value if large else " %.4e" % value
 

@@ -237,7 +237,7 @@ def test_training_metrics_are_those_of_each_steps_outputs_before_its_update():
         np.testing.assert_allclose(w, v, rtol=1e-6, atol=1e-7)
 
 
-def test_batch_methods_streams_and_callbacks():
+def test_batch_methods_streams_and_callbacks(tmp_path):
     x, labels, y = _data(n=48)
     model = _model(metric_list=["mse", metrics.AUC(name="auc")])
     logs = model.test_on_batch(x, y, return_dict=True)
@@ -253,8 +253,12 @@ def test_batch_methods_streams_and_callbacks():
     class Watch(callbacks.Callback):
         def on_train_batch_end(self, batch, logs=None):
             seen.append(sorted(logs))
+    stop = callbacks.EarlyStopping(monitor="val_auc", patience=5)
+    keep = callbacks.ModelCheckpoint(str(tmp_path / "m.cnncuda"), monitor="auc",
+                                     save_best_only=True)
     h = model.fit(stream, epochs=2, verbose=0, validation_data=stream,
-                  callbacks=[Watch(), callbacks.EarlyStopping(monitor="val_auc", patience=5)])
+                  callbacks=[Watch(), stop, keep])
+    assert stop.mode == "max" and keep.mode == "max"   # Keras 3 asks the metric
     assert seen[0] == ["auc", "loss", "mse"]
     assert list(h.history) == ["auc", "loss", "mse", "val_auc", "val_loss", "val_mse"]
     ok = callbacks.ReduceLROnPlateau(monitor="val_auc")
@@ -306,3 +310,14 @@ def test_compiled_metrics_are_saved_and_loaded(ext, tmp_path):
     else:
         assert list(logs) == list(mine)
     np.testing.assert_allclose([mine[k] for k in logs], list(logs.values()), rtol=1e-4, atol=1e-5)
+
+
+def test_a_metric_of_several_thresholds_gives_a_list_and_the_bar_its_mean(capsys):
+    x, _, y = _data()
+    model = _model(metric_list=[metrics.Recall(thresholds=[0.2, 0.6], name="r")])
+    h = model.fit(x, y, batch_size=40, epochs=1, verbose=2)
+    (first,), = [h.history["r"]]
+    assert isinstance(first, list) and len(first) == 2 and first[0] >= first[1]
+    assert ("r: %.4f" % (sum(first) / 2)) in capsys.readouterr().out
+    loss, r = model.evaluate(x, y, verbose=0)
+    assert len(r) == 2
