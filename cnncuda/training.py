@@ -17,6 +17,12 @@ engine converts them to float32 and checks that every value is finite while
 it uploads them, so x is not converted or scanned in Python first. Errors
 name the argument and the flat index as before.
 
+Metrics besides the engine's accuracy (cnncuda/metrics.py) are updated on
+the host: fit then runs one step per ``train_range`` call, each after an
+inference-mode ``predict`` of its batch (train_steps_with_outputs), and
+evaluate reads the outputs of its chunks. Without such metrics nothing of
+this runs.
+
 Every argument is checked before anything runs, so a bad call leaves the
 model as it was.
 """

@@ -225,7 +225,7 @@ def test_host_metrics_change_no_training_number(engine):
 def test_training_metrics_are_those_of_each_steps_outputs_before_its_update():
     x, labels, y = _data(n=50)
     model = _model(metric_list=["mae"])
-    expected, mine = [], _model(metric_list=["mae"])
+    mine = _model(metric_list=["mae"])
     mine.set_weights(model.get_weights())
     probe = metrics.MeanAbsoluteError()
     for start in range(0, 50, 16):     # no shuffle: the batches in order
