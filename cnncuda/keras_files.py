@@ -680,6 +680,9 @@ def _build(config, weights_of, compile_config, compile, device, path):
     return model
 
 
+_H5_METRIC_NAMES = {"mae": "mean_absolute_error", "mse": "mean_squared_error"}
+
+
 def _metrics(entries):
     """compile's metrics from a Keras compile config: names and Keras's
     serialized metric objects (a nested list, one per output, is flattened)."""
@@ -746,6 +749,11 @@ def load(path, data, kind, compile=True, device=None):
         config = json.loads(_text(f.attrs["model_config"]))
         training = json.loads(_text(f.attrs["training_config"])) \
             if "training_config" in f.attrs else None
+        if training and training.get("metrics"):
+            # Keras's legacy loader makes 'mae' and 'mse' metric objects named after
+            # their function, as it does with its own .h5 files
+            training["metrics"] = [_H5_METRIC_NAMES.get(m, m) if isinstance(m, str) else m
+                                   for m in _metrics(training["metrics"])]
         group = f["model_weights"] if "model_weights" in f else f
 
         def weights_of(entry, path):

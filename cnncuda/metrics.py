@@ -459,7 +459,10 @@ STRINGS = {
     "sparse_top_k_categorical_accuracy": SparseTopKCategoricalAccuracy,
     "mae": MeanAbsoluteError, "mean_absolute_error": MeanAbsoluteError,
     "mse": MeanSquaredError, "mean_squared_error": MeanSquaredError,
+    "precision": Precision, "recall": Recall, "auc": AUC,
 }
+# strings whose object keeps its automatic name, as Keras's ('auc', then 'auc_1', ...)
+_AUTO_NAMED = ("precision", "recall", "auc")
 
 CLASSES = {cls.__name__: cls for cls in (
     Accuracy, BinaryAccuracy, CategoricalAccuracy, SparseCategoricalAccuracy,
@@ -479,6 +482,8 @@ def get(identifier):
     if isinstance(identifier, dict):
         return deserialize(identifier)
     if isinstance(identifier, str):
+        if identifier in _AUTO_NAMED:
+            return STRINGS[identifier]()
         if STRINGS.get(identifier) is not None:
             return STRINGS[identifier](name=identifier)
         if identifier in CLASSES:

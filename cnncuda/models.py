@@ -79,8 +79,8 @@ def _compiled_metrics(metrics, loss_kind):
             obj = metrics_module.get(metric)
         except ValueError as err:
             raise ValueError("metrics[%d]: %s" % (i, str(err).split(": ", 1)[1])) from None
-        if isinstance(metric, str) and metric in metrics_module.STRINGS:
-            obj._from_string = True
+        if isinstance(metric, str):
+            obj._from_string = metric       # saved as the string, as Keras's compile config
         compiled.append((obj.name, obj))
     names = [name for name, _ in compiled]
     for name in names:
@@ -740,8 +740,8 @@ class Sequential:
 
     def _compile_metrics_config(self):
         """compile's metrics as saved: strings, and Keras's form of the objects."""
-        return [name if obj is None or getattr(obj, "_from_string", False)
-                else metrics_module.serialize(obj)
+        return [name if obj is None else getattr(obj, "_from_string", None)
+                or metrics_module.serialize(obj)
                 for name, obj in self._metrics]
 
     # -- training and inference (cnncuda/training.py) ----------------------------

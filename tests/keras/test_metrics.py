@@ -121,6 +121,8 @@ def test_names_and_calls():
     value = m(np.array([0, 1]), np.array([[0.9, 0.1], [0.8, 0.2]]))
     assert m.name == "sca" and float(value) == 0.5
     assert cm.get("mae").name == "mae" and isinstance(cm.get("mse"), metrics.MeanSquaredError)
+    cnncuda.keras.backend.clear_session()
+    assert [cm.get(n).name for n in ("auc", "AUC", "recall")] == ["auc", "auc_1", "recall"]
     with pytest.raises(ValueError, match="k: expected an int >= 1, got 0"):
         metrics.TopKCategoricalAccuracy(k=0)
     with pytest.raises(ValueError, match="curve: expected 'ROC' or 'PR', got 'XY'"):
@@ -283,12 +285,13 @@ def test_bad_metrics_are_refused_by_name():
 @pytest.mark.parametrize("ext", [".keras", ".h5", ".cnncuda"])
 def test_compiled_metrics_are_saved_and_loaded(ext, tmp_path):
     model = _model(metric_list=["accuracy", "mae", metrics.Precision(name="p", thresholds=0.4),
-                                metrics.AUC(num_thresholds=50)])
+                                metrics.AUC(num_thresholds=50, name="auc")])
     path = str(tmp_path / ("m" + ext))
     model.save(path)
     back = models.load_model(path)
-    assert back.metrics_names == model.metrics_names
-    assert back._compile_metrics_config() == model._compile_metrics_config()
+    if ext != ".h5":
+        assert back.metrics_names == model.metrics_names
+        assert back._compile_metrics_config() == model._compile_metrics_config()
     x, _, y = _data()
     np.testing.assert_allclose(back.evaluate(x, y, verbose=0), model.evaluate(x, y, verbose=0),
                                rtol=1e-6)
@@ -307,6 +310,7 @@ def test_compiled_metrics_are_saved_and_loaded(ext, tmp_path):
     if ext == ".h5":    # Keras's legacy loader names 'mae' after its function (its own files too)
         mine = {("mean_absolute_error" if k == "mae" else k): v for k, v in mine.items()}
         assert sorted(logs) == sorted(mine)
+        assert back.metrics_names == ["loss", "accuracy", "mean_absolute_error", "p", "auc"]
     else:
         assert list(logs) == list(mine)
     np.testing.assert_allclose([mine[k] for k in logs], list(logs.values()), rtol=1e-4, atol=1e-5)
@@ -321,3 +325,24 @@ def test_a_metric_of_several_thresholds_gives_a_list_and_the_bar_its_mean(capsys
     assert ("r: %.4f" % (sum(first) / 2)) in capsys.readouterr().out
     loss, r = model.evaluate(x, y, verbose=0)
     assert len(r) == 2
+
+
+@pytest.mark.parametrize("ext", [".keras", ".h5"])
+def test_a_file_keras_compiled_with_metrics_loads_them(ext, tmp_path):
+    path = str(tmp_path / ("k" + ext))
+    run_keras("""
+        import sys, keras
+        model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(4, activation="softmax")])
+        model.compile("adam", "categorical_crossentropy",
+                      metrics=["accuracy", "mse", keras.metrics.Precision(name="p"),
+                               keras.metrics.AUC(num_thresholds=20), "recall"])
+        model.save(sys.argv[1])
+        """, path)
+    model = models.load_model(path)
+    names = model.metrics_names
+    assert names[:4] == ["loss", "accuracy", "mean_squared_error" if ext == ".h5" else "mse", "p"]
+    assert names[4].startswith("auc") and names[5].startswith("recall")
+    auc = model._host_metrics()[2]
+    assert isinstance(auc, metrics.AUC) and auc.num_thresholds == 20
+    x, _, y = _data()
+    assert len(model.evaluate(x, y, verbose=0)) == 6
