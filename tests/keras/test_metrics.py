@@ -168,8 +168,8 @@ def test_fit_and_evaluate_give_keras_numbers_and_order(tmp_path):
     np.save(tmp_path / "y.npy", y)
     for i, w in enumerate(model.get_weights()):
         np.save(tmp_path / ("w%d.npy" % i), w)
-    # one step an epoch on all the data, no shuffle: Keras's training metrics
-    # are those of the forward before each step's update
+    # batches of 16 in order (the last one short): Keras's training metrics are
+    # those of each step's forward, before its update
     out = run_keras("""
         import json, os, sys
         import numpy as np, keras
@@ -181,13 +181,13 @@ def test_fit_and_evaluate_give_keras_numbers_and_order(tmp_path):
         model.compile(keras.optimizers.SGD(0.1), "categorical_crossentropy",
                       metrics=[getattr(keras.metrics, n)() if n[0].isupper() else n
                                for n in names])
-        h = model.fit(x, y, batch_size=40, epochs=3, shuffle=False, verbose=0,
+        h = model.fit(x, y, batch_size=16, epochs=3, shuffle=False, verbose=0,
                       validation_data=(x, y))
         print(json.dumps([list(h.history), h.history, model.evaluate(x, y, verbose=0),
                           model.evaluate(x, y, verbose=0, return_dict=True)]))
         """, tmp_path, json.dumps(KERAS_METRICS))
     keys, history, values, logs = json.loads(out.strip().splitlines()[-1])
-    h = model.fit(x, y, batch_size=40, epochs=3, shuffle=False, verbose=0,
+    h = model.fit(x, y, batch_size=16, epochs=3, shuffle=False, verbose=0,
                   validation_data=(x, y))
     assert list(h.history) == keys
     for key in keys:
