@@ -40,7 +40,7 @@ atexit.register(_release_at_exit)
 
 # The Keras-style API.
 from . import (activations, callbacks, config, data, datasets, distribute,  # noqa: E402
-               initializers, layers, losses, models, nn, optimizers, random, regularizers, test,
+               initializers, layers, losses, metrics, models, nn, optimizers, random, regularizers, test,
                utils)
 from . import keras  # noqa: E402
 from .config import device  # noqa: E402
@@ -51,4 +51,4 @@ __all__ = ["build_info", "devices", "cuda_devices", "cuda_compute_capabilities",
            "ENGINES", "__version__", "keras", "config", "device", "datasets", "distribute", "layers",
            "models", "nn",
            "losses", "optimizers", "callbacks", "activations", "utils", "random", "test",
-           "initializers", "regularizers"]
+           "initializers", "regularizers", "metrics"]

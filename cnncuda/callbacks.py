@@ -158,6 +158,18 @@ def _monitor_mode(mode, monitor):
     return mode
 
 
+def _metric_mode(model, monitor, mode):
+    """mode='auto' for a compiled host metric (cnncuda/metrics.py), as Keras 3
+    asks the metric which way is better: 'max' for the accuracies, Precision,
+    Recall and AUC, 'min' for the errors; `mode` for any other name."""
+    name = monitor[4:] if monitor.startswith("val_") else monitor
+    metric = dict(getattr(model, "_metrics", None) or []).get(name)
+    if metric is None:
+        return mode
+    from .metrics import MAXIMIZED
+    return "max" if isinstance(metric, MAXIMIZED) else "min"
+
+
 class EarlyStopping(Callback):
     """Stops training when `monitor` has not improved by more than
     `min_delta` for `patience` epochs (Keras's rules, restore_best_weights and
@@ -176,6 +188,7 @@ class EarlyStopping(Callback):
         self.restore_best_weights = bool(restore_best_weights)
         self.start_from_epoch = nonnegative_int(start_from_epoch, "start_from_epoch")
         self.mode = _monitor_mode(mode, monitor)
+        self._auto = mode == "auto"
         self.wait = 0
         self.stopped_epoch = 0
         self.best = None
@@ -188,6 +201,8 @@ class EarlyStopping(Callback):
         return value + self.min_delta < reference
 
     def on_train_begin(self, logs=None):
+        if self._auto:
+            self.mode = _metric_mode(self.model, self.monitor, self.mode)
         self.wait = 0
         self.stopped_epoch = 0
         self.best = math.inf if self.mode == "min" else -math.inf
@@ -250,10 +265,17 @@ class ModelCheckpoint(Callback):
         self.save_best_only = bool(save_best_only)
         self.save_weights_only = bool(save_weights_only)
         self.mode = _monitor_mode(mode, monitor)
+        self._auto = mode == "auto"
         if initial_value_threshold is not None:
             self.best = float(initial_value_threshold)
         else:
             self.best = math.inf if self.mode == "min" else -math.inf
+
+    def on_train_begin(self, logs=None):
+        mode = _metric_mode(self.model, self.monitor, self.mode) if self._auto else self.mode
+        if mode != self.mode and self.best in (math.inf, -math.inf):
+            self.mode = mode        # nothing seen yet: start from the other end
+            self.best = math.inf if mode == "min" else -math.inf
 
     def _better(self, value):
         return value < self.best if self.mode == "min" else value > self.best
@@ -354,6 +376,10 @@ class ReduceLROnPlateau(Callback):
             self._direction = "min"
         elif name == getattr(self.model, "metric_name", None):     # an accuracy
             self._direction = "max"
+        elif name in dict(getattr(self.model, "_metrics", [])):     # a host metric
+            from .metrics import MAXIMIZED
+            maximized = isinstance(dict(self.model._metrics)[name], MAXIMIZED)
+            self._direction = "max" if maximized else "min"
         else:
             raise ValueError("ReduceLROnPlateau callback received monitor=%s, but cnncuda "
                              "isn't able to automatically determine whether that metric should "

@@ -227,7 +227,7 @@ def _compile_config(model):
                      "config": {"name": loss.kind, "reduction": "sum_over_batch_size",
                                 "from_logits": loss.from_logits},
                      "registered_name": None},
-            "loss_weights": None, "metrics": [model.metric_name] if model.metric_name else [],
+            "loss_weights": None, "metrics": model._compile_metrics_config(),
             "weighted_metrics": None, "run_eagerly": False, "steps_per_execution": 1,
             "jit_compile": False}
 
@@ -675,10 +675,21 @@ def _build(config, weights_of, compile_config, compile, device, path):
         opt = compile_config.get("optimizer") or compile_config.get("optimizer_config")
         loss = compile_config.get("loss")
         model.compile(optimizer=_optimizer(opt), loss=_loss(loss),
-                      metrics=[m for m in (compile_config.get("metrics") or [])
-                               if isinstance(m, str)],
+                      metrics=_metrics(compile_config.get("metrics")),
                       device=device)
     return model
+
+
+_H5_METRIC_NAMES = {"mae": "mean_absolute_error", "mse": "mean_squared_error"}
+
+
+def _metrics(entries):
+    """compile's metrics from a Keras compile config: names and Keras's
+    serialized metric objects (a nested list, one per output, is flattened)."""
+    flat = []
+    for entry in entries or []:
+        flat.extend(entry if isinstance(entry, list) else [entry])
+    return [entry for entry in flat if entry is not None]
 
 
 def _optimizer(entry):
@@ -738,6 +749,11 @@ def load(path, data, kind, compile=True, device=None):
         config = json.loads(_text(f.attrs["model_config"]))
         training = json.loads(_text(f.attrs["training_config"])) \
             if "training_config" in f.attrs else None
+        if training and training.get("metrics"):
+            # Keras's legacy loader makes 'mae' and 'mse' metric objects named after
+            # their function, as it does with its own .h5 files
+            training["metrics"] = [_H5_METRIC_NAMES.get(m, m) if isinstance(m, str) else m
+                                   for m in _metrics(training["metrics"])]
         group = f["model_weights"] if "model_weights" in f else f
 
         def weights_of(entry, path):

@@ -31,6 +31,7 @@ import numpy as np
 
 from . import (config, distribute, initializers, keras_files, losses, optimizers, saving,
                training)
+from . import metrics as metrics_module
 from .checks import nonnegative_int, shape_str
 from .engine import make_net
 from .exclusive import exclusive
@@ -57,6 +58,35 @@ _ACCURACY_NAMES = {
     "categorical_crossentropy": ("accuracy", "acc", "categorical_accuracy"),
     "binary_crossentropy": ("accuracy", "acc", "binary_accuracy"),
 }
+
+
+def _compiled_metrics(metrics, loss_kind):
+    """compile's metrics: [(name, object)], the object None for the accuracy
+    strings the engine counts (the loss's own accuracy)."""
+    if metrics is None:
+        metrics = []
+    if isinstance(metrics, (str, metrics_module.Metric)) or not isinstance(metrics, (list, tuple)):
+        raise TypeError("metrics: expected a list such as ['accuracy'], got %r" % (metrics,))
+    compiled = []
+    for i, metric in enumerate(metrics):
+        if isinstance(metric, str) and metric in _ACCURACY_NAMES[loss_kind]:
+            compiled.append((metric, None))
+            continue
+        if isinstance(metric, str) and metric in ("accuracy", "acc"):
+            raise ValueError("metrics[%d]: %r for the loss %s is not supported" % (i, metric,
+                                                                                 loss_kind))
+        try:
+            obj = metrics_module.get(metric)
+        except ValueError as err:
+            raise ValueError("metrics[%d]: %s" % (i, str(err).split(": ", 1)[1])) from None
+        if isinstance(metric, str):
+            obj._from_string = metric       # saved as the string, as Keras's compile config
+        compiled.append((obj.name, obj))
+    names = [name for name, _ in compiled]
+    for name in names:
+        if names.count(name) > 1:
+            raise ValueError("metrics: two metrics named %r (give one another name)" % (name,))
+    return compiled
 
 
 class Sequential:
@@ -90,6 +120,7 @@ class Sequential:
         self.loss = None
         self.optimizer = None
         self.metric_name = None
+        self._metrics = []                # [(name, host metric object or None: the engine's)]
         self.stop_training = False
         self.history = None
         self._shuffle_rng = np.random.default_rng(self.seed)
@@ -676,14 +707,7 @@ class Sequential:
             metrics = []
         if isinstance(metrics, str) or not isinstance(metrics, (list, tuple)):
             raise TypeError("metrics: expected a list such as ['accuracy'], got %r" % (metrics,))
-        allowed = _ACCURACY_NAMES[loss_obj.kind]
-        for metric in metrics:
-            if metric not in allowed:
-                raise ValueError("metrics: expected a list of one of %s (the accuracy the engine "
-                                 "computes for %s), got %r"
-                                 % (", ".join(repr(a) for a in allowed), loss_obj.kind, metric))
-        if len(metrics) > 1:
-            raise ValueError("metrics: expected at most one accuracy metric, got %r" % (metrics,))
+        compiled = _compiled_metrics(metrics, loss_obj.kind)
         for arg, value in (("loss_weights", loss_weights), ("weighted_metrics", weighted_metrics)):
             if value is not None:
                 raise ValueError("%s: expected None (not supported), got %r" % (arg, value))
@@ -699,7 +723,9 @@ class Sequential:
             if self._strategy is not distribute.get_strategy():
                 self._drop_net()
             self._strategy = distribute.get_strategy()
-        self.metric_name = metrics[0] if metrics else None
+        self._metrics = compiled
+        # the first of the engine's accuracy names (callbacks' mode='auto')
+        self.metric_name = next((name for name, obj in compiled if obj is None), None)
         opt._model = self
         self._compile_version += 1
         self._carried_state = None
@@ -707,7 +733,16 @@ class Sequential:
 
     @property
     def metrics_names(self):
-        return ["loss"] + ([self.metric_name] if self.metric_name else [])
+        return ["loss"] + [name for name, _ in self._metrics]
+
+    def _host_metrics(self):
+        return [obj for _, obj in self._metrics if obj is not None]
+
+    def _compile_metrics_config(self):
+        """compile's metrics as saved: strings, and Keras's form of the objects."""
+        return [name if obj is None else getattr(obj, "_from_string", None)
+                or metrics_module.serialize(obj)
+                for name, obj in self._metrics]
 
     # -- training and inference (cnncuda/training.py) ----------------------------
 
@@ -763,16 +798,24 @@ class Sequential:
             check_x(x, self.input_shape[1:], "x")       # finite values: nothing runs on NaN
         x, y = training._data(self, x, y)
         device = config.resolve_device(self._device)
+        host = self._host_metrics()
+        for metric in host:
+            metric.reset_state()
         if kind == "train":
             net = self._get_net(device, "train", len(x))
             self._data_token = None     # the step may reuse the resident batch buffers
+            if host:    # the outputs before the step (see training.py, _host_outputs)
+                training.update_host_metrics(host, y, net.predict(x))
             loss_sum, correct = net.train_batch(x, y)
         else:
-            loss_sum, correct = self._get_net(device, "evaluate").evaluate(x, y)
+            net = self._get_net(device, "evaluate")
+            loss_sum, correct = net.evaluate(x, y)
+            if host:
+                training.update_host_metrics(host, y, net.predict(x))
         logs = training._logs(self, loss_sum, correct, len(x))
         if return_dict:
             return logs
-        values = list(logs.values())
+        values = training.metric_values(self, logs)
         return values if len(values) > 1 else values[0]
 
     @exclusive
@@ -994,7 +1037,7 @@ class Sequential:
                 "loss": {"class_name": self.loss.kind, "config": self.loss.get_config()},
                 "optimizer": {"class_name": self.optimizer.kind,
                               "config": self.optimizer.get_config()},
-                "metrics": [self.metric_name] if self.metric_name else []}
+                "metrics": self._compile_metrics_config()}
             header["optimizer_state"] = None
         return header
 

@@ -2,14 +2,14 @@
 
 verbose=1, at the end of an epoch::
 
-    1563/1563 [==============================] - 8s 5ms/step - loss: 1.5175 - accuracy: 0.4473 - val_loss: 1.2493 - val_accuracy: 0.5537
+    1563/1563 [==============================] - 8s 5ms/step - accuracy: 0.4473 - loss: 1.5175 - val_accuracy: 0.5537 - val_loss: 1.2493
 
 and while it runs ``  32/1563 [..............................] - ETA: 1:02 - loss: 2.3010 - ...``
 redrawn in place where the output is a terminal or a Jupyter notebook (an
 ipykernel is loaded); in a file or a pipe only the final line of each epoch
 is written. verbose=2 writes one line per epoch::
 
-    1563/1563 - 8s - loss: 1.5175 - accuracy: 0.4473 - 8s/epoch - 5ms/step
+    1563/1563 - 8s - accuracy: 0.4473 - loss: 1.5175 - 8s/epoch - 5ms/step
 
 Redraws are throttled to one per ``interval`` seconds (Keras's 0.05 s); the
 caller asks ``due()`` before it reads the engine's sums, so the bar costs no
@@ -46,6 +46,8 @@ def format_time(seconds, unit):
 def _format_value(value, verbose):
     if isinstance(value, str):
         return " " + value
+    if isinstance(value, (list, tuple)):     # several thresholds: their mean, as Keras
+        value = sum(value) / max(len(value), 1)
     large = abs(value) > 1e-3 if verbose == 1 else value > 1e-3
     return " %.4f" % value if large else " %.4e" % value
 

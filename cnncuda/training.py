@@ -17,6 +17,12 @@ engine converts them to float32 and checks that every value is finite while
 it uploads them, so x is not converted or scanned in Python first. Errors
 name the argument and the flat index as before.
 
+Metrics besides the engine's accuracy (cnncuda/metrics.py) are updated on
+the host: fit then runs one step per ``train_range`` call, each after an
+inference-mode ``predict`` of its batch (train_steps_with_outputs), and
+evaluate reads the outputs of its chunks. Without such metrics nothing of
+this runs.
+
 Every argument is checked before anything runs, so a bad call leaves the
 model as it was.
 """
@@ -129,10 +135,44 @@ def _data(model, x, y, x_arg="x", y_arg="y"):
 
 
 def _logs(model, loss_sum, correct, count, prefix=""):
-    logs = {prefix + "loss": float(loss_sum) / count}
-    if model.metric_name:
-        logs[prefix + model.metric_name] = float(correct) / count
-    return logs
+    """The logs as Keras 3 gives them: the loss and every compiled metric,
+    in sorted order of their names (History's keys, the bar's order); the
+    engine's accuracy from its correct count, the others from their host
+    objects' state (update_host_metrics)."""
+    values = {"loss": float(loss_sum) / count}
+    for name, metric in model._metrics:
+        values[name] = float(correct) / count if metric is None else _result(metric)
+    return {prefix + name: values[name] for name in sorted(values)}
+
+
+def _result(metric):
+    value = metric.result()
+    return float(value) if np.ndim(value) == 0 else np.asarray(value).tolist()
+
+
+def metric_values(model, logs, prefix=""):
+    """evaluate's list: the loss, then the metrics in compile order."""
+    return [logs[prefix + "loss"]] + [logs[prefix + name] for name, _ in model._metrics]
+
+
+def update_host_metrics(metrics, y, outputs):
+    """Each host metric updated with the targets y and the model's outputs."""
+    for metric in metrics:
+        metric.update_state(y, outputs)
+
+
+def train_steps_with_outputs(net, x, y, order, start, count, batch, host):
+    """train_range's steps one at a time, each step's batch first read back
+    through an inference-mode forward with the weights the step starts from,
+    for the host metrics. The engines keep the training forward's outputs on
+    the device inside the fused step (the softmax and dense head fused into
+    the loss, CUDA graph replays), so they are not read back: a model with
+    Dropout, batch statistics or augmentation layers gives these metrics
+    from inference-mode outputs where Keras uses the training forward's."""
+    for at in range(start, start + count, batch):
+        rows = order[at:min(start + count, at + batch)]
+        update_host_metrics(host, y[rows], net.predict(x[rows]))
+        net.train_range(at, len(rows), batch)
 
 
 class _ResidentData:
@@ -187,6 +227,9 @@ def _train_epoch(model, data, n, batch, steps, callbacks, bar, per_batch, first=
     chunker = StepChunker(seconds, steps, single=per_batch)
     loss_sum = correct = 0.0
     done = 0
+    host = model._host_metrics()
+    for metric in host:
+        metric.reset_state()
     while done < steps:
         count_steps = chunker.next(done)
         if per_batch:
@@ -195,7 +238,10 @@ def _train_epoch(model, data, n, batch, steps, callbacks, bar, per_batch, first=
         count = min(count_steps * batch, n - start)
         net = data.net()        # a batch callback may have fit on other data
         began = time.perf_counter()
-        net.train_range(start, count, batch)
+        if host:
+            train_steps_with_outputs(net, data.x, data.y, data.order, start, count, batch, host)
+        else:
+            net.train_range(start, count, batch)
         chunker.took(time.perf_counter() - began, count_steps)
         done += count_steps
         # the epoch's last chunk draws nothing: its final line follows at once
@@ -230,7 +276,12 @@ def _evaluate_loop(model, net, x, y, batch, callbacks, progbar, x_arg="x", x_ind
     n = len(x)
     steps = math.ceil(n / batch)
     per_batch = callbacks is not None and callbacks.wants_batches("test")
-    if not per_batch and (progbar is None or not progbar.dynamic or progbar.verbose != 1):
+    host = model._host_metrics()
+    for metric in host:
+        metric.reset_state()
+    if host:    # the loss on the engine, the outputs read back for the host metrics
+        y = np.asarray(y)
+    elif not per_batch and (progbar is None or not progbar.dynamic or progbar.verbose != 1):
         if resident:
             return net.evaluate_validation()
         return net.evaluate(x, y, x_arg=x_arg, x_index0=x_index0)
@@ -242,8 +293,11 @@ def _evaluate_loop(model, net, x, y, batch, callbacks, progbar, x_arg="x", x_ind
         if per_batch:
             callbacks.on_test_batch_begin(done)
         began = time.perf_counter()
-        part = net.evaluate(x[done * batch:(done + k) * batch], y[done * batch:(done + k) * batch],
-                            x_arg=x_arg, x_index0=x_index0 + done * batch * _row_values(x))
+        xs, ys = x[done * batch:(done + k) * batch], y[done * batch:(done + k) * batch]
+        index0 = x_index0 + done * batch * _row_values(x)
+        part = net.evaluate(xs, ys, x_arg=x_arg, x_index0=index0)
+        if host:
+            update_host_metrics(host, ys, net.predict(xs, x_arg=x_arg, x_index0=index0))
         chunker.took(time.perf_counter() - began, k)
         loss_sum, correct, done = loss_sum + part[0], correct + part[1], done + k
         logs = _logs(model, loss_sum, correct, min(done * batch, n))
@@ -400,7 +454,7 @@ def evaluate(model, x, y, batch_size, verbose, sample_weight, steps, callbacks, 
     cbs.on_test_end(logs)
     if return_dict:
         return logs
-    values = list(logs.values())
+    values = metric_values(model, logs)
     return values if len(values) > 1 else values[0]
 
 

@@ -181,6 +181,20 @@ def _logs(model, loss_sum, correct, count, prefix=""):
     return logs(model, loss_sum, correct, max(count, 1), prefix)
 
 
+def _host(model):
+    """The model's host metrics, their state reset."""
+    host = model._host_metrics()
+    for metric in host:
+        metric.reset_state()
+    return host
+
+
+def _update(host, net, xs, ys, x_arg="x"):
+    from ..training import update_host_metrics
+    if host:
+        update_host_metrics(host, ys, net.predict(xs, x_arg=x_arg))
+
+
 def should_validate(epoch, freq):
     from ..training import should_validate as check
     return check(epoch, freq)
@@ -264,6 +278,7 @@ def _train_epoch(model, device, source, limit, cbs, bar, per_batch):
     loss_sum = correct = 0.0
     seen = done = 0
     net = None
+    host = _host(model)
     try:
         for xs, ys, batch, count in _blocks(source.epoch(limit), chunker):
             if per_batch:
@@ -278,7 +293,12 @@ def _train_epoch(model, device, source, limit, cbs, bar, per_batch):
             model._data_token = None      # the network holds this block, no fit's data
             net.set_data(xs, ys)
             net.set_order(np.arange(len(xs)))
-            net.train_range(0, len(xs), batch)
+            if host:        # see training.train_steps_with_outputs
+                from ..training import train_steps_with_outputs
+                train_steps_with_outputs(net, xs, np.asarray(ys), np.arange(len(xs)), 0,
+                                         len(xs), batch, host)
+            else:
+                net.train_range(0, len(xs), batch)
             part_loss, part_correct = net.read_sums(reset=False)
             chunker.took(time.perf_counter() - began, count)
             loss_sum, correct = base_loss + part_loss, base_correct + part_correct
@@ -306,14 +326,17 @@ def _built_batch(model):
 
 
 def _evaluate_validation(model, net, validation, steps):
+    host = _host(model)
     if isinstance(validation, tuple):
         loss_sum, correct = net.evaluate(validation[0], validation[1], x_arg="validation_data[0]")
+        _update(host, net, validation[0], validation[1], "validation_data[0]")
         return _logs(model, loss_sum, correct, len(validation[0]), "val_")
     loss_sum = correct = 0.0
     seen = 0
     for xb, yb in validation.epoch(steps):
         xb, yb = _check_pair(model, xb, yb, "validation_data")
         part_loss, part_correct = net.evaluate(xb, yb, x_arg="validation_data")
+        _update(host, net, xb, yb, "validation_data")
         loss_sum += part_loss
         correct += part_correct
         seen += len(xb)
@@ -332,6 +355,7 @@ def evaluate(model, x, verbose, steps, callbacks, return_dict):
     cbs = CallbackList(list(callbacks), model, {"verbose": verbose, "epochs": 1, "steps": total})
     progbar = Progbar(total, verbose=verbose) if verbose else None
     cbs.on_test_begin()
+    host = _host(model)
     loss_sum = correct = 0.0
     seen = done = 0
     for xb, yb in source.epoch(steps):
@@ -339,6 +363,7 @@ def evaluate(model, x, verbose, steps, callbacks, return_dict):
         xb, yb = _check_pair(model, xb, yb, "x")      # builds an unbuilt model from xb
         net = model._get_net(config.resolve_device(model._device), "evaluate")
         part_loss, part_correct = net.evaluate(xb, yb)
+        _update(host, net, xb, yb)
         loss_sum += part_loss
         correct += part_correct
         seen += len(xb)
@@ -356,7 +381,8 @@ def evaluate(model, x, verbose, steps, callbacks, return_dict):
     cbs.on_test_end(logs)
     if return_dict:
         return logs
-    values = list(logs.values())
+    from ..training import metric_values
+    values = metric_values(model, logs)
     return values if len(values) > 1 else values[0]
 
 

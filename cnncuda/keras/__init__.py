@@ -7,11 +7,11 @@ gives ``tf.keras.losses.SparseCategoricalCrossentropy``, ``models.Sequential``,
 ``layers.Conv2D`` and the rest, as a Keras script writes them. Each submodule
 re-exports the cnncuda module of the same name.
 """
-from . import (activations, backend, callbacks, datasets, initializers, layers, losses, models,
-               optimizers, preprocessing, regularizers, utils)
+from . import (activations, backend, callbacks, datasets, initializers, layers, losses, metrics,
+               models, optimizers, preprocessing, regularizers, utils)
 from .layers import Input
 from .models import Model, Sequential, load_model
 
 __all__ = ["activations", "backend", "callbacks", "datasets", "initializers", "layers", "losses",
-           "models", "optimizers", "preprocessing", "regularizers", "utils", "Input", "Model",
+           "metrics", "models", "optimizers", "preprocessing", "regularizers", "utils", "Input", "Model",
            "Sequential", "load_model"]

@@ -89,8 +89,8 @@ model.fit(X_train, Y_train, epochs=5, batch_size=64, verbose=2)
 
 # Keras writes a value as %.4f, or as %.4e when it is at most 1e-3 (0.0000e+00).
 VALUE = r"\d+\.\d{4}(e[+-]\d\d)?"
-EPOCH_LINE = (r"2/2 \[==============================\] - \d+s \d+(ms|us)/step - loss: {v} - "
-              r"accuracy: {v} - val_loss: {v} - val_accuracy: {v}").format(v=VALUE)
+EPOCH_LINE = (r"2/2 \[==============================\] - \d+s \d+(ms|us)/step - accuracy: {v} - "
+              r"loss: {v} - val_accuracy: {v} - val_loss: {v}").format(v=VALUE)
 
 
 @pytest.fixture
@@ -126,7 +126,7 @@ def test_cifar10_script_sequential_version(small_cifar, capsys):
     exec(compile(CIFAR_CPU_SCRIPT, "cifar10_cnn.py", "exec"), scope)
     check_cifar_output(capsys.readouterr().out)
     history = scope["model"].history.history
-    assert list(history) == ["loss", "accuracy", "val_loss", "val_accuracy"]
+    assert list(history) == ["accuracy", "loss", "val_accuracy", "val_loss"]
     assert history["loss"][-1] < history["loss"][0]
     assert scope["model"]._net_device == cnncuda.config.resolve_device()
 
@@ -164,5 +164,5 @@ def test_binary_script(capsys, restore_threads):
     assert len(lines) == 10
     for epoch in range(5):
         assert lines[2 * epoch] == "Epoch %d/5" % (epoch + 1)
-        assert re.fullmatch(r"2/2 - \d+s - loss: {v} - accuracy: {v} - \d+m?s/epoch - "
+        assert re.fullmatch(r"2/2 - \d+s - accuracy: {v} - loss: {v} - \d+m?s/epoch - "
                             r"\d+(ms|us|s)/step".format(v=VALUE), lines[2 * epoch + 1]), lines[2 * epoch + 1]
