@@ -30,7 +30,7 @@ import numpy as np
 from . import config
 from .callbacks import Callback, CallbackList, History, ProgbarLogger
 from .checks import boolean, check_targets, check_x, nonnegative_int, number_in, positive_int
-from .chunks import StepChunker
+from .chunks import RateChunker, StepChunker
 from .data import feed
 from .progbar import Progbar
 
@@ -184,7 +184,7 @@ def _train_epoch(model, data, n, batch, steps, callbacks, bar, per_batch, first=
     through one order over several epochs); returns (logs, seen)."""
     seconds = bar.progbar.interval if (bar and bar.progbar.dynamic and bar.verbose == 1) \
         else _SLOW_CHUNK_SECONDS
-    chunker = StepChunker(seconds, steps, single=per_batch)
+    chunker = RateChunker(StepChunker(seconds, steps, single=per_batch), model.optimizer)
     loss_sum = correct = 0.0
     done = 0
     while done < steps:
