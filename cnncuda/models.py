@@ -30,7 +30,7 @@ import weakref
 import numpy as np
 
 from . import (config, distribute, initializers, keras_files, losses, optimizers, saving,
-               training)
+               schedules, training)
 from .checks import nonnegative_int, shape_str
 from .engine import make_net
 from .exclusive import exclusive
@@ -983,7 +983,10 @@ class Sequential:
             config.pop("compile_config", None)
         return json.dumps(config, **kwargs)
 
-    def _file_header(self, kind):
+    def _file_header(self, kind, user_schedule=False):
+        """`user_schedule`: the optimizer's config holds the rate of the next
+        step where it has a schedule of the user's (copy and pickle carry
+        the schedule object beside the bytes)."""
         specs = self._weight_specs() if self.built else []
         header = {"kind": kind, "cnncuda_version": _version(),
                   "model": {"class_name": self._class_name, "config": self.get_config()},
@@ -993,7 +996,8 @@ class Sequential:
             header["compile"] = None if self.loss is None else {
                 "loss": {"class_name": self.loss.kind, "config": self.loss.get_config()},
                 "optimizer": {"class_name": self.optimizer.kind,
-                              "config": self.optimizer.get_config()},
+                              "config": self.optimizer._hyperparameters() if user_schedule
+                              else self.optimizer.get_config()},
                 "metrics": [self.metric_name] if self.metric_name else []}
             header["optimizer_state"] = None
         return header
@@ -1013,9 +1017,9 @@ class Sequential:
             return
         saving.write_model_file(filepath, *self._file_parts(include_optimizer))
 
-    def _file_parts(self, include_optimizer):
+    def _file_parts(self, include_optimizer, user_schedule=False):
         """(header, weights, slots) of the model file of save."""
-        header = self._file_header("model")
+        header = self._file_header("model", user_schedule)
         weights = self.get_weights()
         slots = None
         if include_optimizer and self.loss is not None:
@@ -1035,9 +1039,13 @@ class Sequential:
         trains on exactly as the original would, on a network of its own.
         (copy.copy makes such a copy too: two models must not share one
         network.)"""
-        header, weights, slots = self._file_parts(include_optimizer=self.built)
+        schedule = self.optimizer.learning_rate_schedule if self.loss is not None else None
+        if schedule is not None and schedules.is_builtin(schedule):
+            schedule = None         # in the bytes, as a file holds it
+        header, weights, slots = self._file_parts(include_optimizer=self.built,
+                                                  user_schedule=schedule is not None)
         return _model_from_bytes, (b"".join(saving.model_file_bytes(header, weights, slots)),
-                                   self._device)
+                                   self._device, schedule)
 
     @exclusive
     def save_weights(self, filepath, overwrite=True, save_format=None):
@@ -1306,10 +1314,15 @@ def _model_from_keras_file(filepath, compile, device):
                                        type(err).__name__, err)) from None
 
 
-def _model_from_bytes(data, device):
-    """The model pickle or copy.deepcopy made (Sequential.__reduce__)."""
+def _model_from_bytes(data, device, schedule=None):
+    """The model pickle or copy.deepcopy made (Sequential.__reduce__);
+    `schedule`: the user's LearningRateSchedule of its optimizer (copied
+    with it), whose current rate the bytes hold."""
     header, weights, slots = saving.read_model_bytes(data, "<a pickled model>")
-    return _model_from_file("<a pickled model>", header, weights, slots, True, device)
+    model = _model_from_file("<a pickled model>", header, weights, slots, True, device)
+    if schedule is not None:
+        model.optimizer.learning_rate = schedule
+    return model
 
 
 def _model_from_file(filepath, header, weights, slots, compile, device):

@@ -114,7 +114,7 @@ class Optimizer:
     def engine_optimizer(self):
         """The engine's optimizer dict: the hyperparameters of the next step
         (a schedule's rate at ``iterations``)."""
-        return dict(self.get_config(), kind=self.kind, learning_rate=self.learning_rate)
+        return dict(self._hyperparameters(), kind=self.kind)
 
     @property
     def learning_rate_schedule(self):
@@ -135,6 +135,12 @@ class Optimizer:
         return self.learning_rate if schedule is None else schedules.serialize(schedule)
 
     def get_config(self):
+        """The hyperparameters as Keras's get_config gives them (a schedule
+        serialized as Keras serializes it)."""
+        return dict(self._hyperparameters(), learning_rate=self._learning_rate_config())
+
+    def _hyperparameters(self):
+        """The hyperparameters of the next step (a schedule's current rate)."""
         raise NotImplementedError
 
     def slot_names(self):
@@ -149,8 +155,10 @@ class Optimizer:
         return 0 if self._model is None else self._model._iterations()
 
     def __repr__(self):
-        return "%s(%s)" % (type(self).__name__,
-                           ", ".join("%s=%r" % kv for kv in self.get_config().items()))
+        config = self._hyperparameters()
+        if self.learning_rate_schedule is not None:
+            config["learning_rate"] = self.learning_rate_schedule
+        return "%s(%s)" % (type(self).__name__, ", ".join("%s=%r" % kv for kv in config.items()))
 
 
 class _Moments(Optimizer):
@@ -168,8 +176,8 @@ class _Moments(Optimizer):
         self.epsilon = epsilon
         self.name = name or type(self).__name__
 
-    def get_config(self):
-        return {"learning_rate": self._learning_rate_config(), "beta_1": self.beta_1,
+    def _hyperparameters(self):
+        return {"learning_rate": self.learning_rate, "beta_1": self.beta_1,
                 "beta_2": self.beta_2, "epsilon": self.epsilon}
 
 
@@ -200,8 +208,8 @@ class SGD(Optimizer):
         self.learning_rate, self.momentum, self.nesterov = learning_rate, momentum, nesterov
         self.name = name
 
-    def get_config(self):
-        return {"learning_rate": self._learning_rate_config(), "momentum": self.momentum,
+    def _hyperparameters(self):
+        return {"learning_rate": self.learning_rate, "momentum": self.momentum,
                 "nesterov": self.nesterov}
 
     def slot_names(self):
@@ -229,8 +237,8 @@ class RMSprop(Optimizer):
         self.epsilon, self.centered = epsilon, centered
         self.name = name
 
-    def get_config(self):
-        return {"learning_rate": self._learning_rate_config(), "rho": self.rho,
+    def _hyperparameters(self):
+        return {"learning_rate": self.learning_rate, "rho": self.rho,
                 "momentum": self.momentum, "epsilon": self.epsilon, "centered": self.centered}
 
     def slot_names(self):
@@ -254,8 +262,8 @@ class Adagrad(Optimizer):
         self.initial_accumulator_value, self.epsilon = initial_accumulator_value, epsilon
         self.name = name
 
-    def get_config(self):
-        return {"learning_rate": self._learning_rate_config(),
+    def _hyperparameters(self):
+        return {"learning_rate": self.learning_rate,
                 "initial_accumulator_value": self.initial_accumulator_value,
                 "epsilon": self.epsilon}
 
@@ -276,8 +284,8 @@ class Adadelta(Optimizer):
         self.learning_rate, self.rho, self.epsilon = learning_rate, rho, epsilon
         self.name = name
 
-    def get_config(self):
-        return {"learning_rate": self._learning_rate_config(), "rho": self.rho, "epsilon": self.epsilon}
+    def _hyperparameters(self):
+        return {"learning_rate": self.learning_rate, "rho": self.rho, "epsilon": self.epsilon}
 
     def slot_names(self):
         return ["accumulated_grad", "accumulated_delta_var"]
@@ -332,8 +340,8 @@ class AdamW(Optimizer):
         _no_amsgrad(amsgrad)
         self.name = name
 
-    def get_config(self):
-        return {"learning_rate": self._learning_rate_config(), "weight_decay": self.weight_decay,
+    def _hyperparameters(self):
+        return {"learning_rate": self.learning_rate, "weight_decay": self.weight_decay,
                 "beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon}
 
     def slot_names(self):

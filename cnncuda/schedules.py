@@ -239,7 +239,7 @@ def serialize(schedule):
     if not isinstance(schedule, LearningRateSchedule):
         raise TypeError("schedule: expected a LearningRateSchedule, got %r" % (schedule,))
     cls = type(schedule)
-    own = _CLASSES.get(cls.__name__) is cls
+    own = is_builtin(schedule)
     return {"module": "keras.optimizers.schedules" if own else cls.__module__,
             "class_name": cls.__name__, "config": schedule.get_config(),
             "registered_name": None if own else cls.__name__}
@@ -270,4 +270,9 @@ def deserialize(config):
 
 def is_schedule(value):
     return isinstance(value, LearningRateSchedule)
+
+
+def is_builtin(schedule):
+    """Whether `schedule` is one of this module's classes (files name them)."""
+    return _CLASSES.get(type(schedule).__name__) is type(schedule)
 
