@@ -30,7 +30,7 @@ import weakref
 import numpy as np
 
 from . import (config, distribute, initializers, keras_files, losses, optimizers, saving,
-               schedules, training)
+               sample_weights, schedules, training)
 from .checks import nonnegative_int, shape_str
 from .engine import make_net
 from .exclusive import exclusive
@@ -81,6 +81,8 @@ class Sequential:
         self._compiled_optimizer = None   # the optimizer's engine dict at compile: nets' layout
         self._net_optimizer = None        # the hyperparameters the network has now
         self._net_layers = None           # the engine layers it was built from
+        self._net_loss = None             # the engine loss it was built with
+        self._weighted = False            # a weighted fit or evaluate runs (sample_weights.py)
         self._carried = None              # weights of a dropped network, for the next one
         self._carried_state = None        # its optimizer state (or a file's), for the next one
         self._compile_version = 0
@@ -547,7 +549,8 @@ class Sequential:
         fits = net is not None and (purpose == "weights" or (self._net_device == device and
                                                              self._net_precision == precision))
         if fits and purpose in ("evaluate", "train"):
-            fits = self._net_compile == self._compile_version
+            fits = (self._net_compile == self._compile_version
+                    and self._net_loss == self._engine_loss())
         if fits and purpose == "train":
             fits = net.max_batch >= batch_size
         if fits and purpose != "weights":
@@ -574,7 +577,7 @@ class Sequential:
         elif purpose != "train" and net is not None:
             batch_size = net.max_batch
         args = (self._engine_layers(), self._engine_input_shape(), batch_size,
-                self.loss.engine_loss() if compiled else _PLACEHOLDER_LOSS,
+                self._engine_loss() if compiled else _PLACEHOLDER_LOSS,
                 self._compiled_optimizer if compiled else _PLACEHOLDER_OPTIMIZER)
         if group:
             new = strategy.make_group(*args, seed=self.seed, precision=precision)
@@ -618,12 +621,21 @@ class Sequential:
         self._net, self._net_device, self._carried = new, device, None
         self._net_precision = precision
         self._net_compile = self._compile_version if compiled else None
-        self._net_optimizer, self._net_layers = args[4], args[0]
+        self._net_optimizer, self._net_layers, self._net_loss = args[4], args[0], args[3]
         self._pull_shared(new)
         if purpose == "train":
             self._sync_optimizer(new)
             self._claim_leaves()
         return new
+
+    def _engine_loss(self):
+        """The engine's loss dict: the compiled loss's, or while a weighted
+        fit or evaluate runs, the categorical cross-entropy that its
+        weighted targets are given to (sample_weights.py)."""
+        loss = self.loss.engine_loss()
+        if self.__dict__.get("_weighted"):
+            loss = dict(loss, kind="categorical_crossentropy")
+        return loss
 
     def _sync_optimizer(self, net):
         """Gives the model's network the optimizer's hyperparameters as they
@@ -757,18 +769,21 @@ class Sequential:
         if self.loss is None:
             raise RuntimeError("You must compile your model before training/testing. "
                                "Use `model.compile(optimizer, loss)`.")
-        training.refuse_weights(sample_weight=sample_weight, class_weight=class_weight)
         if x is not None:
             self._build_from_data(x)
             check_x(x, self.input_shape[1:], "x")       # finite values: nothing runs on NaN
         x, y = training._data(self, x, y)
+        w = sample_weights.weights(self, y, len(x), sample_weight, class_weight)
+        if w is not None:
+            y = sample_weights.weighted_targets(self, y, w)
         device = config.resolve_device(self._device)
-        if kind == "train":
-            net = self._get_net(device, "train", len(x))
-            self._data_token = None     # the step may reuse the resident batch buffers
-            loss_sum, correct = net.train_batch(x, y)
-        else:
-            loss_sum, correct = self._get_net(device, "evaluate").evaluate(x, y)
+        with sample_weights.weighted(self, w is not None):
+            if kind == "train":
+                net = self._get_net(device, "train", len(x))
+                self._data_token = None     # the step may reuse the resident batch buffers
+                loss_sum, correct = net.train_batch(x, y)
+            else:
+                loss_sum, correct = self._get_net(device, "evaluate").evaluate(x, y)
         logs = training._logs(self, loss_sum, correct, len(x))
         if return_dict:
             return logs
