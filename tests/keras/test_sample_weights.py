@@ -98,6 +98,12 @@ def test_reported_loss_is_the_weighted_sum_over_n():
     assert acc == m.evaluate(x, y, verbose=0)[1]        # metrics unweighted
     ones = m.evaluate(x, y, sample_weight=np.ones(len(y)), verbose=0)
     assert ones == pytest.approx(m.evaluate(x, y, verbose=0), rel=1e-6)
+    # validation_data's third element weights val_loss alone
+    h = m.fit(x, y, validation_data=(x[:16], y[:16], w[:16]), batch_size=8, epochs=1,
+              verbose=0)
+    val_loss, val_acc = m.evaluate(x[:16], y[:16], sample_weight=w[:16], verbose=0)
+    assert h.history["val_loss"][0] == pytest.approx(val_loss, rel=1e-6)
+    assert h.history["val_accuracy"][0] == m.evaluate(x[:16], y[:16], verbose=0)[1]
 
 
 @pytest.mark.parametrize("device", C_ENGINES)
