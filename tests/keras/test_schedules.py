@@ -333,3 +333,22 @@ def test_deepcopy_keeps_a_user_schedule():
         assert same_arrays(u, v)
     with pytest.raises(NotImplementedError, match="get_config"):
         a.save("/nonexistent/m.cnn")
+
+
+def test_a_strategy_group_follows_the_schedule_and_the_weights():
+    """Under MirroredStrategy (two cpu replicas), a schedule and
+    sample_weight train as on one model."""
+    from cnncuda import distribute
+    x, y = data(64)
+    w = np.linspace(0.2, 2.0, 64).astype("float32")
+    s = S.PiecewiseConstantDecay([3], [0.05, 0.01])
+    one = model("cpu", s, "adam")
+    h1 = one.fit(x, y, sample_weight=w, batch_size=16, epochs=2, shuffle=False, verbose=0)
+    strategy = distribute.MirroredStrategy(devices=["cpu", "cpu"])
+    with strategy.scope():
+        two = model(None, S.PiecewiseConstantDecay([3], [0.05, 0.01]), "adam")
+    h2 = two.fit(x, y, sample_weight=w, batch_size=16, epochs=2, shuffle=False, verbose=0)
+    np.testing.assert_allclose(h2.history["loss"], h1.history["loss"], rtol=1e-5)
+    for u, v in zip(one.get_weights(), two.get_weights()):
+        np.testing.assert_allclose(u, v, rtol=1e-5, atol=1e-6)
+    assert two.optimizer.iterations == 8 and two.optimizer.learning_rate == pytest.approx(0.01)
