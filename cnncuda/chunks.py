@@ -2,7 +2,7 @@
 epoch into calls so that a progress bar can redraw between them (fit's,
 evaluate's, predict's and the bench's)."""
 
-__all__ = ["StepChunker"]
+__all__ = ["StepChunker", "RateChunker"]
 
 
 class StepChunker:
@@ -26,3 +26,22 @@ class StepChunker:
             self.size = min(self.size * 2, max(1, self.total))
         elif elapsed > self.seconds * 2 and self.size > 1:
             self.size = max(1, self.size // 2)
+
+
+class RateChunker:
+    """A StepChunker that also ends each call where the learning rate of a
+    schedule may change: the engines take the rate from the host between
+    calls (docs/semantics.md, "Learning-rate schedules"). `optimizer`'s
+    ``constant_rate_steps()`` says how many steps from its next one keep
+    the rate (None: no schedule, the chunker's count stands)."""
+
+    def __init__(self, chunker, optimizer):
+        self.chunker, self.optimizer = chunker, optimizer
+
+    def next(self, done):
+        count = self.chunker.next(done)
+        constant = self.optimizer.constant_rate_steps() if self.optimizer is not None else None
+        return count if constant is None else max(1, min(count, constant))
+
+    def took(self, elapsed, steps):
+        self.chunker.took(elapsed, steps)

@@ -42,7 +42,7 @@ import numpy as np
 
 from . import layers as layer_module
 from . import shape_layers
-from . import losses, optimizers
+from . import losses, optimizers, schedules
 from .atomic_file import write_atomically
 
 __all__ = ["is_keras_path", "save", "load", "kind_of_bytes"]
@@ -364,7 +364,9 @@ def _optimizer_variables(model):
     start = opt.initial_accumulator_value if opt.kind == "adagrad" else 0.0
     for shape in shapes[len(slots):]:           # fresh: Keras's initial values
         slots.append([np.full(shape, start, np.float32) for _ in opt.slot_names()])
-    out = [np.int64(model._iterations()), np.float32(opt.learning_rate)]
+    out = [np.int64(model._iterations())]
+    if opt.learning_rate_schedule is None:      # Keras keeps no variable for a schedule
+        out.append(np.float32(opt.learning_rate))
     out += [np.asarray(slots[t][k], np.float32) for t, k in _slot_order(opt, len(shapes))]
     if opt.kind == "nadam":
         out.append(_nadam_u_product(opt.beta_1, int(state["steps"])))
@@ -378,7 +380,8 @@ def _load_optimizer_variables(model, group):
     opt = model.optimizer
     shapes = [tuple(shape) for _, _, shape, trainable in model._weight_specs() if trainable]
     order = _slot_order(opt, len(shapes))
-    count = 2 + len(order) + (opt.kind == "nadam")
+    first = 1 if opt.learning_rate_schedule is not None else 2    # no learning_rate variable
+    count = first + len(order) + (opt.kind == "nadam")
     if group is None or sorted(group.keys()) != sorted(str(i) for i in range(count)):
         return
     iterations = int(np.asarray(group["0"]))
@@ -386,7 +389,7 @@ def _load_optimizer_variables(model, group):
         return
     slots = [[None] * len(opt.slot_names()) for _ in shapes]
     for i, (t, k) in enumerate(order):
-        a = np.asarray(group[str(2 + i)], np.float32)
+        a = np.asarray(group[str(first + i)], np.float32)
         if a.shape != shapes[t]:
             return
         slots[t][k] = a
@@ -707,7 +710,10 @@ def _optimizer(entry):
                          ) from None
     config = entry.get("config", {})
     takes = [k for k in inspect.signature(cls).parameters if k != "name"]
-    return cls(**{k: config[k] for k in takes if k in config})
+    settings = {k: config[k] for k in takes if k in config}
+    if isinstance(settings.get("learning_rate"), dict):     # a serialized schedule
+        settings["learning_rate"] = schedules.deserialize(settings["learning_rate"])
+    return cls(**settings)
 
 
 def _loss(entry):

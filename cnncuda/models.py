@@ -30,7 +30,7 @@ import weakref
 import numpy as np
 
 from . import (config, distribute, initializers, keras_files, losses, optimizers, saving,
-               training)
+               sample_weights, schedules, training)
 from . import metrics as metrics_module
 from .checks import nonnegative_int, shape_str
 from .engine import make_net
@@ -111,6 +111,8 @@ class Sequential:
         self._compiled_optimizer = None   # the optimizer's engine dict at compile: nets' layout
         self._net_optimizer = None        # the hyperparameters the network has now
         self._net_layers = None           # the engine layers it was built from
+        self._net_loss = None             # the engine loss it was built with
+        self._weighted = False            # a weighted fit or evaluate runs (sample_weights.py)
         self._carried = None              # weights of a dropped network, for the next one
         self._carried_state = None        # its optimizer state (or a file's), for the next one
         self._compile_version = 0
@@ -578,7 +580,8 @@ class Sequential:
         fits = net is not None and (purpose == "weights" or (self._net_device == device and
                                                              self._net_precision == precision))
         if fits and purpose in ("evaluate", "train"):
-            fits = self._net_compile == self._compile_version
+            fits = (self._net_compile == self._compile_version
+                    and self._net_loss == self._engine_loss())
         if fits and purpose == "train":
             fits = net.max_batch >= batch_size
         if fits and purpose != "weights":
@@ -605,7 +608,7 @@ class Sequential:
         elif purpose != "train" and net is not None:
             batch_size = net.max_batch
         args = (self._engine_layers(), self._engine_input_shape(), batch_size,
-                self.loss.engine_loss() if compiled else _PLACEHOLDER_LOSS,
+                self._engine_loss() if compiled else _PLACEHOLDER_LOSS,
                 self._compiled_optimizer if compiled else _PLACEHOLDER_OPTIMIZER)
         if group:
             new = strategy.make_group(*args, seed=self.seed, precision=precision)
@@ -649,12 +652,21 @@ class Sequential:
         self._net, self._net_device, self._carried = new, device, None
         self._net_precision = precision
         self._net_compile = self._compile_version if compiled else None
-        self._net_optimizer, self._net_layers = args[4], args[0]
+        self._net_optimizer, self._net_layers, self._net_loss = args[4], args[0], args[3]
         self._pull_shared(new)
         if purpose == "train":
             self._sync_optimizer(new)
             self._claim_leaves()
         return new
+
+    def _engine_loss(self):
+        """The engine's loss dict: the compiled loss's, or while a weighted
+        fit or evaluate runs, the categorical cross-entropy that its
+        weighted targets are given to (sample_weights.py)."""
+        loss = self.loss.engine_loss()
+        if self.__dict__.get("_weighted"):
+            loss = dict(loss, kind="categorical_crossentropy")
+        return loss
 
     def _sync_optimizer(self, net):
         """Gives the model's network the optimizer's hyperparameters as they
@@ -792,26 +804,29 @@ class Sequential:
         if self.loss is None:
             raise RuntimeError("You must compile your model before training/testing. "
                                "Use `model.compile(optimizer, loss)`.")
-        training.refuse_weights(sample_weight=sample_weight, class_weight=class_weight)
         if x is not None:
             self._build_from_data(x)
             check_x(x, self.input_shape[1:], "x")       # finite values: nothing runs on NaN
         x, y = training._data(self, x, y)
+        w = sample_weights.weights(self, y, len(x), sample_weight, class_weight)
+        if w is not None:
+            y = sample_weights.weighted_targets(self, y, w)
         device = config.resolve_device(self._device)
         host = self._host_metrics()
         for metric in host:
             metric.reset_state()
-        if kind == "train":
-            net = self._get_net(device, "train", len(x))
-            self._data_token = None     # the step may reuse the resident batch buffers
-            if host:    # the outputs before the step (see training.py, _host_outputs)
-                training.update_host_metrics(host, y, net.predict(x))
-            loss_sum, correct = net.train_batch(x, y)
-        else:
-            net = self._get_net(device, "evaluate")
-            loss_sum, correct = net.evaluate(x, y)
-            if host:
-                training.update_host_metrics(host, y, net.predict(x))
+        with sample_weights.weighted(self, w is not None):
+            if kind == "train":
+                net = self._get_net(device, "train", len(x))
+                self._data_token = None     # the step may reuse the resident batch buffers
+                if host:    # the outputs before the step (see training.py, _host_outputs)
+                    training.update_host_metrics(host, y, net.predict(x))
+                loss_sum, correct = net.train_batch(x, y)
+            else:
+                net = self._get_net(device, "evaluate")
+                loss_sum, correct = net.evaluate(x, y)
+                if host:
+                    training.update_host_metrics(host, y, net.predict(x))
         logs = training._logs(self, loss_sum, correct, len(x))
         if return_dict:
             return logs
@@ -1026,7 +1041,10 @@ class Sequential:
             config.pop("compile_config", None)
         return json.dumps(config, **kwargs)
 
-    def _file_header(self, kind):
+    def _file_header(self, kind, user_schedule=False):
+        """`user_schedule`: the optimizer's config holds the rate of the next
+        step where it has a schedule of the user's (copy and pickle carry
+        the schedule object beside the bytes)."""
         specs = self._weight_specs() if self.built else []
         header = {"kind": kind, "cnncuda_version": _version(),
                   "model": {"class_name": self._class_name, "config": self.get_config()},
@@ -1036,7 +1054,8 @@ class Sequential:
             header["compile"] = None if self.loss is None else {
                 "loss": {"class_name": self.loss.kind, "config": self.loss.get_config()},
                 "optimizer": {"class_name": self.optimizer.kind,
-                              "config": self.optimizer.get_config()},
+                              "config": self.optimizer._hyperparameters() if user_schedule
+                              else self.optimizer.get_config()},
                 "metrics": self._compile_metrics_config()}
             header["optimizer_state"] = None
         return header
@@ -1056,9 +1075,9 @@ class Sequential:
             return
         saving.write_model_file(filepath, *self._file_parts(include_optimizer))
 
-    def _file_parts(self, include_optimizer):
+    def _file_parts(self, include_optimizer, user_schedule=False):
         """(header, weights, slots) of the model file of save."""
-        header = self._file_header("model")
+        header = self._file_header("model", user_schedule)
         weights = self.get_weights()
         slots = None
         if include_optimizer and self.loss is not None:
@@ -1078,9 +1097,13 @@ class Sequential:
         trains on exactly as the original would, on a network of its own.
         (copy.copy makes such a copy too: two models must not share one
         network.)"""
-        header, weights, slots = self._file_parts(include_optimizer=self.built)
+        schedule = self.optimizer.learning_rate_schedule if self.loss is not None else None
+        if schedule is not None and schedules.is_builtin(schedule):
+            schedule = None         # in the bytes, as a file holds it
+        header, weights, slots = self._file_parts(include_optimizer=self.built,
+                                                  user_schedule=schedule is not None)
         return _model_from_bytes, (b"".join(saving.model_file_bytes(header, weights, slots)),
-                                   self._device)
+                                   self._device, schedule)
 
     @exclusive
     def save_weights(self, filepath, overwrite=True, save_format=None):
@@ -1349,10 +1372,15 @@ def _model_from_keras_file(filepath, compile, device):
                                        type(err).__name__, err)) from None
 
 
-def _model_from_bytes(data, device):
-    """The model pickle or copy.deepcopy made (Sequential.__reduce__)."""
+def _model_from_bytes(data, device, schedule=None):
+    """The model pickle or copy.deepcopy made (Sequential.__reduce__);
+    `schedule`: the user's LearningRateSchedule of its optimizer (copied
+    with it), whose current rate the bytes hold."""
     header, weights, slots = saving.read_model_bytes(data, "<a pickled model>")
-    return _model_from_file("<a pickled model>", header, weights, slots, True, device)
+    model = _model_from_file("<a pickled model>", header, weights, slots, True, device)
+    if schedule is not None:
+        model.optimizer.learning_rate = schedule
+    return model
 
 
 def _model_from_file(filepath, header, weights, slots, compile, device):

@@ -21,10 +21,11 @@ names for them) live on the engine; they move
 with the model when it changes engine or batch size, and model files keep
 them, so training continues exactly.
 """
+from . import schedules
 from .checks import boolean, choice, number_in
 
 __all__ = ["Optimizer", "Adam", "SGD", "RMSprop", "Adagrad", "Adadelta", "Adamax", "Nadam",
-           "AdamW", "get", "from_config"]
+           "AdamW", "get", "from_config", "schedules"]
 
 
 _INF = float("inf")
@@ -44,6 +45,41 @@ class _Hyperparameter:
 
     def __set__(self, obj, value):
         obj.__dict__[self.name] = self.check(value, self.name)
+
+
+class _LearningRate:
+    """An optimizer's learning_rate: a number >= 0 or a
+    schedules.LearningRateSchedule. Read, it is the rate of the optimizer's
+    next step (the schedule at ``iterations``), as Keras's. An optimizer
+    made with a schedule takes another schedule but no number (Keras's
+    TypeError)."""
+
+    def __set_name__(self, owner, name):
+        self.name = name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        schedule = obj.__dict__.get("_schedule")
+        if schedule is not None:
+            return schedules.rate_at(schedule, obj.iterations)
+        return obj.__dict__[self.name]
+
+    def __set__(self, obj, value):
+        if schedules.is_schedule(value):
+            obj.__dict__["_schedule"] = value
+            return
+        if callable(value):
+            raise TypeError("learning_rate: expected a number >= 0 or a keras.optimizers."
+                            "schedules.LearningRateSchedule, got %r (a callable without "
+                            "arguments is not supported)" % (value,))
+        if obj.__dict__.get("_schedule") is not None:
+            raise TypeError("This optimizer was created with a `LearningRateSchedule` object as "
+                            "its `learning_rate` constructor argument, hence its learning rate "
+                            "is not settable. If you need the learning rate to be settable, you "
+                            "should instantiate the optimizer with a float `learning_rate` "
+                            "argument.")
+        obj.__dict__[self.name] = _rate(value, self.name)
 
 
 def _rate(value, name):
@@ -76,10 +112,35 @@ class Optimizer:
         self._model = None
 
     def engine_optimizer(self):
-        """The engine's optimizer dict."""
-        return dict(self.get_config(), kind=self.kind)
+        """The engine's optimizer dict: the hyperparameters of the next step
+        (a schedule's rate at ``iterations``)."""
+        return dict(self._hyperparameters(), kind=self.kind)
+
+    @property
+    def learning_rate_schedule(self):
+        """The LearningRateSchedule given as learning_rate, else None."""
+        return self.__dict__.get("_schedule")
+
+    def constant_rate_steps(self):
+        """How many steps from the next one on surely train at the same rate
+        (1 under a schedule that does not know its plateaus; None without a
+        schedule)."""
+        schedule = self.learning_rate_schedule
+        return None if schedule is None else max(1, schedule.constant_steps(self.iterations))
+
+    def _learning_rate_config(self):
+        """learning_rate as get_config gives it: the number, or the
+        schedule serialized as Keras serializes it."""
+        schedule = self.learning_rate_schedule
+        return self.learning_rate if schedule is None else schedules.serialize(schedule)
 
     def get_config(self):
+        """The hyperparameters as Keras's get_config gives them (a schedule
+        serialized as Keras serializes it)."""
+        return dict(self._hyperparameters(), learning_rate=self._learning_rate_config())
+
+    def _hyperparameters(self):
+        """The hyperparameters of the next step (a schedule's current rate)."""
         raise NotImplementedError
 
     def slot_names(self):
@@ -94,15 +155,17 @@ class Optimizer:
         return 0 if self._model is None else self._model._iterations()
 
     def __repr__(self):
-        return "%s(%s)" % (type(self).__name__,
-                           ", ".join("%s=%r" % kv for kv in self.get_config().items()))
+        config = self._hyperparameters()
+        if self.learning_rate_schedule is not None:
+            config["learning_rate"] = self.learning_rate_schedule
+        return "%s(%s)" % (type(self).__name__, ", ".join("%s=%r" % kv for kv in config.items()))
 
 
 class _Moments(Optimizer):
     """The hyperparameters of Adam and its kin (Adamax, Nadam): learning_rate,
     beta_1, beta_2 and epsilon, with Keras's defaults."""
 
-    learning_rate = _Hyperparameter(_rate)
+    learning_rate = _LearningRate()
     beta_1 = _Hyperparameter(_beta)
     beta_2 = _Hyperparameter(_beta)
     epsilon = _Hyperparameter(_rate)
@@ -113,7 +176,7 @@ class _Moments(Optimizer):
         self.epsilon = epsilon
         self.name = name or type(self).__name__
 
-    def get_config(self):
+    def _hyperparameters(self):
         return {"learning_rate": self.learning_rate, "beta_1": self.beta_1,
                 "beta_2": self.beta_2, "epsilon": self.epsilon}
 
@@ -136,7 +199,7 @@ class SGD(Optimizer):
     """Stochastic gradient descent, with momentum and Nesterov as in Keras."""
 
     kind = "sgd"
-    learning_rate = _Hyperparameter(_rate)
+    learning_rate = _LearningRate()
     momentum = _Hyperparameter(_unit)
     nesterov = _Hyperparameter(boolean)
 
@@ -145,7 +208,7 @@ class SGD(Optimizer):
         self.learning_rate, self.momentum, self.nesterov = learning_rate, momentum, nesterov
         self.name = name
 
-    def get_config(self):
+    def _hyperparameters(self):
         return {"learning_rate": self.learning_rate, "momentum": self.momentum,
                 "nesterov": self.nesterov}
 
@@ -161,7 +224,7 @@ class RMSprop(Optimizer):
 
     kind = "rmsprop"
     keras_slot_order = "per_slot"
-    learning_rate = _Hyperparameter(_rate)
+    learning_rate = _LearningRate()
     rho = _Hyperparameter(_unit)
     momentum = _Hyperparameter(_unit)
     epsilon = _Hyperparameter(_rate)
@@ -174,7 +237,7 @@ class RMSprop(Optimizer):
         self.epsilon, self.centered = epsilon, centered
         self.name = name
 
-    def get_config(self):
+    def _hyperparameters(self):
         return {"learning_rate": self.learning_rate, "rho": self.rho,
                 "momentum": self.momentum, "epsilon": self.epsilon, "centered": self.centered}
 
@@ -188,7 +251,7 @@ class Adagrad(Optimizer):
     initial_accumulator_value); p -= lr g / sqrt(accumulator + epsilon)."""
 
     kind = "adagrad"
-    learning_rate = _Hyperparameter(_rate)
+    learning_rate = _LearningRate()
     initial_accumulator_value = _Hyperparameter(_rate)
     epsilon = _Hyperparameter(_rate)
 
@@ -199,7 +262,7 @@ class Adagrad(Optimizer):
         self.initial_accumulator_value, self.epsilon = initial_accumulator_value, epsilon
         self.name = name
 
-    def get_config(self):
+    def _hyperparameters(self):
         return {"learning_rate": self.learning_rate,
                 "initial_accumulator_value": self.initial_accumulator_value,
                 "epsilon": self.epsilon}
@@ -212,7 +275,7 @@ class Adadelta(Optimizer):
     """Adadelta in Keras 3's form (with its learning rate, default 0.001)."""
 
     kind = "adadelta"
-    learning_rate = _Hyperparameter(_rate)
+    learning_rate = _LearningRate()
     rho = _Hyperparameter(_unit)
     epsilon = _Hyperparameter(_rate)
 
@@ -221,7 +284,7 @@ class Adadelta(Optimizer):
         self.learning_rate, self.rho, self.epsilon = learning_rate, rho, epsilon
         self.name = name
 
-    def get_config(self):
+    def _hyperparameters(self):
         return {"learning_rate": self.learning_rate, "rho": self.rho, "epsilon": self.epsilon}
 
     def slot_names(self):
@@ -261,7 +324,7 @@ class AdamW(Optimizer):
     weight, then Adam's step."""
 
     kind = "adamw"
-    learning_rate = _Hyperparameter(_rate)
+    learning_rate = _LearningRate()
     weight_decay = _Hyperparameter(_rate)
     beta_1 = _Hyperparameter(_beta)
     beta_2 = _Hyperparameter(_beta)
@@ -277,7 +340,7 @@ class AdamW(Optimizer):
         _no_amsgrad(amsgrad)
         self.name = name
 
-    def get_config(self):
+    def _hyperparameters(self):
         return {"learning_rate": self.learning_rate, "weight_decay": self.weight_decay,
                 "beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon}
 
@@ -308,4 +371,6 @@ def from_config(kind, config):
     key = kind.lower() if isinstance(kind, str) else kind
     if key not in _BY_KIND:
         raise ValueError("optimizer: expected one of %s, got %r" % (_NAMES, kind))
+    if isinstance(config, dict) and isinstance(config.get("learning_rate"), dict):
+        config = dict(config, learning_rate=schedules.deserialize(config["learning_rate"]))
     return _BY_KIND[key](**config)

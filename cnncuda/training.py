@@ -33,10 +33,10 @@ import warnings
 
 import numpy as np
 
-from . import config
+from . import config, sample_weights
 from .callbacks import Callback, CallbackList, History, ProgbarLogger
 from .checks import boolean, check_targets, check_x, nonnegative_int, number_in, positive_int
-from .chunks import StepChunker
+from .chunks import RateChunker, StepChunker
 from .data import feed
 from .progbar import Progbar
 
@@ -73,12 +73,12 @@ def _shown(value):
 
 
 def refuse_weights(**arguments):
-    """sample_weight and class_weight: the engines compute an unweighted mean
-    loss, so weighted training or evaluation is refused before anything runs."""
+    """sample_weight and class_weight with a dataset or generator: refused
+    before anything runs (arrays take them: sample_weights.py)."""
     for arg, value in arguments.items():
         if value is not None:
-            raise ValueError("%s: weighting samples is not supported yet (the engines compute "
-                             "the unweighted mean loss); expected None, got %s"
+            raise ValueError("%s: weighting samples is supported with arrays x and y, not with a "
+                             "dataset or generator; expected None, got %s"
                              % (arg, _shown(value)))
 
 
@@ -224,7 +224,7 @@ def _train_epoch(model, data, n, batch, steps, callbacks, bar, per_batch, first=
     through one order over several epochs); returns (logs, seen)."""
     seconds = bar.progbar.interval if (bar and bar.progbar.dynamic and bar.verbose == 1) \
         else _SLOW_CHUNK_SECONDS
-    chunker = StepChunker(seconds, steps, single=per_batch)
+    chunker = RateChunker(StepChunker(seconds, steps, single=per_batch), model.optimizer)
     loss_sum = correct = 0.0
     done = 0
     host = model._host_metrics()
@@ -324,11 +324,11 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
     split = number_in(validation_split, "validation_split", 0.0, 1.0, high_open=True)
     if shuffle != "batch":
         shuffle = boolean(shuffle, "shuffle")
-    refuse_weights(sample_weight=sample_weight, class_weight=class_weight)
     validation_freq = validation_freq_check(validation_freq)
     if validation_batch_size is not None:
         validation_batch_size = positive_int(validation_batch_size, "validation_batch_size")
     if feed.is_stream(x):       # a Dataset, a generator or a Sequence: data/feed.py
+        refuse_weights(sample_weight=sample_weight, class_weight=class_weight)
         feed.refuse_array_arguments(x, [("y", y, None), ("batch_size", batch_size, None),
                                         ("validation_split", split, 0.0)])
         return feed.fit(model, x, epochs, verbose, user_callbacks, validation_data, shuffle,
@@ -338,15 +338,18 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
         steps_per_epoch = positive_int(steps_per_epoch, "steps_per_epoch")
     _unsupported(validation_steps=(validation_steps, None))
     x, y = _data(model, x, y)
-    validation = None
+    w = sample_weights.weights(model, y, len(x), sample_weight, class_weight)
+    validation = val_w = None
     val_arg, val_index0 = "validation_data[0]", 0
     if validation_data is not None:
-        if not isinstance(validation_data, (tuple, list)) or len(validation_data) not in (2, 3) \
-                or (len(validation_data) == 3 and validation_data[2] is not None):
-            raise ValueError("validation_data: expected a tuple (x_val, y_val), got %s"
-                             % type(validation_data).__name__)
+        if not isinstance(validation_data, (tuple, list)) or len(validation_data) not in (2, 3):
+            raise ValueError("validation_data: expected a tuple (x_val, y_val) or (x_val, y_val, "
+                             "val_sample_weight), got %s" % type(validation_data).__name__)
         validation = _data(model, validation_data[0], validation_data[1],
                            "validation_data[0]", "validation_data[1]")
+        if len(validation_data) == 3:
+            val_w = sample_weights.weights(model, validation[1], len(validation[0]),
+                                           validation_data[2], arg="validation_data[2]")
     elif split > 0:
         split_at = int(math.floor(len(x) * (1.0 - split)))
         if split_at == 0 or split_at == len(x):
@@ -356,6 +359,26 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
                              "value for the `validation_split` argument." % (len(x), split))
         x, y, validation = x[:split_at], y[:split_at], (x[split_at:], y[split_at:])
         val_arg, val_index0 = "x", split_at * _row_values(x)
+        if w is not None and class_weight is None:      # Keras splits sample_weight too
+            w, val_w = w[:split_at], w[split_at:]
+        elif w is not None:
+            w = w[:split_at]
+    weighted = w is not None or val_w is not None
+    if weighted:        # the categorical targets that weight each sample's loss
+        y = sample_weights.weighted_targets(model, y, w)
+        if validation is not None:
+            validation = (validation[0],
+                          sample_weights.weighted_targets(model, validation[1], val_w))
+    with sample_weights.weighted(model, weighted):
+        return _fit_arrays(model, x, y, batch, batch_size, epochs, initial_epoch, verbose,
+                           user_callbacks, shuffle, steps_per_epoch, validation, val_arg,
+                           val_index0, validation_batch_size, validation_freq)
+
+
+def _fit_arrays(model, x, y, batch, batch_size, epochs, initial_epoch, verbose, user_callbacks,
+                shuffle, steps_per_epoch, validation, val_arg, val_index0,
+                validation_batch_size, validation_freq):
+    """fit over arrays checked (y: the engine's targets)."""
     if batch_size is None and steps_per_epoch is not None:
         batch = math.ceil(len(x) / steps_per_epoch)     # Keras: the data in that many batches
     batch = min(batch, len(x))      # as Keras: a batch_size past the data is one batch of it all
@@ -434,12 +457,21 @@ def evaluate(model, x, y, batch_size, verbose, sample_weight, steps, callbacks, 
     batch = 32 if batch_size is None else positive_int(batch_size, "batch_size")
     verbose = _verbose(verbose)
     user_callbacks = _callbacks(callbacks)
-    refuse_weights(sample_weight=sample_weight)
     if feed.is_stream(x):
+        refuse_weights(sample_weight=sample_weight)
         feed.refuse_array_arguments(x, [("y", y, None), ("batch_size", batch_size, None)])
         return feed.evaluate(model, x, verbose, steps, user_callbacks, return_dict)
     _unsupported(steps=(steps, None))
     x, y = _data(model, x, y)
+    w = sample_weights.weights(model, y, len(x), sample_weight)
+    if w is not None:
+        y = sample_weights.weighted_targets(model, y, w)
+    with sample_weights.weighted(model, w is not None):
+        return _evaluate_arrays(model, x, y, batch, verbose, user_callbacks, return_dict)
+
+
+def _evaluate_arrays(model, x, y, batch, verbose, user_callbacks, return_dict):
+    """evaluate over arrays checked (y: the engine's targets)."""
     net = model._get_net(config.resolve_device(model._device), "evaluate")
     n = len(x)
     total_steps = math.ceil(n / batch)

@@ -28,7 +28,7 @@ import numpy as np
 from .. import config
 from ..callbacks import CallbackList, History, ProgbarLogger
 from ..checks import positive_int
-from ..chunks import StepChunker
+from ..chunks import RateChunker, StepChunker
 from ..progbar import Progbar
 from .dataset import INFINITE, Dataset
 from .sequence import PyDataset
@@ -273,7 +273,8 @@ def _train_epoch(model, device, source, limit, cbs, bar, per_batch):
     as fit over arrays sums them."""
     seconds = bar.progbar.interval if (bar and bar.progbar.dynamic and bar.verbose == 1) \
         else _CHUNK_SECONDS
-    chunker = StepChunker(seconds, limit or (1 << 40), single=per_batch)
+    chunker = RateChunker(StepChunker(seconds, limit or (1 << 40), single=per_batch),
+                          model.optimizer)
     base_loss = base_correct = 0.0      # sums of a network replaced within the epoch
     loss_sum = correct = 0.0
     seen = done = 0

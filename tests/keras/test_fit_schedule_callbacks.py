@@ -86,16 +86,16 @@ def test_initial_epoch_validation_freq_and_batch_size():
                                                        r">= 1, got 0"),
             (dict(validation_batch_size=0), ValueError, r"validation_batch_size: expected an "
                                                         r"int >= 1, got 0"),
-            (dict(sample_weight=np.ones(40)), ValueError, r"sample_weight: weighting samples is "
-                                                          r"not supported yet .*expected None, "
-                                                          r"got an array of shape \(40,\)"),
-            (dict(class_weight={0: 1.0, 1: 2.0, 2: 1.0}), ValueError,
-             r"class_weight: weighting samples is not supported yet")]:
+            (dict(sample_weight=np.ones(39)), ValueError, r"sample_weight: expected shape "
+                                                          r"\(40,\) \(a weight per sample\), "
+                                                          r"got \(39,\)"),
+            (dict(class_weight={0: -1.0, 1: 2.0, 2: 1.0}), ValueError,
+             r"class_weight\[0\]: expected finite weights >= 0")]:
         with pytest.raises(error, match=message):
             model.fit(x, y, epochs=1, verbose=0, **kwargs)
         assert all(np.array_equal(a, b) for a, b in zip(before, model.get_weights()))
-    with pytest.raises(ValueError, match="sample_weight: weighting samples is not supported"):
-        model.evaluate(x, y, sample_weight=np.ones(40), verbose=0)
+    with pytest.raises(ValueError, match=r"sample_weight: expected shape \(40,\)"):
+        model.evaluate(x, y, sample_weight=np.ones(41), verbose=0)
 
 
 def test_learning_rate_scheduler_trains_as_setting_the_rate_by_hand():

@@ -140,7 +140,7 @@ BAD_FIT = [
      r"validation_data\[1\]: expected integer class labels in \[0, 3\), got 7 at index 2"),
     (dict(validation_data=np.zeros(3)), ValueError, r"validation_data: expected a tuple"),
     (dict(callbacks=["stop"]), TypeError, r"callbacks\[0\]: expected a Callback, got 'stop'"),
-    (dict(class_weight={0: 1.0}), ValueError, r"class_weight: weighting samples is not supported yet .*expected None, got \{0: 1.0\}"),
+    (dict(class_weight=[1.0]), TypeError, r"class_weight: expected a dict \{class index: weight\}, got \[1.0\]"),
 ]
 
 

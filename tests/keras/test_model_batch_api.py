@@ -81,10 +81,10 @@ def test_a_refused_batch_leaves_the_model_as_it_was(device):
     cases = [(dict(x=bad, y=y), ValueError, r"x: expected finite values, got NaN at flat index"),
              (dict(x=x, y=np.full(8, 5)), ValueError, r"y: expected integer class labels in "
                                                       r"\[0, 3\), got 5"),
-             (dict(x=x, y=y, sample_weight=np.ones(8)), ValueError,
-              r"sample_weight: weighting samples is not supported yet.*got an array of shape"),
-             (dict(x=x, y=y, class_weight={0: 2.0}), ValueError,
-              r"class_weight: weighting samples is not supported yet"),
+             (dict(x=x, y=y, sample_weight=np.ones((8, 2))), ValueError,
+              r"sample_weight: expected shape \(8,\) \(a weight per sample\), got \(8, 2\)"),
+             (dict(x=x, y=y, class_weight={"a": 2.0}), TypeError,
+              r"class_weight: expected int class indices as keys, got 'a'"),
              (dict(x=x, y=y, return_dict="yes"), TypeError, r"return_dict: expected True or "
                                                             r"False, got 'yes'")]
     for arguments, error, message in cases:

@@ -1,0 +1,136 @@
+"""fit's sample_weight and class_weight, evaluate's and the batch calls'
+sample_weight: Keras weights each sample's loss, l = sum_i(w_i l_i) / n
+(Keras 3's 'sum_over_batch_size'; the epoch's loss the same over all
+samples), and leaves the metrics given as ``metrics=`` unweighted.
+
+The engines need no weighted kernels for this: the categorical
+cross-entropies are linear in their targets (from logits sum(t) lse(z) -
+sum(t z), from probabilities -sum(t log q); docs/semantics.md), so a sample
+weighted w is the categorical cross-entropy of the targets w t (w times the
+one-hot of a sparse label), loss and gradient alike. A weighted call gives
+the engine those targets and a network built with the categorical
+cross-entropy (``model._weighted``; the model's network is rebuilt, weights
+and optimizer state carried, when a call of the other kind follows). The
+accuracy of targets w t is argmax(w t) == argmax(t) for w > 0, so zero
+weights are refused while an accuracy is compiled, as are negative ones.
+The binary cross-entropy is not linear in its targets: weights are refused
+for it.
+"""
+import contextlib
+import numbers
+
+import numpy as np
+
+from .checks import shape_str
+
+__all__ = ["weights", "weighted_targets", "weighted"]
+
+
+def _shown(value):
+    if isinstance(value, np.ndarray):
+        return "an array of shape %s" % (shape_str(value.shape),)
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _labels(model, y):
+    """The class of each target row (Keras's class_weight rule: argmax of
+    one-hot rows, the rounded label of sparse ones)."""
+    y = np.asarray(y)
+    if y.ndim > 1:
+        y = np.argmax(y, axis=-1) if y.shape[-1] != 1 else y.reshape(-1)
+    return np.round(y).astype(np.int64)
+
+
+def weights(model, y, n, sample_weight=None, class_weight=None, arg="sample_weight"):
+    """The per-sample weights (float32, shape (n,)) of a call, or None when
+    it gives none; checked: the loss (a categorical cross-entropy), the
+    shape, finite values >= 0 (> 0 with an accuracy metric). `y` holds the
+    checked targets."""
+    if sample_weight is None and class_weight is None:
+        return None
+    if sample_weight is not None and class_weight is not None:
+        raise ValueError("You cannot `class_weight` and `sample_weight` at the same time.")
+    which = arg if class_weight is None else "class_weight"
+    host = [name for name, obj in model._metrics if obj is not None]
+    if host:    # they would see the weighted targets (metrics.py computes them on the host)
+        raise ValueError("%s: weighting samples is not supported together with the metrics "
+                         "computed on the host (%s); compile with metrics=['accuracy'] or none"
+                         % (which, ", ".join(host)))
+    if model.loss.kind == "binary_crossentropy":
+        raise ValueError("%s: weighting samples is supported for the categorical "
+                         "cross-entropies (sparse or not); the model's loss is "
+                         "binary_crossentropy, got %s" % (which, _shown(
+                             sample_weight if class_weight is None else class_weight)))
+    if class_weight is not None:
+        if not isinstance(class_weight, dict):
+            raise TypeError("class_weight: expected a dict {class index: weight}, got %s"
+                            % _shown(class_weight))
+        table = {}
+        for key, value in class_weight.items():
+            if isinstance(key, bool) or not isinstance(key, (numbers.Integral, np.integer)):
+                raise TypeError("class_weight: expected int class indices as keys, got %r"
+                                % (key,))
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise TypeError("class_weight[%r]: expected a number, got %r" % (key, value))
+            table[int(key)] = float(value)
+        labels = _labels(model, y)
+        w = np.array([table.get(int(c), 1.0) for c in labels], np.float64)
+        where = "class_weight[%d]"
+
+        def index_of(i):
+            return int(labels[i])
+    else:
+        if isinstance(sample_weight, (str, bytes, dict)):
+            raise TypeError("%s: expected an array of %d weights, got %s"
+                            % (arg, n, _shown(sample_weight)))
+        try:
+            w = np.asarray(sample_weight, np.float64)
+        except (TypeError, ValueError):
+            raise TypeError("%s: expected an array of %d weights, got %s"
+                            % (arg, n, _shown(sample_weight))) from None
+        if w.shape not in ((n,), (n, 1)):
+            raise ValueError("%s: expected shape (%d,) (a weight per sample), got %s"
+                             % (arg, n, shape_str(w.shape) if w.ndim else "a scalar"))
+        w = w.reshape(n)
+        where = arg + "[%d]"
+        index_of = int
+    bad = ~np.isfinite(w) | (w < 0)
+    if model.metric_name:
+        bad |= w == 0
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError("%s: expected finite weights >= 0%s, got %g"
+                         % (where % index_of(i),
+                            (" and, with metrics=[%r], not 0 (the accuracy would count its "
+                             "sample wrongly)" % model.metric_name) if model.metric_name else "",
+                            w[i]))
+    return np.asarray(w, np.float32)
+
+
+def weighted_targets(model, y, w):
+    """The categorical targets (n, classes) float32 that give sample i's
+    loss times w[i]: w[i] times the one-hot of a sparse label, or of the
+    target row. w None: weight 1."""
+    classes = model._output_classes()
+    y = np.asarray(y)
+    if model.loss.kind == "sparse_categorical_crossentropy":
+        t = np.zeros((len(y), classes), np.float32)
+        t[np.arange(len(y)), y.reshape(-1).astype(np.int64)] = 1.0
+    else:
+        t = np.array(y, np.float32, copy=True)
+    if w is not None:
+        t *= w[:, None]
+    return t
+
+
+@contextlib.contextmanager
+def weighted(model, on=True):
+    """While the block runs, the model's training and evaluation networks
+    take the weighted (categorical) targets."""
+    before = model.__dict__.get("_weighted", False)
+    model._weighted = bool(on)
+    try:
+        yield
+    finally:
+        model._weighted = before
