@@ -177,4 +177,3 @@ def check_targets(y, n, loss_kind, classes, arg="y"):
         raise ValueError("%s: expected finite values, got %s at flat index %d"
                          % (arg, bad[1], bad[0]))
     return array
-

@@ -51,6 +51,7 @@ def _remember(model):
     _LIVE[:] = [ref for ref in _LIVE if ref() is not None]
     _LIVE.append(weakref.ref(model))
 
+
 _PLACEHOLDER_LOSS = {"kind": "sparse_categorical_crossentropy", "from_logits": True}
 _PLACEHOLDER_OPTIMIZER = {"kind": "adam"}
 _ACCURACY_NAMES = {

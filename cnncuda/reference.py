@@ -620,6 +620,8 @@ def _prob_bounds(dt):
     clips where the engines do."""
     eps = np.float32(PROB_EPS)
     return dt(eps), dt(np.float32(1) - eps)
+
+
 LOSS_KINDS = ("sparse_categorical_crossentropy", "categorical_crossentropy",
               "binary_crossentropy")
 

@@ -275,4 +275,3 @@ def is_schedule(value):
 def is_builtin(schedule):
     """Whether `schedule` is one of this module's classes (files name them)."""
     return _CLASSES.get(type(schedule).__name__) is type(schedule)
-

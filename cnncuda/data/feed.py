@@ -421,4 +421,3 @@ def predict(model, x, verbose, steps, callbacks):
             raise ValueError("x: expected at least one batch, got an empty dataset")
         return np.zeros((0,) + tuple(model.output_shape[1:]), np.float32)
     return model._keras_y(np.concatenate(parts, axis=0))
-

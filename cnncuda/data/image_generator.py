@@ -351,4 +351,3 @@ class _DirectoryIterator(_Iterator):
         if self.class_mode == "binary":
             return x, labels.astype(np.float32)
         return x, np.eye(self.num_classes, dtype=np.float32)[labels]
-
