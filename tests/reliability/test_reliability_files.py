@@ -170,7 +170,7 @@ ARCHITECTURE_LIES = {
     "bad loss": lambda h: h["compile"]["loss"].__setitem__("class_name", "Huber"),
     "bad learning rate": lambda h: h["compile"]["optimizer"]["config"].__setitem__(
         "learning_rate", -1),
-    "bad metrics": lambda h: h["compile"].__setitem__("metrics", ["mae"]),
+    "bad metrics": lambda h: h["compile"].__setitem__("metrics", ["no_such_metric"]),
     "bad steps": lambda h: h["optimizer_state"].__setitem__("steps", -4),
     "bad shuffle state": lambda h: h["optimizer_state"].__setitem__("shuffle_rng", {"x": 1}),
     # NumPy raises OverflowError for an integer outside uint64 (found by hypothesis)
