@@ -40,6 +40,8 @@ import numbers
 
 import numpy as np
 
+from .config_object import ConfigObject
+
 from .reference import rng_key, uniform
 
 __all__ = ["Initializer", "Zeros", "Ones", "Constant", "RandomNormal", "RandomUniform",
@@ -137,7 +139,7 @@ def _normals_at(key, elements):
     return np.sqrt(-2.0 * np.log1p(-u1)) * np.cos(2.0 * np.pi * u2)
 
 
-class Initializer:
+class Initializer(ConfigObject):
     """Base class: ``__call__(shape, dtype=None)``, ``get_config``, ``from_config``."""
 
     seeded = False     # whether values depend on a key
@@ -168,20 +170,6 @@ class Initializer:
 
     def get_config(self):
         return {}
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**config)
-
-    def __eq__(self, other):
-        return type(self) is type(other) and self.get_config() == other.get_config()
-
-    def __hash__(self):
-        return hash(type(self).__name__)
-
-    def __repr__(self):
-        return "%s(%s)" % (type(self).__name__,
-                           ", ".join("%s=%r" % kv for kv in self.get_config().items()))
 
 
 class Constant(Initializer):

@@ -17,6 +17,8 @@ import numbers
 
 import numpy as np
 
+from .config_object import ConfigObject
+
 __all__ = ["Regularizer", "L1", "L2", "L1L2", "l1", "l2", "l1_l2", "get", "serialize",
            "deserialize"]
 
@@ -29,7 +31,7 @@ def _factor(value, arg):
     return float(value)
 
 
-class Regularizer:
+class Regularizer(ConfigObject):
     """Base class: the factors ``l1`` and ``l2`` of its penalty."""
 
     l1 = 0.0
@@ -47,20 +49,6 @@ class Regularizer:
     def engine(self):
         """(l1, l2) as the engines take them."""
         return (self.l1, self.l2)
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**config)
-
-    def __eq__(self, other):
-        return type(self) is type(other) and self.get_config() == other.get_config()
-
-    def __hash__(self):
-        return hash(type(self).__name__)
-
-    def __repr__(self):
-        return "%s(%s)" % (type(self).__name__,
-                           ", ".join("%s=%r" % kv for kv in self.get_config().items()))
 
 
 class L1L2(Regularizer):
