@@ -97,23 +97,21 @@ def _plateau(schedule, step, end):
     return end - step
 
 
-class ExponentialDecay(LearningRateSchedule):
-    """initial_learning_rate * decay_rate ^ (step / decay_steps), the
-    exponent floored with staircase=True."""
+class _Decay(LearningRateSchedule):
+    """A decay of initial_learning_rate by decay_rate over the progress
+    p = step / decay_steps (floored with staircase=True): the arguments,
+    plateaus and config ExponentialDecay and InverseTimeDecay share."""
 
-    def __init__(self, initial_learning_rate, decay_steps, decay_rate, staircase=False,
-                 name="ExponentialDecay"):
+    def __init__(self, initial_learning_rate, decay_steps, decay_rate, staircase, name):
         self.initial_learning_rate = _rate(initial_learning_rate, "initial_learning_rate")
         self.decay_steps = _positive(decay_steps, "decay_steps")
         self.decay_rate = _finite(decay_rate, "decay_rate")
         self.staircase = boolean(staircase, "staircase")
         self.name = name
 
-    def __call__(self, step):
+    def _progress(self, step):
         p = _F(step) / _F(self.decay_steps)
-        if self.staircase:
-            p = np.floor(p)
-        return float(_F(self.initial_learning_rate) * np.power(_F(self.decay_rate), p))
+        return np.floor(p) if self.staircase else p
 
     def constant_steps(self, step):
         if not self.staircase:
@@ -127,30 +125,30 @@ class ExponentialDecay(LearningRateSchedule):
                 "staircase": self.staircase, "name": self.name}
 
 
-class InverseTimeDecay(LearningRateSchedule):
+class ExponentialDecay(_Decay):
+    """initial_learning_rate * decay_rate ^ (step / decay_steps), the
+    exponent floored with staircase=True."""
+
+    def __init__(self, initial_learning_rate, decay_steps, decay_rate, staircase=False,
+                 name="ExponentialDecay"):
+        super().__init__(initial_learning_rate, decay_steps, decay_rate, staircase, name)
+
+    def __call__(self, step):
+        return float(_F(self.initial_learning_rate) *
+                     np.power(_F(self.decay_rate), self._progress(step)))
+
+
+class InverseTimeDecay(_Decay):
     """initial_learning_rate / (1 + decay_rate * step / decay_steps), the
     quotient floored with staircase=True."""
 
     def __init__(self, initial_learning_rate, decay_steps, decay_rate, staircase=False,
                  name="InverseTimeDecay"):
-        self.initial_learning_rate = _rate(initial_learning_rate, "initial_learning_rate")
-        self.decay_steps = _positive(decay_steps, "decay_steps")
-        self.decay_rate = _finite(decay_rate, "decay_rate")
-        self.staircase = boolean(staircase, "staircase")
-        self.name = name
+        super().__init__(initial_learning_rate, decay_steps, decay_rate, staircase, name)
 
     def __call__(self, step):
-        p = _F(step) / _F(self.decay_steps)
-        if self.staircase:
-            p = np.floor(p)
-        return float(_F(self.initial_learning_rate) / (_F(1) + _F(self.decay_rate) * p))
-
-    constant_steps = ExponentialDecay.constant_steps
-
-    def get_config(self):
-        return {"initial_learning_rate": self.initial_learning_rate,
-                "decay_steps": self.decay_steps, "decay_rate": self.decay_rate,
-                "staircase": self.staircase, "name": self.name}
+        return float(_F(self.initial_learning_rate) /
+                     (_F(1) + _F(self.decay_rate) * self._progress(step)))
 
 
 class PiecewiseConstantDecay(LearningRateSchedule):

@@ -2,8 +2,8 @@
  * parsers of the layer kinds beyond the first eight (spec_layers.c), for
  * net_spec.c. Each returns -1 with a Python error set that names the layer
  * and the key, or 0. */
-#ifndef CNNCUDA_PY_SPEC_DICT_H
-#define CNNCUDA_PY_SPEC_DICT_H
+#ifndef CNN_PY_SPEC_DICT_H
+#define CNN_PY_SPEC_DICT_H
 
 #include "net_object.h"
 

@@ -3,8 +3,8 @@
 // NCHW layouts themselves (2026-11-25; the engine kept it to compare under
 // CNNCUDA_SGEMM=tile64 until 2026-11-27). The conv2d stages that time it:
 // the workspace is the column matrix (K, NP) followed by t (f, NP).
-#ifndef CNNCUDA_DEV_CONV2D_REARRANGED_CUH
-#define CNNCUDA_DEV_CONV2D_REARRANGED_CUH
+#ifndef DEV_CUDA_CONV2D_REARRANGED_CUH
+#define DEV_CUDA_CONV2D_REARRANGED_CUH
 
 #include "common.cuh"
 
