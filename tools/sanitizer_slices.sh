@@ -20,8 +20,10 @@ python3 -m pytest --collect-only -q -m gpu -p no:cacheprovider "$@" 2>/dev/null 
 echo "$name: $(wc -l < "$out/$name.ids") tests in $slices slices"
 split -n "r/$slices" -d "$out/$name.ids" "$out/$name.slice."
 for f in "$out/$name".slice.[0-9][0-9]; do
-    (timeout "$limit" compute-sanitizer --tool "$tool" --error-exitcode 99 \
-        python3 -m pytest -q -m gpu -p no:cacheprovider $(cat "$f") > "$f.log" 2>&1
+    # one test id a line: ids may hold spaces (parametrize ids)
+    (mapfile -t ids < "$f"
+     timeout "$limit" compute-sanitizer --tool "$tool" --error-exitcode 99 \
+        python3 -m pytest -q -m gpu -p no:cacheprovider "${ids[@]}" > "$f.log" 2>&1
      echo "rc $?" >> "$f.log") &
 done
 wait
