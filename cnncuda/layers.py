@@ -207,12 +207,29 @@ class Layer:
         if args:
             raise TypeError('layer "%s": expected the input tensor and keyword arguments, got '
                             "%d more positional arguments" % (self.name, len(args)))
+        block = _block_of(self)
         if not is_symbolic(inputs):
             raise TypeError('layer "%s" was called on %s: cnncuda\'s layers run on data inside a '
                             "model; call them on keras.Input(...) tensors to build a functional "
                             "model (keras.Model(inputs, outputs)) or put them in a Sequential"
                             % (self.name, type(inputs).__name__))
+        if block:
+            return _call_block(self, inputs, kwargs)
         return call_symbolic(self, inputs, kwargs, 'layer "%s"' % self.name)
+
+    def build(self, input_shape):
+        """Keras's hook, called once before a block's call is traced (a
+        block may make its layers here); cnncuda's layers need none."""
+
+    def add_weight(self, *args, **kwargs):
+        """Keras's way for a custom layer to make a weight: refused, since the
+        engines run cnncuda's layers only (a custom layer's math in call has
+        no engine form)."""
+        raise NotImplementedError(
+            "%s.add_weight: a custom layer with weights of its own cannot run on cnncuda's "
+            "engines (they run cnncuda's built-in layers, and a layer class whose call only "
+            "calls such layers); write %s from built-in layers (Dense, Conv2D, ...)"
+            % (type(self).__name__, type(self).__name__))
 
     # -- what subclasses define -----------------------------------------------
 
@@ -312,6 +329,21 @@ class Layer:
 
     def __repr__(self):
         return "<%s name=%s>" % (type(self).__name__, self.name)
+
+
+def _block_of(layer):
+    """Whether `layer` is a block: a Layer subclass of the user's with a call."""
+    from .subclassing import is_block
+    return is_block(layer)
+
+
+def _call_block(block, inputs, kwargs):
+    """A block called on a KerasTensor: its traced model (subclassing.py) called on it."""
+    from .subclassing import block_model
+    if isinstance(inputs, (list, tuple)):
+        raise ValueError('layer "%s" (%s): blocks take one input tensor, got a list of %d'
+                         % (block.name, type(block).__name__, len(inputs)))
+    return block_model(block, tuple(inputs.shape[1:]))(inputs, **kwargs)
 
 
 def _check_input_shape(shape):
