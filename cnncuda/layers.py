@@ -192,7 +192,7 @@ class Layer:
         self._input_shape_arg = _check_input_shape(input_shape) if input_shape is not None else None
         _only(dtype, "dtype", (None, "float32"), "the engines compute in float32")
         self._trainable = boolean(trainable, "trainable")
-        self.name = name or unique_name(self.prefix)
+        self.name = name or unique_name(_default_prefix(self))
         self.input_shape = None     # (None, ...) once the model knows it
         self.output_shape = None
         self._model = None          # the first model it was put in
@@ -329,6 +329,15 @@ class Layer:
 
     def __repr__(self):
         return "<%s name=%s>" % (type(self).__name__, self.name)
+
+
+def _default_prefix(layer):
+    """A layer's automatic name: its class's prefix; Keras's snake_case of
+    the class name for a subclass of the user's ('ConvBlock': 'conv_block')."""
+    if type(layer).__module__.split(".")[0] == "cnncuda":
+        return layer.prefix
+    from .subclassing import snake_case
+    return snake_case(type(layer).__name__)
 
 
 def _block_of(layer):
