@@ -1,4 +1,4 @@
-"""Keras's functional API: ``Model(inputs, outputs)``.
+"""Keras's functional API: ``Model(inputs, outputs)``, and subclassed models.
 
     inputs = keras.Input(shape=(28, 28, 1))
     x = layers.Conv2D(32, 3, activation="relu")(inputs)
@@ -7,16 +7,21 @@
     model = keras.Model(inputs, outputs, name="mnist")
 
 The model walks its graph back from the output to the input
-(cnncuda.symbolic's KerasTensors). The engines run a chain of layers, each
-on the output of the one before, so the graph must be one: one input, one
-output, every layer called on one tensor. Such a model is the Sequential
+(cnncuda.symbolic's KerasTensors): one input, one output, each layer called
+once. A chain (every layer called on the one before) is the Sequential
 model of the same layers -- same engine network, same initial weights for
 the same seed, the same bits after training -- with Keras's functional face:
 ``model.layers`` starts with its InputLayer, its Keras class name is
-'Functional' (summary, configs, .keras and .h5 files). A graph that branches
-(Add, Concatenate, several inputs or outputs) is refused when the model is
-made, naming the layer (docs/internals.md, "Branches", has the design that
-would run it).
+'Functional' (summary, configs, .keras and .h5 files). A graph that
+branches and joins again (``layers.Add``, ``layers.Concatenate``, a tensor
+read by several layers) goes to the engine in Keras's layer order, each
+layer naming the outputs it reads (csrc/net/graph.c; docs/internals.md,
+"Graphs of layers").
+
+A subclass of ``Model`` that defines ``call`` and gives no inputs and
+outputs is a subclassed model: when it is built, call is traced on a
+symbolic input into such a graph (cnncuda/subclassing.py), which then runs
+as above.
 
 Layers called in several models (a model used as a layer, an encoder
 inside an autoencoder) share their weights between those models
@@ -230,6 +235,17 @@ class Model(Sequential):
                 config = None
             header["subclass"] = {"class_name": type(self).__name__, "config": config}
         return header
+
+    def to_json(self, **kwargs):
+        """Sequential's; refused for a subclassed model (Keras's JSON of one
+        names its class, which cnncuda cannot make from JSON)."""
+        if self._is_subclassed:
+            raise NotImplementedError(
+                "%s.to_json: a subclassed model has no Keras JSON cnncuda can write (Keras "
+                "names its class and needs its code); use the functional model of its traced "
+                "graph, keras.Model(model.inputs, model.outputs).to_json()"
+                % type(self).__name__)
+        return super().to_json(**kwargs)
 
     def save(self, filepath, overwrite=True, include_optimizer=True, save_format=None):
         """Sequential's; a subclassed model is not written to Keras's .keras

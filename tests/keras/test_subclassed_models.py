@@ -416,6 +416,9 @@ def test_keras_files_are_refused_for_a_subclassed_model(tmp_path):
                                                       r"model is not written to Keras's "
                                                       % name.replace(".", r"\.")):
             model.save(tmp_path / name)
+    with pytest.raises(NotImplementedError, match=r"Scaled.to_json: a subclassed model has no "
+                                                  "Keras JSON"):
+        model.to_json()
     functional = keras.Model(model.inputs, model.outputs)      # the escape the message gives
     functional.save(tmp_path / "f.keras")
     loaded = keras.models.load_model(tmp_path / "f.keras")
