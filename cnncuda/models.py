@@ -1469,14 +1469,15 @@ def _subclass_from_file(filepath, header, classes):
     name = info.get("class_name")
     cls = classes.get(name)
     if cls is None:
-        raise saving.ModelFileError("%s: the file holds a subclassed model of class %s: pass its class, "
-                         "load_model(path, custom_objects={%r: %s}) (Keras needs it too)"
-                         % (filepath, name, name, name))
+        raise saving.ModelFileError(
+            "%s: the file holds a subclassed model of class %s: pass its class, "
+            "load_model(path, custom_objects={%r: %s}) (Keras needs it too)"
+            % (filepath, name, name, name))
     if info.get("config") is None:
-        raise saving.ModelFileError("%s: the file holds a subclassed model of class %s without a config "
-                         "(its get_config raised NotImplementedError when it was saved): "
-                         "make the model again in code and call load_weights(path)"
-                         % (filepath, name))
+        raise saving.ModelFileError(
+            "%s: the file holds a subclassed model of class %s without a config (its "
+            "get_config raised NotImplementedError when it was saved): make the model again "
+            "in code and call load_weights(path)" % (filepath, name))
     model = cls.from_config(info["config"])
     model.build((None,) + tuple(header["model"]["config"]["input_shape"]))
     return model

@@ -60,7 +60,7 @@ def test_the_quickstart_model_is_its_functional_model_bit_for_bit(engine):
     assert h1 == h2
     assert np.array_equal(p1, p2)
     assert_same_weights(mine, functional)
-    assert [type(l).__name__ for l in mine.layers] == \
+    assert [type(layer).__name__ for layer in mine.layers] == \
         ["Conv2D", "Flatten", "Dense", "Dropout", "Dense"]
 
 
