@@ -267,6 +267,9 @@ class Layer:
     def weights(self):
         """The layer's weights as Variables (cnncuda.variables), [] outside a
         built model."""
+        traced = self.__dict__.get("_block_traced")
+        if traced is not None:      # a block: the weights of the model it was traced into
+            return traced.weights
         if self._model is None or self.input_shape is None:
             return []
         return [v for v in self._model.weights if v._layer is self]
@@ -296,6 +299,9 @@ class Layer:
         if self.input_shape is None:
             raise ValueError('You tried to call `count_params` on layer "%s", but the layer '
                              "isn't built. Add it to a model with a known input shape." % self.name)
+        traced = self.__dict__.get("_block_traced")
+        if traced is not None:
+            return traced.count_params()
         total = 0
         for _, shape, _ in self.weight_specs(self.input_shape[1:]):
             size = 1
@@ -306,12 +312,19 @@ class Layer:
 
     def get_weights(self):
         """The layer's weights (Keras layouts), or [] outside a built model."""
+        traced = self.__dict__.get("_block_traced")
+        if traced is not None:
+            return traced.get_weights()
         if self._model is None or self.input_shape is None:
             return []
         return self._model._layer_weights(self)
 
     def set_weights(self, weights):
         """Sets the layer's weights; shapes are checked before anything changes."""
+        traced = self.__dict__.get("_block_traced")
+        if traced is not None:
+            traced.set_weights(weights)
+            return
         if self._model is None or self.input_shape is None:
             raise ValueError('layer "%s": set_weights needs the layer in a model with a known '
                              "input shape" % self.name)

@@ -135,7 +135,8 @@ def test_blocks_in_a_subclassed_model_run_as_their_layers(engine):
 
 
 def test_blocks_in_sequential_and_functional_models():
-    seq = keras.Sequential([keras.Input(shape=(10, 10, 1)), ConvBlock(4), layers.MaxPooling2D(),
+    first = ConvBlock(4)
+    seq = keras.Sequential([keras.Input(shape=(10, 10, 1)), first, layers.MaxPooling2D(),
                             ConvBlock(8), layers.GlobalAveragePooling2D(), layers.Dense(10)],
                            seed=2)
     inputs = keras.Input(shape=(10, 10, 1))
@@ -145,6 +146,13 @@ def test_blocks_in_sequential_and_functional_models():
     results = [train(m, "cpu") for m in (seq, func, flat_blocks(seed=2))]
     for h, p in results[:2]:
         assert h == results[2][0] and np.array_equal(p, results[2][1])
+    assert seq.layers[0].name == first.name     # the block's traced model stands in its place
+    assert first.count_params() == 4 * 9 + 4 + 4 * 4
+    assert_same_arrays(first.get_weights(), seq.get_weights()[:6])     # trained: shared
+    assert [v.name for v in first.weights] == ["kernel", "bias", "gamma", "beta",
+                                               "moving_mean", "moving_variance"]
+    first.set_weights([w + 1 for w in first.get_weights()])
+    assert_same_arrays(seq.get_weights()[:6], first.get_weights())
 
 
 def test_a_block_added_before_the_input_shape_is_known_is_refused():
