@@ -239,6 +239,22 @@ def test_training_true_runs_dropout_without_a_step():
     assert np.array_equal(again(x, training=True), a)              # the seed's masks
 
 
+def test_training_calls_of_sequential_models_and_under_a_strategy():
+    model = keras.Sequential([keras.Input((5,)), layers.Dense(8), layers.Dropout(0.5)], seed=4)
+    x = np.ones((30, 5), np.float32)
+    out = model(x, training=True)
+    kept = out != 0
+    assert 0 < kept.mean() < 1                                   # some dropped, the rest scaled
+    np.testing.assert_allclose(out[kept], 2 * model(x)[kept], rtol=1e-6)
+    with pytest.raises(ValueError, match=r"x: expected shape \(None, 5\), got \(2, 4\)"):
+        model(np.ones((2, 4), np.float32), training=True)
+    with cnncuda.distribute.MirroredStrategy(devices=["cpu", "cpu"]).scope():
+        grouped = keras.Sequential([keras.Input((5,)), layers.Dense(3)])
+    with pytest.raises(ValueError, match="training: calling a model with training=True under a "
+                                         "distribution strategy is not supported"):
+        grouped(x, training=True)
+
+
 def assert_same_arrays(a, b):
     assert all(np.array_equal(p, q) for p, q in zip(a, b, strict=True))
 
@@ -402,6 +418,28 @@ def test_save_and_load_in_cnncudas_format(tmp_path):
     with pytest.raises(ValueError, match=r"custom_objects\['f'\]: expected a subclass of "
                                          "keras.Model"):
         keras.models.load_model(path, custom_objects={"f": len})
+
+
+def test_a_model_saved_without_a_config_loads_its_weights_only(tmp_path):
+    class Odd(keras.Model):
+        def __init__(self, thing):
+            super().__init__()
+            self.d = layers.Dense(3)
+
+        def call(self, x):
+            return self.d(x)
+    model = Odd(object())
+    model.build((None, 4))
+    model.save(tmp_path / "odd.cnncuda")
+    with pytest.raises(saving.ModelFileError, match="holds a subclassed model of class Odd "
+                                                    "without a config"):
+        keras.models.load_model(tmp_path / "odd.cnncuda", custom_objects={"Odd": Odd})
+    again = Odd(None)
+    again.build((None, 4))
+    again.load_weights(tmp_path / "odd.cnncuda")
+    assert_same_weights(model, again)
+    with pytest.raises(TypeError, match=r"custom_objects: expected a dict \{name: class\}"):
+        keras.models.load_model(tmp_path / "odd.cnncuda", custom_objects=[Odd])
 
 
 def test_save_weights_load_weights_and_copies(tmp_path):
