@@ -400,10 +400,10 @@ class Sequential:
         """The traced model of a block (a Layer subclass with a call,
         cnncuda/subclassing.py) added here: its input shape must be known."""
         from .subclassing import block_model
-        shape = self._layers[-1].output_shape[1:] if self._layers and self.built else \
-            self._input_shape if not self._layers else None
-        if shape is None and not self._layers:
-            shape = block._input_shape_arg
+        if self._layers:
+            shape = self._layers[-1].output_shape[1:] if self.built else None
+        else:
+            shape = self._input_shape or block._input_shape_arg
         if shape is None:
             raise ValueError('layer "%s" (%s): a layer subclass with a call is traced on its '
                              "input shape when it is added, and this model's is not known yet "
@@ -1362,7 +1362,9 @@ def load_model(filepath, compile=True, device=None, custom_objects=None):
     """A Sequential or functional model from a file written by ``model.save``: architecture,
     weights, and (with compile=True) its loss, optimizer, metrics and the
     optimizer's state, so that fit goes on exactly where the saved model
-    stopped. ``device`` is passed to compile. Raises
+    stopped. ``device`` is passed to compile. ``custom_objects``:
+    {name: class} of the subclassed models a file holds (layer subclasses,
+    blocks, may be listed too: a file holds them as their traced graphs). Raises
     cnncuda.saving.ModelFileError for a file that is not a cnncuda model,
     truncated, corrupted or of another format version."""
     classes = _custom_classes(custom_objects)
@@ -1455,10 +1457,11 @@ def _custom_classes(custom_objects):
                         % (custom_objects,))
     from .functional import Model
     for key, value in custom_objects.items():
-        if not (isinstance(value, type) and issubclass(value, Model)):
-            raise ValueError("custom_objects[%r]: expected a subclass of keras.Model (cnncuda "
-                             "runs no custom layers or functions), got %r" % (key, value))
-    return dict(custom_objects)
+        if not (isinstance(value, type) and issubclass(value, (Model, Layer))):
+            raise ValueError("custom_objects[%r]: expected a subclass of keras.Model or of "
+                             "keras.layers.Layer (cnncuda runs no custom functions), got %r"
+                             % (key, value))
+    return {key: value for key, value in custom_objects.items() if issubclass(value, Model)}
 
 
 def _subclass_from_file(filepath, header, classes):

@@ -415,8 +415,11 @@ def test_save_and_load_in_cnncudas_format(tmp_path):
     h1 = model.fit(x, y, epochs=1, batch_size=8, verbose=0, shuffle=False).history
     h2 = loaded.fit(x, y, epochs=1, batch_size=8, verbose=0, shuffle=False).history
     assert h1 == h2                 # the optimizer's state came along
+    again = keras.models.load_model(path, custom_objects={"Scaled": Scaled,
+                                                          "ConvBlock": ConvBlock})
+    assert type(again) is Scaled
     with pytest.raises(ValueError, match=r"custom_objects\['f'\]: expected a subclass of "
-                                         "keras.Model"):
+                                         "keras.Model or of keras.layers.Layer"):
         keras.models.load_model(path, custom_objects={"f": len})
 
 
