@@ -117,13 +117,14 @@ def trace(owner, shape):
     `shape` (no batch axis): (input tensor, output tensor), from the trace
     with training=False. Where call takes `training`, the trace with
     training=True must give the same graph."""
-    from .functional import _graph
     what = "%s.call" % type(owner).__name__
     if not _takes_training(owner.call):
-        return _run(owner, shape, None)
+        out = _run(owner, shape, None)
+        _walk(owner, out)
+        return out
     first = _run(owner, shape, True)
     second = _run(owner, shape, False)
-    (_, a_layers, a_reads), (_, b_layers, b_reads) = _graph(*first), _graph(*second)
+    (_, a_layers, a_reads), (_, b_layers, b_reads) = _walk(owner, first), _walk(owner, second)
     same = len(a_layers) == len(b_layers) and all(
         x is y for x, y in zip(a_layers, b_layers)) and a_reads == b_reads
     if not same:
@@ -140,6 +141,15 @@ def trace(owner, shape):
         raise ValueError("%s (%s) builds a different graph for training=True than for "
                          "training=False: %s" % (what, owner.name, why))
     return second
+
+
+def _walk(owner, traced):
+    """functional._graph of a trace, its errors naming the class."""
+    from .functional import _graph
+    try:
+        return _graph(*traced)
+    except ValueError as err:
+        raise ValueError("%s.call (%s): %s" % (type(owner).__name__, owner.name, err)) from err
 
 
 def block_model(block, shape):

@@ -503,8 +503,11 @@ def subclass(call, init=None, base=keras.Model):
     (lambda self, x: self.d(x) if x else x, "A KerasTensor is symbolic: it has no value to test"),
     (lambda self, x: self.d(x[:, 0]), r"the operation \[\] \(indexing\)"),
     (lambda self, x: np.asarray(x), "it has no values to convert to an array"),
-    (lambda self, x: [self.d(x), self.d(x)], "layer \"dense.*\" is called more than once|"
-                                             "2 outputs"),
+    (lambda self, x: [self.d(x), self.d(x)], "returned 2 outputs"),
+    (lambda self, x: self.d(self.flatten(self.flatten(x))),
+     r'layer "flatten.*" is called more than once between the input and the output'),
+    (lambda self, x: self.flatten(x) and x, "A KerasTensor is symbolic"),
+    (lambda self, x: x, "the model's output is its input"),
     (lambda self, x: 3, "returned int: it must return the output tensor"),
 ])
 def test_what_a_trace_cannot_follow_is_refused_naming_the_class(call, message):
