@@ -266,7 +266,10 @@ class Model(Sequential):
 
     def __reduce__(self):
         """Sequential's (a copy through the model file); a subclassed model's
-        copy is of its class again."""
+        copy is of its class again (an unbuilt one: its class made from its
+        get_config(), as Keras's from_config)."""
+        if self._is_subclassed and not self.built:
+            return type(self).from_config, (self.get_config(),)
         function, args = super().__reduce__()
         if not self._is_subclassed:
             return function, args

@@ -453,6 +453,8 @@ def test_save_weights_load_weights_and_copies(tmp_path):
     other.build((None, 4))
     other.load_weights(path)
     assert_same_weights(model, other)
+    fresh = copy.deepcopy(Scaled(units=3, name="fresh"))
+    assert type(fresh) is Scaled and not fresh.built and fresh.units == 3
     twin = copy.deepcopy(model)
     assert type(twin) is Scaled
     assert np.array_equal(twin.predict(x, verbose=0), model.predict(x, verbose=0))
