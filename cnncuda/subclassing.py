@@ -27,6 +27,10 @@ refused. A layer called with ``training=training`` follows the engine's mode
 mode (``training=False`` written on a Dropout) cannot be expressed and is
 refused.
 
+The traced model lists its layers, and orders its weights, in the order
+call runs them (Keras: the order the attributes were set, which is the
+same for a model that sets its layers in the order it calls them).
+
 A ``keras.layers.Layer`` subclass whose ``call`` calls other layers (a
 block) is traced the same way, once per instance, into a functional model
 that stands in its place (``block_model``). A Layer subclass that makes
