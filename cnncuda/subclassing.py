@@ -101,8 +101,12 @@ def _run(owner, shape, training):
         else:
             out = owner.call(inputs, training=training)
     except (TypeError, ValueError, AttributeError, NotImplementedError, IndexError) as err:
-        raise type(err)("%s (%s) cannot be traced into a graph of cnncuda layers: %s"
-                        % (what, owner.name, err)) from err
+        try:
+            named = type(err)("%s (%s) cannot be traced into a graph of cnncuda layers: %s"
+                              % (what, owner.name, err))
+        except Exception:       # an exception class that takes other arguments
+            raise err from None
+        raise named from err
     finally:
         modes.pop()
     if isinstance(out, (list, tuple)) and len(out) == 1:
