@@ -1,4 +1,4 @@
-"""Keras's functional API: ``Model(inputs, outputs)``.
+"""Keras's functional API: ``Model(inputs, outputs)``, and subclassed models.
 
     inputs = keras.Input(shape=(28, 28, 1))
     x = layers.Conv2D(32, 3, activation="relu")(inputs)
@@ -7,23 +7,30 @@
     model = keras.Model(inputs, outputs, name="mnist")
 
 The model walks its graph back from the output to the input
-(cnncuda.symbolic's KerasTensors). The engines run a chain of layers, each
-on the output of the one before, so the graph must be one: one input, one
-output, every layer called on one tensor. Such a model is the Sequential
+(cnncuda.symbolic's KerasTensors): one input, one output, each layer called
+once. A chain (every layer called on the one before) is the Sequential
 model of the same layers -- same engine network, same initial weights for
 the same seed, the same bits after training -- with Keras's functional face:
 ``model.layers`` starts with its InputLayer, its Keras class name is
-'Functional' (summary, configs, .keras and .h5 files). A graph that branches
-(Add, Concatenate, several inputs or outputs) is refused when the model is
-made, naming the layer (docs/internals.md, "Branches", has the design that
-would run it).
+'Functional' (summary, configs, .keras and .h5 files). A graph that
+branches and joins again (``layers.Add``, ``layers.Concatenate``, a tensor
+read by several layers) goes to the engine in Keras's layer order, each
+layer naming the outputs it reads (csrc/net/graph.c; docs/internals.md,
+"Graphs of layers").
+
+A subclass of ``Model`` that defines ``call`` and gives no inputs and
+outputs is a subclassed model: when it is built, call is traced on a
+symbolic input into such a graph (cnncuda/subclassing.py), which then runs
+as above.
 
 Layers called in several models (a model used as a layer, an encoder
 inside an autoencoder) share their weights between those models
 (models.Sequential._pull_shared).
 """
+from .exclusive import exclusive
 from .layers import InputLayer
-from .models import Sequential
+from .models import Sequential, _subclass_from_bytes
+from .subclassing import check_no_custom_steps, snake_case, trace
 from .symbolic import KerasTensor
 from .utils import unique_name
 
@@ -114,27 +121,46 @@ def _is_chain(reads):
 class Model(Sequential):
     """``Model(inputs, outputs, name=None)``: the functional model from the
     KerasTensor `inputs` to `outputs` (see the module's docstring). ``seed``
-    is cnncuda's, as Sequential's (the default seed otherwise)."""
+    is cnncuda's, as Sequential's (the default seed otherwise);
+    ``trainable=False`` freezes every layer, as Keras's. A subclass that
+    defines ``call`` and gives no inputs and outputs is a subclassed model
+    (cnncuda/subclassing.py: call is traced when the model is built)."""
 
     _class_name = "Functional"
 
     def __new__(cls, *args, **kwargs):
         # keras.Model(inputs, outputs) is a Functional, as in Keras
-        return super().__new__(Functional if cls is Model else cls)
+        model = super().__new__(Functional if cls is Model else cls)
+        if _subclassed(cls):
+            model._init_arguments = _auto_config(cls, args, kwargs)
+        return model
 
     def __init__(self, inputs=None, outputs=None, name=None, seed=None, trainable=True,
                  **kwargs):
+        from .checks import boolean
         if kwargs:
             raise TypeError("Model: unexpected arguments %s" % ", ".join(sorted(kwargs)))
+        trainable = boolean(trainable, "trainable")
+        if inputs is None and outputs is None and _subclassed(type(self)):
+            super().__init__(name=name or unique_name(snake_case(type(self).__name__)),
+                             seed=seed)
+            self._subclassed = True
+            self._input_layer, self._reads = None, []
+            self.inputs = self.outputs = None
+            self._trainable = trainable     # applied to the layers when call is traced
+            return
         if inputs is None or outputs is None:
-            raise TypeError("Model: expected inputs and outputs (keras.Model(inputs, outputs)); "
-                            "subclassed models (a call method) are not supported: write the "
-                            "model with the functional API or as a Sequential")
-        if trainable is not True:
-            raise ValueError("trainable: expected True (freezing is not supported), got %r"
-                             % (trainable,))
-        input_layer, layers, reads = _graph(inputs, outputs)
+            raise TypeError("Model: expected inputs and outputs (keras.Model(inputs, outputs)), "
+                            "or a subclass of keras.Model that defines call(inputs, "
+                            "training=None) and gives none")
         super().__init__(name=name or unique_name("functional"), seed=seed)
+        self._adopt(inputs, outputs)
+        if not trainable:
+            self.trainable = False
+
+    def _adopt(self, inputs, outputs):
+        """Takes the graph from `inputs` to `outputs` as the model's layers."""
+        input_layer, layers, reads = _graph(inputs, outputs)
         self._input_layer = input_layer
         self.inputs, self.outputs = [_one(inputs, "inputs")], [_one(outputs, "outputs")]
         self._reads = reads
@@ -144,6 +170,110 @@ class Model(Sequential):
                 self._append(layer, shared=True)
             return
         self._set_graph(layers)
+
+    # -- subclassed models (cnncuda/subclassing.py) ------------------------------
+
+    @property
+    def _is_subclassed(self):
+        return self.__dict__.get("_subclassed", False)
+
+    @exclusive
+    def build(self, input_shape=None):
+        """Sequential's; a subclassed model traces its call on inputs of
+        `input_shape` ((None, height, width, channels) ...) the first time."""
+        if not self._is_subclassed or self.built or input_shape is None:
+            return Sequential.build(self, input_shape)
+        if not isinstance(input_shape, (tuple, list)) or len(input_shape) not in (2, 3, 4):
+            raise ValueError("input_shape: expected (None, height, width, channels), (None, "
+                             "height, width) or (None, features), got %r" % (input_shape,))
+        shape = tuple(input_shape)[1:]
+        InputLayer(input_shape=shape, name="_check")        # checks the dimensions
+        inputs, outputs = trace(self, shape)
+        self._adopt(inputs, outputs)
+        if not self._trainable:
+            self.trainable = False
+
+    def compute_output_shape(self, input_shape):
+        if self._is_subclassed and not self.built:
+            self.build((None,) + tuple(input_shape))
+        return super().compute_output_shape(input_shape)
+
+    def compile(self, *args, **kwargs):
+        check_no_custom_steps(self)
+        return super().compile(*args, **kwargs)
+
+    def _get_net(self, device, purpose, batch_size=32):
+        if purpose != "weights":
+            check_no_custom_steps(self)
+        return super()._get_net(device, purpose, batch_size)
+
+    @classmethod
+    def from_config(cls, config):
+        """A subclassed model from its get_config() (``cls(**config)``, as
+        Keras's); other models as Sequential's."""
+        if not _subclassed(cls):
+            return super().from_config(config)
+        try:
+            return cls(**config)
+        except TypeError as err:
+            raise TypeError("Unable to revive model from config. When overriding the "
+                            "`get_config()` method, make sure that the returned config contains "
+                            "all items used as arguments in the constructor to %s, which is "
+                            "the default behavior. You can override this default behavior by "
+                            "defining a `from_config(cls, config)` class method to specify how "
+                            "to create an instance of %s from its config. Error: %s"
+                            % (cls.__name__, cls.__name__, err)) from None
+
+    def _file_header(self, kind, user_schedule=False):
+        """Sequential's (the traced graph); a subclassed model adds its class
+        and get_config(), which load_model needs to make it again."""
+        header = super()._file_header(kind, user_schedule)
+        if self._is_subclassed:
+            try:
+                config = self.get_config()
+            except NotImplementedError:
+                config = None
+            header["subclass"] = {"class_name": type(self).__name__, "config": config}
+        return header
+
+    def to_json(self, **kwargs):
+        """Sequential's; refused for a subclassed model (Keras's JSON of one
+        names its class, which cnncuda cannot make from JSON)."""
+        if self._is_subclassed:
+            raise NotImplementedError(
+                "%s.to_json: a subclassed model has no Keras JSON cnncuda can write (Keras "
+                "names its class and needs its code); use the functional model of its traced "
+                "graph, keras.Model(model.inputs, model.outputs).to_json()"
+                % type(self).__name__)
+        return super().to_json(**kwargs)
+
+    def save(self, filepath, overwrite=True, include_optimizer=True, save_format=None):
+        """Sequential's; a subclassed model is not written to Keras's .keras
+        and .h5 files (cnncuda's own format keeps its class and config)."""
+        from . import keras_files
+        import os
+        if self._is_subclassed and isinstance(filepath, (str, os.PathLike)) and \
+                keras_files.is_keras_path(filepath) is not None:
+            raise NotImplementedError(
+                "%s.save(%r): a subclassed model is not written to Keras's .keras or .h5 "
+                "files (Keras would need the class's code to load it); save it in cnncuda's "
+                "format (a file name without .keras or .h5: load_model(path, "
+                "custom_objects={%r: %s})), or save the functional model of its traced "
+                "graph, keras.Model(model.inputs, model.outputs)"
+                % (type(self).__name__, os.fspath(filepath), type(self).__name__,
+                   type(self).__name__))
+        return super().save(filepath, overwrite, include_optimizer, save_format)
+
+    def __reduce__(self):
+        """Sequential's (a copy through the model file); a subclassed model's
+        copy is of its class again (an unbuilt one: its class made from its
+        get_config(), as Keras's from_config)."""
+        if self._is_subclassed and not self.built:
+            return type(self).from_config, (self.get_config(),)
+        function, args = super().__reduce__()
+        if not self._is_subclassed:
+            return function, args
+        return _subclass_from_bytes, (type(self),) + args
 
     def _set_graph(self, layers):
         """The layers of a graph (self._reads says what each reads), its
@@ -241,7 +371,11 @@ class Model(Sequential):
 
     @property
     def layers(self):
-        """The InputLayer, then the model's layers (Keras's functional order)."""
+        """The InputLayer, then the model's layers (Keras's functional order);
+        a subclassed model's layers in the order its call runs them (no
+        InputLayer, as in Keras; none before it is built)."""
+        if self._is_subclassed:
+            return list(self._layers)
         return [self._input_layer] + list(self._layers)
 
     @property
@@ -255,8 +389,29 @@ class Model(Sequential):
     def get_config(self):
         """Sequential's config (the layers in order) and the Input's name;
         for a graph, what each layer reads ("reads": indices into the
-        layers, -1 the input)."""
-        config = dict(super().get_config(), input_name=self._input_layer.name)
+        layers, -1 the input). A subclassed model's is Keras's: its name,
+        trainable and the arguments its class was made with, where they are
+        JSON values (a subclass whose arguments are not overrides
+        get_config, as Keras asks)."""
+        if not self._is_subclassed:
+            return self._architecture()
+        config = {"name": self.name, "trainable": self.trainable}
+        if type(self).get_config is not Model.get_config:
+            return config            # super().get_config() of the subclass's own
+        arguments = self.__dict__.get("_init_arguments")
+        if arguments is None:
+            raise NotImplementedError(
+                "Object %s was created by passing non-serializable argument values in "
+                "`__init__()`, and therefore the object must override `get_config()` in order "
+                "to be serializable. Please implement `get_config()`." % type(self).__name__)
+        config.update(arguments)
+        return config
+
+    def _architecture(self):
+        """The graph's config (get_config's for a functional model), which
+        cnncuda's files and copies hold."""
+        self._require_built()
+        config = dict(Sequential.get_config(self), input_name=self._input_layer.name)
         if self._is_graph:
             config["reads"] = [list(r) for r in self._reads]
         return config
@@ -272,3 +427,44 @@ class Model(Sequential):
 
 class Functional(Model):
     """What ``keras.Model(inputs, outputs)`` makes (Keras's class name)."""
+
+
+def _subclassed(cls):
+    """Whether `cls` is a Model subclass of the user's with a call method."""
+    return cls not in (Model, Functional) and callable(getattr(cls, "call", None))
+
+
+_JSON_TYPES = (type(None), bool, int, float, str)
+
+
+def _json_value(value):
+    if isinstance(value, _JSON_TYPES):
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_json_value(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _json_value(v) for k, v in value.items())
+    return False
+
+
+def _auto_config(cls, args, kwargs):
+    """The arguments a subclass was made with, by name, where all are JSON
+    values (Keras's automatic config of a subclass), else None."""
+    import inspect
+    try:
+        bound = inspect.signature(cls.__init__).bind(None, *args, **kwargs)
+    except TypeError:
+        return None          # __init__ raises the error itself
+    out = {}
+    for i, (key, value) in enumerate(bound.arguments.items()):
+        if i == 0:
+            continue         # self
+        param = bound.signature.parameters[key]
+        if param.kind is param.VAR_KEYWORD:
+            out.update(value)
+        elif param.kind is param.VAR_POSITIONAL:
+            if value:
+                return None
+        else:
+            out[key] = value
+    return out if _json_value(out) else None

@@ -192,7 +192,7 @@ class Layer:
         self._input_shape_arg = _check_input_shape(input_shape) if input_shape is not None else None
         _only(dtype, "dtype", (None, "float32"), "the engines compute in float32")
         self._trainable = boolean(trainable, "trainable")
-        self.name = name or unique_name(self.prefix)
+        self.name = name or unique_name(_default_prefix(self))
         self.input_shape = None     # (None, ...) once the model knows it
         self.output_shape = None
         self._model = None          # the first model it was put in
@@ -207,12 +207,29 @@ class Layer:
         if args:
             raise TypeError('layer "%s": expected the input tensor and keyword arguments, got '
                             "%d more positional arguments" % (self.name, len(args)))
+        block = _block_of(self)
         if not is_symbolic(inputs):
             raise TypeError('layer "%s" was called on %s: cnncuda\'s layers run on data inside a '
                             "model; call them on keras.Input(...) tensors to build a functional "
                             "model (keras.Model(inputs, outputs)) or put them in a Sequential"
                             % (self.name, type(inputs).__name__))
+        if block:
+            return _call_block(self, inputs, kwargs)
         return call_symbolic(self, inputs, kwargs, 'layer "%s"' % self.name)
+
+    def build(self, input_shape):
+        """Keras's hook, called once before a block's call is traced (a
+        block may make its layers here); cnncuda's layers need none."""
+
+    def add_weight(self, *args, **kwargs):
+        """Keras's way for a custom layer to make a weight: refused, since the
+        engines run cnncuda's layers only (a custom layer's math in call has
+        no engine form)."""
+        raise NotImplementedError(
+            "%s.add_weight: a custom layer with weights of its own cannot run on cnncuda's "
+            "engines (they run cnncuda's built-in layers, and a layer class whose call only "
+            "calls such layers); write %s from built-in layers (Dense, Conv2D, ...)"
+            % (type(self).__name__, type(self).__name__))
 
     # -- what subclasses define -----------------------------------------------
 
@@ -250,6 +267,9 @@ class Layer:
     def weights(self):
         """The layer's weights as Variables (cnncuda.variables), [] outside a
         built model."""
+        traced = self.__dict__.get("_block_traced")
+        if traced is not None:      # a block: the weights of the model it was traced into
+            return traced.weights
         if self._model is None or self.input_shape is None:
             return []
         return [v for v in self._model.weights if v._layer is self]
@@ -279,6 +299,9 @@ class Layer:
         if self.input_shape is None:
             raise ValueError('You tried to call `count_params` on layer "%s", but the layer '
                              "isn't built. Add it to a model with a known input shape." % self.name)
+        traced = self.__dict__.get("_block_traced")
+        if traced is not None:
+            return traced.count_params()
         total = 0
         for _, shape, _ in self.weight_specs(self.input_shape[1:]):
             size = 1
@@ -289,12 +312,19 @@ class Layer:
 
     def get_weights(self):
         """The layer's weights (Keras layouts), or [] outside a built model."""
+        traced = self.__dict__.get("_block_traced")
+        if traced is not None:
+            return traced.get_weights()
         if self._model is None or self.input_shape is None:
             return []
         return self._model._layer_weights(self)
 
     def set_weights(self, weights):
         """Sets the layer's weights; shapes are checked before anything changes."""
+        traced = self.__dict__.get("_block_traced")
+        if traced is not None:
+            traced.set_weights(weights)
+            return
         if self._model is None or self.input_shape is None:
             raise ValueError('layer "%s": set_weights needs the layer in a model with a known '
                              "input shape" % self.name)
@@ -312,6 +342,30 @@ class Layer:
 
     def __repr__(self):
         return "<%s name=%s>" % (type(self).__name__, self.name)
+
+
+def _default_prefix(layer):
+    """A layer's automatic name: its class's prefix; Keras's snake_case of
+    the class name for a subclass of the user's ('ConvBlock': 'conv_block')."""
+    if type(layer).__module__.split(".")[0] == "cnncuda":
+        return layer.prefix
+    from .subclassing import snake_case
+    return snake_case(type(layer).__name__)
+
+
+def _block_of(layer):
+    """Whether `layer` is a block: a Layer subclass of the user's with a call."""
+    from .subclassing import is_block
+    return is_block(layer)
+
+
+def _call_block(block, inputs, kwargs):
+    """A block called on a KerasTensor: its traced model (subclassing.py) called on it."""
+    from .subclassing import block_model
+    if isinstance(inputs, (list, tuple)):
+        raise ValueError('layer "%s" (%s): blocks take one input tensor, got a list of %d'
+                         % (block.name, type(block).__name__, len(inputs)))
+    return block_model(block, tuple(inputs.shape[1:]))(inputs, **kwargs)
 
 
 def _check_input_shape(shape):

@@ -226,9 +226,31 @@ class Sequential:
         if kwargs:
             raise TypeError("unexpected arguments %s" % ", ".join(sorted(kwargs)))
         if training:
-            raise ValueError("training: calling a model in training mode is not supported; "
-                             "use fit")
+            return self._training_forward(x)
         return self.predict(x, verbose=0)
+
+    @exclusive
+    def _training_forward(self, x):
+        """``model(x, training=True)``: the outputs of one training-mode
+        forward over all of x, as Keras 3's: Dropout draws its masks (the
+        engine's next ones, as fit's next step would), BatchNormalization
+        normalizes by the batch's statistics and updates its moving ones;
+        no gradient, no optimizer step."""
+        from .checks import check_x
+        if isinstance(x, (list, tuple)):
+            x = np.asarray(x)
+        if not isinstance(x, np.ndarray):
+            raise TypeError("x: expected a NumPy array of samples, got %s" % type(x).__name__)
+        self._build_from_data(x)
+        x = check_x(x, self.input_shape[1:], "x")
+        if self._strategy is not None:
+            raise ValueError("training: calling a model with training=True under a "
+                             "distribution strategy is not supported (its replicas train in "
+                             "fit only); call it outside strategy.scope()")
+        net = self._get_net(config.resolve_device(self._device), "forward", len(x))
+        y = net.forward(self._engine_x(np.ascontiguousarray(x)), training=True)
+        self._claim_leaves()        # the moving statistics changed here
+        return self._keras_y(np.asarray(y))
 
     # -- weights shared between models ---------------------------------------------
     #
@@ -331,6 +353,8 @@ class Sequential:
         if isinstance(layer, KerasTensor) and isinstance(layer._layer, InputLayer) \
                 and not layer._inputs:
             layer = layer._layer            # Sequential([keras.Input(shape), ...])
+        if isinstance(layer, Layer) and _is_block(layer):
+            layer = self._block_in_place(layer)
         if not isinstance(layer, (Layer, Sequential)):
             raise TypeError("layer: expected a cnncuda layer such as layers.Dense(10), got %r"
                             % (layer,))
@@ -371,6 +395,21 @@ class Sequential:
             layer._model = self
         if input_shape is not None:
             self._commit_shapes(input_shape)
+
+    def _block_in_place(self, block):
+        """The traced model of a block (a Layer subclass with a call,
+        cnncuda/subclassing.py) added here: its input shape must be known."""
+        from .subclassing import block_model
+        if self._layers:
+            shape = self._layers[-1].output_shape[1:] if self.built else None
+        else:
+            shape = self._input_shape or block._input_shape_arg
+        if shape is None:
+            raise ValueError('layer "%s" (%s): a layer subclass with a call is traced on its '
+                             "input shape when it is added, and this model's is not known yet "
+                             "(give the model a keras.Input(shape=...) first, or the layer "
+                             "input_shape=)" % (block.name, type(block).__name__))
+        return block_model(block, tuple(shape))
 
     @exclusive
     def pop(self):
@@ -547,8 +586,9 @@ class Sequential:
         return shape[0] if len(shape) == 1 else None
 
     def _get_net(self, device, purpose, batch_size=32):
-        """The engine network on `device` for 'weights', 'predict', 'evaluate'
-        or 'train' (with batches of `batch_size`), built or rebuilt as needed
+        """The engine network on `device` for 'weights', 'predict', 'evaluate',
+        'train' (with batches of `batch_size`) or 'forward' (a training-mode
+        forward of `batch_size` samples, no step), built or rebuilt as needed
         with the current weights. The old network stays if building fails, and
         stays the model's network when inference runs on another engine after
         training began (the new one is then a copy for that call); on the same
@@ -583,7 +623,7 @@ class Sequential:
         if fits and purpose in ("evaluate", "train"):
             fits = (self._net_compile == self._compile_version
                     and self._net_loss == self._engine_loss())
-        if fits and purpose == "train":
+        if fits and purpose in ("train", "forward"):
             fits = net.max_batch >= batch_size
         if fits and purpose != "weights":
             # a layer setting changed since the build (layer.rate = 0.5): Keras
@@ -606,6 +646,8 @@ class Sequential:
                                "Use `model.compile(optimizer, loss)`.")
         if purpose == "weights":     # any engine holds weights; cpu is always built
             device, batch_size, precision = "cpu", 32, "float32"
+        elif purpose == "forward":
+            batch_size = max(batch_size, net.max_batch if net is not None else 32)
         elif purpose != "train" and net is not None:
             batch_size = net.max_batch
         args = (self._engine_layers(), self._engine_input_shape(), batch_size,
@@ -994,7 +1036,7 @@ class Sequential:
         print_fn("=" * line_length)
         listed = self.layers
         for i, layer in enumerate(listed):
-            row(["%s (%s)" % (layer.name, getattr(layer, "_class_name", type(layer).__name__)),
+            row(["%s (%s)" % (layer.name, _display_class(layer)),
                  shape_str(layer.output_shape), layer.count_params()] +
                 ([connected[i]] if connected else []))
             print_fn(("=" if i == len(listed) - 1 else "_") * line_length)
@@ -1023,7 +1065,13 @@ class Sequential:
         return {"name": self.name, "seed": self.seed,
                 "input_shape": list(self._input_shape) if self.built else None,
                 "layers": [{"class_name": getattr(l, "_class_name", type(l).__name__),
-                            "config": l.get_config()} for l in self._layers]}
+                            "config": l._architecture() if isinstance(l, Sequential)
+                            else l.get_config()} for l in self._layers]}
+
+    def _architecture(self):
+        """The config cnncuda's files and copies hold (get_config's; a
+        subclassed model's get_config is its class's arguments instead)."""
+        return Sequential.get_config(self)
 
     @classmethod
     def from_config(cls, config):
@@ -1048,7 +1096,7 @@ class Sequential:
         the schedule object beside the bytes)."""
         specs = self._weight_specs() if self.built else []
         header = {"kind": kind, "cnncuda_version": _version(),
-                  "model": {"class_name": self._class_name, "config": self.get_config()},
+                  "model": {"class_name": self._class_name, "config": self._architecture()},
                   "weights": [{"layer": layer.name, "name": name, "trainable": trainable}
                               for layer, name, _, trainable in specs]}
         if kind == "model":
@@ -1172,6 +1220,21 @@ class Sequential:
 
     def __repr__(self):
         return "<%s name=%s, %d layers>" % (self._class_name, self.name, len(self.layers))
+
+
+def _display_class(layer):
+    """The class summary shows: Keras's for cnncuda's models, the user's for
+    a subclassed model or a block (which run as functional models)."""
+    if isinstance(layer, Sequential):
+        if layer.__dict__.get("_subclassed"):
+            return type(layer).__name__
+        return layer.__dict__.get("_display_class") or layer._class_name
+    return type(layer).__name__
+
+
+def _is_block(layer):
+    from .subclassing import is_block
+    return is_block(layer)
 
 
 def _all_models(model):
@@ -1299,12 +1362,12 @@ def load_model(filepath, compile=True, device=None, custom_objects=None):
     """A Sequential or functional model from a file written by ``model.save``: architecture,
     weights, and (with compile=True) its loss, optimizer, metrics and the
     optimizer's state, so that fit goes on exactly where the saved model
-    stopped. ``device`` is passed to compile. Raises
+    stopped. ``device`` is passed to compile. ``custom_objects``:
+    {name: class} of the subclassed models a file holds (layer subclasses,
+    blocks, may be listed too: a file holds them as their traced graphs). Raises
     cnncuda.saving.ModelFileError for a file that is not a cnncuda model,
     truncated, corrupted or of another format version."""
-    if custom_objects:
-        raise ValueError("custom_objects: expected None (cnncuda has no custom layers), got %r"
-                         % (custom_objects,))
+    classes = _custom_classes(custom_objects)
     if device is not None:
         config.engine_for(device)     # the caller's argument: its error is not the file's
     model = _model_from_keras_file(filepath, compile, device)
@@ -1312,7 +1375,7 @@ def load_model(filepath, compile=True, device=None, custom_objects=None):
         return model
     header, weights, slots = saving.read_model_file(filepath)
     try:
-        return _model_from_file(filepath, header, weights, slots, compile, device)
+        return _model_from_file(filepath, header, weights, slots, compile, device, classes)
     except RecursionError:
         # a value nested nearly as deep as the parser takes, too deep for
         # what reads it next (a repr in a message, a comparison)
@@ -1384,7 +1447,56 @@ def _model_from_bytes(data, device, schedule=None):
     return model
 
 
-def _model_from_file(filepath, header, weights, slots, compile, device):
+def _custom_classes(custom_objects):
+    """load_model's custom_objects: {class name: subclassed Model class}
+    (the classes of subclassed models saved in cnncuda's format)."""
+    if custom_objects is None:
+        return {}
+    if not isinstance(custom_objects, dict):
+        raise TypeError("custom_objects: expected a dict {name: class}, got %r"
+                        % (custom_objects,))
+    from .functional import Model
+    for key, value in custom_objects.items():
+        if not (isinstance(value, type) and issubclass(value, (Model, Layer))):
+            raise ValueError("custom_objects[%r]: expected a subclass of keras.Model or of "
+                             "keras.layers.Layer (cnncuda runs no custom functions), got %r"
+                             % (key, value))
+    return {key: value for key, value in custom_objects.items() if issubclass(value, Model)}
+
+
+def _subclass_from_file(filepath, header, classes):
+    """The subclassed model a file holds (its "subclass" entry: class name
+    and get_config()), made again from its class, built on the saved input
+    shape."""
+    info = header["subclass"]
+    name = info.get("class_name")
+    cls = classes.get(name)
+    if cls is None:
+        raise saving.ModelFileError(
+            "%s: the file holds a subclassed model of class %s: pass its class, "
+            "load_model(path, custom_objects={%r: %s}) (Keras needs it too)"
+            % (filepath, name, name, name))
+    if info.get("config") is None:
+        raise saving.ModelFileError(
+            "%s: the file holds a subclassed model of class %s without a config (its "
+            "get_config raised NotImplementedError when it was saved): make the model again "
+            "in code and call load_weights(path)" % (filepath, name))
+    model = cls.from_config(info["config"])
+    model.build((None,) + tuple(header["model"]["config"]["input_shape"]))
+    return model
+
+
+def _subclass_from_bytes(cls, data, device, schedule=None):
+    """A copy of a subclassed model (Model.__reduce__): of its class again."""
+    header, weights, slots = saving.read_model_bytes(data, "<a pickled model>")
+    model = _model_from_file("<a pickled model>", header, weights, slots, True, device,
+                             {header["subclass"]["class_name"]: cls})
+    if schedule is not None:
+        model.optimizer.learning_rate = schedule
+    return model
+
+
+def _model_from_file(filepath, header, weights, slots, compile, device, classes=None):
     # The checksum proves the file whole, not its contents sound (a file of
     # another program, or forged): whatever in it the layers, set_weights or
     # compile refuse is a corrupted file too.
@@ -1392,8 +1504,11 @@ def _model_from_file(filepath, header, weights, slots, compile, device):
         if header.get("kind") != "model":
             raise saving.ModelFileError("%s: holds only weights (save_weights); build the model "
                                         "and call load_weights" % filepath)
-        model = _model_from_config(header["model"].get("class_name", "Sequential"),
-                                   header["model"]["config"])
+        if isinstance(header.get("subclass"), dict):
+            model = _subclass_from_file(filepath, header, classes or {})
+        else:
+            model = _model_from_config(header["model"].get("class_name", "Sequential"),
+                                       header["model"]["config"])
         if weights:
             model.set_weights(weights)
     except saving.ModelFileError:

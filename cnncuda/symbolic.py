@@ -14,6 +14,7 @@ layer and the tensors it was called on), which ``Model`` walks back from the
 outputs to the inputs (cnncuda/functional.py).
 """
 from .checks import shape_str
+from .subclassing import accepts_training
 
 __all__ = ["KerasTensor", "is_symbolic", "call_symbolic"]
 
@@ -48,6 +49,66 @@ class KerasTensor:
         raise TypeError("A KerasTensor is symbolic: it has no values to convert to an array. "
                         "Build a model with keras.Model(inputs, outputs) and call predict")
 
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        raise TypeError("NumPy's %s on a KerasTensor: a symbolic tensor has no values, and "
+                        "cnncuda runs only its layers (use a layer, such as layers.Activation, "
+                        "layers.Add or layers.Rescaling)" % ufunc.__name__)
+
+    def _no_op(self, op):
+        raise TypeError("the operation %s on a KerasTensor has no symbolic form in cnncuda: "
+                        "a model's graph is made of cnncuda's layers only (use a layer, such "
+                        "as layers.Add, layers.Rescaling or layers.Activation)" % op)
+
+    def __add__(self, other):
+        self._no_op("+")
+
+    __radd__ = __add__
+
+    def __sub__(self, other):
+        self._no_op("-")
+
+    __rsub__ = __sub__
+
+    def __mul__(self, other):
+        self._no_op("*")
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, other):
+        self._no_op("/")
+
+    __rtruediv__ = __truediv__
+
+    def __matmul__(self, other):
+        self._no_op("@")
+
+    __rmatmul__ = __matmul__
+
+    def __pow__(self, other):
+        self._no_op("**")
+
+    def __neg__(self):
+        self._no_op("unary -")
+
+    def __abs__(self):
+        self._no_op("abs()")
+
+    def __lt__(self, other):
+        self._no_op("< (branching on a tensor's value)")
+
+    __le__ = __gt__ = __ge__ = __lt__
+
+    def __getitem__(self, key):
+        self._no_op("[] (indexing)")
+
+    def __float__(self):
+        self._no_op("float()")
+
+    __int__ = __index__ = __float__
+
+    def __iter__(self):
+        self._no_op("iteration")
+
 
 def is_symbolic(value):
     """True for a KerasTensor, or a non-empty list or tuple of them."""
@@ -73,11 +134,12 @@ def call_symbolic(layer, inputs, kwargs, what):
     training = kwargs.get("training")
     if training is not None:
         mode = _mode_layers(layer)
-        if mode:
+        if mode and not accepts_training(training):
             raise ValueError("training: %s was called with training=%r, but layer \"%s\" (%s) "
                              "runs in training mode during fit and in inference mode in "
                              "evaluate and predict whatever the call says; a fixed mode is not "
-                             "supported (call it without training=)"
+                             "supported (call it without training=, or in a subclassed model's "
+                             "call with training=training, the mode call is given)"
                              % (what, training, mode[0].name, type(mode[0]).__name__))
     if isinstance(inputs, (list, tuple)):
         merge = getattr(layer, "_merge", False)

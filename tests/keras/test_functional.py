@@ -237,7 +237,7 @@ def test_graphs_keras_refuses_or_cnncuda_cannot_run_are_refused_naming_the_layer
         == (None, 5, 5, 6)
     with pytest.raises(ValueError, match='Layer "sum" \\(Add\\): its inputs must have one shape'):
         layers.Add(name="sum")([x, layers.Dense(3)(a)])
-    with pytest.raises(TypeError, match="subclassed models"):
+    with pytest.raises(TypeError, match="or a subclass of keras.Model that defines call"):
         keras.Model()
     with pytest.raises(ValueError, match="expects a list of at least 2 inputs"):
         keras.Sequential([keras.Input((4,)), layers.Add()])

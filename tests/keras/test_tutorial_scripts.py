@@ -2,7 +2,8 @@
 public ones: TensorFlow's image classification with augmentation, the
 functional API's toy ResNet, overfit and underfit with regularizers, a
 frozen base under a new head, an autoencoder, Chollet's binary classifier on
-vectors, a one-hot classifier with initializers and other activations), each
+vectors, a one-hot classifier with initializers and other activations, the
+"quickstart for experts" subclassed model trained with fit), each
 run with only its imports changed. Each runs on small data of the shapes
 the tutorial uses, on the `cpu` engine and on the NumPy reference engine
 (`numpy`), and the two Histories must agree: the same script, the same
@@ -181,6 +182,40 @@ history = model.fit(x_train, y_train_1h, epochs=2, batch_size=20, verbose=0,
                     validation_split=0.25)
 """
 
+SUBCLASSED_QUICKSTART = """\
+import cnncuda as tf
+from cnncuda.keras.layers import Dense, Flatten, Conv2D, Dropout
+from cnncuda.keras import Model
+tf.keras.utils.set_random_seed(11)
+x_train, x_test = x_train / 255.0, x_test / 255.0
+x_train = x_train[..., None].astype("float32")
+x_test = x_test[..., None].astype("float32")
+
+class MyModel(Model):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = Conv2D(8, 3, activation='relu')
+        self.flatten = Flatten()
+        self.d1 = Dense(32, activation='relu')
+        self.dropout = Dropout(0.2)
+        self.d2 = Dense(10)
+
+    def call(self, x, training=False):
+        x = self.conv1(x)
+        x = self.flatten(x)
+        x = self.d1(x)
+        x = self.dropout(x, training=training)
+        return self.d2(x)
+
+model = MyModel()
+loss_object = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+model.compile(optimizer=tf.keras.optimizers.Adam(), loss=loss_object, metrics=['accuracy'])
+history = model.fit(x_train, y_train, epochs=2, batch_size=16,
+                    validation_data=(x_test, y_test), verbose=0)
+logits = model(x_test[:5])
+logits_training = model(x_test[:5], training=True)
+"""
+
 
 def data():
     rng = np.random.default_rng(0)
@@ -203,13 +238,17 @@ def data():
                            "partial_y_train": rng.integers(0, 2, 128).astype(np.float32),
                            "x_val": (rng.random((64, 100)) < 0.1).astype(np.float32),
                            "y_val": rng.integers(0, 2, 64).astype(np.float32)},
+        "SUBCLASSED_QUICKSTART": {"x_train": rng.integers(0, 256, (48, 14, 14), dtype=np.uint8),
+                                  "y_train": rng.integers(0, 10, 48),
+                                  "x_test": rng.integers(0, 256, (16, 14, 14), dtype=np.uint8),
+                                  "y_test": rng.integers(0, 10, 16)},
         "ONE_HOT": {"x_train": rng.standard_normal((40, 10, 10, 2)).astype(np.float32),
                     "y_train": rng.integers(0, 4, 40)},
     }
 
 
 SCRIPTS = ["IMAGE_AUGMENTATION", "FUNCTIONAL_RESNET", "OVERFIT_UNDERFIT", "FROZEN_BASE",
-           "AUTOENCODER", "CHOLLET_BINARY", "ONE_HOT"]
+           "AUTOENCODER", "CHOLLET_BINARY", "ONE_HOT", "SUBCLASSED_QUICKSTART"]
 
 
 def run(name, engine):
@@ -240,3 +279,6 @@ def test_the_scripts_leave_what_the_tutorials_show():
                                                     scope["frozen_after"], strict=True))
     scope = run("AUTOENCODER", "cpu")
     assert scope["codes"].shape == (4, 16)
+    scope = run("SUBCLASSED_QUICKSTART", "cpu")
+    assert scope["logits"].shape == scope["logits_training"].shape == (5, 10)
+    assert not np.array_equal(scope["logits"], scope["logits_training"])     # dropout on
