@@ -21,8 +21,10 @@ every engine and model call, so the order of the batches and every result
 are those of the same loop on one thread (``overlap=False``). What the
 stream raises comes out where that loop would have raised it, after the
 blocks before it trained. A fit that stops early (stop_training, an
-error, Ctrl-C) has read up to two blocks and a batch past the last one it
-trained; they are dropped (a generator does not give them again).
+error, Ctrl-C) has read a few blocks past the last one it trained (two
+queued, one waiting for room, one being made) and the batch held back to
+join with the next; they are dropped (a generator does not give them
+again).
 
 Per epoch: a Dataset is iterated anew (its shuffle reshuffles); a Sequence's
 batches are visited in a shuffled order when shuffle=True, and its

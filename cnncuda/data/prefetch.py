@@ -77,11 +77,15 @@ class Producer:
         iterator = None
         try:
             iterator = iter(task.make())
-            for item in iterator:
+            while not task.stop.is_set():
+                try:
+                    item = next(iterator)
+                except StopIteration:
+                    self._put(task, ("end", None))
+                    return
                 if not self._put(task, ("item", item)):
                     return
                 item = None
-            self._put(task, ("end", None))
         except BaseException as error:         # the caller raises it where it belongs
             self._put(task, ("error", error))
         finally:
