@@ -7,6 +7,7 @@ import pytest
 
 import cnncuda as tf
 from cnncuda.seeds import synthetic_data
+from conftest import engine_params
 
 ENGINES = ["cpu", "omp:2"]
 
@@ -372,3 +373,24 @@ def test_feed_stats_add_up():
     assert stats.samples == 128 and stats.blocks >= 2
     assert 0 < stats.upload < stats.engine and stats.wait >= 0
     assert "FeedStats(engine=" in repr(stats)
+
+
+@pytest.mark.parametrize("engine", engine_params())
+def test_the_overlap_on_every_engine(engine):
+    """On the GPU engines too: each block's upload and steps beside the
+    producer give the one-thread loop's bits, and the engine's sums."""
+    from cnncuda.data import feed
+    x, y = synthetic_data("lenet5", 96)
+    results = []
+    with tf.device(engine):
+        for overlap in (False, True):
+            m = model(engine)
+            ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(96, seed=2).batch(16)
+            val = tf.data.Dataset.from_tensor_slices((x[:32], y[:32])).batch(16)
+            h = feed_fit(m, ds, overlap, epochs=2, validation_data=val)
+            outputs = feed.predict(m, tf.data.Dataset.from_tensor_slices(x).batch(16), 0, None,
+                                   [], overlap=overlap)
+            results.append((m, h.history, outputs))
+    (a, ha, oa), (b, hb, ob) = results
+    assert ha == hb and same_weights(a, b) and np.array_equal(oa, ob)
+    assert a.optimizer.iterations == 12 and not feed_threads()
