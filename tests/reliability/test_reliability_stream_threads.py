@@ -3,7 +3,7 @@ engine's calls, which release the GIL: the producer runs during set_data's
 upload, the steps, evaluate and predict; several models stream at once,
 each giving what it gives alone; a call on a model whose stream fit runs
 on another thread is refused; Ctrl-C stops a stream fit at a step
-boundary, the producer gone."""
+boundary, the producer gone; an array inside a call cannot be resized."""
 import os
 import signal
 import threading
@@ -175,3 +175,44 @@ def test_ctrl_c_stops_a_stream_fit_at_a_step_boundary(device):
     stream_fit(twin, batches_of(x[:16 * steps], y[:16 * steps], 16), overlap=False)
     assert all(np.array_equal(a, b)
                for a, b in zip(model.get_weights(), twin.get_weights(), strict=True))
+
+
+@pytest.mark.parametrize("call", ["set_data", "evaluate", "predict"])
+def test_an_array_inside_a_core_call_cannot_be_resized(call):
+    """The binding holds the array for the call (the GIL released): another
+    thread's resize is refused by NumPy, and the call gives what it gives
+    undisturbed."""
+    x, y = data(6000)
+    net = make("cpu")._get_net("cpu", "train", 64)
+    alone = net.evaluate(x, y) if call == "evaluate" else \
+        net.predict(x) if call == "predict" else None
+    inside, outcome = threading.Event(), []
+
+    def resize():
+        inside.wait(10)
+        time.sleep(0.01)
+        try:
+            x.resize((10, 16, 16, 4))
+            outcome.append("resized")
+        except ValueError as error:
+            outcome.append(str(error))
+    side = threading.Thread(target=resize)
+    side.start()
+    inside.set()
+    # the calls go on until the other thread has tried: it gets the GIL
+    # when a call releases it (the Python between two calls is far shorter
+    # than the interpreter's 5 ms switch interval)
+    while not outcome:
+        if call == "set_data":
+            net.set_data(x, y)
+            net.set_order(np.arange(len(x)))
+            got = None
+        else:
+            got = net.evaluate(x, y) if call == "evaluate" else net.predict(x)
+    side.join()
+    assert len(outcome) == 1 and outcome[0].startswith("cannot resize"), outcome
+    assert x.shape == (6000, 16, 16, 4)
+    if call == "evaluate":
+        assert got == alone
+    elif call == "predict":
+        assert np.array_equal(got, alone)
