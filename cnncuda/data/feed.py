@@ -7,7 +7,9 @@ joined into a block and given to the engine in one call (``set_data`` of the
 block, ``set_order`` in its order, ``train_range`` over it), so training on
 k batches costs one engine call and gives exactly the results of training
 them one by one. How many batches a call takes adapts so that each lasts
-about one progress-bar interval (cnncuda.chunks.StepChunker); a callback
+about one progress-bar interval (cnncuda.chunks.StepChunker), holding at
+most 256 MiB of float32 samples (data larger than the device goes in
+such blocks, each uploaded in turn; a larger batch is a block); a callback
 with batch hooks gets one batch a call. Each call reads the engine's sums
 (the loss shown). Arrays keep fit's resident path (training.py).
 
@@ -53,6 +55,10 @@ from .sequence import PyDataset
 __all__ = ["is_stream", "fit", "evaluate", "predict", "FeedStats"]
 
 _CHUNK_SECONDS = 1.0     # an engine call's length when no bar is redrawn in place
+# a block's samples as the engine holds them (float32) at most, where one
+# batch is not larger: a block lives on the host (up to four of them with
+# the overlap) and on the device at once
+_BLOCK_BYTES = 256 << 20
 
 
 def is_stream(x):
@@ -161,8 +167,9 @@ class _Batches:
 
 def _blocks(batches, chunker, done_before=0):
     """Groups consecutive batches of one size: yields (xs, ys, batch, count)
-    with `count` batches each, as many as chunker asks for."""
-    pending = []
+    with `count` batches each, as many as chunker asks for and as fit in
+    _BLOCK_BYTES."""
+    pending, size = [], 0
 
     def flush():
         xs = np.concatenate([np.asarray(b[0]) for b in pending]) if len(pending) > 1 \
@@ -175,12 +182,15 @@ def _blocks(batches, chunker, done_before=0):
 
     done = done_before
     for xb, yb in batches:
-        if pending and (len(xb) != len(pending[0][0]) or len(pending) >= chunker.next(done)):
+        xb = np.asarray(xb)
+        if pending and (len(xb) != len(pending[0][0]) or len(pending) >= chunker.next(done)
+                        or size + 4 * xb.size > _BLOCK_BYTES):
             block = flush()
             done += block[3]
-            pending = []
+            pending, size = [], 0
             yield block
         pending.append((xb, yb))
+        size += 4 * xb.size
     if pending:
         yield flush()
 

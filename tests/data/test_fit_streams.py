@@ -394,3 +394,28 @@ def test_the_overlap_on_every_engine(engine):
     (a, ha, oa), (b, hb, ob) = results
     assert ha == hb and same_weights(a, b) and np.array_equal(oa, ob)
     assert a.optimizer.iterations == 12 and not feed_threads()
+
+
+def test_blocks_hold_at_most_the_block_bytes(monkeypatch):
+    """Data larger than the device goes in blocks of bounded size (here two
+    batches' worth), with the bits of one block per epoch."""
+    from cnncuda.data import feed
+    x, y = synthetic_data("lenet5", 80)
+    batch_bytes = 8 * 28 * 28 * 4
+    runs = []
+    for cap in (1 << 40, 2 * batch_bytes):
+        monkeypatch.setattr(feed, "_BLOCK_BYTES", cap)
+        stats = feed.FeedStats()
+        m = model("cpu")
+        h = feed_fit(m, tf.data.Dataset.from_tensor_slices((x, y)).batch(8), True, epochs=2,
+                     stats=stats)
+        runs.append((m, h.history, stats.blocks))
+    (a, ha, blocks_a), (b, hb, blocks_b) = runs
+    assert blocks_b >= 10 and blocks_a >= 1        # 20 batches, at most 2 a block
+    assert ha == hb and same_weights(a, b)
+    blocks = list(feed._blocks(((x[i:i + 8], y[i:i + 8]) for i in range(0, 80, 8)),
+                               feed.StepChunker(1.0, 100)))
+    assert all(4 * xs.size <= 2 * batch_bytes for xs, _, _, _ in blocks)
+    monkeypatch.setattr(feed, "_BLOCK_BYTES", batch_bytes // 2)     # a batch alone is larger
+    assert [c for _, _, _, c in feed._blocks(((x[i:i + 8], y[i:i + 8]) for i in range(0, 24, 8)),
+                                             feed.StepChunker(1.0, 100))] == [1, 1, 1]
