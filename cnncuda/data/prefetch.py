@@ -22,10 +22,14 @@ after the item being made; the iterator is closed on the producer's thread.
 touches the stream any more.
 
 The engine calls release the GIL (csrc/py/net_type.c, net_call), so the
-producer decodes while the engine trains.
+producer decodes while the engine trains. The producer never calls the
+model: a stream that calls the model it feeds gets exclusive.py's
+RuntimeError, which says so.
 """
 import queue
 import threading
+
+from ..exclusive import FEED_THREAD
 
 __all__ = ["Producer"]
 
@@ -45,7 +49,7 @@ class Producer:
     pass's items on the caller's thread. Use as a context manager, or call
     close()."""
 
-    def __init__(self, depth=2, name="cnncuda-feed"):
+    def __init__(self, depth=2, name=FEED_THREAD):
         self.depth = depth
         self._tasks = queue.Queue()
         self._thread = threading.Thread(target=self._work, name=name, daemon=True)

@@ -419,3 +419,21 @@ def test_blocks_hold_at_most_the_block_bytes(monkeypatch):
     monkeypatch.setattr(feed, "_BLOCK_BYTES", batch_bytes // 2)     # a batch alone is larger
     assert [c for _, _, _, c in feed._blocks(((x[i:i + 8], y[i:i + 8]) for i in range(0, 24, 8)),
                                              feed.StepChunker(1.0, 100))] == [1, 1, 1]
+
+
+def test_a_stream_that_calls_its_own_model_is_refused_clearly():
+    """The stream is read on fit's producer thread while the model trains:
+    a generator that asks the model it feeds gets a RuntimeError saying so
+    (another model, a copy, is fine)."""
+    x, y = synthetic_data("lenet5", 32)
+    m, other = model("cpu"), model("cpu")
+    m.fit(x[:8], y[:8], verbose=0)
+
+    def labelled_by(teacher):
+        for i in range(0, 32, 8):
+            yield x[i:i + 8], np.argmax(teacher.predict(x[i:i + 8], verbose=0), axis=1)
+    with pytest.raises(RuntimeError, match="predict\\(\\) was called by the stream that fit"):
+        m.fit(labelled_by(m), verbose=0)
+    assert m.optimizer.iterations == 1 and not feed_threads()
+    m.fit(labelled_by(other), verbose=0)
+    assert m.optimizer.iterations == 1 + 4
