@@ -375,7 +375,7 @@ def test_feed_stats_add_up():
     assert "FeedStats(engine=" in repr(stats)
 
 
-@pytest.mark.parametrize("engine", engine_params())
+@pytest.mark.parametrize("engine", engine_params() + ["numpy"])
 def test_the_overlap_on_every_engine(engine):
     """On the GPU engines too: each block's upload and steps beside the
     producer give the one-thread loop's bits, and the engine's sums."""
