@@ -15,6 +15,7 @@ import threading
 __all__ = ["exclusive"]
 
 _OWNERS = threading.Lock()      # guards every model's _call_owner
+FEED_THREAD = "cnncuda-feed"    # the thread that reads a stream (data/prefetch.py)
 
 
 def _enter(model, what):
@@ -25,6 +26,12 @@ def _enter(model, what):
             model._call_owner = [me, what, 1]
         elif owner[0] == me:
             owner[2] += 1
+        elif threading.current_thread().name == FEED_THREAD:
+            raise RuntimeError('model "%s": %s() was called by the stream that %s() reads; fit, '
+                               "evaluate and predict read a dataset or generator on a thread of "
+                               "their own while the model trains, so the stream must not call "
+                               "the model it feeds (use a copy of the model)"
+                               % (getattr(model, "name", "?"), what, owner[1]))
         else:
             raise RuntimeError('model "%s": %s() was called while %s() runs on another thread; '
                                "calls on one model must not overlap (use one model per thread, "

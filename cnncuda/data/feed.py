@@ -7,9 +7,26 @@ joined into a block and given to the engine in one call (``set_data`` of the
 block, ``set_order`` in its order, ``train_range`` over it), so training on
 k batches costs one engine call and gives exactly the results of training
 them one by one. How many batches a call takes adapts so that each lasts
-about one progress-bar interval (cnncuda.chunks.StepChunker); a callback
+about one progress-bar interval (cnncuda.chunks.StepChunker), holding at
+most 256 MiB of float32 samples (data larger than the device goes in
+such blocks, each uploaded in turn; a larger batch is a block); a callback
 with batch hooks gets one batch a call. Each call reads the engine's sums
 (the loss shown). Arrays keep fit's resident path (training.py).
+
+Overlap: the stream is iterated, and its blocks joined, on one producer
+thread (prefetch.Producer) while the engine trains on the block before
+(the engine calls release the GIL), at most two blocks ahead; a generator
+is touched by that thread only. The producer groups batches by its own
+step count; the caller's thread cuts a block where a learning-rate
+schedule's rate may change (cnncuda.chunks.RateChunker's rule) and makes
+every engine and model call, so the order of the batches and every result
+are those of the same loop on one thread (``overlap=False``). What the
+stream raises comes out where that loop would have raised it, after the
+blocks before it trained. A fit that stops early (stop_training, an
+error, Ctrl-C) has read a few blocks past the last one it trained (two
+queued, one waiting for room, one being made) and the batch held back to
+join with the next; they are dropped (a generator does not give them
+again).
 
 Per epoch: a Dataset is iterated anew (its shuffle reshuffles); a Sequence's
 batches are visited in a shuffled order when shuffle=True, and its
@@ -19,6 +36,7 @@ goes on from there (a Dataset or Sequence starts over once it runs out);
 a generator that runs out ends training with Keras's warning.
 """
 import collections.abc
+import contextlib
 import sys
 import time
 import warnings
@@ -28,14 +46,19 @@ import numpy as np
 from .. import config
 from ..callbacks import CallbackList, History, ProgbarLogger
 from ..checks import positive_int
-from ..chunks import RateChunker, StepChunker
+from ..chunks import StepChunker
 from ..progbar import Progbar
 from .dataset import INFINITE, Dataset
+from .prefetch import Producer
 from .sequence import PyDataset
 
-__all__ = ["is_stream", "fit", "evaluate", "predict"]
+__all__ = ["is_stream", "fit", "evaluate", "predict", "FeedStats"]
 
 _CHUNK_SECONDS = 1.0     # an engine call's length when no bar is redrawn in place
+# a block's samples as the engine holds them (float32) at most, where one
+# batch is not larger: a block lives on the host (up to four of them with
+# the overlap) and on the device at once
+_BLOCK_BYTES = 256 << 20
 
 
 def is_stream(x):
@@ -144,8 +167,9 @@ class _Batches:
 
 def _blocks(batches, chunker, done_before=0):
     """Groups consecutive batches of one size: yields (xs, ys, batch, count)
-    with `count` batches each, as many as chunker asks for."""
-    pending = []
+    with `count` batches each, as many as chunker asks for and as fit in
+    _BLOCK_BYTES."""
+    pending, size = [], 0
 
     def flush():
         xs = np.concatenate([np.asarray(b[0]) for b in pending]) if len(pending) > 1 \
@@ -158,14 +182,79 @@ def _blocks(batches, chunker, done_before=0):
 
     done = done_before
     for xb, yb in batches:
-        if pending and (len(xb) != len(pending[0][0]) or len(pending) >= chunker.next(done)):
+        xb = np.asarray(xb)
+        if pending and (len(xb) != len(pending[0][0]) or len(pending) >= chunker.next(done)
+                        or size + 4 * xb.size > _BLOCK_BYTES):
             block = flush()
             done += block[3]
-            pending = []
+            pending, size = [], 0
             yield block
         pending.append((xb, yb))
+        size += 4 * xb.size
     if pending:
         yield flush()
+
+
+class FeedStats:
+    """Where a fit over a stream spent its time (cnncuda.bench.stream), summed
+    over the fit: ``engine`` seconds inside the engine's calls on the
+    training blocks (the upload, the steps and the sums read back),
+    ``upload`` those of set_data alone, ``wait`` seconds the caller's
+    thread waited for the stream's next block (decoding it, with
+    overlap=False), ``samples`` and ``blocks`` trained."""
+
+    def __init__(self):
+        self.engine = self.upload = self.wait = 0.0
+        self.samples = self.blocks = 0
+
+    def __repr__(self):
+        return ("FeedStats(engine=%.3fs, upload=%.3fs, wait=%.3fs, samples=%d, blocks=%d)"
+                % (self.engine, self.upload, self.wait, self.samples, self.blocks))
+
+
+class _Feed:
+    """A call's passes over its streams: made on one producer thread
+    (overlap) or on the caller's thread, as the loop asks for them."""
+
+    def __init__(self, overlap, stats=None):
+        self.producer = Producer() if overlap else None
+        self.stats = stats
+
+    def items(self, make):
+        """The items of make(); close() it (contextlib.closing) when left early."""
+        items = self.producer.items(make) if self.producer is not None else iter(make())
+        try:
+            while True:
+                began = time.perf_counter()
+                try:
+                    item = next(items)
+                except StopIteration:
+                    return
+                finally:
+                    if self.stats is not None:
+                        self.stats.wait += time.perf_counter() - began
+                yield item
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
+
+    def close(self):
+        if self.producer is not None:
+            self.producer.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _contiguous(blocks):
+    """Blocks whose arrays are C-contiguous, as the engine uploads them."""
+    for xs, ys, batch, count in blocks:
+        yield (np.ascontiguousarray(xs), None if ys is None else np.ascontiguousarray(ys),
+               batch, count)
 
 
 def _check_pair(model, xb, yb, arg):
@@ -205,8 +294,13 @@ def _steps(value, arg):
 
 
 def fit(model, x, epochs, verbose, callbacks, validation_data, shuffle, initial_epoch,
-        steps_per_epoch, validation_steps, validation_batch_size, validation_freq):
-    """fit over a stream (training.fit checked the common arguments)."""
+        steps_per_epoch, validation_steps, validation_batch_size, validation_freq,
+        overlap=True, stats=None):
+    """fit over a stream (training.fit checked the common arguments).
+    `overlap`: the stream read on a producer thread while the engine trains
+    (False: on the caller's thread, between the engine's calls; the
+    results are the same). `stats`: a FeedStats that gathers where the
+    time went."""
     steps_per_epoch = _steps(steps_per_epoch, "steps_per_epoch")
     validation_steps = _steps(validation_steps, "validation_steps")
     # validation_batch_size (checked by training.fit) changes nothing here:
@@ -240,10 +334,12 @@ def fit(model, x, epochs, verbose, callbacks, validation_data, shuffle, initial_
     model.stop_training = False
     cbs.on_train_begin()
     logs = {}
+    feed = _Feed(overlap, stats)
     try:
         for epoch in range(initial_epoch, epochs):
             cbs.on_epoch_begin(epoch)
-            logs, done = _train_epoch(model, device, source, steps_per_epoch, cbs, bar, per_batch)
+            logs, done = _train_epoch(model, device, source, steps_per_epoch, cbs, bar, per_batch,
+                                      feed)
             source.end_epoch()
             if params["steps"] is None:
                 params["steps"] = done      # known after the first pass, as Keras learns it
@@ -254,7 +350,8 @@ def fit(model, x, epochs, verbose, callbacks, validation_data, shuffle, initial_
                 model.stop_training = True
             if validation is not None and done and should_validate(epoch, validation_freq):
                 cbs.on_test_begin()
-                val_logs = _evaluate_validation(model, model._net, validation, validation_steps)
+                val_logs = _evaluate_validation(model, model._net, validation, validation_steps,
+                                                feed)
                 cbs.on_test_end(val_logs)
                 logs.update(val_logs)
             cbs.on_epoch_end(epoch, logs)
@@ -263,62 +360,106 @@ def fit(model, x, epochs, verbose, callbacks, validation_data, shuffle, initial_
     except BaseException:
         model._forget_failed_group(sys.exc_info()[1])
         raise
+    finally:
+        feed.close()
     cbs.on_train_end(logs)
     return history
 
 
-def _train_epoch(model, device, source, limit, cbs, bar, per_batch):
+def _train_epoch(model, device, source, limit, cbs, bar, per_batch, feed):
     """One epoch; the loss and accuracy sums stay on the engine (read
     without reset after each block, reset at the end), so they are summed
-    as fit over arrays sums them."""
+    as fit over arrays sums them. The blocks come from `feed` (made on its
+    producer's thread); every engine and model call is made here."""
     seconds = bar.progbar.interval if (bar and bar.progbar.dynamic and bar.verbose == 1) \
         else _CHUNK_SECONDS
-    chunker = RateChunker(StepChunker(seconds, limit or (1 << 40), single=per_batch),
-                          model.optimizer)
-    base_loss = base_correct = 0.0      # sums of a network replaced within the epoch
-    loss_sum = correct = 0.0
-    seen = done = 0
-    net = None
-    host = _host(model)
+    chunker = StepChunker(seconds, limit or (1 << 40), single=per_batch)
+    state = _EpochState(model, device, cbs, per_batch, feed.stats)
+
+    def make():
+        return _contiguous(_blocks(source.epoch(limit), chunker))
     try:
-        for xs, ys, batch, count in _blocks(source.epoch(limit), chunker):
-            if per_batch:
-                cbs.on_train_batch_begin(done)
-            xs, ys = _check_pair(model, xs, ys, "x")
-            new = model._get_net(device, "train", max(batch, _built_batch(model)))
-            if net is not None and new is not net:
-                part_loss, part_correct = net.read_sums(reset=True)
-                base_loss, base_correct = base_loss + part_loss, base_correct + part_correct
-            net = new
-            began = time.perf_counter()
-            model._data_token = None      # the network holds this block, no fit's data
-            net.set_data(xs, ys)
-            net.set_order(np.arange(len(xs)))
-            if host:        # see training.train_steps_with_outputs
-                from ..training import train_steps_with_outputs
-                train_steps_with_outputs(net, xs, np.asarray(ys), np.arange(len(xs)), 0,
-                                         len(xs), batch, host)
-            else:
-                net.train_range(0, len(xs), batch)
-            part_loss, part_correct = net.read_sums(reset=False)
-            chunker.took(time.perf_counter() - began, count)
-            loss_sum, correct = base_loss + part_loss, base_correct + part_correct
-            seen += len(xs)
-            done += count
-            logs = _logs(model, loss_sum, correct, seen)
-            if per_batch:
-                cbs.on_train_batch_end(done - 1, logs)
-            if bar is not None and (limit is None or done < limit) and bar.due():
-                bar.update(done, logs)
-            if model.stop_training:
-                break
+        with contextlib.closing(feed.items(make)) as blocks:
+            for xs, ys, batch, count in blocks:
+                began = time.perf_counter()
+                # a schedule's rate is the engine's from one call to the next
+                # (chunks.RateChunker): the block is cut where it may change
+                at = 0
+                while at < count:
+                    k = _constant_steps(model.optimizer, count - at)
+                    rows = slice(at * batch, min((at + k) * batch, len(xs)))
+                    state.train(xs[rows], None if ys is None else ys[rows], batch, k)
+                    at += k
+                chunker.took(time.perf_counter() - began, count)
+                if bar is not None and (limit is None or state.done < limit) and bar.due():
+                    bar.update(state.done, state.logs())
+                if model.stop_training:
+                    break
     finally:
-        if net is not None:
+        if state.net is not None:
             try:
-                net.read_sums(reset=True)    # the next epoch (or fit) starts from zero
+                state.net.read_sums(reset=True)    # the next epoch (or fit) starts from zero
             except Exception:
                 pass
-    return _logs(model, loss_sum, correct, seen), done
+    return state.logs(), state.done
+
+
+def _constant_steps(optimizer, count):
+    """How many of the next `count` steps surely train at one rate."""
+    constant = optimizer.constant_rate_steps() if optimizer is not None else None
+    return count if constant is None else max(1, min(count, constant))
+
+
+class _EpochState:
+    """An epoch's engine calls over its blocks and the sums they leave."""
+
+    def __init__(self, model, device, cbs, per_batch, stats):
+        self.model, self.device, self.cbs, self.per_batch = model, device, cbs, per_batch
+        self.stats = stats
+        self.host = _host(model)
+        self.base_loss = self.base_correct = 0.0   # sums of a network replaced within the epoch
+        self.loss_sum = self.correct = 0.0
+        self.seen = self.done = 0
+        self.net = None
+
+    def logs(self):
+        return _logs(self.model, self.loss_sum, self.correct, self.seen)
+
+    def train(self, xs, ys, batch, count):
+        """`count` batches of `batch` samples (the last one may be short)."""
+        model = self.model
+        if self.per_batch:
+            self.cbs.on_train_batch_begin(self.done)
+        xs, ys = _check_pair(model, xs, ys, "x")
+        new = model._get_net(self.device, "train", max(batch, _built_batch(model)))
+        if self.net is not None and new is not self.net:
+            part_loss, part_correct = self.net.read_sums(reset=True)
+            self.base_loss += part_loss
+            self.base_correct += part_correct
+        net = self.net = new
+        began = time.perf_counter()
+        model._data_token = None      # the network holds this block, no fit's data
+        net.set_data(xs, ys)
+        uploaded = time.perf_counter()
+        net.set_order(np.arange(len(xs)))
+        if self.host:        # see training.train_steps_with_outputs
+            from ..training import train_steps_with_outputs
+            train_steps_with_outputs(net, xs, np.asarray(ys), np.arange(len(xs)), 0,
+                                     len(xs), batch, self.host)
+        else:
+            net.train_range(0, len(xs), batch)
+        part_loss, part_correct = net.read_sums(reset=False)
+        if self.stats is not None:
+            self.stats.engine += time.perf_counter() - began
+            self.stats.upload += uploaded - began
+            self.stats.samples += len(xs)
+            self.stats.blocks += 1
+        self.loss_sum = self.base_loss + part_loss
+        self.correct = self.base_correct + part_correct
+        self.seen += len(xs)
+        self.done += count
+        if self.per_batch:
+            self.cbs.on_train_batch_end(self.done - 1, self.logs())
 
 
 def _built_batch(model):
@@ -326,7 +467,7 @@ def _built_batch(model):
     return net.max_batch if net is not None else 1
 
 
-def _evaluate_validation(model, net, validation, steps):
+def _evaluate_validation(model, net, validation, steps, feed):
     host = _host(model)
     if isinstance(validation, tuple):
         loss_sum, correct = net.evaluate(validation[0], validation[1], x_arg="validation_data[0]")
@@ -334,19 +475,21 @@ def _evaluate_validation(model, net, validation, steps):
         return _logs(model, loss_sum, correct, len(validation[0]), "val_")
     loss_sum = correct = 0.0
     seen = 0
-    for xb, yb in validation.epoch(steps):
-        xb, yb = _check_pair(model, xb, yb, "validation_data")
-        part_loss, part_correct = net.evaluate(xb, yb, x_arg="validation_data")
-        _update(host, net, xb, yb, "validation_data")
-        loss_sum += part_loss
-        correct += part_correct
-        seen += len(xb)
+    with contextlib.closing(feed.items(lambda: validation.epoch(steps))) as batches:
+        for xb, yb in batches:
+            xb, yb = _check_pair(model, xb, yb, "validation_data")
+            part_loss, part_correct = net.evaluate(xb, yb, x_arg="validation_data")
+            _update(host, net, xb, yb, "validation_data")
+            loss_sum += part_loss
+            correct += part_correct
+            seen += len(xb)
     validation.end_epoch()
     return _logs(model, loss_sum, correct, seen, "val_")
 
 
-def evaluate(model, x, verbose, steps, callbacks, return_dict):
-    """evaluate over a stream: the loss and metric over every sample of its batches."""
+def evaluate(model, x, verbose, steps, callbacks, return_dict, overlap=True):
+    """evaluate over a stream: the loss and metric over every sample of its
+    batches (`overlap` as fit's)."""
     steps = _steps(steps, "steps")
     source = _Batches(x, "x")
     if source.infinite and steps is None:
@@ -359,20 +502,22 @@ def evaluate(model, x, verbose, steps, callbacks, return_dict):
     host = _host(model)
     loss_sum = correct = 0.0
     seen = done = 0
-    for xb, yb in source.epoch(steps):
-        cbs.on_test_batch_begin(done)
-        xb, yb = _check_pair(model, xb, yb, "x")      # builds an unbuilt model from xb
-        net = model._get_net(config.resolve_device(model._device), "evaluate")
-        part_loss, part_correct = net.evaluate(xb, yb)
-        _update(host, net, xb, yb)
-        loss_sum += part_loss
-        correct += part_correct
-        seen += len(xb)
-        done += 1
-        logs = _logs(model, loss_sum, correct, seen)
-        cbs.on_test_batch_end(done - 1, logs)
-        if progbar is not None and (total is None or done < total):
-            progbar.update(done, logs)
+    with _Feed(overlap) as feed, \
+            contextlib.closing(feed.items(lambda: source.epoch(steps))) as batches:
+        for xb, yb in batches:
+            cbs.on_test_batch_begin(done)
+            xb, yb = _check_pair(model, xb, yb, "x")      # builds an unbuilt model from xb
+            net = model._get_net(config.resolve_device(model._device), "evaluate")
+            part_loss, part_correct = net.evaluate(xb, yb)
+            _update(host, net, xb, yb)
+            loss_sum += part_loss
+            correct += part_correct
+            seen += len(xb)
+            done += 1
+            logs = _logs(model, loss_sum, correct, seen)
+            cbs.on_test_batch_end(done - 1, logs)
+            if progbar is not None and (total is None or done < total):
+                progbar.update(done, logs)
     source.end_epoch()
     logs = _logs(model, loss_sum, correct, seen)
     if progbar is not None:
@@ -387,8 +532,9 @@ def evaluate(model, x, verbose, steps, callbacks, return_dict):
     return values if len(values) > 1 else values[0]
 
 
-def predict(model, x, verbose, steps, callbacks):
-    """predict over a stream: the outputs of every batch's x, in order."""
+def predict(model, x, verbose, steps, callbacks, overlap=True):
+    """predict over a stream: the outputs of every batch's x, in order
+    (`overlap` as fit's)."""
     from ..checks import check_x
     steps = _steps(steps, "steps")
     source = _Batches(x, "x")
@@ -400,16 +546,18 @@ def predict(model, x, verbose, steps, callbacks):
     progbar = Progbar(total, verbose=verbose) if verbose else None
     cbs.on_predict_begin()
     parts, done = [], 0
-    for xb, _ in source.epoch(steps):
-        cbs.on_predict_batch_begin(done)
-        model._build_from_data(xb)
-        xb = model._engine_x(check_x(xb, model.input_shape[1:], "x", finite=False))
-        net = model._get_net(config.resolve_device(model._device), "predict", len(xb))
-        parts.append(net.predict(xb, x_arg="x"))
-        done += 1
-        cbs.on_predict_batch_end(done - 1, {"outputs": parts[-1]})
-        if progbar is not None and (total is None or done < total):
-            progbar.update(done)
+    with _Feed(overlap) as feed, \
+            contextlib.closing(feed.items(lambda: source.epoch(steps))) as batches:
+        for xb, _ in batches:
+            cbs.on_predict_batch_begin(done)
+            model._build_from_data(xb)
+            xb = model._engine_x(check_x(xb, model.input_shape[1:], "x", finite=False))
+            net = model._get_net(config.resolve_device(model._device), "predict", len(xb))
+            parts.append(net.predict(xb, x_arg="x"))
+            done += 1
+            cbs.on_predict_batch_end(done - 1, {"outputs": parts[-1]})
+            if progbar is not None and (total is None or done < total):
+                progbar.update(done)
     source.end_epoch()
     if progbar is not None:
         if progbar.target is None:
