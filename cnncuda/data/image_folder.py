@@ -9,7 +9,9 @@ alike); validation_split keeps the last int(split * n) files for
 'validation' and the rest for 'training'; a shuffled training set is
 reshuffled each epoch in a buffer of 8 batches. Images come as float32 in
 0..255, (batch, height, width, channels). They are decoded by Pillow (an
-optional dependency) on several threads when a batch is drawn, resized with
+optional dependency) when a batch is drawn, on the process's decoding threads
+(one per core, at most 16, made on first use and made again in a forked
+child, where the parent's threads do not run), resized with
 Pillow's filter of the `interpolation` name (values differ slightly from
 TensorFlow's resize of the same name).
 """
@@ -28,6 +30,21 @@ CHANNELS = {"grayscale": 1, "rgb": 3, "rgba": 4}
 PIL_MODES = {"grayscale": "L", "rgb": "RGB", "rgba": "RGBA"}
 INTERPOLATIONS = ("bilinear", "nearest", "bicubic", "area", "lanczos3", "lanczos5",
                   "gaussian", "mitchellcubic")
+MAX_DECODERS = 16
+
+_decoders = {"pid": None, "pool": None}
+
+
+def _decoder_pool():
+    """The decoding threads of this process. A pool per batch cost a thread
+    start per image and capped a batch at 8 threads; a pool inherited
+    through fork holds threads that do not exist in the child and would
+    never run its work, so a child makes its own."""
+    if _decoders["pid"] != os.getpid():
+        _decoders["pool"] = ThreadPoolExecutor(max(1, min(MAX_DECODERS, os.cpu_count() or 1)),
+                                               thread_name_prefix="cnncuda-decode")
+        _decoders["pid"] = os.getpid()
+    return _decoders["pool"]
 
 
 def _pillow():
@@ -201,7 +218,6 @@ def _dataset(paths, labels, label_mode, classes, color_mode, size, interpolation
              batch_size, shuffle, seed, class_names, Image):
     resample = _filter(Image, interpolation)
     mode = PIL_MODES[color_mode]
-    threads = max(1, min(8, os.cpu_count() or 1))
 
     def targets(values):
         values = np.asarray(values, dtype=np.int64)
@@ -214,8 +230,8 @@ def _dataset(paths, labels, label_mode, classes, color_mode, size, interpolation
     def decode_batch(batch_paths, *batch_labels):
         files = [p.decode() if isinstance(p, bytes) else str(p)
                  for p in np.atleast_1d(batch_paths)]
-        with ThreadPoolExecutor(threads) as pool:
-            images = list(pool.map(lambda f: _decode(f, mode, size, resample, crop, Image), files))
+        images = list(_decoder_pool().map(
+            lambda f: _decode(f, mode, size, resample, crop, Image), files))
         x = np.stack(images)
         if np.ndim(batch_paths) == 0:
             x = x[0]

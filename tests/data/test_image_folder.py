@@ -83,3 +83,43 @@ def test_fit_on_a_folder(folder):
                   loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     history = model.fit(ds.prefetch(tf.data.AUTOTUNE), epochs=2, verbose=0)
     assert len(history.history["loss"]) == 2 and model.optimizer.iterations == 6
+
+
+FORK_SCRIPT = """
+import os, sys
+import numpy as np
+import cnncuda as tf
+
+def images():
+    ds = tf.keras.utils.image_dataset_from_directory(sys.argv[1], image_size=(6, 5), batch_size=4,
+                                                     shuffle=False, verbose=False)
+    return np.concatenate([x for x, _ in ds]).tobytes()
+
+mine = images()                  # the decoding threads are up
+pid = os.fork()
+if pid == 0:
+    os._exit(0 if images() == mine else 3)
+_, status = os.waitpid(pid, 0)
+print("child exit:", os.waitstatus_to_exitcode(status))
+"""
+
+
+def test_a_forked_child_decodes_with_threads_of_its_own(folder, tmp_path):
+    """The decoding threads are the process's; a child forked after they
+    started gets none of them running, and decodes on threads of its own."""
+    import signal
+    import subprocess
+    import sys
+    script = tmp_path / "fork.py"
+    script.write_text(FORK_SCRIPT)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    child = subprocess.Popen([sys.executable, str(script), folder], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, start_new_session=True,
+                             env=dict(os.environ, PYTHONPATH=root))
+    try:
+        out, err = child.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.communicate()
+        pytest.fail("the forked child hung decoding (no answer in 120 s)")
+    assert child.returncode == 0 and "child exit: 0" in out, (out, err[-3000:])
