@@ -35,7 +35,7 @@ import numpy as np
 
 from . import config, sample_weights
 from .callbacks import Callback, CallbackList, History, ProgbarLogger
-from .checks import boolean, check_targets, check_x, nonnegative_int, number_in, positive_int
+from .checks import boolean, check_targets, nonnegative_int, number_in, positive_int
 from .chunks import RateChunker, StepChunker
 from .data import feed
 from .progbar import Progbar
@@ -113,6 +113,23 @@ def _callbacks(value):
     return list(value)
 
 
+def sample_count(model, x):
+    """How many samples x holds (predict_on_batch's batch size): of its
+    first input where the model has several."""
+    if getattr(model, "_several_inputs", False):
+        parts = model._by_name(x, "x")
+        x = parts[0][0]
+    return len(np.asarray(x)) if np.ndim(x) else 1
+
+
+def refuse_stream_inputs(model, x):
+    """A dataset or generator for a model of several inputs is refused."""
+    if feed.is_stream(x) and getattr(model, "_several_inputs", False):
+        raise ValueError("x: a dataset, generator or Sequence is not supported for a model of "
+                         "several inputs (%d); give x as a list of arrays or a dict keyed by "
+                         "the Inputs' names" % len(model.inputs))
+
+
 def _data(model, x, y, x_arg="x", y_arg="y"):
     """(x, y) checked against the model and its loss."""
     if x is None:
@@ -120,8 +137,7 @@ def _data(model, x, y, x_arg="x", y_arg="y"):
     if y is None:
         raise ValueError("%s: expected the targets of %s, got None" % (y_arg, x_arg))
     model._build_from_data(x, x_arg)
-    # the engine checks the values
-    x = model._engine_x(check_x(x, model.input_shape[1:], x_arg, finite=False))
+    x = model._engine_data(x, x_arg)        # the engine checks the values
     classes = model._output_classes()
     if classes is None:
         raise ValueError("loss: the model's output %s is not (None, classes)"
@@ -327,6 +343,7 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
     validation_freq = validation_freq_check(validation_freq)
     if validation_batch_size is not None:
         validation_batch_size = positive_int(validation_batch_size, "validation_batch_size")
+    refuse_stream_inputs(model, x)
     if feed.is_stream(x):       # a Dataset, a generator or a Sequence: data/feed.py
         refuse_weights(sample_weight=sample_weight, class_weight=class_weight)
         feed.refuse_array_arguments(x, [("y", y, None), ("batch_size", batch_size, None),
@@ -457,6 +474,7 @@ def evaluate(model, x, y, batch_size, verbose, sample_weight, steps, callbacks, 
     batch = 32 if batch_size is None else positive_int(batch_size, "batch_size")
     verbose = _verbose(verbose)
     user_callbacks = _callbacks(callbacks)
+    refuse_stream_inputs(model, x)
     if feed.is_stream(x):
         refuse_weights(sample_weight=sample_weight)
         feed.refuse_array_arguments(x, [("y", y, None), ("batch_size", batch_size, None)])
@@ -495,6 +513,7 @@ def predict(model, x, batch_size, verbose, steps, callbacks):
     batch = 32 if batch_size is None else positive_int(batch_size, "batch_size")
     verbose = _verbose(verbose)
     user_callbacks = _callbacks(callbacks)
+    refuse_stream_inputs(model, x)
     if feed.is_stream(x):
         feed.refuse_array_arguments(x, [("batch_size", batch_size, None)])
         return feed.predict(model, x, verbose, steps, user_callbacks)
@@ -502,8 +521,7 @@ def predict(model, x, batch_size, verbose, steps, callbacks):
     if x is None:
         raise ValueError("x: expected an array of samples, got None")
     model._build_from_data(x)
-    x = model._engine_x(check_x(x, model.input_shape[1:], "x", allow_empty=True,
-                                finite=False))
+    x = model._engine_data(x, "x", allow_empty=True)
     net = model._get_net(config.resolve_device(model._device), "predict",
                          min(batch, max(len(x), 1)))
     n = len(x)

@@ -92,6 +92,7 @@ typedef enum step_kind {
     STEP_PRELU_FORWARD,
     STEP_SHAPE_FORWARD, /* a shape or image layer's (cnn.h CNN_LAYER_SHAPE_FIRST ...) */
     STEP_ADD_FORWARD, STEP_CONCAT_FORWARD,
+    STEP_INPUT_SLICE, /* an input of several (no backward: see aug_floor) */
     /* a training step's loss, its gradient into grad_a */
     STEP_LOSS, STEP_SOFTMAX_LOSS, STEP_DENSE_LOSS_HEAD,
     /* backward */
