@@ -319,18 +319,23 @@ class Model(Sequential):
 
     @classmethod
     def _from_chain(cls, input_shape, layers, name=None, seed=None, input_name=None,
-                    reads=None):
+                    reads=None, inputs=None):
         """The functional model of `layers` called on an Input of
         `input_shape`: one after the other, or each on the outputs `reads`
-        names (indices into the layers, -1 the input)."""
+        names (indices into the layers, -1 - k input k); with `inputs`,
+        [(name, shape)] of each of several Inputs, in the model's order."""
         from .layers import Input
-        inputs = Input(shape=input_shape, name=input_name)
+        if inputs is None:
+            tensors_in = [Input(shape=input_shape, name=input_name)]
+        else:
+            tensors_in = [Input(shape=tuple(shape), name=in_name) for in_name, shape in inputs]
         tensors = []
         for i, layer in enumerate(layers):
             sources = [i - 1] if reads is None else reads[i]
-            args = [inputs if j < 0 else tensors[j] for j in sources]
+            args = [tensors_in[-1 - j] if j < 0 else tensors[j] for j in sources]
             tensors.append(layer(args if getattr(layer, "_merge", False) else args[0]))
-        return cls(inputs, tensors[-1], name=name, seed=seed)
+        return cls(tensors_in if inputs is not None else tensors_in[0], tensors[-1], name=name,
+                   seed=seed)
 
     @property
     def layers(self):
@@ -349,6 +354,13 @@ class Model(Sequential):
         if self._several_inputs:
             return [(None,) + tuple(l._input_shape_arg) for l in self._input_layers]
         return super().input_shape
+
+    def __call__(self, x, training=None, **kwargs):
+        from .symbolic import is_symbolic
+        if self._several_inputs and is_symbolic(x):
+            raise ValueError('model "%s" has several inputs (%d): using it as a layer of another '
+                             "model is not supported" % (self.name, len(self._input_layers)))
+        return super().__call__(x, training=training, **kwargs)
 
     def _build_from_data(self, x, arg="x"):
         if not self._several_inputs:
@@ -401,10 +413,13 @@ class Model(Sequential):
     def get_config(self):
         """Sequential's config (the layers in order) and the Input's name;
         for a graph, what each layer reads ("reads": indices into the
-        layers, -1 the input)."""
+        layers, -1 - k input k); with several inputs, "inputs": [name,
+        shape] of each ("input_shape" is then the engine's packed one)."""
         config = dict(super().get_config(), input_name=self._input_layer.name)
         if self._is_graph:
             config["reads"] = [list(r) for r in self._reads]
+        if self._several_inputs:
+            config["inputs"] = [[l.name, list(l._input_shape_arg)] for l in self._input_layers]
         return config
 
     def add(self, layer):

@@ -1201,7 +1201,8 @@ def _model_from_config(class_name, spec):
     if class_name == "Functional":
         from .functional import Model
         return Model._from_chain(shape, entries, name=spec["name"], seed=spec["seed"],
-                                 input_name=spec.get("input_name"), reads=spec.get("reads"))
+                                 input_name=spec.get("input_name"), reads=spec.get("reads"),
+                                 inputs=spec.get("inputs"))
     model = Sequential(name=spec["name"], seed=spec["seed"])
     if shape is not None:
         model.add(InputLayer(input_shape=shape, name="_input"))

@@ -1,0 +1,329 @@
+"""Functional models of several inputs (issue #24): keras.Model([a, b, ...],
+y) in the style of Chollet's "Deep Learning with Python" ch. 7 (text-like
+features and images joined by Concatenate, Dense heads). The engine takes
+the inputs packed side by side per sample and an input_slice layer gives
+each input to its readers (csrc/net/graph.c); each engine against the NumPy
+reference on odd sizes, against Keras 3 for names, shapes, the rules for x
+and predictions with the same weights (through .keras and .h5 files both
+ways), and the refusals."""
+import numpy as np
+import pytest
+
+import cnncuda as tf
+from cnncuda import keras
+from cnncuda.engine import make_net
+from cnncuda.keras import layers
+from conftest import assert_close, engine_params, run_keras
+
+RNG = np.random.default_rng(24)
+N = 23
+TITLE = RNG.random((N, 13)).astype(np.float32)
+BODY = RNG.random((N, 17)).astype(np.float32)
+IMAGE = RNG.random((N, 7, 9, 3)).astype(np.float32)
+ROWS = RNG.random((N, 5, 6)).astype(np.float32)       # (height, width): no channel axis
+Y = RNG.integers(0, 5, N)
+X = [TITLE, BODY, IMAGE, ROWS]
+NAMES = ["title", "text_body", "picture", "rows"]
+
+
+def ticket_model(seed=3, name="tickets"):
+    """Four inputs: two rows of features (one read by two layers, one read
+    by the Concatenate directly too), an image through a conv branch and a
+    channel-less (5, 6) input; Concatenate, Dense heads."""
+    title = keras.Input(shape=(13,), name="title")
+    body = keras.Input(shape=(17,), name="text_body")
+    picture = keras.Input(shape=(7, 9, 3), name="picture")
+    rows = keras.Input(shape=(5, 6), name="rows")
+    t = layers.Dense(6, activation="relu", name="t_dense")(title)
+    t2 = layers.Dense(6, name="t_other")(title)
+    p = layers.Conv2D(4, 3, activation="relu", name="conv")(picture)
+    p = layers.BatchNormalization(name="bn")(p)
+    p = layers.Flatten(name="flat")(layers.MaxPooling2D(name="pool")(p))
+    r = layers.Flatten(name="rows_flat")(rows)
+    joined = layers.Concatenate(name="join")([layers.Add(name="t_sum")([t, t2]), body, p, r])
+    x = layers.Dense(11, activation="tanh", name="hidden")(joined)
+    x = layers.Dropout(0.2, name="drop")(x)
+    return keras.Model([title, body, picture, rows], layers.Dense(5, name="priority")(x),
+                       name=name, seed=seed)
+
+
+def compiled(model, device, metrics=("accuracy",)):
+    model.compile(optimizer=keras.optimizers.Adam(0.01), device=device, metrics=list(metrics),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+def device_of(engine):
+    return "omp:2" if engine == "omp" else engine
+
+
+@pytest.mark.parametrize("engine", engine_params())
+def test_each_engine_trains_a_model_of_several_inputs_as_the_reference(engine):
+    ref, mine = compiled(ticket_model(), "numpy"), compiled(ticket_model(), device_of(engine))
+    for a, b in zip(mine.get_weights(), ref.get_weights(), strict=True):
+        assert np.array_equal(a, b)
+    h_ref = ref.fit(X, Y, batch_size=6, epochs=2, verbose=0, shuffle=False)
+    h = mine.fit(X, Y, batch_size=6, epochs=2, verbose=0, shuffle=False)
+    gpu = 10 if engine in ("cuda", "cudnn") else 1
+    np.testing.assert_allclose(h.history["loss"], h_ref.history["loss"], rtol=1e-5 * gpu)
+    assert h.history["accuracy"] == h_ref.history["accuracy"]
+    for a, b in zip(mine.get_weights(), ref.get_weights(), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4 * gpu, atol=1e-5 * gpu)
+    np.testing.assert_allclose(mine.predict(X, verbose=0), ref.predict(X, verbose=0),
+                               rtol=1e-4 * gpu, atol=1e-5 * gpu)
+    np.testing.assert_allclose(mine.evaluate(X, Y, verbose=0), ref.evaluate(X, Y, verbose=0),
+                               rtol=1e-5 * gpu)
+
+
+def test_omp_equals_cpu_bit_for_bit():
+    one, other = compiled(ticket_model(), "cpu"), compiled(ticket_model(), "omp:2")
+    h1 = one.fit(X, Y, batch_size=6, epochs=2, verbose=0, validation_split=0.25)
+    h2 = other.fit(X, Y, batch_size=6, epochs=2, verbose=0, validation_split=0.25)
+    assert h1.history == h2.history
+    for a, b in zip(one.get_weights(), other.get_weights(), strict=True):
+        assert np.array_equal(a, b)
+
+
+def slice_layers():
+    """Engine layers of three inputs (an image, a row, a (1, 5, 6) image)
+    packed into rows of 7*9*3 + 11 + 30 values."""
+    return [{"kind": "input_slice", "offset": 0, "shape": [7, 9, 3], "inputs": [-1]},
+            {"kind": "input_slice", "offset": 189, "shape": [11], "inputs": [-1]},
+            {"kind": "input_slice", "offset": 200, "shape": [1, 5, 6], "inputs": [-1]},
+            {"kind": "conv2d", "units": 4, "kernel": (3, 3), "inputs": [0]},
+            {"kind": "flatten"},
+            {"kind": "dense", "units": 6, "inputs": [1]},
+            {"kind": "flatten", "inputs": [2]},
+            {"kind": "concatenate", "inputs": [4, 5, 6, 1]},
+            {"kind": "dense", "units": 3}]
+
+
+@pytest.mark.parametrize("engine", engine_params())
+@pytest.mark.parametrize("n", [1, 5])
+def test_the_input_slice_op_against_the_reference(engine, n):
+    """The engines' input_slice (an image to NCHW, rows, a channel-less
+    image) and the gradients above it; no gradient passes back through it."""
+    loss = {"kind": "sparse_categorical_crossentropy", "from_logits": True}
+    adam = {"kind": "adam", "learning_rate": 0.01}
+    x = np.random.default_rng(n).standard_normal((n, 230)).astype(np.float32)
+    net = make_net(device_of(engine), slice_layers(), (230,), n, loss, adam, seed=4)
+    ref = make_net("numpy", slice_layers(), (230,), n, loss, adam, seed=4)
+    ref = type(ref)(slice_layers(), (230,), n, loss, adam, seed=4, dtype=np.float64)
+    plan = net.plan()
+    names = plan["training"] if isinstance(plan, dict) else plan
+    assert any("input_slice_0.forward" in str(s) for s in names)
+    for a, b in zip(net.get_weights(), ref.get_weights(), strict=True):
+        assert np.array_equal(a, b)
+    y = net.forward(x, training=True)
+    assert_close(y, ref.forward(x.astype(np.float64), training=True), 1e-5, 1e-5, "forward")
+    dy = np.random.default_rng(9).standard_normal(y.shape).astype(np.float32)
+    for backend in (net, ref):
+        with pytest.raises(ValueError, match=r"through layer 2 \(input_slice\), an input of "
+                                             "several"):
+            backend.backward(dy)
+    labels = np.arange(n) % 3
+    for _ in range(2):
+        net.train_batch(x, labels)
+        ref.train_batch(x.astype(np.float64), labels)
+    for a, b in zip(net.get_weights(), ref.get_weights(), strict=True):
+        assert_close(a, b, 1e-4, 1e-5, "weights after two steps")
+
+
+def test_the_engine_refuses_misplaced_slices():
+    loss = {"kind": "sparse_categorical_crossentropy", "from_logits": True}
+    adam = {"kind": "adam"}
+    bad = [{"kind": "dense", "units": 3},
+           {"kind": "input_slice", "offset": 0, "shape": [4], "inputs": [-1]}]
+    for device in ("cpu", "numpy"):
+        with pytest.raises(ValueError, match="input_slice"):
+            make_net(device, bad, (9,), 2, loss, adam)
+    too_far = [{"kind": "input_slice", "offset": 6, "shape": [4], "inputs": [-1]},
+               {"kind": "dense", "units": 3}]
+    with pytest.raises(ValueError, match=r"layer 0 \(input_slice\): .* at value 6 does not fit "
+                                         "the 9 values"):
+        make_net("cpu", too_far, (9,), 2, loss, adam)
+    with pytest.raises(ValueError, match="does not fit"):
+        make_net("numpy", too_far, (9,), 2, loss, adam)
+    with pytest.raises(ValueError, match=r"needs the inputs packed as a \(batch, features\)"):
+        make_net("cpu", [{"kind": "input_slice", "offset": 0, "shape": [4], "inputs": [-1]},
+                         {"kind": "dense", "units": 3}], (3, 3, 1), 2, loss, adam)
+
+
+def test_x_as_a_list_a_tuple_or_a_dict_of_the_inputs_names():
+    model = compiled(ticket_model(), "cpu", metrics=["accuracy"])
+    by_list = model.predict(X, verbose=0)
+    as_dict = dict(zip(NAMES, X), unused=np.zeros(3))      # Keras ignores other keys
+    assert np.array_equal(model.predict(tuple(X), verbose=0), by_list)
+    assert np.array_equal(model.predict(as_dict, verbose=0), by_list)
+    assert np.array_equal(model(X), by_list)
+    assert np.array_equal(model.predict_on_batch(as_dict), by_list)
+    assert model.evaluate(as_dict, Y, verbose=0) == model.evaluate(X, Y, verbose=0)
+    x8 = [a[:8] for a in X]
+    assert model.test_on_batch(x8, Y[:8]) == model.evaluate(x8, Y[:8], batch_size=8, verbose=0)
+    history = model.fit(as_dict, Y, batch_size=8, epochs=1, verbose=0,
+                        validation_data=(tuple(X), Y))
+    assert sorted(history.history) == ["accuracy", "loss", "val_accuracy", "val_loss"]
+    assert np.isfinite(model.train_on_batch(x8, Y[:8])).all()
+
+
+def test_the_models_face_its_config_and_its_own_files(tmp_path):
+    model = compiled(ticket_model(name="face"), "cpu")
+    assert model.input_shape == [(None, 13), (None, 17), (None, 7, 9, 3), (None, 5, 6)]
+    assert model.output_shape == (None, 5)
+    assert [t.name for t in model.inputs] == NAMES and len(model.input) == 4
+    lines = []
+    model.summary(line_length=200, print_fn=lines.append)
+    join = next(line for line in lines if line.startswith("join (Concatenate)"))
+    assert "t_sum[0][0], text_body[0][0], flat[0][0], rows_flat[0][0]" in join
+    assert any(line.startswith("picture (InputLayer)") for line in lines)
+    model.fit(X, Y, batch_size=8, epochs=1, verbose=0)
+    config = model.get_config()
+    assert config["inputs"] == [["title", [13]], ["text_body", [17]], ["picture", [7, 9, 3]],
+                                ["rows", [5, 6]]]
+    again = keras.Model.from_config(config)
+    assert again.get_config() == config
+    assert [l.name for l in again.layers] == [l.name for l in model.layers]
+    path = tmp_path / "tickets.cnn"
+    model.save(path)
+    back = keras.models.load_model(path)
+    assert np.array_equal(back.predict(X, verbose=0), model.predict(X, verbose=0))
+    h1 = back.fit(X, Y, batch_size=8, epochs=1, verbose=0, shuffle=False)
+    h2 = model.fit(X, Y, batch_size=8, epochs=1, verbose=0, shuffle=False)
+    assert h1.history == h2.history
+
+
+KERAS_TICKETS = """
+    import keras
+    from keras import layers
+    title = keras.Input(shape=(13,), name="title")
+    body = keras.Input(shape=(17,), name="text_body")
+    picture = keras.Input(shape=(7, 9, 3), name="picture")
+    rows = keras.Input(shape=(5, 6), name="rows")
+    t = layers.Dense(6, activation="relu", name="t_dense")(title)
+    t2 = layers.Dense(6, name="t_other")(title)
+    p = layers.Conv2D(4, 3, activation="relu", name="conv")(picture)
+    p = layers.BatchNormalization(name="bn")(p)
+    p = layers.Flatten(name="flat")(layers.MaxPooling2D(name="pool")(p))
+    r = layers.Flatten(name="rows_flat")(rows)
+    joined = layers.Concatenate(name="join")([layers.Add(name="t_sum")([t, t2]), body, p, r])
+    x = layers.Dense(11, activation="tanh", name="hidden")(joined)
+    x = layers.Dropout(0.2, name="drop")(x)
+    model = keras.Model([title, body, picture, rows], layers.Dense(5, name="priority")(x),
+                        name="tickets")
+"""
+
+
+def test_names_shapes_and_weights_match_keras():
+    out = run_keras(KERAS_TICKETS + """
+    print([l.name for l in model.layers])
+    print(model.input_shape, model.output_shape)
+    print([tuple(w.shape) for w in model.weights])
+    """)
+    lines = out.strip().splitlines()
+    model = ticket_model()
+    assert lines[0] == str([l.name for l in model.layers])
+    assert lines[1] == "%s %s" % (model.input_shape, model.output_shape)
+    assert lines[2] == str([tuple(w.shape) for w in model.get_weights()])
+
+
+@pytest.mark.parametrize("ext", [".keras", ".h5"])
+def test_saved_here_opens_in_keras_with_our_predictions(ext, tmp_path):
+    pytest.importorskip("h5py")
+    model = compiled(ticket_model(), "cpu")
+    model.fit(X, Y, batch_size=8, epochs=2, verbose=0)
+    model.save(tmp_path / ("m" + ext))
+    np.savez(tmp_path / "x.npz", *X)
+    np.save(tmp_path / "mine.npy", model.predict(X, verbose=0))
+    back = keras.models.load_model(tmp_path / ("m" + ext))
+    assert np.array_equal(back.predict(X, verbose=0), model.predict(X, verbose=0))
+    out = run_keras("""
+        import sys, numpy as np, keras
+        data = np.load(sys.argv[2])
+        x = [data["arr_%d" % k] for k in range(4)]
+        model = keras.models.load_model(sys.argv[1])
+        print([l.name for l in model.layers])
+        print(float(np.abs(model.predict(x, verbose=0) - np.load(sys.argv[3])).max()))
+        names = ["title", "text_body", "picture", "rows"]
+        print(float(np.abs(model.predict(dict(zip(names, x)), verbose=0)
+                           - np.load(sys.argv[3])).max()))
+    """, tmp_path / ("m" + ext), tmp_path / "x.npz", tmp_path / "mine.npy")
+    lines = out.strip().splitlines()
+    assert lines[0] == str([l.name for l in model.layers])
+    assert float(lines[1]) < 1e-5 and float(lines[2]) < 1e-5
+
+
+@pytest.mark.parametrize("ext", [".keras", ".h5"])
+def test_saved_by_keras_loads_here_with_its_predictions(ext, tmp_path):
+    pytest.importorskip("h5py")
+    np.savez(tmp_path / "x.npz", *X)
+    path = tmp_path / ("k" + ext)
+    # (without the Dropout: a Keras file's dropout node carries training=False,
+    # which cnncuda refuses for any model)
+    run_keras(KERAS_TICKETS.replace('x = layers.Dropout(0.2, name="drop")(x)', "") + """
+    import sys, numpy as np
+    data = np.load(sys.argv[2])
+    x = [data["arr_%d" % k] for k in range(4)]
+    model.compile(optimizer="adam", metrics=["accuracy"],
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(x, np.arange(len(x[0])) % 5, epochs=1, batch_size=8, verbose=0)
+    model.save(sys.argv[1])
+    np.save(sys.argv[3], model.predict(x, verbose=0))
+    """, path, tmp_path / "x.npz", tmp_path / "keras.npy")
+    model = keras.models.load_model(path, device="cpu")
+    assert [t.name for t in model.inputs] == NAMES
+    np.testing.assert_allclose(model.predict(X, verbose=0), np.load(tmp_path / "keras.npy"),
+                               rtol=1e-4, atol=1e-5)
+    model.fit(X, Y, batch_size=8, epochs=1, verbose=0)      # and trains on
+    assert np.isfinite(model.predict(X, verbose=0)).all()
+
+
+def test_what_is_not_supported_is_refused_naming_it():
+    a, b = keras.Input((4,), name="a"), keras.Input((3,), name="b")
+    x = layers.Dense(2)(a)
+    with pytest.raises(ValueError, match=r'inputs\[1\] \("b"\): the output does not depend on '
+                                         "this input"):
+        keras.Model([a, b], x)
+    with pytest.raises(ValueError, match='input "a" is given twice'):
+        keras.Model([a, a], x)
+    with pytest.raises(ValueError, match=r'inputs\[1\]: expected the tensor of keras.Input\(\.\.\.\), '
+                                         'got the output of layer'):
+        keras.Model([a, x], layers.Dense(1)(x))
+    with pytest.raises(ValueError, match="inputs: a dict of tensors is not supported"):
+        keras.Model({"a": a, "b": b}, x)
+    with pytest.raises(TypeError, match="inputs: expected a KerasTensor"):
+        keras.Model([], x)
+    two = layers.Concatenate()([x, layers.Dense(2)(b)])
+    with pytest.raises(ValueError, match="outputs: models with several outputs are not supported"):
+        keras.Model([a, b], [x, two])
+    c = keras.Input((3,), name="a")
+    with pytest.raises(ValueError, match='the name "a" is used by inputs 0 and 1'):
+        keras.Model([a, c], layers.Concatenate()([x, c]))
+    other = keras.Input((5,), name="other")
+    with pytest.raises(ValueError, match='Graph disconnected: the output depends on input "other", '
+                                         'which is not one of the model\'s inputs \\("a", "b"\\)'):
+        keras.Model([a, b], layers.Concatenate()([two, other]))
+    model = compiled(keras.Model([a, b], layers.Dense(3)(two)), "cpu")
+    xa, xb, y = np.ones((4, 4)), np.ones((4, 3)), np.zeros(4)
+    with pytest.raises(ValueError, match=r"x: expected 2 arrays, one per input \(a, b, in that "
+                                         r"order\), got 1"):
+        model.predict([xa], verbose=0)
+    with pytest.raises(TypeError, match="x: the model has 2 inputs"):
+        model.fit(xa, y, verbose=0)
+    with pytest.raises(ValueError, match=r"x: a dict of inputs needs the keys \['a', 'b'\] "
+                                         r"\(the Inputs' names\), missing \['b'\]"):
+        model.evaluate({"a": xa}, y, verbose=0)
+    with pytest.raises(ValueError, match=r"x\[1\]: expected shape \(None, 3\), got \(4, 4\)"):
+        model.predict([xa, xa], verbose=0)
+    with pytest.raises(ValueError, match=r"every input needs the same number of samples, got "
+                                         r"4 \(a\), 2 \(b\)"):
+        model.train_on_batch([xa, xb[:2]], y)
+    with pytest.raises(ValueError, match=r"x\['b'\]: expected finite values"):
+        model.train_on_batch({"a": xa, "b": xb * np.nan}, y)
+    with pytest.raises(ValueError, match=r"validation_data\[0\]\[1\]: expected shape"):
+        model.fit([xa, xb], y, verbose=0, validation_data=([xa, xa], y))
+    with pytest.raises(ValueError, match="x: a dataset, generator or Sequence is not supported "
+                                         "for a model of several inputs"):
+        model.fit(tf.data.Dataset.from_tensor_slices(((xa, xb), y)).batch(2), verbose=0)
+    with pytest.raises(ValueError, match='model ".*" has several inputs \\(2\\): using it as a '
+                                         "layer of another model is not supported"):
+        model([keras.Input((4,)), keras.Input((3,))])
