@@ -32,24 +32,21 @@ from .utils import unique_name
 __all__ = ["Model", "Functional"]
 
 
-def _one(value, arg):
-    """The single KerasTensor of `outputs`."""
+def _outputs(value):
+    """The KerasTensors of `outputs`: one, or a list or tuple of them (each
+    a layer's output, each once)."""
     if isinstance(value, dict):
-        raise ValueError("%s: a dict of tensors is not supported (models have one output), got "
-                         "keys %s" % (arg, sorted(value)))
-    if isinstance(value, (list, tuple)):
-        if len(value) != 1:
-            if len(value) > 1 and all(isinstance(v, KerasTensor) for v in value):
-                raise ValueError("%s: models with several %s are not supported yet (the "
-                                 "engines' loss reads one output), got %d tensors"
-                                 % (arg, arg, len(value)))
-            raise TypeError("%s: expected a KerasTensor (keras.Input(...) or a layer's output), "
-                            "got %r" % (arg, value))
-        value = value[0]
-    if not isinstance(value, KerasTensor):
-        raise TypeError("%s: expected a KerasTensor (keras.Input(...) or a layer's output), got %r"
-                        % (arg, value))
-    return value
+        raise ValueError("outputs: a dict of tensors is not supported; give a list, got keys %s"
+                         % sorted(value))
+    tensors = list(value) if isinstance(value, (list, tuple)) else [value]
+    if not tensors or not all(isinstance(t, KerasTensor) for t in tensors):
+        raise TypeError("outputs: expected a KerasTensor (a layer's output) or a list of them, "
+                        "got %r" % (value,))
+    for k, tensor in enumerate(tensors):
+        if any(other is tensor for other in tensors[:k]):
+            raise ValueError('outputs: the output of layer "%s" is given twice (at %d and %d)'
+                             % (tensor.name, tensors.index(tensor), k))
+    return tensors
 
 
 def _inputs(value):
@@ -85,7 +82,7 @@ def _graph(inputs, outputs):
     layers it reads], [for each, the indices of the layers it reads, -1 -
     k for input k], Keras's list of the model's layers, InputLayers
     included), walked back from the output."""
-    starts, end = _inputs(inputs), _one(outputs, "outputs")
+    starts, ends = _inputs(inputs), _outputs(outputs)
     where = {id(t): -1 - k for k, t in enumerate(starts)}
     order, index, reads = [], {}, []
     calls = {}          # id(layer) -> the tensor its call in this graph made
@@ -121,16 +118,22 @@ def _graph(inputs, outputs):
         reads.append(sources)
         return index[key]
 
-    visit(end)
-    if not order:
-        raise ValueError("outputs: the model's output is its input; give it at least one layer")
+    ends_at = []
+    for k, end in enumerate(ends):
+        ends_at.append(visit(end))
+        if ends_at[-1] < 0:
+            raise ValueError("%s: the model's output is its input \"%s\"; give it at least one "
+                             "layer" % ("outputs[%d]" % k if len(ends) > 1 else "outputs",
+                                        end.name))
     for k, tensor in enumerate(starts):
         if id(tensor) not in used:
             raise ValueError('inputs[%d] ("%s"): the output does not depend on this input; '
                              "give only the inputs the outputs are computed from"
                              % (k, tensor.name))
     input_layers = [t._layer for t in starts]
-    return (input_layers,) + _keras_order(order, reads, first_seen, input_layers)
+    layers, reads, listing = _keras_order(order, reads, first_seen, input_layers)
+    place = {id(layer): k for k, layer in enumerate(layers)}
+    return input_layers, layers, reads, listing, [place[id(order[i])] for i in ends_at]
 
 
 def _keras_order(order, reads, first_seen, input_layers):
@@ -186,16 +189,21 @@ class Model(Sequential):
         if trainable is not True:
             raise ValueError("trainable: expected True (freezing is not supported), got %r"
                              % (trainable,))
-        input_layers, layers, reads, listing = _graph(inputs, outputs)
+        input_layers, layers, reads, listing, ends = _graph(inputs, outputs)
         super().__init__(name=name or unique_name("functional"), seed=seed)
         self._input_layers = input_layers
         self._input_layer = input_layers[0]
         self._listing = listing
-        self.inputs, self.outputs = _inputs(inputs), [_one(outputs, "outputs")]
+        self.inputs, self.outputs = _inputs(inputs), _outputs(outputs)
         self._reads = reads
-        if len(input_layers) > 1:
+        self._ends = ends       # the outputs: indices into the layers
+        if len(input_layers) > 1 or len(ends) > 1:
             # the engine's input: the inputs packed side by side per sample
-            self._input_shape = (sum(int(np.prod(l._input_shape_arg)) for l in input_layers),)
+            if len(input_layers) > 1:
+                self._input_shape = (sum(int(np.prod(l._input_shape_arg))
+                                         for l in input_layers),)
+            else:
+                self._input_shape = tuple(self._input_layer._input_shape_arg)
             self._set_graph(layers)
             return
         self._append(self._input_layer, shared=True)
@@ -208,6 +216,10 @@ class Model(Sequential):
     @property
     def _several_inputs(self):
         return len(self._input_layers) > 1
+
+    @property
+    def _several_outputs(self):
+        return len(self._ends) > 1
 
     def _source_shape(self, j, input_shape):
         """The shape of input -1 - j (j < 0) of the graph."""
@@ -254,7 +266,7 @@ class Model(Sequential):
 
     @property
     def _is_graph(self):
-        return not _is_chain(self._reads)
+        return not _is_chain(self._reads) or self._several_outputs
 
     def _infer_shapes(self, input_shape, layers):
         if self._is_graph and layers is self._layers:
@@ -315,15 +327,68 @@ class Model(Sequential):
                     dicts[0]["inputs"] = wanted
             out.extend(dicts)
             ends.append(offset + len(out) - 1)
+        if self._several_outputs:
+            if offset != 0:
+                raise ValueError('model "%s" has several outputs: it cannot run inside another '
+                                 "model" % self.name)
+            # the outputs packed side by side per sample, each flat in Keras's
+            # order: the engine's output (_keras_y takes them apart)
+            packed = []
+            for k in self._ends:
+                packed.append(ends[k])
+                if len(self._layers[k].output_shape) > 2:
+                    out.append({"kind": "flatten", "inputs": [ends[k]]})
+                    packed[-1] = len(out) - 1
+            out.append({"kind": "concatenate", "inputs": packed})
         return out
+
+    @property
+    def output_shape(self):
+        if self._several_outputs:
+            return [self._layers[k].output_shape for k in self._ends]
+        return super().output_shape
+
+    @property
+    def output(self):
+        return list(self.outputs) if self._several_outputs else self.outputs[0]
+
+    def _keras_y(self, y):
+        """The engine's outputs in the model's: with several outputs, the
+        list of each one's (n,) + shape, taken out of the packed rows."""
+        if not self._several_outputs:
+            return super()._keras_y(y)
+        parts, start = [], 0
+        for shape in self.output_shape:
+            count = int(np.prod(shape[1:]))
+            parts.append(y[:, start:start + count].reshape((len(y),) + tuple(shape[1:])))
+            start += count
+        return parts
+
+    def _empty_outputs(self):
+        if self._several_outputs:
+            count = sum(int(np.prod(shape[1:])) for shape in self.output_shape)
+            return self._keras_y(np.zeros((0, count), np.float32))
+        return super()._empty_outputs()
+
+    def compile(self, *args, **kwargs):
+        if self._several_outputs:
+            raise ValueError("compile: model \"%s\" has %d outputs (%s); training and "
+                             "evaluating a model of several outputs (a loss per output, "
+                             "loss_weights, metrics per output) is not supported yet (the "
+                             "engines' loss reads one output); predict runs without compile"
+                             % (self.name, len(self._ends),
+                                ", ".join(self._layers[k].name for k in self._ends)))
+        return super().compile(*args, **kwargs)
 
     @classmethod
     def _from_chain(cls, input_shape, layers, name=None, seed=None, input_name=None,
-                    reads=None, inputs=None):
+                    reads=None, inputs=None, outputs=None):
         """The functional model of `layers` called on an Input of
         `input_shape`: one after the other, or each on the outputs `reads`
         names (indices into the layers, -1 - k input k); with `inputs`,
-        [(name, shape)] of each of several Inputs, in the model's order."""
+        [(name, shape)] of each of several Inputs, in the model's order;
+        with `outputs`, the indices of the layers whose outputs are the
+        model's (else the last layer's)."""
         from .layers import Input
         if inputs is None:
             tensors_in = [Input(shape=input_shape, name=input_name)]
@@ -334,7 +399,8 @@ class Model(Sequential):
             sources = [i - 1] if reads is None else reads[i]
             args = [tensors_in[-1 - j] if j < 0 else tensors[j] for j in sources]
             tensors.append(layer(args if getattr(layer, "_merge", False) else args[0]))
-        return cls(tensors_in if inputs is not None else tensors_in[0], tensors[-1], name=name,
+        ends = tensors[-1] if outputs is None else [tensors[k] for k in outputs]
+        return cls(tensors_in if inputs is not None else tensors_in[0], ends, name=name,
                    seed=seed)
 
     @property
@@ -357,9 +423,10 @@ class Model(Sequential):
 
     def __call__(self, x, training=None, **kwargs):
         from .symbolic import is_symbolic
-        if self._several_inputs and is_symbolic(x):
-            raise ValueError('model "%s" has several inputs (%d): using it as a layer of another '
-                             "model is not supported" % (self.name, len(self._input_layers)))
+        if (self._several_inputs or self._several_outputs) and is_symbolic(x):
+            raise ValueError('model "%s" has %d inputs and %d outputs: using a model of several '
+                             "inputs or outputs as a layer of another model is not supported"
+                             % (self.name, len(self._input_layers), len(self._ends)))
         return super().__call__(x, training=training, **kwargs)
 
     def _build_from_data(self, x, arg="x"):
@@ -383,7 +450,8 @@ class Model(Sequential):
             raise ValueError("%s: every input needs the same number of samples, got %s"
                              % (arg, ", ".join("%d (%s)" % (n, l.name) for n, l in
                                                zip(counts, self._input_layers))))
-        return np.concatenate([a.reshape(len(a), -1) for a in arrays], axis=1)
+        return np.concatenate([a.reshape(len(a), int(np.prod(a.shape[1:]))) for a in arrays],
+                              axis=1)
 
     def _by_name(self, x, arg):
         """[(the array of each input, how messages name it)] from x."""
@@ -406,10 +474,6 @@ class Model(Sequential):
                              % (arg, len(names), ", ".join(names), len(x)))
         return [(value, "%s[%d]" % (arg, k)) for k, value in enumerate(x)]
 
-    @property
-    def output(self):
-        return self.outputs[0]
-
     def get_config(self):
         """Sequential's config (the layers in order) and the Input's name;
         for a graph, what each layer reads ("reads": indices into the
@@ -420,6 +484,8 @@ class Model(Sequential):
             config["reads"] = [list(r) for r in self._reads]
         if self._several_inputs:
             config["inputs"] = [[l.name, list(l._input_shape_arg)] for l in self._input_layers]
+        if self._several_outputs:
+            config["outputs"] = list(self._ends)
         return config
 
     def add(self, layer):

@@ -1,7 +1,7 @@
 """Keras's own model files, written and read in Keras's layout, so that a
 model trained here opens in Keras 3 (and TensorFlow) and a Sequential or
 functional model saved by Keras loads here (nested models too; functional
-graphs of one output and one or several inputs):
+graphs of one or several inputs and outputs; several outputs predict only):
 
 - ``.keras``: a zip of config.json (the architecture and compile settings as
   Keras serializes them), metadata.json and model.weights.h5 (each layer's
@@ -36,6 +36,7 @@ import inspect
 import io
 import json
 import re
+import warnings
 import zipfile
 
 import numpy as np
@@ -211,10 +212,11 @@ def _model_entry(model):
                             inbound_nodes=[{"args": [tensors] if merge else tensors,
                                             "kwargs": {}}]))
     refs = [[layer.name, 0, 0] for layer in inputs]
+    outs = [[model._layers[k].name, 0, 0] for k in model._ends]
     return {"module": "keras.src.models.functional", "class_name": "Functional",
             "config": {"name": model.name, "trainable": model.trainable, "layers": entries,
                        "input_layers": refs[0] if len(refs) == 1 else refs,
-                       "output_layers": [model._layers[-1].name, 0, 0]},
+                       "output_layers": outs[0] if len(outs) == 1 else outs},
             "registered_name": "Functional", "build_config": {"input_shape": None}}
 
 
@@ -632,9 +634,6 @@ def _functional(inner):
     entries = inner["layers"]
     by_name = {(e.get("name") or e["config"]["name"]): e for e in entries}
     inputs, outputs = _refs(inner["input_layers"]), _refs(inner["output_layers"])
-    if len(outputs) != 1:
-        raise ValueError("model %s: %d outputs; models of one output load here (the engines' "
-                         "loss reads one output)" % (inner.get("name"), len(outputs)))
     tensors = {}
     for name in inputs:
         config = by_name[name]["config"]
@@ -658,7 +657,8 @@ def _functional(inner):
         tensors[name] = layer(arg) if training is None else layer(arg, training=training)
         return tensors[name]
     starts = [tensors[name] for name in inputs]
-    return Model(starts if len(starts) > 1 else starts[0], tensor_of(outputs[0]),
+    ends = [tensor_of(name) for name in outputs]
+    return Model(starts if len(starts) > 1 else starts[0], ends if len(ends) > 1 else ends[0],
                  name=inner.get("name"))
 
 
@@ -685,7 +685,11 @@ def _build(config, weights_of, compile_config, compile, device, path):
     # weights_of None (model_from_json): the architecture alone, fresh weights
     if weights_of is not None and model._weight_specs():
         model.set_weights(_model_weights(model, weights_of))
-    if compile and compile_config:
+    if compile and compile_config and getattr(model, "_several_outputs", False):
+        warnings.warn("%s: model \"%s\" has several outputs; it loads uncompiled (training "
+                      "a model of several outputs is not supported yet; predict runs)"
+                      % (path, model.name), stacklevel=4)
+    elif compile and compile_config:
         opt = compile_config.get("optimizer") or compile_config.get("optimizer_config")
         loss = compile_config.get("loss")
         model.compile(optimizer=_optimizer(opt), loss=_loss(loss),

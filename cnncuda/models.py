@@ -517,6 +517,10 @@ class Sequential:
         axes (A, B) (after a Reshape) is the engine's image (1, A, B)."""
         return y.reshape((len(y),) + tuple(self.output_shape[1:]))
 
+    def _empty_outputs(self):
+        """predict's outputs for no samples."""
+        return np.zeros((0,) + tuple(self.output_shape[1:]), np.float32)
+
     def _weight_specs(self):
         """[(layer, name, shape, trainable)] in get_weights order."""
         return [(layer, name, shape, trainable) for layer in self._leaves()
@@ -1202,7 +1206,7 @@ def _model_from_config(class_name, spec):
         from .functional import Model
         return Model._from_chain(shape, entries, name=spec["name"], seed=spec["seed"],
                                  input_name=spec.get("input_name"), reads=spec.get("reads"),
-                                 inputs=spec.get("inputs"))
+                                 inputs=spec.get("inputs"), outputs=spec.get("outputs"))
     model = Sequential(name=spec["name"], seed=spec["seed"])
     if shape is not None:
         model.add(InputLayer(input_shape=shape, name="_input"))

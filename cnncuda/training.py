@@ -532,7 +532,7 @@ def predict(model, x, batch_size, verbose, steps, callbacks):
     per_batch = cbs.wants_batches("predict")
     cbs.on_predict_begin()
     if n == 0:
-        outputs = np.zeros((0,) + tuple(model.output_shape[1:]), np.float32)
+        outputs = None
     elif not per_batch and (progbar is None or not progbar.dynamic or verbose != 1):
         outputs = net.predict(x, x_arg="x")
     else:
@@ -556,4 +556,4 @@ def predict(model, x, batch_size, verbose, steps, callbacks):
     if progbar is not None:
         progbar.update(total_steps, finalize=True)
     cbs.on_predict_end()
-    return model._keras_y(outputs)
+    return model._empty_outputs() if outputs is None else model._keras_y(outputs)

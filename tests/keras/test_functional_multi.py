@@ -285,16 +285,17 @@ def test_what_is_not_supported_is_refused_naming_it():
         keras.Model([a, b], x)
     with pytest.raises(ValueError, match='input "a" is given twice'):
         keras.Model([a, a], x)
-    with pytest.raises(ValueError, match=r'inputs\[1\]: expected the tensor of keras.Input\(\.\.\.\), '
-                                         'got the output of layer'):
+    with pytest.raises(ValueError, match=r"inputs\[1\]: expected the tensor of "
+                                         r"keras.Input\(\.\.\.\), got the output of layer"):
         keras.Model([a, x], layers.Dense(1)(x))
     with pytest.raises(ValueError, match="inputs: a dict of tensors is not supported"):
         keras.Model({"a": a, "b": b}, x)
     with pytest.raises(TypeError, match="inputs: expected a KerasTensor"):
         keras.Model([], x)
     two = layers.Concatenate()([x, layers.Dense(2)(b)])
-    with pytest.raises(ValueError, match="outputs: models with several outputs are not supported"):
-        keras.Model([a, b], [x, two])
+    with pytest.raises(ValueError, match="compile: .* training and evaluating a model of "
+                                         "several outputs .* is not supported yet"):
+        keras.Model([a, b], [x, two]).compile(optimizer="adam", loss="mse")
     c = keras.Input((3,), name="a")
     with pytest.raises(ValueError, match='the name "a" is used by inputs 0 and 1'):
         keras.Model([a, c], layers.Concatenate()([x, c]))
@@ -324,6 +325,123 @@ def test_what_is_not_supported_is_refused_naming_it():
     with pytest.raises(ValueError, match="x: a dataset, generator or Sequence is not supported "
                                          "for a model of several inputs"):
         model.fit(tf.data.Dataset.from_tensor_slices(((xa, xb), y)).batch(2), verbose=0)
-    with pytest.raises(ValueError, match='model ".*" has several inputs \\(2\\): using it as a '
-                                         "layer of another model is not supported"):
+    with pytest.raises(ValueError, match='model ".*" has 2 inputs and 1 outputs: using a model '
+                                         "of several inputs or outputs as a layer"):
         model([keras.Input((4,)), keras.Input((3,))])
+
+
+# several outputs: predict (the engine's output is the outputs packed side by
+# side per sample); training them is refused at compile
+
+def two_headed(seed=5):
+    """Ticket-style heads: a priority score, a department (an output read by
+    another layer: the department's logits feed a third head too) and a
+    per-pixel map of the picture (an image output)."""
+    title = keras.Input(shape=(13,), name="title")
+    picture = keras.Input(shape=(7, 9, 3), name="picture")
+    p = layers.Conv2D(4, 3, activation="relu", name="conv")(picture)
+    joined = layers.Concatenate(name="join")([layers.Dense(6, name="t_dense")(title),
+                                              layers.GlobalAveragePooling2D(name="gap")(p)])
+    priority = layers.Dense(1, activation="sigmoid", name="priority")(joined)
+    department = layers.Dense(4, name="department")(joined)
+    urgent = layers.Dense(2, name="urgent")(department)
+    pixels = layers.Conv2D(2, 1, name="pixels")(p)
+    return keras.Model([title, picture], [priority, department, pixels, urgent],
+                       name="heads", seed=seed)
+
+
+KERAS_HEADS = """
+    import keras
+    from keras import layers
+    title = keras.Input(shape=(13,), name="title")
+    picture = keras.Input(shape=(7, 9, 3), name="picture")
+    p = layers.Conv2D(4, 3, activation="relu", name="conv")(picture)
+    joined = layers.Concatenate(name="join")([layers.Dense(6, name="t_dense")(title),
+                                              layers.GlobalAveragePooling2D(name="gap")(p)])
+    priority = layers.Dense(1, activation="sigmoid", name="priority")(joined)
+    department = layers.Dense(4, name="department")(joined)
+    urgent = layers.Dense(2, name="urgent")(department)
+    pixels = layers.Conv2D(2, 1, name="pixels")(p)
+    model = keras.Model([title, picture], [priority, department, pixels, urgent], name="heads")
+"""
+
+
+@pytest.mark.parametrize("engine", engine_params())
+def test_several_outputs_predict_on_each_engine_as_the_reference(engine):
+    ref, mine = two_headed(), two_headed()
+    ref.compile = mine.compile = None       # (not needed: predict runs uncompiled)
+    ref._device, mine._device = "numpy", device_of(engine)
+    assert mine.output_shape == [(None, 1), (None, 4), (None, 5, 7, 2), (None, 2)]
+    expected = ref.predict([TITLE, IMAGE], verbose=0)
+    got = mine.predict({"title": TITLE, "picture": IMAGE}, batch_size=7, verbose=0)
+    assert isinstance(got, list) and len(got) == 4
+    gpu = 10 if engine in ("cuda", "cudnn") else 1
+    for a, b in zip(got, expected, strict=True):
+        assert a.shape == b.shape and a.dtype == np.float32
+        np.testing.assert_allclose(a, b, rtol=1e-5 * gpu, atol=1e-6 * gpu)
+    empty = mine.predict([TITLE[:0], IMAGE[:0]], verbose=0)
+    assert [e.shape for e in empty] == [(0, 1), (0, 4), (0, 5, 7, 2), (0, 2)]
+    assert all(np.array_equal(a, b) for a, b in zip(mine([TITLE, IMAGE]), got))
+
+
+def test_several_outputs_names_shapes_and_files_both_ways_with_keras(tmp_path):
+    pytest.importorskip("h5py")
+    model = two_headed()
+    mine = model.predict([TITLE, IMAGE], verbose=0)
+    np.savez(tmp_path / "x.npz", TITLE, IMAGE)
+    for k, array in enumerate(mine):
+        np.save(tmp_path / ("mine%d.npy" % k), array)
+    for ext in (".keras", ".h5", ".cnn"):
+        model.save(tmp_path / ("m" + ext))
+        back = keras.models.load_model(tmp_path / ("m" + ext))
+        again = back.predict([TITLE, IMAGE], verbose=0)
+        assert all(np.array_equal(a, b) for a, b in zip(again, mine, strict=True))
+    config = model.get_config()
+    assert config["outputs"] == [model.layers.index(l) - 2 for l in
+                                 (model.get_layer(n) for n in
+                                  ("priority", "department", "pixels", "urgent"))]
+    assert keras.Model.from_config(config).get_config() == config
+    out = run_keras(KERAS_HEADS + """
+    import sys, numpy as np
+    print([l.name for l in model.layers])
+    print(model.output_shape)
+    d = sys.argv[1]
+    data = np.load(d + "/x.npz")
+    x = [data["arr_0"], data["arr_1"]]
+    for ext in (".keras", ".h5"):
+        mine = keras.models.load_model(d + "/m" + ext)
+        print(max(float(np.abs(a - np.load(d + "/mine%d.npy" % k)).max())
+                  for k, a in enumerate(mine.predict(x, verbose=0))))
+    model.compile(optimizer="adam", loss=["binary_crossentropy", "mse", "mse", "mse"])
+    model.save(d + "/k.keras")
+    for k, a in enumerate(model.predict(x, verbose=0)):
+        np.save(d + "/keras%d.npy" % k, a)
+    """, tmp_path)
+    lines = out.strip().splitlines()
+    assert lines[0] == str([l.name for l in model.layers])
+    assert lines[1] == str(model.output_shape)
+    assert float(lines[2]) < 1e-5 and float(lines[3]) < 1e-5
+    with pytest.warns(UserWarning, match="has several outputs; it loads uncompiled"):
+        theirs = keras.models.load_model(tmp_path / "k.keras")
+    for k, a in enumerate(theirs.predict([TITLE, IMAGE], verbose=0)):
+        np.testing.assert_allclose(a, np.load(tmp_path / ("keras%d.npy" % k)), rtol=1e-4,
+                                   atol=1e-5)
+
+
+def test_several_outputs_refusals():
+    a = keras.Input((4,), name="a")
+    x = layers.Dense(3, name="x")(a)
+    y = layers.Dense(2, name="y")(x)
+    model = keras.Model(a, [x, y], name="two")
+    assert model.output_shape == [(None, 3), (None, 2)] and len(model.output) == 2
+    with pytest.raises(ValueError, match=r'compile: model "two" has 2 outputs \(x, y\); training '
+                                         "and evaluating a model of several outputs"):
+        model.compile(optimizer="adam", loss=["mse", "mse"], loss_weights=[1.0, 0.5])
+    with pytest.raises(ValueError, match='outputs: the output of layer "x" is given twice'):
+        keras.Model(a, [x, y, x])
+    with pytest.raises(ValueError, match=r'outputs\[1\]: the model\'s output is its input "a"'):
+        keras.Model(a, [x, a])
+    with pytest.raises(ValueError, match="outputs: a dict of tensors is not supported"):
+        keras.Model(a, {"x": x, "y": y})
+    with pytest.raises(ValueError, match="using a model of several inputs or outputs as a layer"):
+        model(keras.Input((4,)))
