@@ -445,3 +445,28 @@ def test_several_outputs_refusals():
         keras.Model(a, {"x": x, "y": y})
     with pytest.raises(ValueError, match="using a model of several inputs or outputs as a layer"):
         model(keras.Input((4,)))
+
+
+def test_several_inputs_train_data_parallel_as_one_network():
+    # (the replicas gather their shares of the packed rows; without the
+    # BatchNormalization, which each replica computes over its share)
+    from cnncuda import distribute
+
+    def model():
+        title = keras.Input(shape=(13,), name="title")
+        picture = keras.Input(shape=(7, 9, 3), name="picture")
+        p = layers.Flatten()(layers.Conv2D(3, 3, activation="relu")(picture))
+        x = layers.Concatenate()([layers.Dense(5, activation="relu")(title), p])
+        return keras.Model([title, picture], layers.Dense(5)(layers.Dropout(0.3)(x)), seed=8)
+    one = model()
+    with distribute.MirroredStrategy(devices=["cpu", "cpu"]).scope():
+        two = model()
+    for m in (one, two):
+        m.compile(optimizer=keras.optimizers.SGD(0.05),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    h1 = one.fit([TITLE, IMAGE], Y, batch_size=8, epochs=2, verbose=0, shuffle=False)
+    h2 = two.fit([TITLE, IMAGE], Y, batch_size=8, epochs=2, verbose=0, shuffle=False)
+    assert isinstance(two._net, distribute.ReplicaGroup)
+    np.testing.assert_allclose(h2.history["loss"], h1.history["loss"], rtol=1e-5)
+    for a, b in zip(one.get_weights(), two.get_weights(), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
