@@ -183,6 +183,8 @@ def test_the_models_face_its_config_and_its_own_files(tmp_path):
     again = keras.Model.from_config(config)
     assert again.get_config() == config
     assert [l.name for l in again.layers] == [l.name for l in model.layers]
+    from_json = keras.models.model_from_json(model.to_json())
+    assert from_json._reads == model._reads and from_json.input_shape == model.input_shape
     path = tmp_path / "tickets.cnn"
     model.save(path)
     back = keras.models.load_model(path)
