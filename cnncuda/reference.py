@@ -1380,6 +1380,7 @@ class NumpyNet:
             else:
                 if len(inputs) != 1:
                     raise ValueError(f"layer {i} ({spec.get('kind')}) takes one input")
+                self._reading = inputs      # (for an augmentation layer's check)
                 layer = self._make_layer(i, spec, shapes[0])
             for j in inputs:
                 readers[j + 1] += 1
@@ -1450,7 +1451,7 @@ class NumpyNet:
         from . import reference_augment
         if kind in reference_augment.AUGMENT_KINDS:
             layer = reference_augment.make_layer(_Layer, i, spec, shape, self.seed,
-                                                 any(l.weights for l in self.layers))
+                                                 self._weights_above(self._reading))
             self._aug_floor = i + 1
             return layer
         from .reference_shapes import make_shape_layer    # it imports this module
@@ -1458,6 +1459,27 @@ class NumpyNet:
         if layer is not None:
             return layer
         raise ValueError(f"layer {i}: unknown kind {kind!r}")
+
+    def _sliced(self):
+        """Whether the network has several inputs (input_slice layers first)."""
+        return bool(self.layers) and isinstance(self.layers[0], _InputSlice)
+
+    def _weights_above(self, inputs):
+        """Whether a layer with weights is upstream of a layer reading
+        `inputs` (a network of several inputs), else before it (as the C
+        core: csrc/net/augment.c)."""
+        if not self._sliced():
+            return any(l.weights for l in self.layers)
+        todo, seen = [j for j in inputs if j >= 0], set()
+        while todo:
+            j = todo.pop()
+            if j in seen:
+                continue
+            seen.add(j)
+            if self.layers[j].weights:
+                return True
+            todo.extend(k for k in self._reads[j] if k >= 0)
+        return False
 
     # -- properties -------------------------------------------------------
 
@@ -1556,10 +1578,18 @@ class NumpyNet:
         # order the C engines add them (csrc/net/graph.c): readers last to
         # first, a layer's inputs in their order; none below the
         # augmentation layers (no weights there, no input gradient)
+        # (a network of several inputs follows each path back from the
+        # output, stopping at the input slices and augmentation layers, as
+        # csrc/net/graph.c does)
         grads = [None] * len(self.layers) + [None]           # [-1]: the input's
         grads[-2] = dy
-        for i in range(len(self.layers) - 1, self._aug_floor - 1, -1):
+        sliced = self._sliced()
+        from .reference_augment import AUGMENT_KINDS
+        for i in range(len(self.layers) - 1, 0 if sliced else self._aug_floor - 1, -1):
             layer, inputs = self.layers[i], self._reads[i]
+            if sliced and (grads[i] is None or isinstance(layer, _InputSlice) or
+                           layer.kind in AUGMENT_KINDS):
+                continue        # no gradient comes back to it (several inputs only)
             dxs = layer.backward(grads[i])
             if layer.frozen:
                 layer.grads = []

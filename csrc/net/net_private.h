@@ -354,7 +354,15 @@ static inline float *net_layer_input(const cnn_net *net, int i, int k)
     return j < 0 ? net->x : net->layers[j].y;
 }
 
+/* Whether the network has several inputs: its first layers are their
+ * input_slice layers (shapes.c). */
+static inline int net_has_slices(const cnn_net *net)
+{
+    return net->n_layers > 0 && net->layers[0].spec.kind == CNN_LAYER_INPUT_SLICE;
+}
+
 /* graph.c: a graph's inputs, checks, and backward */
+int net_graph_weights_above(const cnn_net *net, int i);
 cnn_status net_graph_inputs(cnn_net *net, int i);
 cnn_status net_graph_plan(cnn_net *net);
 cnn_status net_graph_plan_backward(const cnn_net *net, step_plan *p, int want_dx);

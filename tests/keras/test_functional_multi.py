@@ -472,3 +472,46 @@ def test_several_inputs_train_data_parallel_as_one_network():
     np.testing.assert_allclose(h2.history["loss"], h1.history["loss"], rtol=1e-5)
     for a, b in zip(one.get_weights(), two.get_weights(), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def augmented(seed=2, late=False):
+    """An image branch with augmentation layers that come, in Keras's order,
+    after the title branch's Dense layers (allowed: none is upstream of
+    them); `late`: a RandomFlip after the image branch's own Conv2D."""
+    title = keras.Input(shape=(13,), name="title")
+    picture = keras.Input(shape=(7, 9, 3), name="picture")
+    t = title
+    for k in range(4):
+        t = layers.Dense(5, activation="relu", name="t%d" % k)(t)
+    p = layers.RandomFlip(seed=3, name="flip")(picture)
+    p = layers.RandomContrast(0.3, seed=4, name="contrast")(p)
+    p = layers.Conv2D(3, 3, activation="relu", name="conv")(p)
+    if late:
+        p = layers.RandomFlip(seed=5, name="late_flip")(p)
+    p = layers.Flatten(name="flat")(p)
+    out = layers.Dense(5, name="head")(layers.Concatenate(name="join")([t, p]))
+    return keras.Model([title, picture], out, name="augmented", seed=seed)
+
+
+@pytest.mark.parametrize("engine", engine_params())
+def test_a_branchs_augmentation_after_another_branchs_weights_trains_as_the_reference(engine):
+    ref, mine = augmented(), augmented()
+    names = [l.name for l in mine.layers]
+    assert names.index("flip") > names.index("t0")      # after weights, in another branch
+    for model, dev in ((ref, "numpy"), (mine, device_of(engine))):
+        compiled(model, dev)
+    h_ref = ref.fit([TITLE, IMAGE], Y, batch_size=6, epochs=2, verbose=0, shuffle=False)
+    h = mine.fit([TITLE, IMAGE], Y, batch_size=6, epochs=2, verbose=0, shuffle=False)
+    gpu = 10 if engine in ("cuda", "cudnn") else 1
+    np.testing.assert_allclose(h.history["loss"], h_ref.history["loss"], rtol=1e-5 * gpu)
+    for a, b in zip(mine.get_weights(), ref.get_weights(), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4 * gpu, atol=1e-5 * gpu)
+    t0 = mine.get_layer("t0").get_weights()[0]
+    assert not np.array_equal(t0, augmented().get_layer("t0").get_weights()[0])   # trained
+
+
+@pytest.mark.parametrize("device", ["cpu", "numpy"])
+def test_augmentation_downstream_of_weights_is_still_refused(device):
+    model = compiled(augmented(late=True), device)
+    with pytest.raises(ValueError, match=r"\(random_flip\) follows a layer with weights"):
+        model.fit([TITLE, IMAGE], Y, epochs=1, verbose=0)
