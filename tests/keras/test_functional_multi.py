@@ -164,6 +164,8 @@ def test_x_as_a_list_a_tuple_or_a_dict_of_the_inputs_names():
                         validation_data=(tuple(X), Y))
     assert sorted(history.history) == ["accuracy", "loss", "val_accuracy", "val_loss"]
     assert np.isfinite(model.train_on_batch(x8, Y[:8])).all()
+    report = str(model.profile(as_dict, Y, batch_size=4, steps=1))
+    assert "input_slice_2.forward (picture)" in report and "concatenate_" in report
 
 
 def test_the_models_face_its_config_and_its_own_files(tmp_path):
