@@ -116,9 +116,8 @@ def _callbacks(value):
 def sample_count(model, x):
     """How many samples x holds (predict_on_batch's batch size): of its
     first input where the model has several."""
-    if getattr(model, "_several_inputs", False):
-        parts = model._by_name(x, "x")
-        x = parts[0][0]
+    if hasattr(model, "_by_name") and (isinstance(x, dict) or model._several_inputs):
+        x = model._by_name(x, "x")[0][0]        # (a functional model's named inputs)
     return len(np.asarray(x)) if np.ndim(x) else 1
 
 

@@ -447,6 +447,11 @@ def test_several_outputs_refusals():
         keras.Model(a, [x, a])
     with pytest.raises(ValueError, match="outputs: a dict of tensors is not supported"):
         keras.Model(a, {"x": x, "y": y})
+    one = keras.Model(a, y)     # one input: x may be a dict by its name too (Keras's rule)
+    xa = np.ones((3, 4))
+    assert np.array_equal(one.predict_on_batch({"a": xa}), one.predict(xa, verbose=0))
+    with pytest.raises(ValueError, match=r"x: a dict of inputs needs the keys \['a'\]"):
+        one.predict({"b": xa}, verbose=0)
     with pytest.raises(ValueError, match="using a model of several inputs or outputs as a layer"):
         model(keras.Input((4,)))
 
