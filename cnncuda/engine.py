@@ -30,6 +30,10 @@ upsampling2d   size (2, 2), interpolation 'nearest' or 'bilinear'
 spatial_dropout2d  rate: whole channels dropped per sample in training
 add            inputs (at least 2): the sum
 concatenate    inputs (at least 2): joined along the channels (the last axis)
+input_slice    offset, shape (h, w, c) or (f,): one input of a model of several
+               inputs, its values at `offset` of each sample of the packed
+               (features,) network input; reads -1 alone, comes before every
+               other layer, passes no gradient back
 =============  ================================================================
 
 conv2d, dense and batchnorm also take ``trainable`` (True; False freezes the

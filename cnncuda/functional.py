@@ -6,9 +6,8 @@
     outputs = layers.Dense(10)(x)
     model = keras.Model(inputs, outputs, name="mnist")
 
-The model walks its graph back from the output to the input
-(cnncuda.symbolic's KerasTensors): one input, one output, each layer called
-once. A chain (every layer called on the one before) is the Sequential
+The model walks its graph back from its outputs to its inputs
+(cnncuda.symbolic's KerasTensors), each layer called once. A chain (every layer called on the one before) is the Sequential
 model of the same layers -- same engine network, same initial weights for
 the same seed, the same bits after training -- with Keras's functional face:
 ``model.layers`` starts with its InputLayer, its Keras class name is
@@ -16,7 +15,10 @@ the same seed, the same bits after training -- with Keras's functional face:
 branches and joins again (``layers.Add``, ``layers.Concatenate``, a tensor
 read by several layers) goes to the engine in Keras's layer order, each
 layer naming the outputs it reads (csrc/net/graph.c; docs/internals.md,
-"Graphs of layers").
+"Graphs of layers"). Several inputs are packed side by side per sample
+into the engine's one input and taken apart by its input_slice layers;
+several outputs are joined into one engine output (predict gives them
+back as a list; training them is refused at compile).
 
 A subclass of ``Model`` that defines ``call`` and gives no inputs and
 outputs is a subclassed model: when it is built, call is traced on a
@@ -27,6 +29,8 @@ Layers called in several models (a model used as a layer, an encoder
 inside an autoencoder) share their weights between those models
 (models.Sequential._pull_shared).
 """
+import numpy as np
+
 from .exclusive import exclusive
 from .layers import InputLayer
 from .models import Sequential, _subclass_from_bytes
@@ -37,48 +41,81 @@ from .utils import unique_name
 __all__ = ["Model", "Functional"]
 
 
-def _one(value, arg):
-    """The single KerasTensor of `inputs` or `outputs`."""
+def _outputs(value):
+    """The KerasTensors of `outputs`: one, or a list or tuple of them (each
+    a layer's output, each once)."""
     if isinstance(value, dict):
-        raise ValueError("%s: a dict of tensors is not supported (models have one input and one "
-                         "output), got keys %s" % (arg, sorted(value)))
-    if isinstance(value, (list, tuple)):
-        if len(value) != 1:
-            if len(value) > 1 and all(isinstance(v, KerasTensor) for v in value):
-                raise ValueError("%s: models with several %s are not supported yet (the engines "
-                                 "run a chain of layers from one input to one output), got %d "
-                                 "tensors" % (arg, arg, len(value)))
-            raise TypeError("%s: expected a KerasTensor (keras.Input(...) or a layer's output), "
-                            "got %r" % (arg, value))
-        value = value[0]
-    if not isinstance(value, KerasTensor):
-        raise TypeError("%s: expected a KerasTensor (keras.Input(...) or a layer's output), got %r"
-                        % (arg, value))
-    return value
+        raise ValueError("outputs: a dict of tensors is not supported; give a list, got keys %s"
+                         % sorted(value))
+    tensors = list(value) if isinstance(value, (list, tuple)) else [value]
+    if not tensors or not all(isinstance(t, KerasTensor) for t in tensors):
+        raise TypeError("outputs: expected a KerasTensor (a layer's output) or a list of them, "
+                        "got %r" % (value,))
+    for k, tensor in enumerate(tensors):
+        if any(other is tensor for other in tensors[:k]):
+            raise ValueError('outputs: the output of layer "%s" is given twice (at %d and %d)'
+                             % (tensor.name, tensors.index(tensor), k))
+    return tensors
+
+
+def _inputs(value):
+    """The KerasTensors of `inputs`: one, or a list or tuple of them (each
+    the tensor of a keras.Input, each once)."""
+    if isinstance(value, dict):
+        raise ValueError("inputs: a dict of tensors is not supported; give a list (x may still "
+                         "be a dict keyed by the Inputs' names), got keys %s" % sorted(value))
+    several = isinstance(value, (list, tuple))
+    tensors = list(value) if several else [value]
+    if not tensors or not all(isinstance(t, KerasTensor) for t in tensors):
+        raise TypeError("inputs: expected a KerasTensor (keras.Input(...)) or a list of them, "
+                        "got %r" % (value,))
+    for k, tensor in enumerate(tensors):
+        if tensor._inputs or not isinstance(tensor._layer, InputLayer):
+            raise ValueError("%s: expected the tensor of keras.Input(...), got the output of "
+                             'layer "%s"' % ("inputs[%d]" % k if len(tensors) > 1 else "inputs",
+                                             tensor._layer.name))
+        if any(other is tensor for other in tensors[:k]):
+            raise ValueError('inputs: input "%s" is given twice (at %d and %d)'
+                             % (tensor.name, tensors.index(tensor), k))
+    names = [t.name for t in tensors]
+    for k, name in enumerate(names):
+        if name in names[:k]:
+            raise ValueError('inputs: the name "%s" is used by inputs %d and %d; the inputs of '
+                             "a model need unique names (keras.Input(name=...))"
+                             % (name, names.index(name), k))
+    return tensors
 
 
 def _graph(inputs, outputs):
-    """(the InputLayer, [the layers the output depends on, each after the
-    layers it reads], [for each, the indices of the layers it reads, -1
-    for the input]), walked back from the output."""
-    start, end = _one(inputs, "inputs"), _one(outputs, "outputs")
-    if start._inputs or not isinstance(start._layer, InputLayer):
-        raise ValueError("inputs: expected the tensor of keras.Input(...), got the output of "
-                         'layer "%s"' % start._layer.name)
+    """(the InputLayers, [the layers the output depends on, each after the
+    layers it reads], [for each, the indices of the layers it reads, -1 -
+    k for input k], Keras's list of the model's layers, InputLayers
+    included), walked back from the output."""
+    starts, ends = _inputs(inputs), _outputs(outputs)
+    where = {id(t): -1 - k for k, t in enumerate(starts)}
     order, index, reads = [], {}, []
     calls = {}          # id(layer) -> the tensor its call in this graph made
-    first_seen = []     # the layers in the order the walk first meets them
+    first_seen = []     # the layers (InputLayers too) in the order the walk first meets them
+    used = set()
 
     def visit(tensor):
-        if tensor is start:
-            return -1
+        if id(tensor) in where:
+            if id(tensor) not in used:
+                used.add(id(tensor))
+                first_seen.append(tensor._layer)
+            return where[id(tensor)]
         key = id(tensor)
         if key in index:
             return index[key]
         layer = tensor._layer
         if not tensor._inputs:
-            raise ValueError('Graph disconnected: the output depends on input "%s", which is not '
-                             'the model\'s input "%s"' % (layer.name, start._layer.name))
+            if len(starts) == 1:
+                raise ValueError('Graph disconnected: the output depends on input "%s", which '
+                                 'is not the model\'s input "%s"'
+                                 % (layer.name, starts[0]._layer.name))
+            raise ValueError('Graph disconnected: the output depends on input "%s", which is '
+                             "not one of the model's inputs (%s)"
+                             % (layer.name, ", ".join('"%s"' % t.name for t in starts)))
         if calls.setdefault(id(layer), tensor) is not tensor:
             raise ValueError('layer "%s" is called more than once between the input and the '
                              "output: a layer shared within one model is not supported"
@@ -90,27 +127,48 @@ def _graph(inputs, outputs):
         reads.append(sources)
         return index[key]
 
-    visit(end)
-    if not order:
-        raise ValueError("outputs: the model's output is its input; give it at least one layer")
-    return (start._layer,) + _keras_order(order, reads, first_seen)
+    ends_at = []
+    for k, end in enumerate(ends):
+        ends_at.append(visit(end))
+        if ends_at[-1] < 0:
+            raise ValueError("%s: the model's output is its input \"%s\"; give it at least one "
+                             "layer" % ("outputs[%d]" % k if len(ends) > 1 else "outputs",
+                                        end.name))
+    for k, tensor in enumerate(starts):
+        if id(tensor) not in used:
+            raise ValueError('inputs[%d] ("%s"): the output does not depend on this input; '
+                             "give only the inputs the outputs are computed from"
+                             % (k, tensor.name))
+    input_layers = [t._layer for t in starts]
+    layers, reads, listing = _keras_order(order, reads, first_seen, input_layers)
+    place = {id(layer): k for k, layer in enumerate(layers)}
+    return input_layers, layers, reads, listing, [place[id(order[i])] for i in ends_at]
 
 
-def _keras_order(order, reads, first_seen):
+def _keras_order(order, reads, first_seen, input_layers):
     """The layers (a topological order, and what each reads) in Keras's
     order of a functional model's layers (keras.src.ops.function.map_graph):
     by depth, the number of layers between a layer and the output, largest
     first, and at one depth in the order the walk back from the output met
-    them; so weights, .keras files and optimizer variables follow Keras's."""
+    them; so weights, .keras files and optimizer variables follow Keras's.
+    Also Keras's model.layers: the InputLayers (each as deep as its deepest
+    reader plus one) in their places among them."""
     depth = [0] * len(order)
+    in_depth = [0] * len(input_layers)
     for i in range(len(order) - 1, -1, -1):     # from the output back
         for j in reads[i]:
             if j >= 0:
                 depth[j] = max(depth[j], depth[i] + 1)
+            else:
+                in_depth[-1 - j] = max(in_depth[-1 - j], depth[i] + 1)
     seen = {id(layer): k for k, layer in enumerate(first_seen)}
     new = sorted(range(len(order)), key=lambda i: (-depth[i], seen[id(order[i])]))
     place = {old: k for k, old in enumerate(new)}
-    return [order[i] for i in new], [[place[j] if j >= 0 else -1 for j in reads[i]] for i in new]
+    listing = sorted([(-d, seen[id(layer)], layer) for d, layer in zip(in_depth, input_layers)] +
+                     [(-depth[i], seen[id(order[i])], order[i]) for i in new],
+                     key=lambda e: e[:2])
+    return ([order[i] for i in new], [[place[j] if j >= 0 else j for j in reads[i]] for i in new],
+            [e[2] for e in listing])
 
 
 def _is_chain(reads):
@@ -146,6 +204,7 @@ class Model(Sequential):
                              seed=seed)
             self._subclassed = True
             self._input_layer, self._reads = None, []
+            self._input_layers, self._ends, self._listing = [], [], []
             self.inputs = self.outputs = None
             self._trainable = trainable     # applied to the layers when call is traced
             return
@@ -160,11 +219,23 @@ class Model(Sequential):
 
     def _adopt(self, inputs, outputs):
         """Takes the graph from `inputs` to `outputs` as the model's layers."""
-        input_layer, layers, reads = _graph(inputs, outputs)
-        self._input_layer = input_layer
-        self.inputs, self.outputs = [_one(inputs, "inputs")], [_one(outputs, "outputs")]
+        input_layers, layers, reads, listing, ends = _graph(inputs, outputs)
+        self._input_layers = input_layers
+        self._input_layer = input_layers[0]
+        self._listing = listing
+        self.inputs, self.outputs = _inputs(inputs), _outputs(outputs)
         self._reads = reads
-        self._append(input_layer, shared=True)
+        self._ends = ends       # the outputs: indices into the layers
+        if len(input_layers) > 1 or len(ends) > 1:
+            # the engine's input: the inputs packed side by side per sample
+            if len(input_layers) > 1:
+                self._input_shape = (sum(int(np.prod(l._input_shape_arg))
+                                         for l in input_layers),)
+            else:
+                self._input_shape = tuple(self._input_layer._input_shape_arg)
+            self._set_graph(layers)
+            return
+        self._append(self._input_layer, shared=True)
         if _is_chain(reads):
             for layer in layers:
                 self._append(layer, shared=True)
@@ -197,10 +268,6 @@ class Model(Sequential):
         if self._is_subclassed and not self.built:
             self.build((None,) + tuple(input_shape))
         return super().compute_output_shape(input_shape)
-
-    def compile(self, *args, **kwargs):
-        check_no_custom_steps(self)
-        return super().compile(*args, **kwargs)
 
     def _get_net(self, device, purpose, batch_size=32):
         if purpose != "weights":
@@ -275,6 +342,20 @@ class Model(Sequential):
             return function, args
         return _subclass_from_bytes, (type(self),) + args
 
+    @property
+    def _several_inputs(self):
+        return len(self._input_layers) > 1
+
+    @property
+    def _several_outputs(self):
+        return len(self._ends) > 1
+
+    def _source_shape(self, j, input_shape):
+        """The shape of input -1 - j (j < 0) of the graph."""
+        if self._several_inputs:
+            return tuple(self._input_layers[-1 - j]._input_shape_arg)
+        return tuple(input_shape)
+
     def _set_graph(self, layers):
         """The layers of a graph (self._reads says what each reads), its
         shapes checked and set."""
@@ -305,7 +386,7 @@ class Model(Sequential):
         """[(input shape(s), output shape)] of every layer of the graph."""
         outs, shapes = [], []
         for layer, sources in zip(layers, self._reads):
-            ins = [tuple(input_shape) if j < 0 else outs[j] for j in sources]
+            ins = [self._source_shape(j, input_shape) if j < 0 else outs[j] for j in sources]
             shape_in = ins if getattr(layer, "_merge", False) else ins[0]
             out = tuple(layer.compute_output_shape(shape_in))
             shapes.append((shape_in, out))
@@ -314,7 +395,7 @@ class Model(Sequential):
 
     @property
     def _is_graph(self):
-        return not _is_chain(self._reads)
+        return not _is_chain(self._reads) or self._several_outputs
 
     def _infer_shapes(self, input_shape, layers):
         if self._is_graph and layers is self._layers:
@@ -330,9 +411,26 @@ class Model(Sequential):
     def _connections(self):
         if not self._is_graph:
             return None
-        names = [self._input_layer.name] + [layer.name for layer in self._layers]
-        return [""] + [", ".join("%s[0][0]" % names[j + 1] for j in reads)
-                       for reads in self._reads]
+        names = [layer.name for layer in self._layers]
+        names = {j: (names[j] if j >= 0 else self._input_layers[-1 - j].name)
+                 for reads in self._reads for j in reads}
+        column = {id(layer): ", ".join("%s[0][0]" % names[j] for j in reads)
+                  for layer, reads in zip(self._layers, self._reads)}
+        return [column.get(id(layer), "") for layer in self.layers]
+
+    def _input_slices(self):
+        """The engine layers of a model of several inputs: each input's
+        values out of the packed input ('input_slice', cnn.h)."""
+        out, offset = [], 0
+        for layer in self._input_layers:
+            shape = tuple(layer._input_shape_arg)
+            out.append({"kind": "input_slice", "offset": offset, "inputs": [-1],
+                        "shape": list((1,) + shape if len(shape) == 2 else shape)})
+            offset += int(np.prod(shape))
+        return out
+
+    def _engine_prefix(self):
+        return len(self._input_layers) if self._several_inputs else 0
 
     def _engine_block(self, offset, source):
         """Sequential's, for a graph: the first engine layer of each layer
@@ -340,10 +438,16 @@ class Model(Sequential):
         one before it."""
         if not self._is_graph:
             return super()._engine_block(offset, source)
-        out, ends = [], []
+        out, ends, starts = [], [], [source]
+        if self._several_inputs:
+            if offset != 0:
+                raise ValueError('model "%s" has several inputs: it cannot run inside another '
+                                 "model" % self.name)
+            out = self._input_slices()
+            starts = list(range(len(out)))
         for layer, sources in zip(self._layers, self._reads):
             start = offset + len(out)
-            wanted = [source if j < 0 else ends[j] for j in sources]
+            wanted = [starts[-1 - j] if j < 0 else ends[j] for j in sources]
             if isinstance(layer, Sequential):
                 dicts = layer._engine_block(start, wanted[0])
             else:
@@ -352,44 +456,163 @@ class Model(Sequential):
                     dicts[0]["inputs"] = wanted
             out.extend(dicts)
             ends.append(offset + len(out) - 1)
+        if self._several_outputs:
+            if offset != 0:
+                raise ValueError('model "%s" has several outputs: it cannot run inside another '
+                                 "model" % self.name)
+            # the outputs packed side by side per sample, each flat in Keras's
+            # order: the engine's output (_keras_y takes them apart)
+            packed = []
+            for k in self._ends:
+                packed.append(ends[k])
+                if len(self._layers[k].output_shape) > 2:
+                    out.append({"kind": "flatten", "inputs": [ends[k]]})
+                    packed[-1] = len(out) - 1
+            out.append({"kind": "concatenate", "inputs": packed})
         return out
+
+    @property
+    def output_shape(self):
+        if self._several_outputs:
+            return [self._layers[k].output_shape for k in self._ends]
+        return super().output_shape
+
+    @property
+    def output(self):
+        return list(self.outputs) if self._several_outputs else self.outputs[0]
+
+    def _keras_y(self, y):
+        """The engine's outputs in the model's: with several outputs, the
+        list of each one's (n,) + shape, taken out of the packed rows."""
+        if not self._several_outputs:
+            return super()._keras_y(y)
+        parts, start = [], 0
+        for shape in self.output_shape:
+            count = int(np.prod(shape[1:]))
+            parts.append(y[:, start:start + count].reshape((len(y),) + tuple(shape[1:])))
+            start += count
+        return parts
+
+    def _empty_outputs(self):
+        if self._several_outputs:
+            count = sum(int(np.prod(shape[1:])) for shape in self.output_shape)
+            return self._keras_y(np.zeros((0, count), np.float32))
+        return super()._empty_outputs()
+
+    def compile(self, *args, **kwargs):
+        check_no_custom_steps(self)
+        if self._several_outputs:
+            raise ValueError("compile: model \"%s\" has %d outputs (%s); training and "
+                             "evaluating a model of several outputs (a loss per output, "
+                             "loss_weights, metrics per output) is not supported yet (the "
+                             "engines' loss reads one output); predict runs without compile"
+                             % (self.name, len(self._ends),
+                                ", ".join(self._layers[k].name for k in self._ends)))
+        return super().compile(*args, **kwargs)
 
     @classmethod
     def _from_chain(cls, input_shape, layers, name=None, seed=None, input_name=None,
-                    reads=None):
+                    reads=None, inputs=None, outputs=None):
         """The functional model of `layers` called on an Input of
         `input_shape`: one after the other, or each on the outputs `reads`
-        names (indices into the layers, -1 the input)."""
+        names (indices into the layers, -1 - k input k); with `inputs`,
+        [(name, shape)] of each of several Inputs, in the model's order;
+        with `outputs`, the indices of the layers whose outputs are the
+        model's (else the last layer's)."""
         from .layers import Input
-        inputs = Input(shape=input_shape, name=input_name)
+        if inputs is None:
+            tensors_in = [Input(shape=input_shape, name=input_name)]
+        else:
+            tensors_in = [Input(shape=tuple(shape), name=in_name) for in_name, shape in inputs]
         tensors = []
         for i, layer in enumerate(layers):
             sources = [i - 1] if reads is None else reads[i]
-            args = [inputs if j < 0 else tensors[j] for j in sources]
+            args = [tensors_in[-1 - j] if j < 0 else tensors[j] for j in sources]
             tensors.append(layer(args if getattr(layer, "_merge", False) else args[0]))
-        return cls(inputs, tensors[-1], name=name, seed=seed)
+        ends = tensors[-1] if outputs is None else [tensors[k] for k in outputs]
+        return cls(tensors_in if inputs is not None else tensors_in[0], ends, name=name,
+                   seed=seed)
 
     @property
     def layers(self):
-        """The InputLayer, then the model's layers (Keras's functional order);
-        a subclassed model's layers in the order its call runs them (no
+        """The InputLayer, then the model's layers (Keras's functional order;
+        with several inputs, each InputLayer in its place in that order); a
+        subclassed model's layers in the order its call runs them (no
         InputLayer, as in Keras; none before it is built)."""
         if self._is_subclassed:
             return list(self._layers)
+        if self._several_inputs:
+            return list(self._listing)
         return [self._input_layer] + list(self._layers)
 
     @property
     def input(self):
-        return self.inputs[0]
+        return list(self.inputs) if self._several_inputs else self.inputs[0]
 
     @property
-    def output(self):
-        return self.outputs[0]
+    def input_shape(self):
+        if self._several_inputs:
+            return [(None,) + tuple(l._input_shape_arg) for l in self._input_layers]
+        return super().input_shape
+
+    def __call__(self, x, training=None, **kwargs):
+        from .symbolic import is_symbolic
+        if (self._several_inputs or self._several_outputs) and is_symbolic(x):
+            raise ValueError('model "%s" has %d inputs and %d outputs: using a model of several '
+                             "inputs or outputs as a layer of another model is not supported"
+                             % (self.name, len(self._input_layers), len(self._ends)))
+        return super().__call__(x, training=training, **kwargs)
+
+    def _build_from_data(self, x, arg="x"):
+        if not self._several_inputs:
+            super()._build_from_data(x, arg)
+
+    def _engine_data(self, x, arg="x", allow_empty=False, finite=False):
+        """x checked and in the engine's form; with several inputs, x is a
+        list or tuple of arrays in the order of `inputs`, or a dict keyed by
+        the Inputs' names (Keras's rules: other keys are ignored), and the
+        engine takes them packed side by side per sample."""
+        from .checks import check_x
+        if not self._several_inputs:
+            if isinstance(x, dict):
+                x = self._by_name(x, arg)[0][0]
+            return super()._engine_data(x, arg, allow_empty, finite)
+        arrays = [check_x(value, layer._input_shape_arg, where, allow_empty, finite)
+                  for (value, where), layer in zip(self._by_name(x, arg), self._input_layers)]
+        counts = [len(a) for a in arrays]
+        if len(set(counts)) > 1:
+            raise ValueError("%s: every input needs the same number of samples, got %s"
+                             % (arg, ", ".join("%d (%s)" % (n, l.name) for n, l in
+                                               zip(counts, self._input_layers))))
+        return np.concatenate([a.reshape(len(a), int(np.prod(a.shape[1:]))) for a in arrays],
+                              axis=1)
+
+    def _by_name(self, x, arg):
+        """[(the array of each input, how messages name it)] from x."""
+        names = [layer.name for layer in self._input_layers]
+        if isinstance(x, dict):
+            missing = [name for name in names if name not in x]
+            if missing:
+                raise ValueError("%s: a dict of inputs needs the keys %s (the Inputs' names), "
+                                 "missing %s; got keys %s"
+                                 % (arg, names, missing, sorted(map(str, x))))
+            return [(x[name], "%s['%s']" % (arg, name)) for name in names]
+        if len(names) == 1:
+            return [(x, arg)]
+        if not isinstance(x, (list, tuple)):
+            raise TypeError("%s: the model has %d inputs (%s): expected a list or tuple of %d "
+                            "arrays in that order, or a dict keyed by those names, got %s"
+                            % (arg, len(names), ", ".join(names), len(names), type(x).__name__))
+        if len(x) != len(names):
+            raise ValueError("%s: expected %d arrays, one per input (%s, in that order), got %d"
+                             % (arg, len(names), ", ".join(names), len(x)))
+        return [(value, "%s[%d]" % (arg, k)) for k, value in enumerate(x)]
 
     def get_config(self):
         """Sequential's config (the layers in order) and the Input's name;
         for a graph, what each layer reads ("reads": indices into the
-        layers, -1 the input). A subclassed model's is Keras's: its name,
+        layers, -1 - k input k); with several inputs, "inputs": [name,
+        shape] of each ("input_shape" is then the engine's packed one). A subclassed model's is Keras's: its name,
         trainable and the arguments its class was made with, where they are
         JSON values (a subclass whose arguments are not overrides
         get_config, as Keras asks)."""
@@ -414,6 +637,10 @@ class Model(Sequential):
         config = dict(Sequential.get_config(self), input_name=self._input_layer.name)
         if self._is_graph:
             config["reads"] = [list(r) for r in self._reads]
+        if self._several_inputs:
+            config["inputs"] = [[l.name, list(l._input_shape_arg)] for l in self._input_layers]
+        if self._several_outputs:
+            config["outputs"] = list(self._ends)
         return config
 
     def add(self, layer):

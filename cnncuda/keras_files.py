@@ -1,7 +1,7 @@
 """Keras's own model files, written and read in Keras's layout, so that a
 model trained here opens in Keras 3 (and TensorFlow) and a Sequential or
 functional model saved by Keras loads here (nested models too; functional
-graphs of one input and one output):
+graphs of one or several inputs and outputs; several outputs predict only):
 
 - ``.keras``: a zip of config.json (the architecture and compile settings as
   Keras serializes them), metadata.json and model.weights.h5 (each layer's
@@ -36,6 +36,7 @@ import inspect
 import io
 import json
 import re
+import warnings
 import zipfile
 
 import numpy as np
@@ -187,26 +188,35 @@ def _model_entry(model):
                            "dtype": _dtype_policy(), "layers": entries,
                            "build_input_shape": shape},
                 "registered_name": None, "build_config": {"input_shape": shape}}
-    first = model._input_layer.name
-    entries = [dict(_input_entry(shape, first), name=first, inbound_nodes=[])]
     shapes = model._infer_shapes(model._input_shape, model._layers)
-    for i, layer in enumerate(model._layers):
+    inputs = model._input_layers
+    place = {id(layer): i for i, layer in enumerate(model._layers)}
+    entries = []
+    for entry in model.layers:      # Keras's order, each InputLayer in its place
+        if id(entry) not in place:
+            entries.append(dict(_input_entry([None] + list(entry._input_shape_arg), entry.name),
+                                name=entry.name, inbound_nodes=[]))
+            continue
+        i, layer = place[id(entry)], entry
         tensors = []
         for j in model._reads[i]:
-            source = [None] + list(model._input_shape if j < 0 else shapes[j][1])
+            source = [None] + list(model._source_shape(j, model._input_shape) if j < 0
+                                   else shapes[j][1])
             tensors.append({"class_name": "__keras_tensor__",
                             "config": {"shape": source, "dtype": "float32",
-                                       "keras_history": [first if j < 0
+                                       "keras_history": [inputs[-1 - j].name if j < 0
                                                          else model._layers[j].name, 0, 0]}})
         merge = getattr(layer, "_merge", False)
         shape_in = [t["config"]["shape"] for t in tensors] if merge else tensors[0]["config"]["shape"]
         entries.append(dict(_entry(layer, shape_in), name=layer.name,
                             inbound_nodes=[{"args": [tensors] if merge else tensors,
                                             "kwargs": {}}]))
+    refs = [[layer.name, 0, 0] for layer in inputs]
+    outs = [[model._layers[k].name, 0, 0] for k in model._ends]
     return {"module": "keras.src.models.functional", "class_name": "Functional",
             "config": {"name": model.name, "trainable": model.trainable, "layers": entries,
-                       "input_layers": [first, 0, 0],
-                       "output_layers": [model._layers[-1].name, 0, 0]},
+                       "input_layers": refs[0] if len(refs) == 1 else refs,
+                       "output_layers": outs[0] if len(outs) == 1 else outs},
             "registered_name": "Functional", "build_config": {"input_shape": None}}
 
 
@@ -624,13 +634,11 @@ def _functional(inner):
     entries = inner["layers"]
     by_name = {(e.get("name") or e["config"]["name"]): e for e in entries}
     inputs, outputs = _refs(inner["input_layers"]), _refs(inner["output_layers"])
-    if len(inputs) != 1 or len(outputs) != 1:
-        raise ValueError("model %s: %d inputs and %d outputs; models of one input and one output "
-                         "load here (the engines run a chain of layers)"
-                         % (inner.get("name"), len(inputs), len(outputs)))
-    config = by_name[inputs[0]]["config"]
-    shape = tuple((config.get("batch_shape") or config.get("batch_input_shape"))[1:])
-    tensors = {inputs[0]: _input_tensor(shape, inputs[0])}
+    tensors = {}
+    for name in inputs:
+        config = by_name[name]["config"]
+        shape = tuple((config.get("batch_shape") or config.get("batch_input_shape"))[1:])
+        tensors[name] = _input_tensor(shape, name)
     pending = set()
 
     def tensor_of(name):
@@ -648,7 +656,10 @@ def _functional(inner):
         arg = args if getattr(layer, "_merge", False) else args[0] if len(args) == 1 else args
         tensors[name] = layer(arg) if training is None else layer(arg, training=training)
         return tensors[name]
-    return Model(tensors[inputs[0]], tensor_of(outputs[0]), name=inner.get("name"))
+    starts = [tensors[name] for name in inputs]
+    ends = [tensor_of(name) for name in outputs]
+    return Model(starts if len(starts) > 1 else starts[0], ends if len(ends) > 1 else ends[0],
+                 name=inner.get("name"))
 
 
 def _input_tensor(shape, name):
@@ -674,7 +685,11 @@ def _build(config, weights_of, compile_config, compile, device, path):
     # weights_of None (model_from_json): the architecture alone, fresh weights
     if weights_of is not None and model._weight_specs():
         model.set_weights(_model_weights(model, weights_of))
-    if compile and compile_config:
+    if compile and compile_config and getattr(model, "_several_outputs", False):
+        warnings.warn("%s: model \"%s\" has several outputs; it loads uncompiled (training "
+                      "a model of several outputs is not supported yet; predict runs)"
+                      % (path, model.name), stacklevel=4)
+    elif compile and compile_config:
         opt = compile_config.get("optimizer") or compile_config.get("optimizer_config")
         loss = compile_config.get("loss")
         model.compile(optimizer=_optimizer(opt), loss=_loss(loss),

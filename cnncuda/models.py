@@ -502,6 +502,17 @@ class Sequential:
         shape = self._input_shape
         return (1,) + shape if len(shape) == 2 else shape
 
+    def _engine_data(self, x, arg="x", allow_empty=False, finite=False):
+        """x checked against the model's input (check_x), as the engine
+        takes it (functional models of several inputs pack theirs)."""
+        from .checks import check_x
+        return self._engine_x(check_x(x, self.input_shape[1:], arg, allow_empty, finite))
+
+    def _engine_prefix(self):
+        """How many engine layers come before the first layer's (the
+        inputs' slices of a functional model of several inputs)."""
+        return 0
+
     def _engine_x(self, x):
         """Samples checked against input_shape, as the engine takes them (a view)."""
         if len(self._input_shape) == 2:
@@ -513,7 +524,7 @@ class Sequential:
         `first` on whose initializers are not the ones the engines draw
         (cnncuda.initializers says how the values are keyed)."""
         from .reference import rng_key
-        drawn, k, engine_index = {}, 0, 0
+        drawn, k, engine_index = {}, 0, self._engine_prefix()
         for layer in self._leaves():     # in the engine's order (_engine_block)
             inits = layer.weight_initializers()
             for name, shape, _ in layer.weight_specs(layer.input_shape[1:]):
@@ -544,6 +555,10 @@ class Sequential:
         """The engine's outputs in the model's output shape: an output of two
         axes (A, B) (after a Reshape) is the engine's image (1, A, B)."""
         return y.reshape((len(y),) + tuple(self.output_shape[1:]))
+
+    def _empty_outputs(self):
+        """predict's outputs for no samples."""
+        return np.zeros((0,) + tuple(self.output_shape[1:]), np.float32)
 
     def _weight_specs(self):
         """[(layer, name, shape, trainable)] in get_weights order."""
@@ -842,14 +857,14 @@ class Sequential:
         return self._on_batch("test", x, y, sample_weight, None, return_dict)
 
     def _on_batch(self, kind, x, y, sample_weight, class_weight, return_dict):
-        from .checks import boolean, check_x
+        from .checks import boolean
         return_dict = boolean(return_dict, "return_dict")
         if self.loss is None:
             raise RuntimeError("You must compile your model before training/testing. "
                                "Use `model.compile(optimizer, loss)`.")
         if x is not None:
             self._build_from_data(x)
-            check_x(x, self.input_shape[1:], "x")       # finite values: nothing runs on NaN
+            self._engine_data(x, "x", finite=True)       # finite values: nothing runs on NaN
         x, y = training._data(self, x, y)
         w = sample_weights.weights(self, y, len(x), sample_weight, class_weight)
         if w is not None:
@@ -885,8 +900,7 @@ class Sequential:
                             "dataset or generator)" % type(x).__name__)
         if x is None:
             raise ValueError("x: expected an array of samples, got None")
-        return training.predict(self, x, max(len(np.asarray(x)) if np.ndim(x) else 1, 1),
-                                0, None, None)
+        return training.predict(self, x, max(training.sample_count(self, x), 1), 0, None, None)
 
     # -- layers and variables --------------------------------------------------
 
@@ -1254,7 +1268,8 @@ def _model_from_config(class_name, spec):
     if class_name == "Functional":
         from .functional import Model
         return Model._from_chain(shape, entries, name=spec["name"], seed=spec["seed"],
-                                 input_name=spec.get("input_name"), reads=spec.get("reads"))
+                                 input_name=spec.get("input_name"), reads=spec.get("reads"),
+                                 inputs=spec.get("inputs"), outputs=spec.get("outputs"))
     model = Sequential(name=spec["name"], seed=spec["seed"])
     if shape is not None:
         model.add(InputLayer(input_shape=shape, name="_input"))

@@ -27,9 +27,14 @@ UPDATE_COSTS = {"sgd": (3, 1), "adagrad": (5, 1), "rmsprop": (6, 1), "adam": (10
                 "adamw": (12, 2), "adamax": (8, 2), "nadam": (14, 2), "adadelta": (12, 2)}
 
 
-def _out_shape(spec, shape):
-    """The output shape (no batch axis) of engine layer `spec` on `shape`."""
+def _out_shape(spec, shape, ins=None):
+    """The output shape (no batch axis) of engine layer `spec` on `shape`
+    (its first input; `ins`: all of its inputs' shapes)."""
     kind = spec["kind"]
+    if kind == "input_slice":
+        return tuple(spec["shape"])
+    if kind == "concatenate" and ins:
+        return tuple(ins[0][:-1]) + (sum(s[-1] for s in ins),)
     if kind in ("conv2d", "maxpool", "avgpool"):
         h, w, c = shape
         kh, kw = spec["kernel"]
@@ -181,6 +186,8 @@ class Profile:
 def _layer_names(model):
     """The model layer's name for each engine layer index."""
     names = []
+    if getattr(model, "_several_inputs", False):       # the inputs' slices first
+        names = [layer.name for layer in model._input_layers]
     for layer in model.layers:
         names.extend([layer.name] * len(layer.engine_layers()))
     return names
@@ -242,11 +249,11 @@ def profile_network(engine, specs, input_shape, loss, optimizer, x, y, batch, st
     if weights is not None:
         net.set_weights(weights)
     parts = net.profile(x, y, steps=steps)
-    shapes, shape = [], tuple(input_shape)
-    for spec in specs:
-        out = _out_shape(spec, shape)
-        shapes.append((shape, out))
-        shape = out
+    shapes, outs = [], []
+    for i, spec in enumerate(specs):     # each on what it reads (a graph's "inputs")
+        ins = [tuple(input_shape) if j < 0 else outs[j] for j in spec.get("inputs") or [i - 1]]
+        outs.append(_out_shape(spec, ins[0], ins))
+        shapes.append((ins[0], outs[-1]))
     n_params = sum(int(np.prod(w.shape)) for w in net.get_weights())
     rows = []
     for step, seconds in parts:

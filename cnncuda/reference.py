@@ -1303,6 +1303,37 @@ class _Merge(_Layer):
         return concat_backward(dy, [s[-1] for s in self.in_shapes])
 
 
+def input_slice_forward(x, offset, shape):
+    """One input of a model of several inputs: the values [offset, offset +
+    prod(shape)) of each sample of the packed x (N, F), as (N,) + shape
+    (Keras's layout)."""
+    count = int(np.prod(shape))
+    return x[:, offset:offset + count].reshape((x.shape[0],) + tuple(shape)).copy()
+
+
+class _InputSlice(_Layer):
+    """An input of a model of several inputs (engine kind 'input_slice'):
+    it reads the packed network input and comes before every other layer;
+    no gradient passes back through it."""
+    kind = "input_slice"
+
+    def __init__(self, index, spec, in_shape):
+        super().__init__(index, in_shape)
+        self.offset = int(_require(spec, "offset", index))
+        self.out_shape = tuple(int(d) for d in _require(spec, "shape", index))
+        if len(self.in_shape) != 1 or len(self.out_shape) not in (1, 3) or \
+                min(self.out_shape) < 1 or self.offset < 0 or \
+                self.offset + int(np.prod(self.out_shape)) > self.in_shape[0]:
+            raise ValueError(f"layer {index} (input_slice): a {self.out_shape} input at value "
+                             f"{self.offset} does not fit the network's input {self.in_shape}")
+
+    def forward(self, x, training, t):
+        return input_slice_forward(x, self.offset, self.out_shape)
+
+    def backward(self, dy):
+        raise ValueError(f"layer {self.index} (input_slice) passes no gradient back")
+
+
 class NumpyNet:
     """The `numpy` engine: a Sequential CNN in NumPy with the C binding's Net
     interface (see the module docstring of cnncuda and docs/semantics.md).
@@ -1349,6 +1380,7 @@ class NumpyNet:
             else:
                 if len(inputs) != 1:
                     raise ValueError(f"layer {i} ({spec.get('kind')}) takes one input")
+                self._reading = inputs      # (for an augmentation layer's check)
                 layer = self._make_layer(i, spec, shapes[0])
             for j in inputs:
                 readers[j + 1] += 1
@@ -1409,10 +1441,17 @@ class NumpyNet:
             return _BatchNorm(i, spec, shape, self.dtype)
         if kind == "prelu":
             return _PReLU(i, spec, shape, self.dtype)
+        if kind == "input_slice":
+            if any(not isinstance(l, _InputSlice) for l in self.layers) or \
+                    list(spec.get("inputs") or []) != [-1]:
+                raise ValueError(f"layer {i} (input_slice) reads the network's input (-1) "
+                                 "alone and comes before every other layer")
+            self._aug_floor = i + 1
+            return _InputSlice(i, spec, shape)
         from . import reference_augment
         if kind in reference_augment.AUGMENT_KINDS:
             layer = reference_augment.make_layer(_Layer, i, spec, shape, self.seed,
-                                                 any(l.weights for l in self.layers))
+                                                 self._weights_above(self._reading))
             self._aug_floor = i + 1
             return layer
         from .reference_shapes import make_shape_layer    # it imports this module
@@ -1420,6 +1459,27 @@ class NumpyNet:
         if layer is not None:
             return layer
         raise ValueError(f"layer {i}: unknown kind {kind!r}")
+
+    def _sliced(self):
+        """Whether the network has several inputs (input_slice layers first)."""
+        return bool(self.layers) and isinstance(self.layers[0], _InputSlice)
+
+    def _weights_above(self, inputs):
+        """Whether a layer with weights is upstream of a layer reading
+        `inputs` (a network of several inputs), else before it (as the C
+        core: csrc/net/augment.c)."""
+        if not self._sliced():
+            return any(l.weights for l in self.layers)
+        todo, seen = [j for j in inputs if j >= 0], set()
+        while todo:
+            j = todo.pop()
+            if j in seen:
+                continue
+            seen.add(j)
+            if self.layers[j].weights:
+                return True
+            todo.extend(k for k in self._reads[j] if k >= 0)
+        return False
 
     # -- properties -------------------------------------------------------
 
@@ -1500,9 +1560,10 @@ class NumpyNet:
         Stores the parameter gradients; returns dx (the input's layout)."""
         if self._aug_floor:
             aug = self.layers[self._aug_floor - 1]
+            what = "an input of several" if aug.kind == "input_slice" else \
+                "an augmentation layer"
             raise ValueError(f"backward: the input's gradient is not computed through layer "
-                             f"{aug.index} ({aug.kind}), an augmentation layer (they pass no "
-                             "gradient back)")
+                             f"{aug.index} ({aug.kind}), {what} (they pass no gradient back)")
         return self._backward(dy)
 
     def _backward(self, dy):
@@ -1517,10 +1578,18 @@ class NumpyNet:
         # order the C engines add them (csrc/net/graph.c): readers last to
         # first, a layer's inputs in their order; none below the
         # augmentation layers (no weights there, no input gradient)
+        # (a network of several inputs follows each path back from the
+        # output, stopping at the input slices and augmentation layers, as
+        # csrc/net/graph.c does)
         grads = [None] * len(self.layers) + [None]           # [-1]: the input's
         grads[-2] = dy
-        for i in range(len(self.layers) - 1, self._aug_floor - 1, -1):
+        sliced = self._sliced()
+        from .reference_augment import AUGMENT_KINDS
+        for i in range(len(self.layers) - 1, 0 if sliced else self._aug_floor - 1, -1):
             layer, inputs = self.layers[i], self._reads[i]
+            if sliced and (grads[i] is None or isinstance(layer, _InputSlice) or
+                           layer.kind in AUGMENT_KINDS):
+                continue        # no gradient comes back to it (several inputs only)
             dxs = layer.backward(grads[i])
             if layer.frozen:
                 layer.grads = []

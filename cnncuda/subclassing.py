@@ -132,7 +132,8 @@ def trace(owner, shape):
         return out
     first = _run(owner, shape, True)
     second = _run(owner, shape, False)
-    (_, a_layers, a_reads), (_, b_layers, b_reads) = _walk(owner, first), _walk(owner, second)
+    (_, a_layers, a_reads, _, _), (_, b_layers, b_reads, _, _) = (_walk(owner, first),
+                                                                  _walk(owner, second))
     same = len(a_layers) == len(b_layers) and all(
         x is y for x, y in zip(a_layers, b_layers)) and a_reads == b_reads
     if not same:

@@ -35,7 +35,7 @@ import numpy as np
 
 from . import config, sample_weights
 from .callbacks import Callback, CallbackList, History, ProgbarLogger
-from .checks import boolean, check_targets, check_x, nonnegative_int, number_in, positive_int
+from .checks import boolean, check_targets, nonnegative_int, number_in, positive_int
 from .chunks import RateChunker, StepChunker
 from .data import feed
 from .progbar import Progbar
@@ -113,6 +113,22 @@ def _callbacks(value):
     return list(value)
 
 
+def sample_count(model, x):
+    """How many samples x holds (predict_on_batch's batch size): of its
+    first input where the model has several."""
+    if hasattr(model, "_by_name") and (isinstance(x, dict) or model._several_inputs):
+        x = model._by_name(x, "x")[0][0]        # (a functional model's named inputs)
+    return len(np.asarray(x)) if np.ndim(x) else 1
+
+
+def refuse_stream_inputs(model, x):
+    """A dataset or generator for a model of several inputs is refused."""
+    if feed.is_stream(x) and getattr(model, "_several_inputs", False):
+        raise ValueError("x: a dataset, generator or Sequence is not supported for a model of "
+                         "several inputs (%d); give x as a list of arrays or a dict keyed by "
+                         "the Inputs' names" % len(model.inputs))
+
+
 def _data(model, x, y, x_arg="x", y_arg="y"):
     """(x, y) checked against the model and its loss."""
     if x is None:
@@ -120,8 +136,7 @@ def _data(model, x, y, x_arg="x", y_arg="y"):
     if y is None:
         raise ValueError("%s: expected the targets of %s, got None" % (y_arg, x_arg))
     model._build_from_data(x, x_arg)
-    # the engine checks the values
-    x = model._engine_x(check_x(x, model.input_shape[1:], x_arg, finite=False))
+    x = model._engine_data(x, x_arg)        # the engine checks the values
     classes = model._output_classes()
     if classes is None:
         raise ValueError("loss: the model's output %s is not (None, classes)"
@@ -327,6 +342,7 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
     validation_freq = validation_freq_check(validation_freq)
     if validation_batch_size is not None:
         validation_batch_size = positive_int(validation_batch_size, "validation_batch_size")
+    refuse_stream_inputs(model, x)
     if feed.is_stream(x):       # a Dataset, a generator or a Sequence: data/feed.py
         refuse_weights(sample_weight=sample_weight, class_weight=class_weight)
         feed.refuse_array_arguments(x, [("y", y, None), ("batch_size", batch_size, None),
@@ -457,6 +473,7 @@ def evaluate(model, x, y, batch_size, verbose, sample_weight, steps, callbacks, 
     batch = 32 if batch_size is None else positive_int(batch_size, "batch_size")
     verbose = _verbose(verbose)
     user_callbacks = _callbacks(callbacks)
+    refuse_stream_inputs(model, x)
     if feed.is_stream(x):
         refuse_weights(sample_weight=sample_weight)
         feed.refuse_array_arguments(x, [("y", y, None), ("batch_size", batch_size, None)])
@@ -495,6 +512,7 @@ def predict(model, x, batch_size, verbose, steps, callbacks):
     batch = 32 if batch_size is None else positive_int(batch_size, "batch_size")
     verbose = _verbose(verbose)
     user_callbacks = _callbacks(callbacks)
+    refuse_stream_inputs(model, x)
     if feed.is_stream(x):
         feed.refuse_array_arguments(x, [("batch_size", batch_size, None)])
         return feed.predict(model, x, verbose, steps, user_callbacks)
@@ -502,8 +520,7 @@ def predict(model, x, batch_size, verbose, steps, callbacks):
     if x is None:
         raise ValueError("x: expected an array of samples, got None")
     model._build_from_data(x)
-    x = model._engine_x(check_x(x, model.input_shape[1:], "x", allow_empty=True,
-                                finite=False))
+    x = model._engine_data(x, "x", allow_empty=True)
     net = model._get_net(config.resolve_device(model._device), "predict",
                          min(batch, max(len(x), 1)))
     n = len(x)
@@ -514,7 +531,7 @@ def predict(model, x, batch_size, verbose, steps, callbacks):
     per_batch = cbs.wants_batches("predict")
     cbs.on_predict_begin()
     if n == 0:
-        outputs = np.zeros((0,) + tuple(model.output_shape[1:]), np.float32)
+        outputs = None
     elif not per_batch and (progbar is None or not progbar.dynamic or verbose != 1):
         outputs = net.predict(x, x_arg="x")
     else:
@@ -538,4 +555,4 @@ def predict(model, x, batch_size, verbose, steps, callbacks):
     if progbar is not None:
         progbar.update(total_steps, finalize=True)
     cbs.on_predict_end()
-    return model._keras_y(outputs)
+    return model._empty_outputs() if outputs is None else model._keras_y(outputs)

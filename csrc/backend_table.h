@@ -148,6 +148,12 @@ typedef cnn_status cnn_add_fn(cnn_ctx *ctx, int n, int count,
 typedef cnn_status cnn_concat_fn(cnn_ctx *ctx, int n, int c, int hw, int c_total, int offset,
                                  const float *in, float *out);
 
+/* one input of a network of several inputs (CNN_LAYER_INPUT_SLICE): for
+ * each of n samples of x (n, row), its values [offset, offset + h w c), an
+ * (h, w, c) NHWC image or (1, 1, c) row, into y (n, c, h, w) (NCHW) */
+typedef cnn_status cnn_input_slice_fn(cnn_ctx *ctx, int n, int row, int offset, int h, int w,
+                                      int c, const float *x, float *y);
+
 /* dropout forward (x -> y) and backward (dy -> dx) */
 typedef cnn_status cnn_dropout_fn(cnn_ctx *ctx, int n, int c, int h, int w, float rate,
                                   uint64_t seed, const int64_t *forward, int64_t row0,
@@ -498,6 +504,10 @@ struct cnn_backend {
 
     /* The engine's fused ops, or NULL for none. */
     const cnn_fused_ops *fused;
+
+    /* a model of several inputs: one input's values out of the packed
+     * network input, in the layout the layers take (no backward) */
+    cnn_input_slice_fn *input_slice;
 };
 
 /* ------------------------------------------------------ the fused ops

@@ -401,7 +401,14 @@ typedef enum cnn_layer_kind {
      * one shape, and the inputs joined along the channels (the last axis in
      * Keras's layout: C of NCHW images, the features of (N, F) rows) */
     CNN_LAYER_ADD = 24,
-    CNN_LAYER_CONCAT = 25
+    CNN_LAYER_CONCAT = 25,
+    /* one input of a model of several inputs: its values, at input_offset
+     * of each sample of the network's (N, features) input (the inputs
+     * packed side by side, each in Keras's NHWC order), as an (N, target_c)
+     * row or a target_h x target_w x target_c image (NCHW on the engines).
+     * It reads the network's input (-1) alone, comes before every other
+     * layer, and passes no gradient back (csrc/net/graph.c) */
+    CNN_LAYER_INPUT_SLICE = 26
 } cnn_layer_kind;
 /* The first and last of the shape and image layers (csrc/net/shapes.c). */
 #define CNN_LAYER_SHAPE_FIRST CNN_LAYER_RESCALING
@@ -457,6 +464,7 @@ typedef struct cnn_layer_spec {
     int pad[4];       /* zero padding, cropping: rows at the top, bottom, columns left, right */
     int target_h, target_w, target_c; /* reshape: NHWC, or (0, 0, features) */
     int upsample_bilinear; /* upsampling: 0 nearest, 1 bilinear */
+    int input_offset;      /* input_slice: its first value in a sample of the input */
     /* the layers whose outputs it reads, in order (-1: the network's input);
      * n_inputs 0: the layer before it (layer i - 1, the input for layer 0),
      * as in a chain. A network whose layers read others than the one before,

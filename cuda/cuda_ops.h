@@ -60,6 +60,8 @@ cnn_dense_backward_filter_fn cuda_dense_backward_filter;
 /* add.cu, concat.cu */
 cnn_add_fn cuda_add;
 cnn_concat_fn cuda_concat_forward, cuda_concat_backward;
+/* input_slice.cu */
+cnn_input_slice_fn cuda_input_slice;
 
 /* activation.cu */
 cnn_activation_forward_fn cuda_activation_forward;

@@ -148,7 +148,8 @@ static inline double cnn_cpu_sum(const float *restrict x, size_t len)
     .adamax_step = cpu_adamax_step, \
     .nadam_step = cpu_nadam_step, \
     .adamw_step = cpu_adamw_step, \
-    .fused = &cnn_cpu_fused
+    .fused = &cnn_cpu_fused, \
+    .input_slice = cpu_input_slice
 
 extern const cnn_backend cnn_backend_cpu;
 extern const cnn_backend cnn_backend_omp;
@@ -201,6 +202,9 @@ cnn_prelu_backward_fn cpu_prelu_backward;
 /* add.c, concat.c */
 cnn_add_fn cpu_add;
 cnn_concat_fn cpu_concat_forward, cpu_concat_backward;
+
+/* input_slice.c */
+cnn_input_slice_fn cpu_input_slice;
 
 /* dropout.c */
 cnn_dropout_fn cpu_dropout_forward, cpu_dropout_backward;

@@ -20,7 +20,9 @@ cnn_status net_plan_augment(cnn_net *net, int i, size_t n_params, size_t n_state
                              "layer %d (%s) expects an image input (batch, height, width, "
                              "channels), got a (batch, %d) input",
                              i, name, L->in_c);
-    if (n_params || n_state)
+    /* a network of several inputs (its graph backward follows each path,
+     * graph.c): no layer with weights upstream of it; else none before it */
+    if (net_has_slices(net) ? net_graph_weights_above(net, i) : (n_params || n_state))
         return cnn_set_error(CNN_ERR_VALUE,
                              "layer %d (%s) follows a layer with weights: augmentation layers "
                              "pass no gradient back, so they must come before every layer with "

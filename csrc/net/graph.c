@@ -90,6 +90,48 @@ cnn_status net_graph_plan(cnn_net *net)
     return CNN_OK;
 }
 
+static int has_weights(const layer *L)
+{
+    return L->w_off != NO_OFFSET || L->gamma_off != NO_OFFSET || L->alpha_off != NO_OFFSET ||
+           L->mean_off != NO_OFFSET;
+}
+
+/* Whether a layer with weights is upstream of layer i (planned already):
+ * one of the layers its inputs come from, theirs, and so on. */
+int net_graph_weights_above(const cnn_net *net, int i)
+{
+    int found = 0, top = 0;
+    int *stack = malloc(((size_t)i + 1) * sizeof *stack);
+    unsigned char *seen = calloc((size_t)i + 1, 1);
+    if (!stack || !seen) {
+        free(stack);
+        free(seen);
+        return 1; /* out of memory: refuse rather than guess */
+    }
+    stack[top++] = i;
+    while (top > 0 && !found) {
+        const layer *L = &net->layers[stack[--top]];
+        for (int k = 0; k < L->n_in; k++) {
+            const int j = L->in[k];
+            if (j < 0 || seen[j]) continue;
+            seen[j] = 1;
+            if (has_weights(&net->layers[j])) found = 1;
+            stack[top++] = j;
+        }
+    }
+    free(stack);
+    free(seen);
+    return found;
+}
+
+/* Whether a gradient passes back into layer j's output: not into an input
+ * slice or an augmentation layer. */
+static int passes_back(const cnn_net *net, int j)
+{
+    const int kind = net->layers[j].spec.kind;
+    return kind != CNN_LAYER_INPUT_SLICE && !cnn_layer_is_augment(kind);
+}
+
 /* Appends a graph backward step writing the gradient of input k of layer i
  * (`written`: which outputs' gradients have a step already, [j + 1]). */
 static step *graph_step(const cnn_net *net, step_plan *p, step_kind kind, int i, int k,
@@ -116,24 +158,51 @@ static step *graph_step(const cnn_net *net, step_plan *p, step_kind kind, int i,
     return st;
 }
 
+/* Whether the gradient of input k of layer i is wanted: see
+ * net_graph_plan_backward. */
+static int wanted(const cnn_net *net, int i, int k, int floor, int want_dx)
+{
+    const int j = net->layers[i].in[k];
+    if (j < 0) return want_dx;
+    return net_has_slices(net) ? passes_back(net, j) : j >= floor;
+}
+
 /* A graph's backward: layers n - 1 down to 0, each input's gradient
  * written or added on (see the top of the file); want_dx, the network
- * input's gradient too (into grad_x). */
+ * input's gradient too (into grad_x). Where no gradient is wanted: a
+ * network of one input stops at its floor (below its augmentation layers
+ * no layer has weights); a network of several inputs follows each path
+ * back from the output and stops at the input slices and augmentation
+ * layers (no layer upstream of those has weights: shapes.c, augment.c),
+ * so a branch's augmentation layer may come after another branch's
+ * weights in the order. */
 cnn_status net_graph_plan_backward(const cnn_net *net, step_plan *p, int want_dx)
 {
     const int n = net->n_layers;
     unsigned char *w = calloc((size_t)n + 1, 1);
-    if (!w) return cnn_set_error(CNN_ERR_MEMORY, "out of host memory creating a network");
+    unsigned char *reached = calloc((size_t)n + 1, 1);
+    if (!w || !reached) {
+        free(w);
+        free(reached);
+        return cnn_set_error(CNN_ERR_MEMORY, "out of host memory creating a network");
+    }
     p->n = 0;
+    const int sliced = net_has_slices(net);
     /* below an augmentation layer no layer has weights: no gradient is
      * wanted there unless the input's is (which cnn_net_backward refuses) */
-    const int floor = want_dx ? 0 : net->aug_floor;
+    const int floor = want_dx || sliced ? 0 : net->aug_floor;
+    reached[n - 1] = 1;
     for (int i = n - 1; i >= floor; i--) {
         const layer *L = &net->layers[i];
         const cnn_layer_spec *s = &L->spec;
+        if (sliced) {
+            if (!reached[i]) continue; /* no gradient comes back to its output */
+            for (int k = 0; k < L->n_in; k++)
+                if (L->in[k] >= 0 && wanted(net, i, k, floor, want_dx)) reached[L->in[k]] = 1;
+        }
         /* input 0's gradient is wanted: another layer's above the floor, or
          * the network input's where want_dx */
-        const int need = L->in[0] >= floor || (L->in[0] < 0 && want_dx);
+        const int need = wanted(net, i, 0, floor, want_dx);
         switch (s->kind) {
         case CNN_LAYER_CONV2D:
             graph_step(net, p, STEP_CONV_BACKWARD_FILTER, i, 0, NULL)->with_db = s->use_bias;
@@ -165,7 +234,7 @@ cnn_status net_graph_plan_backward(const cnn_net *net, step_plan *p, int want_dx
         case CNN_LAYER_ADD:
         case CNN_LAYER_CONCAT:
             for (int k = 0; k < L->n_in; k++)
-                if (L->in[k] >= floor || (L->in[k] < 0 && want_dx))
+                if (wanted(net, i, k, floor, want_dx))
                     graph_step(net, p,
                                s->kind == CNN_LAYER_ADD ? STEP_ADD_BACKWARD : STEP_CONCAT_BACKWARD,
                                i, k, w);
@@ -173,10 +242,11 @@ cnn_status net_graph_plan_backward(const cnn_net *net, step_plan *p, int want_dx
         default:
             if (s->kind >= CNN_LAYER_SHAPE_FIRST && s->kind <= CNN_LAYER_SHAPE_LAST && need)
                 graph_step(net, p, STEP_SHAPE_BACKWARD, i, 0, w);
-            break; /* an augmentation layer: no backward (below the floor) */
+            break; /* an augmentation layer or an input slice: no backward */
         }
     }
     free(w);
+    free(reached);
     return CNN_OK;
 }
 

@@ -92,6 +92,7 @@ typedef enum step_kind {
     STEP_PRELU_FORWARD,
     STEP_SHAPE_FORWARD, /* a shape or image layer's (cnn.h CNN_LAYER_SHAPE_FIRST ...) */
     STEP_ADD_FORWARD, STEP_CONCAT_FORWARD,
+    STEP_INPUT_SLICE, /* an input of several (no backward: see aug_floor) */
     /* a training step's loss, its gradient into grad_a */
     STEP_LOSS, STEP_SOFTMAX_LOSS, STEP_DENSE_LOSS_HEAD,
     /* backward */
@@ -353,7 +354,15 @@ static inline float *net_layer_input(const cnn_net *net, int i, int k)
     return j < 0 ? net->x : net->layers[j].y;
 }
 
+/* Whether the network has several inputs: its first layers are their
+ * input_slice layers (shapes.c). */
+static inline int net_has_slices(const cnn_net *net)
+{
+    return net->n_layers > 0 && net->layers[0].spec.kind == CNN_LAYER_INPUT_SLICE;
+}
+
 /* graph.c: a graph's inputs, checks, and backward */
+int net_graph_weights_above(const cnn_net *net, int i);
 cnn_status net_graph_inputs(cnn_net *net, int i);
 cnn_status net_graph_plan(cnn_net *net);
 cnn_status net_graph_plan_backward(const cnn_net *net, step_plan *p, int want_dx);

@@ -167,6 +167,7 @@ static const char *step_suffix(step_kind k)
     case STEP_SHAPE_BACKWARD: return "backward";
     case STEP_ADD_FORWARD: return "forward";
     case STEP_CONCAT_FORWARD: return "forward";
+    case STEP_INPUT_SLICE: return "forward";
     case STEP_ADD_BACKWARD: return "backward";
     case STEP_CONCAT_BACKWARD: return "backward";
     }
@@ -250,6 +251,7 @@ static void plan_forward(const cnn_net *net, step_plan *p, forward_span span)
         case CNN_LAYER_PRELU: add_step(net, p, STEP_PRELU_FORWARD, i, i); break;
         case CNN_LAYER_ADD: add_step(net, p, STEP_ADD_FORWARD, i, i); break;
         case CNN_LAYER_CONCAT: add_step(net, p, STEP_CONCAT_FORWARD, i, i); break;
+        case CNN_LAYER_INPUT_SLICE: add_step(net, p, STEP_INPUT_SLICE, i, i); break;
         default:
             if (cnn_layer_is_augment(L->spec.kind)) add_step(net, p, STEP_AUGMENT_FORWARD, i, i);
             break;

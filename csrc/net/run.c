@@ -120,6 +120,10 @@ cnn_status net_run_forward(cnn_net *net, plan_kind which, const run_args *r)
         case STEP_CONCAT_FORWARD:
             CNN_TRY(net_concat_forward(net, i, n, y));
             break;
+        case STEP_INPUT_SLICE:
+            CNN_TRY(be->input_slice(ctx, n, net->in_c, s->input_offset, L->out_h, L->out_w,
+                                    L->out_c, in, y));
+            break;
         case STEP_LOSS:
         case STEP_SOFTMAX_LOSS:
         case STEP_DENSE_LOSS_HEAD: {
@@ -430,9 +434,12 @@ cnn_status cnn_net_backward(cnn_net *net, int n, const float *dy_host, float *dx
     if (dx_host && net->aug_floor > 0)
         return cnn_set_error(CNN_ERR_VALUE,
                              "backward: the input's gradient is not computed through layer %d "
-                             "(%s), an augmentation layer (they pass no gradient back)",
+                             "(%s), %s (they pass no gradient back)",
                              net->aug_floor - 1,
-                             net_kind_name(net->layers[net->aug_floor - 1].spec.kind));
+                             net_kind_name(net->layers[net->aug_floor - 1].spec.kind),
+                             net->layers[net->aug_floor - 1].spec.kind == CNN_LAYER_INPUT_SLICE
+                                 ? "an input of several"
+                                 : "an augmentation layer");
     const layer *last = &net->layers[net->n_layers - 1];
     size_t dy_bytes = (size_t)n * net->out_count * sizeof(float);
     if (last->out_rank == 4) {

@@ -22,6 +22,7 @@ const char *net_kind_name(int kind)
 {
     if (kind == CNN_LAYER_ADD) return "add";
     if (kind == CNN_LAYER_CONCAT) return "concatenate";
+    if (kind == CNN_LAYER_INPUT_SLICE) return "input_slice";
     static const char *names[] = {"conv2d", "maxpool",    "avgpool", "flatten",  "dense",
                                   "activation", "dropout", "batchnorm", "prelu"};
     static const char *shape_names[] = {"rescaling",  "reshape",      "zero_padding2d",
@@ -157,6 +158,47 @@ static cnn_status plan_shape_layer(cnn_net *net, int i)
         L->dropout_key = cnn_rng_key(net->seed, 2 * (uint64_t)i + 1);
         break;
     }
+    return CNN_OK;
+}
+
+/* An input of a network of several inputs (cnn.h CNN_LAYER_INPUT_SLICE):
+ * its place in the packed (N, features) input checked, its shape set. The
+ * slices come first, so nothing below them wants a gradient (aug_floor). */
+static cnn_status plan_input_slice(cnn_net *net, int i)
+{
+    layer *L = &net->layers[i];
+    const cnn_layer_spec *s = &L->spec;
+    for (int k = 0; k < i; k++)
+        if (net->layers[k].spec.kind != CNN_LAYER_INPUT_SLICE)
+            return cnn_set_error(CNN_ERR_VALUE,
+                                 "layer %d (input_slice) follows layer %d (%s): the inputs' "
+                                 "slices come before every other layer",
+                                 i, k, net_kind_name(net->layers[k].spec.kind));
+    if (L->n_in != 1 || L->in[0] != -1)
+        return cnn_set_error(CNN_ERR_VALUE,
+                             "layer %d (input_slice) reads the network's input (-1) alone, got "
+                             "%d inputs, the first %d",
+                             i, L->n_in, L->in[0]);
+    if (net->in_rank != 2)
+        return cnn_set_error(CNN_ERR_VALUE,
+                             "layer %d (input_slice) needs the inputs packed as a (batch, "
+                             "features) input, got a (batch, %d, %d, %d) input",
+                             i, net->in_h, net->in_w, net->in_c);
+    const int features = s->target_h == 0 && s->target_w == 0;
+    const double count = (double)s->target_c * (features ? 1 : (double)s->target_h * s->target_w);
+    if (s->target_c < 1 || (!features && (s->target_h < 1 || s->target_w < 1)) ||
+        s->input_offset < 0 || s->input_offset + count > (double)net->in_c)
+        return cnn_set_error(CNN_ERR_VALUE,
+                             "layer %d (input_slice): a (%d, %d, %d) input (height, width, "
+                             "channels; 0, 0 for features) at value %d does not fit the %d "
+                             "values of a sample",
+                             i, s->target_h, s->target_w, s->target_c, s->input_offset,
+                             net->in_c);
+    L->out_rank = features ? 2 : 4;
+    L->out_h = features ? 1 : s->target_h;
+    L->out_w = features ? 1 : s->target_w;
+    L->out_c = s->target_c;
+    net->aug_floor = i + 1;
     return CNN_OK;
 }
 
@@ -350,6 +392,9 @@ cnn_status net_plan_layer(cnn_net *net, int i, size_t *n_params, size_t *n_state
         if (s->kind == CNN_LAYER_CONCAT) L->out_c = total;
         break;
     }
+    case CNN_LAYER_INPUT_SLICE:
+        CNN_TRY(plan_input_slice(net, i));
+        break;
     default:
         return cnn_set_error(CNN_ERR_VALUE, "layer %d: unknown layer kind %d", i, s->kind);
     }

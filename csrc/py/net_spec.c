@@ -38,6 +38,11 @@ static int parse_layer(PyObject *d, int i, cnn_layer_spec *s, value_pool *per_ch
         s->kind = CNN_LAYER_RANDOM_FLIP + augment;
         return spec_parse_inputs(d, i, s) < 0 ? -1 : spec_parse_augment(d, i, s);
     }
+    if (s->kind < 0 && kind && PyUnicode_Check(kind) &&
+        PyUnicode_CompareWithASCIIString(kind, "input_slice") == 0) {
+        s->kind = CNN_LAYER_INPUT_SLICE;
+        return spec_parse_inputs(d, i, s) < 0 ? -1 : spec_parse_input_slice(d, i, s);
+    }
     if (s->kind < 0) {
         const int shape = spec_name_index(kind, shape_kinds, SHAPE_KINDS);
         if (shape >= 0)
@@ -48,7 +53,7 @@ static int parse_layer(PyObject *d, int i, cnn_layer_spec *s, value_pool *per_ch
                      "layers[%d]['kind']: expected one of conv2d, maxpool, avgpool, flatten, "
                      "dense, activation, dropout, batchnorm, prelu, rescaling, reshape, "
                      "zero_padding2d, cropping2d, upsampling2d, spatial_dropout2d, add, "
-                     "concatenate, random_flip, random_rotation, random_zoom, "
+                     "concatenate, input_slice, random_flip, random_rotation, random_zoom, "
                      "random_translation, random_contrast, random_crop, got %R",
                      i, kind ? kind : Py_None);
         return -1;

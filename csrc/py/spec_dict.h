@@ -31,5 +31,7 @@ int spec_parse_shape_layer(PyObject *d, int i, int kind, cnn_layer_spec *s, valu
 /* CNN_LAYER_ADD or CNN_LAYER_CONCAT for 'add' or 'concatenate', else -1. */
 int spec_merge_kind(PyObject *kind);
 int spec_parse_inputs(PyObject *d, int i, cnn_layer_spec *s);
+/* an input_slice layer's 'offset' and 'shape' (the input's, NHWC or (features,)) */
+int spec_parse_input_slice(PyObject *d, int i, cnn_layer_spec *s);
 
 #endif

@@ -377,3 +377,12 @@ int spec_parse_inputs(PyObject *d, int i, cnn_layer_spec *s)
     s->n_inputs = (int)n;
     return 0;
 }
+
+/* An input of a model of several inputs (CNN_LAYER_INPUT_SLICE): 'offset',
+ * its first value in a sample of the packed input, and 'shape', its
+ * (height, width, channels) or (features,). The Net checks that they fit. */
+int spec_parse_input_slice(PyObject *d, int i, cnn_layer_spec *s)
+{
+    if (spec_dict_int(d, "offset", 0, &s->input_offset, i) < 0) return -1;
+    return dict_target(d, s, i);
+}
