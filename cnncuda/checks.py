@@ -149,7 +149,8 @@ def check_x(x, input_shape, arg="x", allow_empty=False, finite=True):
 def check_targets(y, n, loss_kind, classes, arg="y"):
     """y checked for the loss: integer labels in [0, classes) of shape (n,) or
     (n, 1) for the sparse loss, finite targets (n, classes) otherwise ((n,)
-    accepted for a binary loss with one output). Returns the array to pass on."""
+    accepted for a binary or regression loss with one output). Returns the
+    array to pass on."""
     array = _as_array(y, arg)
     if loss_kind == "sparse_categorical_crossentropy":
         if array.shape not in ((n,), (n, 1)):
@@ -167,7 +168,7 @@ def check_targets(y, n, loss_kind, classes, arg="y"):
             raise ValueError("%s: expected integer class labels in [0, %d), got %s at index %d"
                              % (arg, classes, shown, index))
         return array
-    if loss_kind == "binary_crossentropy" and classes == 1 and array.shape == (n,):
+    if loss_kind != "categorical_crossentropy" and classes == 1 and array.shape == (n,):
         array = array.reshape(n, 1)
     if array.shape != (n, classes):
         raise ValueError("%s: expected shape (%d, %d), got %s"

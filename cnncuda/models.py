@@ -59,6 +59,10 @@ _ACCURACY_NAMES = {
     "categorical_crossentropy": ("accuracy", "acc", "categorical_accuracy"),
     "binary_crossentropy": ("accuracy", "acc", "binary_accuracy"),
 }
+# the regression losses: 'accuracy' is Keras's choice for their outputs
+# (BinaryAccuracy for one output, CategoricalAccuracy for several), counted
+# by the engine's regression loss op (docs/semantics.md, "Metrics")
+_ACCURACY_NAMES.update({kind: ("accuracy", "acc") for kind in losses.REGRESSION_KINDS})
 
 
 def _compiled_metrics(metrics, loss_kind):
@@ -1289,7 +1293,8 @@ def _check_loss_fits(loss, output_shape):
         raise ValueError("loss: %s expects a model output of shape (None, classes), the model "
                          "outputs %s (add a Flatten and a Dense layer)"
                          % (loss.kind, shape_str(output_shape)))
-    if loss.kind != "binary_crossentropy" and shape[0] < 2:
+    if loss.kind in ("sparse_categorical_crossentropy", "categorical_crossentropy") \
+            and shape[0] < 2:
         raise ValueError("loss: %s expects at least 2 outputs (classes), the model outputs %s; "
                          "use binary_crossentropy for one output"
                          % (loss.kind, shape_str(output_shape)))

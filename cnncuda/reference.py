@@ -42,7 +42,7 @@ __all__ = [
     "dropout_mask", "dropout_forward", "dropout_backward",
     "batchnorm_forward_train", "batchnorm_forward_infer",
     "batchnorm_backward", "batchnorm_backward_infer",
-    "PROB_EPS", "LOSS_KINDS",
+    "PROB_EPS", "LOSS_KINDS", "REGRESSION_LOSS_KINDS", "regression_loss",
     "sparse_categorical_crossentropy", "categorical_crossentropy",
     "binary_crossentropy", "loss_forward_backward",
     "adam_step", "sgd_step", "rmsprop_step", "adagrad_step", "adadelta_step",
@@ -622,8 +622,11 @@ def _prob_bounds(dt):
     return dt(eps), dt(np.float32(1) - eps)
 
 
+REGRESSION_LOSS_KINDS = ("mean_squared_error", "mean_absolute_error", "huber",
+                         "mean_squared_logarithmic_error", "log_cosh",
+                         "mean_absolute_percentage_error")
 LOSS_KINDS = ("sparse_categorical_crossentropy", "categorical_crossentropy",
-              "binary_crossentropy")
+              "binary_crossentropy") + REGRESSION_LOSS_KINDS
 
 
 def _logsumexp_softmax(z):
@@ -730,8 +733,69 @@ def binary_crossentropy(y, targets, from_logits=False, scale_n=None, grad=True):
     return float(loss.sum()), correct, dy
 
 
-def loss_forward_backward(kind, y, target, from_logits=False, scale_n=None, grad=True):
-    """Dispatches on kind (one of LOSS_KINDS)."""
+KERAS_EPSILON = 1e-7     # keras.backend.epsilon()
+
+
+def _regression_terms(kind, y, t, delta):
+    """(term, d term / d y) elementwise: csrc/regression_math.h's formulas
+    (Keras 3's losses; at a kink jax's derivative)."""
+    dt = y.dtype.type
+    eps = dt(np.float32(KERAS_EPSILON))
+    e = y - t
+    if kind == "mean_squared_error":
+        return e * e, dt(2) * e
+    if kind == "mean_absolute_error":
+        return np.abs(t - y), np.where(y > t, dt(1), dt(-1))
+    if kind == "huber":
+        d = dt(np.float32(delta))
+        a = np.abs(e)
+        inside = a <= d
+        return (np.where(inside, dt(0.5) * (e * e), d * a - dt(0.5) * (d * d)),
+                np.where(inside, e, np.where(e > 0, d, -d)))
+    if kind == "mean_squared_logarithmic_error":
+        ym = np.maximum(y, eps)
+        r = np.log(ym + dt(1)) - np.log(np.maximum(t, eps) + dt(1))
+        m = np.where(y > eps, dt(1), np.where(y == eps, dt(0.5), dt(0)))
+        return r * r, dt(2) * r * m / (ym + dt(1))
+    if kind == "log_cosh":
+        z = dt(-2) * e
+        softplus = np.maximum(z, dt(0)) + np.log1p(np.exp(-np.abs(z)))
+        return (e + softplus) - dt(np.log(2.0)), np.tanh(e)
+    if kind == "mean_absolute_percentage_error":
+        den = np.maximum(np.abs(t), eps)
+        return dt(100) * np.abs((t - y) / den), np.where(y > t, dt(100), dt(-100)) / den
+    raise ValueError(f"unknown regression loss {kind!r}; expected one of {REGRESSION_LOSS_KINDS}")
+
+
+def regression_loss(kind, y, targets, scale_n=None, grad=True, delta=1.0):
+    """y (N, K) predictions, targets float (N, K). The per-sample loss is
+    the mean over K of the elementwise term; the accuracy is Keras's
+    'accuracy' for such a loss: K == 1 [(y > 0.5) == t] (BinaryAccuracy),
+    K > 1 [argmax y == argmax t] (CategoricalAccuracy)."""
+    _check_2d(y)
+    n, k = y.shape
+    dt = y.dtype.type
+    t = np.asarray(targets, dtype=y.dtype)
+    if t.shape != y.shape:
+        raise ValueError(f"targets must have shape {y.shape}, got {t.shape}")
+    if kind == "huber" and not (np.isfinite(delta) and delta > 0):
+        raise ValueError(f"huber: delta must be finite and > 0, got {delta!r}")
+    scale_n = n if scale_n is None else scale_n
+    if k == 1:
+        correct = float((np.where(y[:, 0] > dt(0.5), dt(1), dt(0)) == t[:, 0]).sum())
+    else:
+        correct = float((np.argmax(y, axis=1) == np.argmax(t, axis=1)).sum())
+    term, d = _regression_terms(kind, y, t, delta)
+    loss = term.sum(axis=1) / dt(k)
+    dy = d / (dt(scale_n) * dt(k)) if grad else None
+    return float(loss.sum()), correct, dy
+
+
+def loss_forward_backward(kind, y, target, from_logits=False, scale_n=None, grad=True,
+                          delta=1.0):
+    """Dispatches on kind (one of LOSS_KINDS); delta: huber's."""
+    if kind in REGRESSION_LOSS_KINDS:
+        return regression_loss(kind, y, target, scale_n, grad, delta)
     if kind == "sparse_categorical_crossentropy":
         return sparse_categorical_crossentropy(y, target, from_logits, scale_n, grad)
     if kind == "categorical_crossentropy":
@@ -1363,6 +1427,7 @@ class NumpyNet:
         # loss: the output must be (K,)
         self.loss_kind = loss["kind"]
         self.from_logits = bool(loss.get("from_logits", False))
+        self.loss_delta = float(loss.get("delta", 1.0))
         if self.loss_kind not in LOSS_KINDS:
             raise ValueError(f"unknown loss {self.loss_kind!r}; expected one of {LOSS_KINDS}")
 
@@ -1471,7 +1536,7 @@ class NumpyNet:
             if not np.array_equal(labels, y) or (n and (labels.min() < 0 or labels.max() >= k)):
                 raise ValueError(f"labels must be integers in [0, {k})")
             return labels
-        if self.loss_kind == "binary_crossentropy" and k == 1 and y.shape == (n,):
+        if self.loss_kind != "categorical_crossentropy" and k == 1 and y.shape == (n,):
             y = y.reshape(n, 1)
         if y.shape != (n, k):
             raise ValueError(f"targets must have shape ({n}, {k}), got {y.shape}")
@@ -1543,7 +1608,7 @@ class NumpyNet:
         target = self._targets(y, x.shape[0])
         out = self._forward(x, True)
         loss_sum, correct, dout = loss_forward_backward(self.loss_kind, out, target,
-                                                        self.from_logits)
+                                                        self.from_logits, delta=self.loss_delta)
         self._backward(dout)
         for layer in self.layers:
             layer.add_penalty_gradients()
@@ -1601,7 +1666,7 @@ class NumpyNet:
         for s in range(0, x.shape[0], self._max_batch):
             out = self._forward(x[s:s + self._max_batch], False)
             l, c, _ = loss_forward_backward(self.loss_kind, out, target[s:s + self._max_batch],
-                                            self.from_logits, grad=False)
+                                            self.from_logits, grad=False, delta=self.loss_delta)
             loss_sum += l + out.shape[0] * self._penalty()
             correct += c
         return loss_sum, correct

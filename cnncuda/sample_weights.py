@@ -13,8 +13,8 @@ cross-entropy (``model._weighted``; the model's network is rebuilt, weights
 and optimizer state carried, when a call of the other kind follows). The
 accuracy of targets w t is argmax(w t) == argmax(t) for w > 0, so zero
 weights are refused while an accuracy is compiled, as are negative ones.
-The binary cross-entropy is not linear in its targets: weights are refused
-for it.
+The binary cross-entropy and the regression losses are not linear in their
+targets: weights are refused for them (a weighted kernel would be needed).
 """
 import contextlib
 import numbers
@@ -57,10 +57,10 @@ def weights(model, y, n, sample_weight=None, class_weight=None, arg="sample_weig
         raise ValueError("%s: weighting samples is not supported together with the metrics "
                          "computed on the host (%s); compile with metrics=['accuracy'] or none"
                          % (which, ", ".join(host)))
-    if model.loss.kind == "binary_crossentropy":
+    if model.loss.kind not in ("sparse_categorical_crossentropy", "categorical_crossentropy"):
         raise ValueError("%s: weighting samples is supported for the categorical "
                          "cross-entropies (sparse or not); the model's loss is "
-                         "binary_crossentropy, got %s" % (which, _shown(
+                         "%s, got %s" % (which, model.loss.kind, _shown(
                              sample_weight if class_weight is None else class_weight)))
     if class_weight is not None:
         if not isinstance(class_weight, dict):

@@ -285,4 +285,5 @@ extern "C" const cnn_backend cnn_backend_cuda = {
     .timer_mark = cuda_timer_mark,
     .timer_elapsed = cuda_timer_elapsed,
     .fused = &cnn_cuda_fused,
+    .regression_loss_forward_backward = cuda_regression_loss_forward_backward,
 };

@@ -187,6 +187,7 @@ extern "C" const cnn_backend cnn_backend_cudnn = {
     .timer_mark = cuda_timer_mark,
     .timer_elapsed = cuda_timer_elapsed,
     .fused = &cnn_cudnn_fused,
+    .regression_loss_forward_backward = cuda_regression_loss_forward_backward,
 };
 
 // The versions of the cuDNN and cuBLAS libraries loaded (cudnnGetVersion's

@@ -3,6 +3,8 @@
  * it. */
 #include "net_private.h"
 
+#include <math.h>
+
 static cnn_status net_alloc(cnn_net *net, void *pp, size_t bytes)
 {
     void **p = pp;
@@ -76,8 +78,11 @@ static cnn_status validate_spec(const cnn_net_spec *spec)
                                  "regularizers", i);
     }
     const cnn_loss_desc *l = &spec->loss;
-    if (l->kind < CNN_LOSS_SPARSE_CE || l->kind > CNN_LOSS_BINARY_CE)
+    if (l->kind < CNN_LOSS_SPARSE_CE || l->kind >= CNN_LOSS_KINDS)
         return cnn_set_error(CNN_ERR_VALUE, "unknown loss kind %d", l->kind);
+    if (l->kind == CNN_LOSS_HUBER && !(l->delta > 0.0f && l->delta < INFINITY))
+        return cnn_set_error(CNN_ERR_VALUE, "huber loss: delta must be finite and > 0, got %g",
+                             (double)l->delta);
     return net_validate_optimizer(&spec->optimizer);
 }
 

@@ -319,6 +319,7 @@ cnn_status net_shape_backward(cnn_net *net, const layer *L, int n, const float *
 /* run.c: running the plans: forward, backward, a training step */
 cnn_status net_check_batch(const cnn_net *net, long n);
 cnn_status net_check_loss_ready(const cnn_net *net);
+cnn_loss_forward_backward_fn *net_loss_op(const cnn_net *net);
 cnn_status net_loss_device(cnn_net *net, int n, float *sums);
 cnn_status net_optimizer_step(cnn_net *net, long rows, counters_state counted);
 cnn_status net_run_forward(cnn_net *net, plan_kind which, const run_args *r);

@@ -143,8 +143,8 @@ cnn_status net_run_forward(cnn_net *net, plan_kind which, const run_args *r)
                 CNN_TRY(be->fused->softmax_loss_forward_backward(ctx, &d, in, last_y, labels, targets,
                                                           r->scale_n, net->grad_a, r->sums));
             } else {
-                CNN_TRY(be->loss_forward_backward(ctx, &d, last_y, labels, targets, r->scale_n,
-                                                  net->grad_a, r->sums));
+                CNN_TRY(net_loss_op(net)(ctx, &d, last_y, labels, targets, r->scale_n,
+                                         net->grad_a, r->sums));
             }
             break;
         }
@@ -352,6 +352,14 @@ static cnn_status stage_targets(cnn_net *net, int n, const int32_t *labels_host,
                            (size_t)n * net->loss.k * sizeof(float));
 }
 
+/* The engine's op for the net's loss: the cross-entropies' or the
+ * regression losses'. */
+cnn_loss_forward_backward_fn *net_loss_op(const cnn_net *net)
+{
+    return CNN_LOSS_IS_REGRESSION(net->loss.kind) ? net->be->regression_loss_forward_backward
+                                                  : net->be->loss_forward_backward;
+}
+
 /* The loss needs a (batch, classes) output; a network whose last layer
  * gives images can still run forward and backward (used to test one op). */
 cnn_status net_check_loss_ready(const cnn_net *net)
@@ -362,7 +370,8 @@ cnn_status net_check_loss_ready(const cnn_net *net)
                              "the loss needs a (batch, classes) output, but the last layer gives "
                              "(batch, %d, %d, %d): add Flatten and Dense layers",
                              last->out_h, last->out_w, last->out_c);
-    if (net->loss.kind != CNN_LOSS_BINARY_CE && net->loss.k < 2)
+    if ((net->loss.kind == CNN_LOSS_SPARSE_CE || net->loss.kind == CNN_LOSS_CATEGORICAL_CE) &&
+        net->loss.k < 2)
         return cnn_set_error(CNN_ERR_VALUE,
                              "categorical cross-entropy needs at least 2 outputs, the last layer "
                              "has %d: use binary cross-entropy",
@@ -377,9 +386,9 @@ cnn_status net_loss_device(cnn_net *net, int n, float *sums)
     cnn_loss_desc d = net->loss;
     d.n = n;
     int sparse = d.kind == CNN_LOSS_SPARSE_CE;
-    return net->be->loss_forward_backward(net->ctx, &d, net->layers[net->n_layers - 1].y,
-                                          sparse ? net->labels : NULL,
-                                          sparse ? NULL : net->targets, n, NULL, sums);
+    return net_loss_op(net)(net->ctx, &d, net->layers[net->n_layers - 1].y,
+                            sparse ? net->labels : NULL, sparse ? NULL : net->targets, n, NULL,
+                            sums);
 }
 
 /* A training forward, the loss (added to args->sums, its gradient that of
