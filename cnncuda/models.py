@@ -825,13 +825,13 @@ class Sequential:
                 net = self._get_net(device, "train", len(x))
                 self._data_token = None     # the step may reuse the resident batch buffers
                 if host:    # the outputs before the step (see training.py, _host_outputs)
-                    training.update_host_metrics(host, y, net.predict(x))
+                    training.update_host_metrics(host, y, net.predict(x), self.output_shape[1:])
                 loss_sum, correct = net.train_batch(x, y)
             else:
                 net = self._get_net(device, "evaluate")
                 loss_sum, correct = net.evaluate(x, y)
                 if host:
-                    training.update_host_metrics(host, y, net.predict(x))
+                    training.update_host_metrics(host, y, net.predict(x), self.output_shape[1:])
         logs = training._logs(self, loss_sum, correct, len(x))
         if return_dict:
             return logs
@@ -1288,13 +1288,11 @@ def _weight_list(weights, arg):
 
 
 def _check_loss_fits(loss, output_shape):
+    """Keras's losses are taken along the output's last axis (at every other
+    position of a sample, averaged)."""
     shape = tuple(output_shape)[1:]
-    if len(shape) != 1:
-        raise ValueError("loss: %s expects a model output of shape (None, classes), the model "
-                         "outputs %s (add a Flatten and a Dense layer)"
-                         % (loss.kind, shape_str(output_shape)))
     if loss.kind in ("sparse_categorical_crossentropy", "categorical_crossentropy") \
-            and shape[0] < 2:
+            and shape[-1] < 2:
         raise ValueError("loss: %s expects at least 2 outputs (classes), the model outputs %s; "
                          "use binary_crossentropy for one output"
                          % (loss.kind, shape_str(output_shape)))

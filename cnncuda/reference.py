@@ -1507,11 +1507,31 @@ class NumpyNet:
     # -- input checks -----------------------------------------------------
 
     def _check_loss_output(self):
-        """The loss needs a (N, K) output; a net ending in images can still run
-        forward and backward (to test one op), as the C engines allow."""
-        if len(self._output_shape) != 1:
-            raise ValueError(f"the loss needs a (N, K) output; the net's output is "
-                             f"{self._output_shape} (add a flatten)")
+        """The loss is taken along the output's last axis (K), at every
+        other position of a sample (Keras's)."""
+        if (self.loss_kind in ("sparse_categorical_crossentropy", "categorical_crossentropy")
+                and self._output_shape[-1] < 2):
+            raise ValueError(f"{self.loss_kind} needs at least 2 outputs along the last axis, "
+                             f"the net's output is {self._output_shape}")
+
+    def _loss_positions(self):
+        return int(np.prod(self._output_shape[:-1], dtype=np.int64))
+
+    def _loss(self, out, target, grad):
+        """(loss_sum, correct, dout) of outputs out (n,) + output_shape: the
+        loss of the n P rows of K (P the positions of a sample), a sample's
+        loss and correct count the means over its rows, the gradient that of
+        the mean over all rows (Keras's sum_over_batch_size)."""
+        n, k, p = out.shape[0], self._output_shape[-1], self._loss_positions()
+        rows = out.reshape(n * p, k)
+        t = target.reshape(n * p) if self.loss_kind == "sparse_categorical_crossentropy" \
+            else target.reshape(n * p, k)
+        loss_sum, correct, d = loss_forward_backward(self.loss_kind, rows, t, self.from_logits,
+                                                     scale_n=max(n * p, 1), grad=grad,
+                                                     delta=self.loss_delta)
+        if p > 1:
+            loss_sum, correct = loss_sum / p, correct / p
+        return loss_sum, correct, (d.reshape(out.shape) if d is not None else None)
 
     def _inputs(self, x, batch=True):
         """x as an array of self.dtype with shape (n,) + input_shape."""
@@ -1525,8 +1545,21 @@ class NumpyNet:
 
     def _targets(self, y, n):
         """Labels (n,) for sparse losses, float targets (n, K) otherwise."""
-        k = self._output_shape[0]
+        k = self._output_shape[-1]
+        p = self._loss_positions()
         y = np.asarray(y)
+        if p > 1:
+            want = n * p * (1 if self.loss_kind == "sparse_categorical_crossentropy" else k)
+            if y.ndim < 1 or y.shape[0] != n or y.size != want:
+                raise ValueError(f"targets must have {want // max(n, 1)} values per sample "
+                                 f"(the output's {p} positions), got shape {y.shape}")
+            if self.loss_kind == "sparse_categorical_crossentropy":
+                labels = y.reshape(n, p).astype(np.int64)
+                if not np.array_equal(labels, y.reshape(n, p)) or \
+                        (labels.size and (labels.min() < 0 or labels.max() >= k)):
+                    raise ValueError(f"labels must be integers in [0, {k})")
+                return labels
+            return y.reshape((n,) + self._output_shape).astype(self.dtype)
         if self.loss_kind == "sparse_categorical_crossentropy":
             if y.shape == (n, 1):
                 y = y.reshape(n)
@@ -1607,8 +1640,7 @@ class NumpyNet:
         x = self._inputs(x)
         target = self._targets(y, x.shape[0])
         out = self._forward(x, True)
-        loss_sum, correct, dout = loss_forward_backward(self.loss_kind, out, target,
-                                                        self.from_logits, delta=self.loss_delta)
+        loss_sum, correct, dout = self._loss(out, target, True)
         self._backward(dout)
         for layer in self.layers:
             layer.add_penalty_gradients()
@@ -1665,8 +1697,7 @@ class NumpyNet:
         loss_sum, correct = 0.0, 0.0
         for s in range(0, x.shape[0], self._max_batch):
             out = self._forward(x[s:s + self._max_batch], False)
-            l, c, _ = loss_forward_backward(self.loss_kind, out, target[s:s + self._max_batch],
-                                            self.from_logits, grad=False, delta=self.loss_delta)
+            l, c, _ = self._loss(out, target[s:s + self._max_batch], False)
             loss_sum += l + out.shape[0] * self._penalty()
             correct += c
         return loss_sum, correct

@@ -62,6 +62,10 @@ def weights(model, y, n, sample_weight=None, class_weight=None, arg="sample_weig
                          "cross-entropies (sparse or not); the model's loss is "
                          "%s, got %s" % (which, model.loss.kind, _shown(
                              sample_weight if class_weight is None else class_weight)))
+    if len(model.output_shape) > 2:
+        raise ValueError("%s: weighting samples is supported for outputs of shape (None, "
+                         "classes); the model outputs %s (a loss at several positions per "
+                         "sample)" % (which, shape_str(model.output_shape)))
     if class_weight is not None:
         if not isinstance(class_weight, dict):
             raise TypeError("class_weight: expected a dict {class index: weight}, got %s"

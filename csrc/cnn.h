@@ -244,6 +244,11 @@ typedef struct cnn_loss_desc {
     int from_logits; /* the cross-entropies */
     int n, k;
     float delta;     /* huber: finite, > 0 */
+    int positions;   /* rows per sample (0 or 1: one): an output of several
+                        positions (Keras's loss along the last axis); a
+                        sample's loss and correct count added to the sums are
+                        the means over its rows (the ops divide the sums of
+                        their n rows by it), the gradient's scale_n counts rows */
 } cnn_loss_desc;
 
 /* dense_loss_head: the most units it takes, and its workspace for a batch

@@ -120,7 +120,8 @@ static __device__ __forceinline__ double binary_row(const loss_args &a, const fl
 // NULL), and dy is the gradient with respect to the logits.
 __global__ void __launch_bounds__(LOSS_WARPS * 32)
     loss_kernel(loss_args a, const float *y, float *y_out, const int32_t *__restrict__ labels,
-                const float *__restrict__ targets, float *dy, float *sums, cnn_cuda_meet *meet)
+                const float *__restrict__ targets, float *dy, float *sums, cnn_cuda_meet *meet,
+                int positions)
 {
     cnn_kernel_begin();
     __shared__ double part[2][LOSS_WARPS];
@@ -176,6 +177,10 @@ __global__ void __launch_bounds__(LOSS_WARPS * 32)
             c += __ldcg(&meet->loss_parts[1][b]);
         }
     }
+    if (positions > 1) { // a sample's rows (cnn_loss_desc.positions): their means
+        l /= (double)positions;
+        c /= (double)positions;
+    }
     sums[0] += (float)l; // as the cpu engine: one float addition each
     sums[1] += (float)c;
 }
@@ -216,7 +221,8 @@ static cnn_status launch_loss(cnn_ctx *ctx, const cnn_loss_desc *d, int softmax,
     unsigned blocks = cnn_blocks((size_t)d->n, LOSS_WARPS);
     if (blocks > CNN_LOSS_MAX_BLOCKS) blocks = CNN_LOSS_MAX_BLOCKS;
     loss_kernel<<<blocks, LOSS_WARPS * 32, 0, cnn_stream(ctx)>>>(a, y, y_out, labels, targets, dy,
-                                                                sums, cnn_meet(ctx));
+                                                                sums, cnn_meet(ctx),
+                                                                d->positions);
     CNN_CUDA_LAUNCHED(softmax ? "softmax_loss_forward_backward" : "loss_forward_backward");
     return CNN_OK;
 }

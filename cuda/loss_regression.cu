@@ -24,6 +24,7 @@ struct regression_args {
     int kind, n, k;
     float delta;
     float scale_nk; // (float)scale_n * (float)k
+    int positions;  // rows per sample (cnn_loss_desc.positions)
 };
 
 __global__ void __launch_bounds__(REGRESSION_WARPS * 32)
@@ -73,6 +74,10 @@ __global__ void __launch_bounds__(REGRESSION_WARPS * 32)
             c += __ldcg(&meet->loss_parts[1][b]);
         }
     }
+    if (a.positions > 1) { // a sample's rows: their means
+        l /= (double)a.positions;
+        c /= (double)a.positions;
+    }
     sums[0] += (float)l; // as the cpu engine: one float addition each
     sums[1] += (float)c;
 }
@@ -106,6 +111,7 @@ cnn_status cuda_regression_loss_forward_backward(cnn_ctx *ctx, const cnn_loss_de
     a.k = k;
     a.delta = d->delta;
     a.scale_nk = (float)scale_n * (float)k;
+    a.positions = d->positions;
     unsigned blocks = cnn_blocks((size_t)n, REGRESSION_WARPS);
     if (blocks > CNN_LOSS_MAX_BLOCKS) blocks = CNN_LOSS_MAX_BLOCKS;
     regression_loss_kernel<<<blocks, REGRESSION_WARPS * 32, 0, cnn_stream(ctx)>>>(

@@ -186,6 +186,10 @@ cnn_status cpu_loss_forward_backward(cnn_ctx *ctx, const cnn_loss_desc *d, const
             break;
         }
     }
+    if (d->positions > 1) { /* a sample's rows: their means */
+        loss /= (double)d->positions;
+        correct /= (double)d->positions;
+    }
     sums[0] += (float)loss;
     sums[1] += (float)correct;
     return CNN_OK;

@@ -57,6 +57,10 @@ cnn_status cpu_regression_loss_forward_backward(cnn_ctx *ctx, const cnn_loss_des
         }
         loss += row / (double)k;
     }
+    if (d->positions > 1) { /* a sample's rows: their means */
+        loss /= (double)d->positions;
+        correct /= (double)d->positions;
+    }
     sums[0] += (float)loss;
     sums[1] += (float)correct;
     return CNN_OK;

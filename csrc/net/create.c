@@ -165,8 +165,9 @@ static cnn_status alloc_buffers(cnn_net *net, size_t largest)
     ALLOC(net->y_stage, mb * largest * F);
     ALLOC(net->grad_a, mb * largest * F);
     ALLOC(net->grad_b, mb * largest * F);
-    ALLOC(net->labels, mb * sizeof(int32_t));
-    ALLOC(net->targets, mb * (size_t)net->loss.k * F);
+    ALLOC(net->labels, mb * (size_t)(net->loss.positions > 1 ? net->loss.positions : 1) *
+                           sizeof(int32_t));
+    ALLOC(net->targets, mb * net_target_elems(net) * F);
     ALLOC(net->sums, 2 * F);
     ALLOC(net->run_sums, 2 * F);
     ALLOC(net->counters, CNN_COUNTERS * sizeof(int64_t));
@@ -273,7 +274,10 @@ cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn
     net_plan_flatten(net); /* before the buffers: an aliased Flatten has none */
     const layer *last = &net->layers[net->n_layers - 1];
     net->out_count = last->out_count;
-    net->loss.k = last->out_rank == 2 ? last->out_c : 0;
+    /* the loss along the output's last axis (Keras's channels): an image
+     * output is h w rows of c per sample */
+    net->loss.k = last->out_c;
+    net->loss.positions = last->out_rank == 4 ? last->out_h * last->out_w : 1;
     net->n_params = n_params;
     net->n_state = n_state;
 
