@@ -54,16 +54,18 @@ class Loss:
         return {"name": self.name, "from_logits": self.from_logits}
 
     def __call__(self, y_true, y_pred):
-        """The mean loss of a batch, in NumPy (float64)."""
+        """The mean loss of a batch, in NumPy (float64): along the last axis
+        of y_pred, averaged over every other position (Keras's reduction)."""
         y_pred = np.asarray(y_pred, dtype=np.float64)
+        rows = y_pred.reshape(-1, y_pred.shape[-1]) if y_pred.ndim > 1 else y_pred.reshape(-1, 1)
         y_true = np.asarray(y_true)
         if self.kind == "sparse_categorical_crossentropy":
-            y_true = y_true.reshape(len(y_pred)).astype(np.int64)
+            y_true = y_true.reshape(len(rows)).astype(np.int64)
         else:
-            y_true = y_true.astype(np.float64).reshape(y_pred.shape)
-        loss_sum, _, _ = reference.loss_forward_backward(self.kind, y_pred, y_true,
+            y_true = y_true.astype(np.float64).reshape(rows.shape)
+        loss_sum, _, _ = reference.loss_forward_backward(self.kind, rows, y_true,
                                                          self.from_logits, grad=False)
-        return float(loss_sum) / len(y_pred)
+        return float(loss_sum) / len(rows)
 
     def __repr__(self):
         return "%s(from_logits=%r)" % (type(self).__name__, self.from_logits)

@@ -703,9 +703,10 @@ def categorical_crossentropy(y, targets, from_logits=False, scale_n=None, grad=T
     return float(loss.sum()), correct, dy
 
 
-def binary_crossentropy(y, targets, from_logits=False, scale_n=None, grad=True):
+def binary_crossentropy(y, targets, from_logits=False, scale_n=None, grad=True, weights=None):
     """y (N, K) logits or probabilities; targets float (N, K) in [0, 1].
-    Per-sample loss and accuracy are means over K."""
+    Per-sample loss and accuracy are means over K; weights (N,) or None: a
+    sample's loss and gradient times its weight (the accuracy unweighted)."""
     _check_2d(y)
     n, k = y.shape
     dt = y.dtype.type
@@ -730,7 +731,15 @@ def binary_crossentropy(y, targets, from_logits=False, scale_n=None, grad=True):
             inside = (y >= eps) & (y <= hi)                 # clipped entries get no gradient
             dy = np.where(inside, -t / p + (one - t) / (one - p), dt(0)) / denom
     loss = elem.sum(axis=1) / dt(k)
-    return float(loss.sum()), correct, dy
+    return _weighted(loss, correct, dy, weights)
+
+
+def _weighted(loss, correct, dy, weights):
+    """(loss sum, correct, dy) with each row's loss and gradient times its weight."""
+    if weights is None:
+        return float(loss.sum()), correct, dy
+    w = np.asarray(weights, dtype=loss.dtype)
+    return float((loss * w).sum()), correct, (dy * w[:, None] if dy is not None else None)
 
 
 KERAS_EPSILON = 1e-7     # keras.backend.epsilon()
@@ -767,7 +776,7 @@ def _regression_terms(kind, y, t, delta):
     raise ValueError(f"unknown regression loss {kind!r}; expected one of {REGRESSION_LOSS_KINDS}")
 
 
-def regression_loss(kind, y, targets, scale_n=None, grad=True, delta=1.0):
+def regression_loss(kind, y, targets, scale_n=None, grad=True, delta=1.0, weights=None):
     """y (N, K) predictions, targets float (N, K). The per-sample loss is
     the mean over K of the elementwise term; the accuracy is Keras's
     'accuracy' for such a loss: K == 1 [(y > 0.5) == t] (BinaryAccuracy),
@@ -788,20 +797,24 @@ def regression_loss(kind, y, targets, scale_n=None, grad=True, delta=1.0):
     term, d = _regression_terms(kind, y, t, delta)
     loss = term.sum(axis=1) / dt(k)
     dy = d / (dt(scale_n) * dt(k)) if grad else None
-    return float(loss.sum()), correct, dy
+    return _weighted(loss, correct, dy, weights)
 
 
 def loss_forward_backward(kind, y, target, from_logits=False, scale_n=None, grad=True,
-                          delta=1.0):
-    """Dispatches on kind (one of LOSS_KINDS); delta: huber's."""
+                          delta=1.0, weights=None):
+    """Dispatches on kind (one of LOSS_KINDS); delta: huber's; weights (N,)
+    per-sample weights (the binary and regression losses; the categorical
+    ones take weighted targets, cnncuda/sample_weights.py)."""
     if kind in REGRESSION_LOSS_KINDS:
-        return regression_loss(kind, y, target, scale_n, grad, delta)
+        return regression_loss(kind, y, target, scale_n, grad, delta, weights)
+    if weights is not None and kind != "binary_crossentropy":
+        raise ValueError(f"{kind}: weights are given as weighted targets")
     if kind == "sparse_categorical_crossentropy":
         return sparse_categorical_crossentropy(y, target, from_logits, scale_n, grad)
     if kind == "categorical_crossentropy":
         return categorical_crossentropy(y, target, from_logits, scale_n, grad)
     if kind == "binary_crossentropy":
-        return binary_crossentropy(y, target, from_logits, scale_n, grad)
+        return binary_crossentropy(y, target, from_logits, scale_n, grad, weights)
     raise ValueError(f"unknown loss {kind!r}; expected one of {LOSS_KINDS}")
 
 
@@ -1428,6 +1441,13 @@ class NumpyNet:
         self.loss_kind = loss["kind"]
         self.from_logits = bool(loss.get("from_logits", False))
         self.loss_delta = float(loss.get("delta", 1.0))
+        # weighted: each target row carries the sample's weight after its K
+        # targets (cnncuda/sample_weights.py; binary and regression losses)
+        self.loss_weighted = bool(loss.get("weighted", False))
+        if self.loss_weighted and loss["kind"] in ("sparse_categorical_crossentropy",
+                                                   "categorical_crossentropy"):
+            raise ValueError(f"loss {loss['kind']!r}: weighted is for the binary and "
+                             f"regression losses")
         if self.loss_kind not in LOSS_KINDS:
             raise ValueError(f"unknown loss {self.loss_kind!r}; expected one of {LOSS_KINDS}")
 
@@ -1524,11 +1544,14 @@ class NumpyNet:
         the mean over all rows (Keras's sum_over_batch_size)."""
         n, k, p = out.shape[0], self._output_shape[-1], self._loss_positions()
         rows = out.reshape(n * p, k)
+        weights = None
+        if self.loss_weighted:      # (n, K + 1): the targets, then the weight
+            target, weights = target[:, :k], target[:, k]
         t = target.reshape(n * p) if self.loss_kind == "sparse_categorical_crossentropy" \
             else target.reshape(n * p, k)
         loss_sum, correct, d = loss_forward_backward(self.loss_kind, rows, t, self.from_logits,
                                                      scale_n=max(n * p, 1), grad=grad,
-                                                     delta=self.loss_delta)
+                                                     delta=self.loss_delta, weights=weights)
         if p > 1:
             loss_sum, correct = loss_sum / p, correct / p
         return loss_sum, correct, (d.reshape(out.shape) if d is not None else None)
@@ -1569,7 +1592,9 @@ class NumpyNet:
             if not np.array_equal(labels, y) or (n and (labels.min() < 0 or labels.max() >= k)):
                 raise ValueError(f"labels must be integers in [0, {k})")
             return labels
-        if self.loss_kind != "categorical_crossentropy" and k == 1 and y.shape == (n,):
+        if self.loss_weighted:      # the targets, then the sample's weight
+            k += 1
+        elif self.loss_kind != "categorical_crossentropy" and k == 1 and y.shape == (n,):
             y = y.reshape(n, 1)
         if y.shape != (n, k):
             raise ValueError(f"targets must have shape ({n}, {k}), got {y.shape}")
