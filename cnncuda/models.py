@@ -667,10 +667,13 @@ class Sequential:
     def _engine_loss(self):
         """The engine's loss dict: the compiled loss's, or while a weighted
         fit or evaluate runs, the categorical cross-entropy that its
-        weighted targets are given to (sample_weights.py)."""
+        weighted targets are given to, or for the other losses the same
+        loss with the weight after each target row (sample_weights.py)."""
         loss = self.loss.engine_loss()
         if self.__dict__.get("_weighted"):
-            loss = dict(loss, kind="categorical_crossentropy")
+            loss = dict(loss, kind="categorical_crossentropy") if loss["kind"] in (
+                "sparse_categorical_crossentropy", "categorical_crossentropy") \
+                else dict(loss, weighted=True)     # the weight after each target row
         return loss
 
     def _sync_optimizer(self, net):

@@ -249,6 +249,10 @@ typedef struct cnn_loss_desc {
                         sample's loss and correct count added to the sums are
                         the means over its rows (the ops divide the sums of
                         their n rows by it), the gradient's scale_n counts rows */
+    int weighted;    /* the binary CE and the regression losses, one position:
+                        each target row holds k + 1 floats, the last the
+                        sample's weight w (Keras's sample_weight): its loss and
+                        gradient times w, its correct count unweighted */
 } cnn_loss_desc;
 
 /* dense_loss_head: the most units it takes, and its workspace for a batch

@@ -10,7 +10,8 @@
 // in block order by the last block (loss.cu's scheme, its meet block and
 // ticket: the loss ops of a Net run one after another on its stream), then
 // added to the device floats sums[0] and sums[1] once each: the same bits
-// every run. The gradient is term' / (scale_n k). dy may be y itself: each
+// every run. The gradient is term' / (scale_n k), times the sample's weight
+// with weighted rows (cnn_loss_desc.weighted). dy may be y itself: each
 // element is read before its lane writes it, and the accuracy's reads of
 // the row come before any write (__syncwarp).
 #include "cuda_common.cuh"
@@ -25,6 +26,7 @@ struct regression_args {
     float delta;
     float scale_nk; // (float)scale_n * (float)k
     int positions;  // rows per sample (cnn_loss_desc.positions)
+    int weighted;   // target rows of k + 1: the last the sample's weight
 };
 
 __global__ void __launch_bounds__(REGRESSION_WARPS * 32)
@@ -38,7 +40,9 @@ __global__ void __launch_bounds__(REGRESSION_WARPS * 32)
     double loss = 0.0, correct = 0.0; // this warp's rows; equal in every lane
     for (long long i = (long long)blockIdx.x * REGRESSION_WARPS + warp; i < a.n;
          i += (long long)gridDim.x * REGRESSION_WARPS) {
-        const float *z = y + (size_t)i * k, *t = targets + (size_t)i * k;
+        const float *z = y + (size_t)i * k;
+        const float *t = targets + (size_t)i * (k + a.weighted); // then the weight
+        const float w = a.weighted ? t[k] : 1.0f;
         float *g = dy ? dy + (size_t)i * k : NULL;
         if (k == 1)
             correct += (z[0] > 0.5f ? 1.0f : 0.0f) == t[0] ? 1.0 : 0.0;
@@ -49,9 +53,9 @@ __global__ void __launch_bounds__(REGRESSION_WARPS * 32)
         for (int j = lane; j < k; j += 32) {
             float dj;
             row += (double)cnn_regression_term(a.kind, a.delta, z[j], t[j], &dj);
-            if (g) g[j] = dj / a.scale_nk;
+            if (g) g[j] = (w * dj) / a.scale_nk;
         }
-        loss += warp_sum(row) / (double)k;
+        loss += (double)w * (warp_sum(row) / (double)k);
     }
     if (lane == 0) {
         part[0][warp] = loss;
@@ -112,6 +116,7 @@ cnn_status cuda_regression_loss_forward_backward(cnn_ctx *ctx, const cnn_loss_de
     a.delta = d->delta;
     a.scale_nk = (float)scale_n * (float)k;
     a.positions = d->positions;
+    a.weighted = d->weighted != 0;
     unsigned blocks = cnn_blocks((size_t)n, REGRESSION_WARPS);
     if (blocks > CNN_LOSS_MAX_BLOCKS) blocks = CNN_LOSS_MAX_BLOCKS;
     regression_loss_kernel<<<blocks, REGRESSION_WARPS * 32, 0, cnn_stream(ctx)>>>(

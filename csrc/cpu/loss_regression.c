@@ -5,7 +5,9 @@
  * row's terms (csrc/regression_math.h) are summed in double, the row's loss
  * is that sum over k, the rows' losses and correct counts are summed in
  * double and added to the float sums at the end. The gradient is that of
- * the mean loss over scale_n samples: term' / (scale_n k). dy may be y
+ * the mean loss over scale_n samples: term' / (scale_n k); with weighted
+ * rows (cnn_loss_desc.weighted) a sample's loss and gradient are times the
+ * weight after its k targets. dy may be y
  * itself (each element is read before it is written). */
 #include "../regression_math.h"
 #include "cpu.h"
@@ -43,7 +45,9 @@ cnn_status cpu_regression_loss_forward_backward(cnn_ctx *ctx, const cnn_loss_des
     const float scale_nk = (float)scale_n * (float)k;
     double loss = 0.0, correct = 0.0;
     for (int i = 0; i < n; ++i) {
-        const float *z = y + (size_t)i * k, *t = targets + (size_t)i * k;
+        const float *z = y + (size_t)i * k;
+        const float *t = targets + (size_t)i * (k + (d->weighted != 0)); /* then w */
+        const float w = d->weighted ? t[k] : 1.0f;
         float *g = dy ? dy + (size_t)i * k : NULL;
         if (k == 1)
             correct += (z[0] > 0.5f ? 1.0f : 0.0f) == t[0];
@@ -53,9 +57,9 @@ cnn_status cpu_regression_loss_forward_backward(cnn_ctx *ctx, const cnn_loss_des
         for (int j = 0; j < k; ++j) {
             float dj;
             row += (double)cnn_regression_term(kind, d->delta, z[j], t[j], &dj);
-            if (g) g[j] = dj / scale_nk;
+            if (g) g[j] = (w * dj) / scale_nk;
         }
-        loss += row / (double)k;
+        loss += (double)w * (row / (double)k);
     }
     if (d->positions > 1) { /* a sample's rows: their means */
         loss /= (double)d->positions;

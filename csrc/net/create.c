@@ -80,6 +80,10 @@ static cnn_status validate_spec(const cnn_net_spec *spec)
     const cnn_loss_desc *l = &spec->loss;
     if (l->kind < CNN_LOSS_SPARSE_CE || l->kind >= CNN_LOSS_KINDS)
         return cnn_set_error(CNN_ERR_VALUE, "unknown loss kind %d", l->kind);
+    if (l->weighted && (l->kind == CNN_LOSS_SPARSE_CE || l->kind == CNN_LOSS_CATEGORICAL_CE))
+        return cnn_set_error(CNN_ERR_VALUE, "loss: weighted targets are for the binary "
+                             "cross-entropy and the regression losses, got loss kind %d",
+                             l->kind);
     if (l->kind == CNN_LOSS_HUBER && !(l->delta > 0.0f && l->delta < INFINITY))
         return cnn_set_error(CNN_ERR_VALUE, "huber loss: delta must be finite and > 0, got %g",
                              (double)l->delta);
@@ -278,6 +282,12 @@ cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn
      * output is h w rows of c per sample */
     net->loss.k = last->out_c;
     net->loss.positions = last->out_rank == 4 ? last->out_h * last->out_w : 1;
+    if (net->loss.weighted && net->loss.positions > 1) {
+        st = cnn_set_error(CNN_ERR_VALUE, "loss: weighted targets need an output of one "
+                           "position per sample, the last layer gives (batch, %d, %d, %d)",
+                           last->out_h, last->out_w, last->out_c);
+        goto fail;
+    }
     net->n_params = n_params;
     net->n_state = n_state;
 

@@ -127,10 +127,11 @@ int net_target_arrays(NetObject *self, PyObject *obj, npy_intp n, PyArrayObject 
         Py_DECREF(y);
         return 0;
     }
-    npy_intp want[2] = {n, k};
+    npy_intp want[2] = {n, k + (self->loss_weighted != 0)}; /* then the weight */
     if (per > 1) {
         /* checked above: n samples of per rows of k, in order */
-    } else if (k == 1 && PyArray_NDIM(y) == 1 && PyArray_DIMS(y)[0] == n) {
+    } else if (k == 1 && !self->loss_weighted && PyArray_NDIM(y) == 1 &&
+               PyArray_DIMS(y)[0] == n) {
         /* binary targets of shape (n,) for a one-unit output */
     } else if (cnn_check_shape(y, "y", 2, want) < 0) {
         goto fail;

@@ -153,6 +153,9 @@ static int parse_loss(PyObject *d, cnn_loss_desc *l)
     PyObject *fl = PyDict_GetItemString(d, "from_logits");
     l->from_logits = fl ? PyObject_IsTrue(fl) : 0;
     if (l->from_logits < 0) return -1;
+    PyObject *weighted = PyDict_GetItemString(d, "weighted");
+    l->weighted = weighted ? PyObject_IsTrue(weighted) : 0;
+    if (l->weighted < 0) return -1;
     l->delta = 1.0f;
     PyObject *delta = PyDict_GetItemString(d, "delta");
     if (delta && delta != Py_None) {

@@ -147,14 +147,126 @@ def test_keras_loads_the_saved_loss(tmp_path):
                                rtol=1e-5)
 
 
-def test_weights_are_refused_for_regression_losses():
+WEIGHT_CASES = [  # (loss, targets, sigmoid output, metrics, weighting)
+    ("mse", "price", False, [], "sample"),
+    ("Huber(delta=2.0)", "price_column", False, [], "sample"),
+    ("mape", "price", False, [], "validation"),
+    ("binary_crossentropy", "binary", True, ["accuracy"], "sample"),
+    ("binary_crossentropy", "binary", True, ["accuracy"], "class"),
+    ("log_cosh", "price", False, [], "class"),
+]
+
+
+def _weighted_model(loss, sigmoid, metrics, device="cpu"):
+    model = models.Sequential([layers.Input((13,)), layers.Dense(8, activation="relu"),
+                               layers.Dense(1, activation="sigmoid" if sigmoid else None)],
+                              seed=5)
+    model.compile(optimizers.SGD(0.01), _loss(loss), metrics=metrics, device=device)
+    return model
+
+
+def _weighting(kind, n):
+    w = np.random.default_rng(4).random(n).astype(np.float32) * 2.0
+    w[3] = 0.0      # a zero weight: allowed (the accuracy is not weighted)
+    if kind == "sample":
+        return {"sample_weight": w}
+    if kind == "class":
+        return {"class_weight": {0: 0.5, 1: 2.0, 22: 3.0}}
+    return {"validation_data_weights": w[:20]}
+
+
+def test_weighted_fit_and_evaluate_match_keras(tmp_path):
+    """Keras 3: each sample's loss times its weight, divided by the number of
+    samples; metrics unweighted; class_weight by the rounded target."""
+    cnncuda.keras.backend.clear_session()
+    data = _housing()
+    np.savez(tmp_path / "data.npz", **data)
+    ours = []
+    for i, (loss, target, sigmoid, metrics, kind) in enumerate(WEIGHT_CASES):
+        model = _weighted_model(loss, sigmoid, metrics)
+        np.savez(tmp_path / ("w%d.npz" % i), *model.get_weights())
+        how = _weighting(kind, len(data["x"]))
+        x, y = data["x"], data[target]
+        val = how.pop("validation_data_weights", None)
+        validation = (x[:20], y[:20]) if val is None else (x[:20], y[:20], val)
+        h = model.fit(x, y, batch_size=16, epochs=2, shuffle=False, verbose=0,
+                      validation_data=validation, **how)
+        w = _weighting("sample", len(x))["sample_weight"]
+        ours.append((h.history, model.evaluate(x, y, sample_weight=w, verbose=0)))
+    out = run_keras("""
+        import json, os, sys
+        import numpy as np, keras
+        d, cases = sys.argv[1], json.loads(sys.argv[2])
+        data = np.load(os.path.join(d, "data.npz"))
+        w_all = np.random.default_rng(4).random(len(data["x"])).astype(np.float32) * 2.0
+        w_all[3] = 0.0
+        result = []
+        for i, (loss, target, sigmoid, metrics, kind) in enumerate(cases):
+            w = np.load(os.path.join(d, "w%d.npz" % i))
+            model = keras.Sequential([keras.Input((13,)), keras.layers.Dense(8, activation="relu"),
+                                      keras.layers.Dense(1, activation="sigmoid" if sigmoid
+                                                         else None)])
+            model.set_weights([w["arr_%d" % j] for j in range(4)])
+            model.compile(keras.optimizers.SGD(0.01),
+                          keras.losses.Huber(delta=2.0) if loss.startswith("Huber") else loss,
+                          metrics=metrics)
+            x, y = data["x"], data[target]
+            how, validation = {}, (x[:20], y[:20])
+            if kind == "sample":
+                how["sample_weight"] = w_all
+            elif kind == "class":
+                how["class_weight"] = {0: 0.5, 1: 2.0, 22: 3.0}
+            else:
+                validation = (x[:20], y[:20], w_all[:20])
+            h = model.fit(x, y, batch_size=16, epochs=2, shuffle=False, verbose=0,
+                          validation_data=validation, **how)
+            result.append([h.history, model.evaluate(x, y, sample_weight=w_all, verbose=0)])
+        print(json.dumps(result))
+        """, tmp_path, json.dumps(WEIGHT_CASES))
+    theirs = json.loads(out.strip().splitlines()[-1])
+    for case, (history, values), (keras_history, keras_values) in zip(WEIGHT_CASES, ours,
+                                                                       theirs):
+        assert sorted(history) == sorted(keras_history), case
+        for key in keras_history:
+            np.testing.assert_allclose(history[key], keras_history[key], rtol=2e-4, atol=1e-5,
+                                       err_msg="%s %s" % (case, key))
+        np.testing.assert_allclose(values, keras_values, rtol=2e-4, atol=1e-5,
+                                   err_msg="%s evaluate" % (case,))
+
+
+@pytest.mark.parametrize("engine", engine_params())
+@pytest.mark.parametrize("loss", ["mse", "binary_crossentropy"])
+def test_weighted_engines_match_numpy_engine(engine, loss):
+    engine = "omp:2" if engine == "omp" else engine
+    data = _housing(n=53, seed=2)
+    target = "binary" if loss == "binary_crossentropy" else "price"
+    w = _weighting("sample", 53)["sample_weight"]
+    results = []
+    for device in ("numpy", engine):
+        model = _weighted_model(loss, loss == "binary_crossentropy", ["accuracy"], device)
+        h = model.fit(data["x"], data[target], batch_size=8, epochs=2, shuffle=False,
+                      verbose=0, sample_weight=w, validation_split=0.2)
+        results.append((h.history, model.evaluate(data["x"], data[target], sample_weight=w,
+                                                  verbose=0),
+                        model.train_on_batch(data["x"][:9], data[target][:9],
+                                             sample_weight=w[:9])))
+    for key in results[0][0]:
+        np.testing.assert_allclose(results[1][0][key], results[0][0][key], rtol=1e-4,
+                                   atol=1e-5, err_msg=key)
+    np.testing.assert_allclose(results[1][1], results[0][1], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(results[1][2], results[0][2], rtol=1e-4, atol=1e-5)
+
+
+def test_weights_with_host_metrics_are_refused():
     data = _housing(n=20)
-    model = _model(1, "mse", [])
-    with pytest.raises(ValueError, match="sample_weight: weighting samples is supported for the "
-                                         "categorical cross-entropies.*mean_squared_error"):
+    model = _model(1, "mse", ["mae"])
+    with pytest.raises(ValueError, match="sample_weight: weighting samples is not supported "
+                                         "together with the metrics computed on the host"):
         model.fit(data["x"], data["price"], sample_weight=np.ones(20), verbose=0)
-    with pytest.raises(ValueError, match="class_weight.*mean_squared_error"):
-        model.fit(data["x"], data["price"], class_weight={0: 1.0}, verbose=0)
+    with pytest.raises(ValueError, match=r"sample_weight\[2\]: expected finite weights >= 0"):
+        _model(1, "mse", []).fit(data["x"], data["price"],
+                                 sample_weight=np.array([1.0, 1.0, -1.0] + [1.0] * 17),
+                                 verbose=0)
 
 
 def test_targets_are_checked():

@@ -193,3 +193,50 @@ def test_bad_arguments_are_named():
                  {"kind": "huber", "delta": 0.0}, ADAM)
     with pytest.raises(ValueError, match=r"loss\['kind'\].*mean_absolute_percentage_error"):
         make_net("cpu", [{"kind": "dense", "units": 2}], (3,), 4, {"kind": "l2"}, ADAM)
+
+
+@pytest.mark.parametrize("engine", C_ENGINES)
+@pytest.mark.parametrize("kind", KINDS + ["binary_crossentropy", "binary_logits"])
+@pytest.mark.parametrize("n,k", [(7, 1), (5, 37)])
+def test_weighted_rows(engine, kind, n, k):
+    """loss['weighted']: each target row ends with the sample's weight, which
+    multiplies its loss and gradient (sample_weights.py); the accuracy count
+    is unweighted."""
+    engine = "omp:2" if engine == "omp" else engine
+    rng = np.random.default_rng(n + k)
+    logits = kind == "binary_logits"
+    kind = "binary_crossentropy" if logits else kind
+    if kind == "binary_crossentropy":
+        y = (rng.standard_normal((n, k)) if logits else rng.random((n, k))).astype(np.float32)
+        t = (rng.random((n, k)) > 0.5).astype(np.float32)
+    else:
+        y, t = predictions_and_targets(kind, n, k, rng)
+    w = (rng.random(n) * 3).astype(np.float32)
+    w[1] = 0.0
+    loss = dict(engine_loss(kind), weighted=True, from_logits=logits)
+    net = make_net(engine, [{"kind": "dense", "units": k, "use_bias": False}], (n,), n, loss, ADAM)
+    net.set_weights([y])
+    x = np.eye(n, dtype=np.float32)
+    rows = np.concatenate([t, w[:, None]], axis=1)
+    loss_sum, correct = net.compute_gradients(x, rows)
+    want_sum, want_correct, want_grad = ref.loss_forward_backward(
+        kind, y.astype(np.float64), t.astype(np.float64), logits, delta=np.float32(0.7),
+        weights=w.astype(np.float64))
+    assert_close(loss_sum, want_sum, 1e-5, 1e-5 * n, "loss sum")
+    assert_close(correct, want_correct, 0, 1e-6, "correct")
+    assert_close(net.get_gradients()[0], want_grad, 1e-5, 1e-6, "gradient")
+    assert not net.get_gradients()[0][1].any()          # the zero weight's row
+    e_sum, _ = net.evaluate(x, rows)
+    assert_close(e_sum, want_sum, 1e-5, 1e-5 * n, "evaluate loss")
+    with pytest.raises(ValueError, match=r"y: expected shape \(%d, %d\)" % (n, k + 1)):
+        net.compute_gradients(x, t)
+
+
+def test_weighted_rows_are_refused_where_they_do_not_apply():
+    with pytest.raises(ValueError, match="weighted targets are for the binary cross-entropy and "
+                                         "the regression losses"):
+        make_net("cpu", [{"kind": "dense", "units": 3}], (4,), 2,
+                 {"kind": "categorical_crossentropy", "weighted": True}, ADAM)
+    with pytest.raises(ValueError, match="weighted targets need an output of one position"):
+        make_net("cpu", [{"kind": "conv2d", "units": 1, "kernel": 1}], (3, 3, 1), 2,
+                 {"kind": "mean_squared_error", "weighted": True}, ADAM)
