@@ -1571,7 +1571,7 @@ class NumpyNet:
         k = self._output_shape[-1]
         p = self._loss_positions()
         y = np.asarray(y)
-        if p > 1:
+        if len(self._output_shape) > 1:     # an image: targets of any shape of that size
             want = n * p * (1 if self.loss_kind == "sparse_categorical_crossentropy" else k)
             if y.ndim < 1 or y.shape[0] != n or y.size != want:
                 raise ValueError(f"targets must have {want // max(n, 1)} values per sample "

@@ -282,7 +282,7 @@ cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn
      * output is h w rows of c per sample */
     net->loss.k = last->out_c;
     net->loss.positions = last->out_rank == 4 ? last->out_h * last->out_w : 1;
-    if (net->loss.weighted && net->loss.positions > 1) {
+    if (net->loss.weighted && last->out_rank == 4) {
         st = cnn_set_error(CNN_ERR_VALUE, "loss: weighted targets need an output of one "
                            "position per sample, the last layer gives (batch, %d, %d, %d)",
                            last->out_h, last->out_w, last->out_c);

@@ -74,7 +74,8 @@ int net_target_arrays(NetObject *self, PyObject *obj, npy_intp n, PyArrayObject 
     if (!y) return -1;
     int k = self->n_classes;
     const npy_intp per = self->positions > 1 ? self->positions : 1;
-    if (per > 1) {
+    const int image = self->out_rank == 4; /* targets of any shape of the right size */
+    if (image) {
         const npy_intp want = n * per * (self->loss_kind == CNN_LOSS_SPARSE_CE ? 1 : k);
         if (PyArray_NDIM(y) < 1 || PyArray_DIMS(y)[0] != n || PyArray_SIZE(y) != want) {
             char got[128];
@@ -89,7 +90,7 @@ int net_target_arrays(NetObject *self, PyObject *obj, npy_intp n, PyArrayObject 
         }
     }
     if (self->loss_kind == CNN_LOSS_SPARSE_CE) {
-        int ok = per > 1 || (PyArray_NDIM(y) == 1 && PyArray_DIMS(y)[0] == n) ||
+        int ok = image || (PyArray_NDIM(y) == 1 && PyArray_DIMS(y)[0] == n) ||
                  (PyArray_NDIM(y) == 2 && PyArray_DIMS(y)[0] == n && PyArray_DIMS(y)[1] == 1);
         if (!ok) {
             char got[128];
@@ -128,7 +129,7 @@ int net_target_arrays(NetObject *self, PyObject *obj, npy_intp n, PyArrayObject 
         return 0;
     }
     npy_intp want[2] = {n, k + (self->loss_weighted != 0)}; /* then the weight */
-    if (per > 1) {
+    if (image) {
         /* checked above: n samples of per rows of k, in order */
     } else if (k == 1 && !self->loss_weighted && PyArray_NDIM(y) == 1 &&
                PyArray_DIMS(y)[0] == n) {
