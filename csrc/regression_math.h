@@ -13,7 +13,8 @@
  *   mean_squared_log...  (log(max(y, eps) + 1)              d: 2 (a - b) m / (max(y, eps) + 1),
  *                         - log(max(t, eps) + 1))^2            m = 1, 1/2 at y == eps, 0 below
  *   log_cosh             x + softplus(-2 x) - log 2, x = y - t   d: tanh(x)
- *   mean_absolute_perc.. 100 |(t - y) / max(|t|, eps)|       d: 100 (y > t ? 1 : -1) / max(|t|, eps)
+ *   mean_absolute_perc.. 100 |(t - y) / max(|t|, eps)|       d: 100 (y > t ? 1 : -1)
+ *                                                                / max(|t|, eps)
  *
  * eps = 1e-7 (Keras's backend.epsilon()). At a kink the derivative is
  * jax's: |x|' = 1 at x = 0, max(x, c)' = 1/2 at x = c. */

@@ -327,8 +327,8 @@ cnn_status net_loss_rows(cnn_net *net, int n, int scale_n, float *dy, float *sum
 static inline size_t net_target_elems(const cnn_net *net)
 {
     const size_t p = net->loss.positions > 1 ? (size_t)net->loss.positions : 1;
-    return net->loss.kind == CNN_LOSS_SPARSE_CE ? p
-                                                : p * (size_t)net->loss.k + (net->loss.weighted != 0);
+    if (net->loss.kind == CNN_LOSS_SPARSE_CE) return p;
+    return p * (size_t)net->loss.k + (net->loss.weighted != 0); /* then the weight */
 }
 cnn_status net_loss_device(cnn_net *net, int n, float *sums);
 cnn_status net_optimizer_step(cnn_net *net, long rows, counters_state counted);

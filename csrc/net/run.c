@@ -395,7 +395,8 @@ cnn_status net_loss_rows(cnn_net *net, int n, int scale_n, float *dy, float *sum
     const int sparse = d.kind == CNN_LOSS_SPARSE_CE;
     const int32_t *labels = sparse ? net->labels : NULL;
     const float *targets = sparse ? NULL : net->targets;
-    if (d.positions <= 1) return net_loss_op(net)(net->ctx, &d, last->y, labels, targets, scale_n, dy, sums);
+    if (d.positions <= 1)
+        return net_loss_op(net)(net->ctx, &d, last->y, labels, targets, scale_n, dy, sums);
     d.n = n * d.positions;
     CNN_TRY(be->nhwc_from_nchw(net->ctx, n, last->out_h, last->out_w, last->out_c, last->y,
                                net->y_stage));

@@ -224,8 +224,8 @@ def test_weighted_fit_and_evaluate_match_keras(tmp_path):
         print(json.dumps(result))
         """, tmp_path, json.dumps(WEIGHT_CASES))
     theirs = json.loads(out.strip().splitlines()[-1])
-    for case, (history, values), (keras_history, keras_values) in zip(WEIGHT_CASES, ours,
-                                                                       theirs):
+    for case, mine, keras_results in zip(WEIGHT_CASES, ours, theirs):
+        (history, values), (keras_history, keras_values) = mine, keras_results
         assert sorted(history) == sorted(keras_history), case
         for key in keras_history:
             np.testing.assert_allclose(history[key], keras_history[key], rtol=2e-4, atol=1e-5,
