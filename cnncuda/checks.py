@@ -149,7 +149,16 @@ def check_x(x, input_shape, arg="x", allow_empty=False, finite=True):
 def check_targets(y, n, loss_kind, classes, arg="y"):
     """y checked for the loss: integer labels in [0, classes) of shape (n,) or
     (n, 1) for the sparse loss, finite targets (n, classes) otherwise ((n,)
-    accepted for a binary loss with one output). Returns the array to pass on."""
+    accepted for a binary or regression loss with one output). `classes` may
+    be the model's whole output shape (without the batch axis): the loss is
+    then Keras's along its last axis at every other position, the sparse
+    labels of shape (n,) + shape[:-1] (or with a last axis of 1), the other
+    targets of shape (n,) + shape ((n,) + shape[:-1] for one output). Returns
+    the array to pass on."""
+    if isinstance(classes, tuple):
+        if len(classes) > 1:
+            return _check_position_targets(y, n, loss_kind, classes, arg)
+        classes = classes[0]
     array = _as_array(y, arg)
     if loss_kind == "sparse_categorical_crossentropy":
         if array.shape not in ((n,), (n, 1)):
@@ -167,11 +176,45 @@ def check_targets(y, n, loss_kind, classes, arg="y"):
             raise ValueError("%s: expected integer class labels in [0, %d), got %s at index %d"
                              % (arg, classes, shown, index))
         return array
-    if loss_kind == "binary_crossentropy" and classes == 1 and array.shape == (n,):
+    if loss_kind != "categorical_crossentropy" and classes == 1 and array.shape == (n,):
         array = array.reshape(n, 1)
     if array.shape != (n, classes):
         raise ValueError("%s: expected shape (%d, %d), got %s"
                          % (arg, n, classes, shape_str(array.shape)))
+    bad = _first_bad(array)
+    if bad is not None:
+        raise ValueError("%s: expected finite values, got %s at flat index %d"
+                         % (arg, bad[1], bad[0]))
+    return array
+
+
+def _check_position_targets(y, n, loss_kind, shape, arg):
+    """check_targets for an output of several positions per sample."""
+    array = _as_array(y, arg)
+    k, spatial = shape[-1], tuple(shape[:-1])
+    if loss_kind == "sparse_categorical_crossentropy":
+        forms = [(n,) + spatial, (n,) + spatial + (1,)]
+    else:
+        forms = [(n,) + tuple(shape)] + ([(n,) + spatial] if k == 1 else [])
+    if array.shape not in forms:
+        raise ValueError("%s: expected shape %s, got %s (the loss is taken along the last axis "
+                         "of the model's output %s)"
+                         % (arg, " or ".join(shape_str(f) for f in forms),
+                            shape_str(array.shape), shape_str((None,) + tuple(shape))))
+    if loss_kind == "sparse_categorical_crossentropy":
+        flat = array.reshape(-1)
+        if flat.dtype.kind == "f":
+            bad = ~np.isfinite(flat) | (flat != np.floor(flat)) | (flat < 0) | (flat >= k)
+        else:
+            bad = (flat < 0) | (flat >= k)
+        if bad.any():
+            index = int(np.argmax(bad))
+            value = flat[index]
+            shown = ("%g" % value) if flat.dtype.kind == "f" else str(value)
+            raise ValueError("%s: expected integer class labels in [0, %d), got %s at flat index "
+                             "%d" % (arg, k, shown, index))
+        return array.reshape((n,) + spatial)
+    array = array.reshape((n,) + tuple(shape))
     bad = _first_bad(array)
     if bad is not None:
         raise ValueError("%s: expected finite values, got %s at flat index %d"

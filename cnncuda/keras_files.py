@@ -19,7 +19,7 @@ RandomZoom, RandomTranslation, RandomContrast, RandomCrop, whose configs are
 Keras's and which have no variables) with their weights, and the compile
 settings (Adam, SGD, RMSprop, Adagrad, Adadelta,
 Adamax, Nadam or AdamW with their hyperparameters,
-the cross-entropy losses, the accuracy metric) and, in ``.keras`` files,
+the cross-entropy and regression losses, the metrics) and, in ``.keras`` files,
 the optimizer's variables as Keras keeps them (optimizer/vars/<i>: the
 iteration count, the learning rate, then the slots in Keras's order with
 its names: ``Optimizer.slot_names``, ``keras_slot_order``; Nadam's
@@ -51,7 +51,13 @@ __all__ = ["is_keras_path", "save", "load", "kind_of_bytes"]
 _LAYER_MODULE = "keras.layers"
 _LOSS_CLASSES = {"sparse_categorical_crossentropy": "SparseCategoricalCrossentropy",
                  "categorical_crossentropy": "CategoricalCrossentropy",
-                 "binary_crossentropy": "BinaryCrossentropy"}
+                 "binary_crossentropy": "BinaryCrossentropy",
+                 "mean_squared_error": "MeanSquaredError",
+                 "mean_absolute_error": "MeanAbsoluteError",
+                 "huber": "Huber",
+                 "mean_squared_logarithmic_error": "MeanSquaredLogarithmicError",
+                 "log_cosh": "LogCosh",
+                 "mean_absolute_percentage_error": "MeanAbsolutePercentageError"}
 
 
 def is_keras_path(path):
@@ -234,12 +240,20 @@ def _compile_config(model):
                           "class_name": type(opt).__name__,
                           "config": opt_config, "registered_name": None},
             "loss": {"module": "keras.losses", "class_name": _LOSS_CLASSES[loss.kind],
-                     "config": {"name": loss.kind, "reduction": "sum_over_batch_size",
-                                "from_logits": loss.from_logits},
+                     "config": _loss_config(loss),
                      "registered_name": None},
             "loss_weights": None, "metrics": model._compile_metrics_config(),
             "weighted_metrics": None, "run_eagerly": False, "steps_per_execution": 1,
             "jit_compile": False}
+
+
+def _loss_config(loss):
+    """Keras's config of the compiled loss (Huber's delta kept, though
+    Keras's own get_config leaves it out)."""
+    if loss.kind in losses.CROSSENTROPY_KINDS:
+        return {"name": loss.kind, "reduction": "sum_over_batch_size",
+                "from_logits": loss.from_logits}
+    return loss.get_config()
 
 
 def _snake(class_name):
@@ -738,8 +752,11 @@ def _loss(entry):
     kind = by_class.get(entry.get("class_name"))
     if kind is None:
         raise ValueError("loss: Keras's %s has no cnncuda form" % entry.get("class_name"))
-    return losses.from_config(kind, {"from_logits": entry.get("config", {}).get("from_logits",
-                                                                                 False)})
+    config = entry.get("config") or {}
+    if kind in losses.REGRESSION_KINDS:
+        return losses.from_config(kind, {"delta": config["delta"]}
+                                  if kind == "huber" and "delta" in config else {})
+    return losses.from_config(kind, {"from_logits": config.get("from_logits", False)})
 
 
 def load(path, data, kind, compile=True, device=None):

@@ -59,6 +59,10 @@ _ACCURACY_NAMES = {
     "categorical_crossentropy": ("accuracy", "acc", "categorical_accuracy"),
     "binary_crossentropy": ("accuracy", "acc", "binary_accuracy"),
 }
+# the regression losses: 'accuracy' is Keras's choice for their outputs
+# (BinaryAccuracy for one output, CategoricalAccuracy for several), counted
+# by the engine's regression loss op (docs/semantics.md, "Metrics")
+_ACCURACY_NAMES.update({kind: ("accuracy", "acc") for kind in losses.REGRESSION_KINDS})
 
 
 def _compiled_metrics(metrics, loss_kind):
@@ -720,10 +724,13 @@ class Sequential:
     def _engine_loss(self):
         """The engine's loss dict: the compiled loss's, or while a weighted
         fit or evaluate runs, the categorical cross-entropy that its
-        weighted targets are given to (sample_weights.py)."""
+        weighted targets are given to, or for the other losses the same
+        loss with the weight after each target row (sample_weights.py)."""
         loss = self.loss.engine_loss()
         if self.__dict__.get("_weighted"):
-            loss = dict(loss, kind="categorical_crossentropy")
+            loss = dict(loss, kind="categorical_crossentropy") if loss["kind"] in (
+                "sparse_categorical_crossentropy", "categorical_crossentropy") \
+                else dict(loss, weighted=True)     # the weight after each target row
         return loss
 
     def _sync_optimizer(self, net):
@@ -878,13 +885,13 @@ class Sequential:
                 net = self._get_net(device, "train", len(x))
                 self._data_token = None     # the step may reuse the resident batch buffers
                 if host:    # the outputs before the step (see training.py, _host_outputs)
-                    training.update_host_metrics(host, y, net.predict(x))
+                    training.update_host_metrics(host, y, net.predict(x), self.output_shape[1:])
                 loss_sum, correct = net.train_batch(x, y)
             else:
                 net = self._get_net(device, "evaluate")
                 loss_sum, correct = net.evaluate(x, y)
                 if host:
-                    training.update_host_metrics(host, y, net.predict(x))
+                    training.update_host_metrics(host, y, net.predict(x), self.output_shape[1:])
         logs = training._logs(self, loss_sum, correct, len(x))
         if return_dict:
             return logs
@@ -1362,12 +1369,11 @@ def _weight_list(weights, arg):
 
 
 def _check_loss_fits(loss, output_shape):
+    """Keras's losses are taken along the output's last axis (at every other
+    position of a sample, averaged)."""
     shape = tuple(output_shape)[1:]
-    if len(shape) != 1:
-        raise ValueError("loss: %s expects a model output of shape (None, classes), the model "
-                         "outputs %s (add a Flatten and a Dense layer)"
-                         % (loss.kind, shape_str(output_shape)))
-    if loss.kind != "binary_crossentropy" and shape[0] < 2:
+    if loss.kind in ("sparse_categorical_crossentropy", "categorical_crossentropy") \
+            and shape[-1] < 2:
         raise ValueError("loss: %s expects at least 2 outputs (classes), the model outputs %s; "
                          "use binary_crossentropy for one output"
                          % (loss.kind, shape_str(output_shape)))

@@ -42,7 +42,7 @@ __all__ = [
     "dropout_mask", "dropout_forward", "dropout_backward",
     "batchnorm_forward_train", "batchnorm_forward_infer",
     "batchnorm_backward", "batchnorm_backward_infer",
-    "PROB_EPS", "LOSS_KINDS",
+    "PROB_EPS", "LOSS_KINDS", "REGRESSION_LOSS_KINDS", "regression_loss",
     "sparse_categorical_crossentropy", "categorical_crossentropy",
     "binary_crossentropy", "loss_forward_backward",
     "adam_step", "sgd_step", "rmsprop_step", "adagrad_step", "adadelta_step",
@@ -622,8 +622,11 @@ def _prob_bounds(dt):
     return dt(eps), dt(np.float32(1) - eps)
 
 
+REGRESSION_LOSS_KINDS = ("mean_squared_error", "mean_absolute_error", "huber",
+                         "mean_squared_logarithmic_error", "log_cosh",
+                         "mean_absolute_percentage_error")
 LOSS_KINDS = ("sparse_categorical_crossentropy", "categorical_crossentropy",
-              "binary_crossentropy")
+              "binary_crossentropy") + REGRESSION_LOSS_KINDS
 
 
 def _logsumexp_softmax(z):
@@ -700,9 +703,10 @@ def categorical_crossentropy(y, targets, from_logits=False, scale_n=None, grad=T
     return float(loss.sum()), correct, dy
 
 
-def binary_crossentropy(y, targets, from_logits=False, scale_n=None, grad=True):
+def binary_crossentropy(y, targets, from_logits=False, scale_n=None, grad=True, weights=None):
     """y (N, K) logits or probabilities; targets float (N, K) in [0, 1].
-    Per-sample loss and accuracy are means over K."""
+    Per-sample loss and accuracy are means over K; weights (N,) or None: a
+    sample's loss and gradient times its weight (the accuracy unweighted)."""
     _check_2d(y)
     n, k = y.shape
     dt = y.dtype.type
@@ -727,17 +731,90 @@ def binary_crossentropy(y, targets, from_logits=False, scale_n=None, grad=True):
             inside = (y >= eps) & (y <= hi)                 # clipped entries get no gradient
             dy = np.where(inside, -t / p + (one - t) / (one - p), dt(0)) / denom
     loss = elem.sum(axis=1) / dt(k)
-    return float(loss.sum()), correct, dy
+    return _weighted(loss, correct, dy, weights)
 
 
-def loss_forward_backward(kind, y, target, from_logits=False, scale_n=None, grad=True):
-    """Dispatches on kind (one of LOSS_KINDS)."""
+def _weighted(loss, correct, dy, weights):
+    """(loss sum, correct, dy) with each row's loss and gradient times its weight."""
+    if weights is None:
+        return float(loss.sum()), correct, dy
+    w = np.asarray(weights, dtype=loss.dtype)
+    return float((loss * w).sum()), correct, (dy * w[:, None] if dy is not None else None)
+
+
+KERAS_EPSILON = 1e-7     # keras.backend.epsilon()
+
+
+def _regression_terms(kind, y, t, delta):
+    """(term, d term / d y) elementwise: csrc/regression_math.h's formulas
+    (Keras 3's losses; at a kink jax's derivative)."""
+    dt = y.dtype.type
+    eps = dt(np.float32(KERAS_EPSILON))
+    e = y - t
+    if kind == "mean_squared_error":
+        return e * e, dt(2) * e
+    if kind == "mean_absolute_error":
+        return np.abs(t - y), np.where(y > t, dt(1), dt(-1))
+    if kind == "huber":
+        d = dt(np.float32(delta))
+        a = np.abs(e)
+        inside = a <= d
+        return (np.where(inside, dt(0.5) * (e * e), d * a - dt(0.5) * (d * d)),
+                np.where(inside, e, np.where(e > 0, d, -d)))
+    if kind == "mean_squared_logarithmic_error":
+        ym = np.maximum(y, eps)
+        r = np.log(ym + dt(1)) - np.log(np.maximum(t, eps) + dt(1))
+        m = np.where(y > eps, dt(1), np.where(y == eps, dt(0.5), dt(0)))
+        return r * r, dt(2) * r * m / (ym + dt(1))
+    if kind == "log_cosh":
+        z = dt(-2) * e
+        softplus = np.maximum(z, dt(0)) + np.log1p(np.exp(-np.abs(z)))
+        return (e + softplus) - dt(np.log(2.0)), np.tanh(e)
+    if kind == "mean_absolute_percentage_error":
+        den = np.maximum(np.abs(t), eps)
+        return dt(100) * np.abs((t - y) / den), np.where(y > t, dt(100), dt(-100)) / den
+    raise ValueError(f"unknown regression loss {kind!r}; expected one of {REGRESSION_LOSS_KINDS}")
+
+
+def regression_loss(kind, y, targets, scale_n=None, grad=True, delta=1.0, weights=None):
+    """y (N, K) predictions, targets float (N, K). The per-sample loss is
+    the mean over K of the elementwise term; the accuracy is Keras's
+    'accuracy' for such a loss: K == 1 [(y > 0.5) == t] (BinaryAccuracy),
+    K > 1 [argmax y == argmax t] (CategoricalAccuracy)."""
+    _check_2d(y)
+    n, k = y.shape
+    dt = y.dtype.type
+    t = np.asarray(targets, dtype=y.dtype)
+    if t.shape != y.shape:
+        raise ValueError(f"targets must have shape {y.shape}, got {t.shape}")
+    if kind == "huber" and not (np.isfinite(delta) and delta > 0):
+        raise ValueError(f"huber: delta must be finite and > 0, got {delta!r}")
+    scale_n = n if scale_n is None else scale_n
+    if k == 1:
+        correct = float((np.where(y[:, 0] > dt(0.5), dt(1), dt(0)) == t[:, 0]).sum())
+    else:
+        correct = float((np.argmax(y, axis=1) == np.argmax(t, axis=1)).sum())
+    term, d = _regression_terms(kind, y, t, delta)
+    loss = term.sum(axis=1) / dt(k)
+    dy = d / (dt(scale_n) * dt(k)) if grad else None
+    return _weighted(loss, correct, dy, weights)
+
+
+def loss_forward_backward(kind, y, target, from_logits=False, scale_n=None, grad=True,
+                          delta=1.0, weights=None):
+    """Dispatches on kind (one of LOSS_KINDS); delta: huber's; weights (N,)
+    per-sample weights (the binary and regression losses; the categorical
+    ones take weighted targets, cnncuda/sample_weights.py)."""
+    if kind in REGRESSION_LOSS_KINDS:
+        return regression_loss(kind, y, target, scale_n, grad, delta, weights)
+    if weights is not None and kind != "binary_crossentropy":
+        raise ValueError(f"{kind}: weights are given as weighted targets")
     if kind == "sparse_categorical_crossentropy":
         return sparse_categorical_crossentropy(y, target, from_logits, scale_n, grad)
     if kind == "categorical_crossentropy":
         return categorical_crossentropy(y, target, from_logits, scale_n, grad)
     if kind == "binary_crossentropy":
-        return binary_crossentropy(y, target, from_logits, scale_n, grad)
+        return binary_crossentropy(y, target, from_logits, scale_n, grad, weights)
     raise ValueError(f"unknown loss {kind!r}; expected one of {LOSS_KINDS}")
 
 
@@ -1395,6 +1472,14 @@ class NumpyNet:
         # loss: the output must be (K,)
         self.loss_kind = loss["kind"]
         self.from_logits = bool(loss.get("from_logits", False))
+        self.loss_delta = float(loss.get("delta", 1.0))
+        # weighted: each target row carries the sample's weight after its K
+        # targets (cnncuda/sample_weights.py; binary and regression losses)
+        self.loss_weighted = bool(loss.get("weighted", False))
+        if self.loss_weighted and loss["kind"] in ("sparse_categorical_crossentropy",
+                                                   "categorical_crossentropy"):
+            raise ValueError(f"loss {loss['kind']!r}: weighted is for the binary and "
+                             f"regression losses")
         if self.loss_kind not in LOSS_KINDS:
             raise ValueError(f"unknown loss {self.loss_kind!r}; expected one of {LOSS_KINDS}")
 
@@ -1502,11 +1587,34 @@ class NumpyNet:
     # -- input checks -----------------------------------------------------
 
     def _check_loss_output(self):
-        """The loss needs a (N, K) output; a net ending in images can still run
-        forward and backward (to test one op), as the C engines allow."""
-        if len(self._output_shape) != 1:
-            raise ValueError(f"the loss needs a (N, K) output; the net's output is "
-                             f"{self._output_shape} (add a flatten)")
+        """The loss is taken along the output's last axis (K), at every
+        other position of a sample (Keras's)."""
+        if (self.loss_kind in ("sparse_categorical_crossentropy", "categorical_crossentropy")
+                and self._output_shape[-1] < 2):
+            raise ValueError(f"{self.loss_kind} needs at least 2 outputs along the last axis, "
+                             f"the net's output is {self._output_shape}")
+
+    def _loss_positions(self):
+        return int(np.prod(self._output_shape[:-1], dtype=np.int64))
+
+    def _loss(self, out, target, grad):
+        """(loss_sum, correct, dout) of outputs out (n,) + output_shape: the
+        loss of the n P rows of K (P the positions of a sample), a sample's
+        loss and correct count the means over its rows, the gradient that of
+        the mean over all rows (Keras's sum_over_batch_size)."""
+        n, k, p = out.shape[0], self._output_shape[-1], self._loss_positions()
+        rows = out.reshape(n * p, k)
+        weights = None
+        if self.loss_weighted:      # (n, K + 1): the targets, then the weight
+            target, weights = target[:, :k], target[:, k]
+        t = target.reshape(n * p) if self.loss_kind == "sparse_categorical_crossentropy" \
+            else target.reshape(n * p, k)
+        loss_sum, correct, d = loss_forward_backward(self.loss_kind, rows, t, self.from_logits,
+                                                     scale_n=max(n * p, 1), grad=grad,
+                                                     delta=self.loss_delta, weights=weights)
+        if p > 1:
+            loss_sum, correct = loss_sum / p, correct / p
+        return loss_sum, correct, (d.reshape(out.shape) if d is not None else None)
 
     def _inputs(self, x, batch=True):
         """x as an array of self.dtype with shape (n,) + input_shape."""
@@ -1520,8 +1628,21 @@ class NumpyNet:
 
     def _targets(self, y, n):
         """Labels (n,) for sparse losses, float targets (n, K) otherwise."""
-        k = self._output_shape[0]
+        k = self._output_shape[-1]
+        p = self._loss_positions()
         y = np.asarray(y)
+        if len(self._output_shape) > 1:     # an image: targets of any shape of that size
+            want = n * p * (1 if self.loss_kind == "sparse_categorical_crossentropy" else k)
+            if y.ndim < 1 or y.shape[0] != n or y.size != want:
+                raise ValueError(f"targets must have {want // max(n, 1)} values per sample "
+                                 f"(the output's {p} positions), got shape {y.shape}")
+            if self.loss_kind == "sparse_categorical_crossentropy":
+                labels = y.reshape(n, p).astype(np.int64)
+                if not np.array_equal(labels, y.reshape(n, p)) or \
+                        (labels.size and (labels.min() < 0 or labels.max() >= k)):
+                    raise ValueError(f"labels must be integers in [0, {k})")
+                return labels
+            return y.reshape((n,) + self._output_shape).astype(self.dtype)
         if self.loss_kind == "sparse_categorical_crossentropy":
             if y.shape == (n, 1):
                 y = y.reshape(n)
@@ -1531,7 +1652,9 @@ class NumpyNet:
             if not np.array_equal(labels, y) or (n and (labels.min() < 0 or labels.max() >= k)):
                 raise ValueError(f"labels must be integers in [0, {k})")
             return labels
-        if self.loss_kind == "binary_crossentropy" and k == 1 and y.shape == (n,):
+        if self.loss_weighted:      # the targets, then the sample's weight
+            k += 1
+        elif self.loss_kind != "categorical_crossentropy" and k == 1 and y.shape == (n,):
             y = y.reshape(n, 1)
         if y.shape != (n, k):
             raise ValueError(f"targets must have shape ({n}, {k}), got {y.shape}")
@@ -1611,8 +1734,7 @@ class NumpyNet:
         x = self._inputs(x)
         target = self._targets(y, x.shape[0])
         out = self._forward(x, True)
-        loss_sum, correct, dout = loss_forward_backward(self.loss_kind, out, target,
-                                                        self.from_logits)
+        loss_sum, correct, dout = self._loss(out, target, True)
         self._backward(dout)
         for layer in self.layers:
             layer.add_penalty_gradients()
@@ -1669,8 +1791,7 @@ class NumpyNet:
         loss_sum, correct = 0.0, 0.0
         for s in range(0, x.shape[0], self._max_batch):
             out = self._forward(x[s:s + self._max_batch], False)
-            l, c, _ = loss_forward_backward(self.loss_kind, out, target[s:s + self._max_batch],
-                                            self.from_logits, grad=False)
+            l, c, _ = self._loss(out, target[s:s + self._max_batch], False)
             loss_sum += l + out.shape[0] * self._penalty()
             correct += c
         return loss_sum, correct

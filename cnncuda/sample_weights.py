@@ -13,8 +13,12 @@ cross-entropy (``model._weighted``; the model's network is rebuilt, weights
 and optimizer state carried, when a call of the other kind follows). The
 accuracy of targets w t is argmax(w t) == argmax(t) for w > 0, so zero
 weights are refused while an accuracy is compiled, as are negative ones.
-The binary cross-entropy is not linear in its targets: weights are refused
-for it.
+The binary cross-entropy and the regression losses are not linear in their
+targets: for them the engines' loss ops take the weight itself, after each
+sample's targets (a target row of k + 1 values; the engine loss dict's
+``weighted``), which multiplies the sample's loss and gradient; the accuracy
+count stays unweighted, so zero weights are fine there. Outputs of several
+positions per sample are refused.
 """
 import contextlib
 import numbers
@@ -44,9 +48,9 @@ def _labels(model, y):
 
 def weights(model, y, n, sample_weight=None, class_weight=None, arg="sample_weight"):
     """The per-sample weights (float32, shape (n,)) of a call, or None when
-    it gives none; checked: the loss (a categorical cross-entropy), the
-    shape, finite values >= 0 (> 0 with an accuracy metric). `y` holds the
-    checked targets."""
+    it gives none; checked: the output (one position per sample), the shape,
+    finite values >= 0 (> 0 with an accuracy metric and a categorical
+    cross-entropy). `y` holds the checked targets."""
     if sample_weight is None and class_weight is None:
         return None
     if sample_weight is not None and class_weight is not None:
@@ -57,11 +61,10 @@ def weights(model, y, n, sample_weight=None, class_weight=None, arg="sample_weig
         raise ValueError("%s: weighting samples is not supported together with the metrics "
                          "computed on the host (%s); compile with metrics=['accuracy'] or none"
                          % (which, ", ".join(host)))
-    if model.loss.kind == "binary_crossentropy":
-        raise ValueError("%s: weighting samples is supported for the categorical "
-                         "cross-entropies (sparse or not); the model's loss is "
-                         "binary_crossentropy, got %s" % (which, _shown(
-                             sample_weight if class_weight is None else class_weight)))
+    if len(model.output_shape) > 2:
+        raise ValueError("%s: weighting samples is supported for outputs of shape (None, "
+                         "classes); the model outputs %s (a loss at several positions per "
+                         "sample)" % (which, shape_str(model.output_shape)))
     if class_weight is not None:
         if not isinstance(class_weight, dict):
             raise TypeError("class_weight: expected a dict {class index: weight}, got %s"
@@ -96,7 +99,7 @@ def weights(model, y, n, sample_weight=None, class_weight=None, arg="sample_weig
         where = arg + "[%d]"
         index_of = int
     bad = ~np.isfinite(w) | (w < 0)
-    if model.metric_name:
+    if model.metric_name and _categorical(model):
         bad |= w == 0
     if bad.any():
         i = int(np.argmax(bad))
@@ -108,12 +111,22 @@ def weights(model, y, n, sample_weight=None, class_weight=None, arg="sample_weig
     return np.asarray(w, np.float32)
 
 
+def _categorical(model):
+    return model.loss.kind in ("sparse_categorical_crossentropy", "categorical_crossentropy")
+
+
 def weighted_targets(model, y, w):
-    """The categorical targets (n, classes) float32 that give sample i's
-    loss times w[i]: w[i] times the one-hot of a sparse label, or of the
-    target row. w None: weight 1."""
+    """The targets (n, classes) float32 that give sample i's loss times
+    w[i]: for the categorical cross-entropies w[i] times the one-hot of a
+    sparse label, or of the target row; for the other losses the target row
+    and then w[i] ((n, classes + 1)). w None: weight 1."""
     classes = model._output_classes()
     y = np.asarray(y)
+    if not _categorical(model):
+        t = np.empty((len(y), classes + 1), np.float32)
+        t[:, :classes] = y.reshape(len(y), classes)
+        t[:, classes] = 1.0 if w is None else w
+        return t
     if model.loss.kind == "sparse_categorical_crossentropy":
         t = np.zeros((len(y), classes), np.float32)
         t[np.arange(len(y)), y.reshape(-1).astype(np.int64)] = 1.0

@@ -137,15 +137,12 @@ def _data(model, x, y, x_arg="x", y_arg="y"):
         raise ValueError("%s: expected the targets of %s, got None" % (y_arg, x_arg))
     model._build_from_data(x, x_arg)
     x = model._engine_data(x, x_arg)        # the engine checks the values
-    classes = model._output_classes()
-    if classes is None:
-        raise ValueError("loss: the model's output %s is not (None, classes)"
-                         % (model.output_shape,))
+    shape = tuple(model.output_shape[1:])
     y_array = np.asarray(y) if not isinstance(y, np.ndarray) else y
     if y_array.ndim == 0 or len(y_array) != len(x):
         raise ValueError("%s: expected %d samples (as many as %s), got %s"
                          % (y_arg, len(x), x_arg, len(y_array) if y_array.ndim else "a scalar"))
-    y = check_targets(y, len(x), model.loss.kind, classes, y_arg)
+    y = check_targets(y, len(x), model.loss.kind, shape, y_arg)
     return x, y
 
 
@@ -170,13 +167,18 @@ def metric_values(model, logs, prefix=""):
     return [logs[prefix + "loss"]] + [logs[prefix + name] for name, _ in model._metrics]
 
 
-def update_host_metrics(metrics, y, outputs):
-    """Each host metric updated with the targets y and the model's outputs."""
+def update_host_metrics(metrics, y, outputs, shape=None):
+    """Each host metric updated with the targets y and the model's outputs
+    (the engine's: given `shape`, the model's output shape without the batch
+    axis, brought to it, as model._keras_y: a Reshape((A, B)) output is the
+    engine's (1, A, B))."""
+    if shape is not None:
+        outputs = outputs.reshape((len(outputs),) + tuple(shape))
     for metric in metrics:
         metric.update_state(y, outputs)
 
 
-def train_steps_with_outputs(net, x, y, order, start, count, batch, host):
+def train_steps_with_outputs(net, x, y, order, start, count, batch, host, shape=None):
     """train_range's steps one at a time, each step's batch first read back
     through an inference-mode forward with the weights the step starts from,
     for the host metrics. The engines keep the training forward's outputs on
@@ -186,7 +188,7 @@ def train_steps_with_outputs(net, x, y, order, start, count, batch, host):
     from inference-mode outputs where Keras uses the training forward's."""
     for at in range(start, start + count, batch):
         rows = order[at:min(start + count, at + batch)]
-        update_host_metrics(host, y[rows], net.predict(x[rows]))
+        update_host_metrics(host, y[rows], net.predict(x[rows]), shape)
         net.train_range(at, len(rows), batch)
 
 
@@ -254,7 +256,8 @@ def _train_epoch(model, data, n, batch, steps, callbacks, bar, per_batch, first=
         net = data.net()        # a batch callback may have fit on other data
         began = time.perf_counter()
         if host:
-            train_steps_with_outputs(net, data.x, data.y, data.order, start, count, batch, host)
+            train_steps_with_outputs(net, data.x, data.y, data.order, start, count, batch, host,
+                                     model.output_shape[1:])
         else:
             net.train_range(start, count, batch)
         chunker.took(time.perf_counter() - began, count_steps)
@@ -312,7 +315,8 @@ def _evaluate_loop(model, net, x, y, batch, callbacks, progbar, x_arg="x", x_ind
         index0 = x_index0 + done * batch * _row_values(x)
         part = net.evaluate(xs, ys, x_arg=x_arg, x_index0=index0)
         if host:
-            update_host_metrics(host, ys, net.predict(xs, x_arg=x_arg, x_index0=index0))
+            update_host_metrics(host, ys, net.predict(xs, x_arg=x_arg, x_index0=index0),
+                                model.output_shape[1:])
         chunker.took(time.perf_counter() - began, k)
         loss_sum, correct, done = loss_sum + part[0], correct + part[1], done + k
         logs = _logs(model, loss_sum, correct, min(done * batch, n))

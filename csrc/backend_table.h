@@ -508,6 +508,15 @@ struct cnn_backend {
     /* a model of several inputs: one input's values out of the packed
      * network input, in the layout the layers take (no backward) */
     cnn_input_slice_fn *input_slice;
+    /* loss_forward_backward for the regression losses (d->kind from
+     * CNN_LOSS_MSE on, CNN_LOSS_IS_REGRESSION): y (n, k) against targets
+     * (n, k), labels unused. The per-sample loss is the mean over k of
+     * csrc/regression_math.h's term, added to sums[0] as loss_forward_backward
+     * does; sums[1] += the correct count of Keras's 'accuracy' for such a
+     * loss (k == 1: [(y > 0.5) == t], its BinaryAccuracy; k > 1: [argmax y ==
+     * argmax t], its CategoricalAccuracy); dy (n, k) or NULL the gradient
+     * of the mean loss over scale_n samples. */
+    cnn_loss_forward_backward_fn *regression_loss_forward_backward;
 };
 
 /* ------------------------------------------------------ the fused ops

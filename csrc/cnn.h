@@ -217,13 +217,42 @@ typedef struct cnn_bn_desc {
 typedef enum cnn_loss_kind {
     CNN_LOSS_SPARSE_CE = 0,      /* labels: int32 (n,) in [0, k) */
     CNN_LOSS_CATEGORICAL_CE = 1, /* targets: float (n, k) */
-    CNN_LOSS_BINARY_CE = 2       /* targets: float (n, k) in [0, 1] */
+    CNN_LOSS_BINARY_CE = 2,      /* targets: float (n, k) in [0, 1] */
+    /* Keras 3's regression losses, targets float (n, k); the mean over k of
+     * an elementwise term (csrc/regression_math.h), the engines'
+     * regression_loss_forward_backward */
+    CNN_LOSS_MSE = 3,
+    CNN_LOSS_MAE = 4,
+    CNN_LOSS_HUBER = 5, /* cnn_loss_desc.delta */
+    CNN_LOSS_MSLE = 6,
+    CNN_LOSS_LOG_COSH = 7,
+    CNN_LOSS_MAPE = 8,
+    CNN_LOSS_KINDS = 9
 } cnn_loss_kind;
+
+/* The loss names, in cnn_loss_kind's order. */
+#define CNN_LOSS_NAMES                                                                         \
+    {"sparse_categorical_crossentropy", "categorical_crossentropy", "binary_crossentropy",     \
+     "mean_squared_error", "mean_absolute_error", "huber", "mean_squared_logarithmic_error",   \
+     "log_cosh", "mean_absolute_percentage_error"}
+
+/* A regression loss (its op is regression_loss_forward_backward) */
+#define CNN_LOSS_IS_REGRESSION(kind) ((kind) >= CNN_LOSS_MSE && (kind) < CNN_LOSS_KINDS)
 
 typedef struct cnn_loss_desc {
     int kind;
-    int from_logits;
+    int from_logits; /* the cross-entropies */
     int n, k;
+    float delta;     /* huber: finite, > 0 */
+    int positions;   /* rows per sample (0 or 1: one): an output of several
+                        positions (Keras's loss along the last axis); a
+                        sample's loss and correct count added to the sums are
+                        the means over its rows (the ops divide the sums of
+                        their n rows by it), the gradient's scale_n counts rows */
+    int weighted;    /* the binary CE and the regression losses, one position:
+                        each target row holds k + 1 floats, the last the
+                        sample's weight w (Keras's sample_weight): its loss and
+                        gradient times w, its correct count unweighted */
 } cnn_loss_desc;
 
 /* dense_loss_head: the most units it takes, and its workspace for a batch

@@ -286,4 +286,5 @@ extern "C" const cnn_backend cnn_backend_cuda = {
     .timer_elapsed = cuda_timer_elapsed,
     .fused = &cnn_cuda_fused,
     .input_slice = cuda_input_slice,
+    .regression_loss_forward_backward = cuda_regression_loss_forward_backward,
 };

@@ -188,6 +188,7 @@ extern "C" const cnn_backend cnn_backend_cudnn = {
     .timer_elapsed = cuda_timer_elapsed,
     .fused = &cnn_cudnn_fused,
     .input_slice = cuda_input_slice,
+    .regression_loss_forward_backward = cuda_regression_loss_forward_backward,
 };
 
 // The versions of the cuDNN and cuBLAS libraries loaded (cudnnGetVersion's

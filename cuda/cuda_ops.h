@@ -104,6 +104,7 @@ cnn_regularize_fn cuda_regularize;
 
 /* loss.cu, dense_head.cu */
 cnn_loss_forward_backward_fn cuda_loss_forward_backward;
+cnn_loss_forward_backward_fn cuda_regression_loss_forward_backward;
 cnn_softmax_loss_forward_backward_fn cuda_softmax_loss_forward_backward;
 cnn_dense_loss_head_fn cuda_dense_loss_head;
 

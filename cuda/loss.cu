@@ -86,8 +86,8 @@ static __device__ __forceinline__ double softmax_categorical_row(const loss_args
 // Binary CE of row z (k) against t (k): the mean over k of the elementwise
 // losses; element j's gradient depends on z[j] and t[j] only.
 static __device__ __forceinline__ double binary_row(const loss_args &a, const float *z,
-                                                    const float *t, float *g, double *correct,
-                                                    int lane)
+                                                    const float *t, float w, float *g,
+                                                    double *correct, int lane)
 {
     const int k = a.k;
     double loss = 0.0;
@@ -100,18 +100,19 @@ static __device__ __forceinline__ double binary_row(const loss_args &a, const fl
         if (a.logits) {
             const float pos = v > 0.0f ? v : 0.0f;
             loss += (double)__fadd_rn(__fsub_rn(pos, __fmul_rn(v, tj)), log1pf(expf(-fabsf(v))));
-            gj = (sigmoid_f(v) - tj) / a.scale_nk;
+            gj = __fmul_rn(w, sigmoid_f(v) - tj) / a.scale_nk;
         } else {
             const float p = clip_prob(v);
             loss -= (double)__fadd_rn(__fmul_rn(tj, logf(p)), __fmul_rn(1.0f - tj, logf(1.0f - p)));
-            gj = unclipped(v) ? (-tj / p + (1.0f - tj) / (1.0f - p)) / a.scale_nk : 0.0f;
+            gj = unclipped(v) ? __fmul_rn(w, -tj / p + (1.0f - tj) / (1.0f - p)) / a.scale_nk
+                              : 0.0f;
         }
         if (g) g[j] = gj;
     }
     hits = warp_sum(hits);
     loss = warp_sum(loss);
     *correct += (double)hits / (double)k;
-    return loss / (double)k;
+    return (double)w * (loss / (double)k);
 }
 
 // y (n, k), labels (n) or targets (n, k) -> dy (n, k) or NULL; sums (2)
@@ -120,7 +121,8 @@ static __device__ __forceinline__ double binary_row(const loss_args &a, const fl
 // NULL), and dy is the gradient with respect to the logits.
 __global__ void __launch_bounds__(LOSS_WARPS * 32)
     loss_kernel(loss_args a, const float *y, float *y_out, const int32_t *__restrict__ labels,
-                const float *__restrict__ targets, float *dy, float *sums, cnn_cuda_meet *meet)
+                const float *__restrict__ targets, float *dy, float *sums, cnn_cuda_meet *meet,
+                int positions, int weighted)
 {
     cnn_kernel_begin();
     __shared__ double part[2][LOSS_WARPS];
@@ -131,7 +133,8 @@ __global__ void __launch_bounds__(LOSS_WARPS * 32)
          i += (long long)gridDim.x * LOSS_WARPS) {
         const float *z = y + (size_t)i * k;
         float *g = dy ? dy + (size_t)i * k : NULL;
-        const float *t = a.kind == CNN_LOSS_SPARSE_CE ? NULL : targets + (size_t)i * k;
+        // weighted (binary): rows of k targets and the sample's weight
+        const float *t = a.kind == CNN_LOSS_SPARSE_CE ? NULL : targets + (size_t)i * (k + weighted);
         int label = 0;
         if (a.kind == CNN_LOSS_SPARSE_CE) {
             label = labels[i];
@@ -150,7 +153,7 @@ __global__ void __launch_bounds__(LOSS_WARPS * 32)
             loss += softmax_categorical_row(a, z, t, label, y_out ? y_out + (size_t)i * k : NULL,
                                             g, &correct, lane);
         else if (a.kind == CNN_LOSS_BINARY_CE)
-            loss += binary_row(a, z, t, g, &correct, lane);
+            loss += binary_row(a, z, t, weighted ? t[k] : 1.0f, g, &correct, lane);
         else
             loss += categorical_row(a, z, t, label, g, &correct, lane);
     }
@@ -176,6 +179,10 @@ __global__ void __launch_bounds__(LOSS_WARPS * 32)
             c += __ldcg(&meet->loss_parts[1][b]);
         }
     }
+    if (positions > 1) { // a sample's rows (cnn_loss_desc.positions): their means
+        l /= (double)positions;
+        c /= (double)positions;
+    }
     sums[0] += (float)l; // as the cpu engine: one float addition each
     sums[1] += (float)c;
 }
@@ -189,6 +196,9 @@ static cnn_status check_loss(const cnn_loss_desc *d, const int32_t *labels, cons
         return cnn_set_error(CNN_ERR_VALUE, "loss: unknown loss kind %d", kind);
     if (n < 0 || k < 1)
         return cnn_set_error(CNN_ERR_VALUE, "loss: bad shape (n %d, k %d)", n, k);
+    if (d->weighted && kind != CNN_LOSS_BINARY_CE)
+        return cnn_set_error(CNN_ERR_VALUE, "loss: weighted rows for the binary cross-entropy "
+                             "only, got loss kind %d", kind);
     if (dy && scale_n < 1)
         return cnn_set_error(CNN_ERR_VALUE, "loss: scale_n %d must be positive", scale_n);
     if (!sums) return cnn_set_error(CNN_ERR_VALUE, "loss: no sums buffer");
@@ -216,7 +226,9 @@ static cnn_status launch_loss(cnn_ctx *ctx, const cnn_loss_desc *d, int softmax,
     unsigned blocks = cnn_blocks((size_t)d->n, LOSS_WARPS);
     if (blocks > CNN_LOSS_MAX_BLOCKS) blocks = CNN_LOSS_MAX_BLOCKS;
     loss_kernel<<<blocks, LOSS_WARPS * 32, 0, cnn_stream(ctx)>>>(a, y, y_out, labels, targets, dy,
-                                                                sums, cnn_meet(ctx));
+                                                                sums, cnn_meet(ctx),
+                                                                d->positions,
+                                                                d->weighted != 0);
     CNN_CUDA_LAUNCHED(softmax ? "softmax_loss_forward_backward" : "loss_forward_backward");
     return CNN_OK;
 }

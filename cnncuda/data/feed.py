@@ -278,10 +278,10 @@ def _host(model):
     return host
 
 
-def _update(host, net, xs, ys, x_arg="x"):
+def _update(model, host, net, xs, ys, x_arg="x"):
     from ..training import update_host_metrics
     if host:
-        update_host_metrics(host, ys, net.predict(xs, x_arg=x_arg))
+        update_host_metrics(host, ys, net.predict(xs, x_arg=x_arg), model.output_shape[1:])
 
 
 def should_validate(epoch, freq):
@@ -445,7 +445,7 @@ class _EpochState:
         if self.host:        # see training.train_steps_with_outputs
             from ..training import train_steps_with_outputs
             train_steps_with_outputs(net, xs, np.asarray(ys), np.arange(len(xs)), 0,
-                                     len(xs), batch, self.host)
+                                     len(xs), batch, self.host, model.output_shape[1:])
         else:
             net.train_range(0, len(xs), batch)
         part_loss, part_correct = net.read_sums(reset=False)
@@ -471,7 +471,7 @@ def _evaluate_validation(model, net, validation, steps, feed):
     host = _host(model)
     if isinstance(validation, tuple):
         loss_sum, correct = net.evaluate(validation[0], validation[1], x_arg="validation_data[0]")
-        _update(host, net, validation[0], validation[1], "validation_data[0]")
+        _update(model, host, net, validation[0], validation[1], "validation_data[0]")
         return _logs(model, loss_sum, correct, len(validation[0]), "val_")
     loss_sum = correct = 0.0
     seen = 0
@@ -479,7 +479,7 @@ def _evaluate_validation(model, net, validation, steps, feed):
         for xb, yb in batches:
             xb, yb = _check_pair(model, xb, yb, "validation_data")
             part_loss, part_correct = net.evaluate(xb, yb, x_arg="validation_data")
-            _update(host, net, xb, yb, "validation_data")
+            _update(model, host, net, xb, yb, "validation_data")
             loss_sum += part_loss
             correct += part_correct
             seen += len(xb)
@@ -509,7 +509,7 @@ def evaluate(model, x, verbose, steps, callbacks, return_dict, overlap=True):
             xb, yb = _check_pair(model, xb, yb, "x")      # builds an unbuilt model from xb
             net = model._get_net(config.resolve_device(model._device), "evaluate")
             part_loss, part_correct = net.evaluate(xb, yb)
-            _update(host, net, xb, yb)
+            _update(model, host, net, xb, yb)
             loss_sum += part_loss
             correct += part_correct
             seen += len(xb)

@@ -138,6 +138,7 @@ static inline double cnn_cpu_sum(const float *restrict x, size_t len)
     .batchnorm_backward_infer = cpu_batchnorm_backward_infer, \
     .regularize = cpu_regularize, \
     .loss_forward_backward = cpu_loss_forward_backward, \
+    .regression_loss_forward_backward = cpu_regression_loss_forward_backward, \
     .gather_batch = cpu_gather_batch, \
     .advance_counters = cpu_advance_counters, \
     .adam_step = cpu_adam_step, \
@@ -236,6 +237,7 @@ cnn_regularize_fn cpu_regularize;
 
 /* loss.c */
 cnn_loss_forward_backward_fn cpu_loss_forward_backward;
+cnn_loss_forward_backward_fn cpu_regression_loss_forward_backward;
 
 /* gather.c */
 cnn_gather_batch_fn cpu_gather_batch;

@@ -117,9 +117,10 @@ static double categorical_row(int from_logits, int k, const float *z, const floa
     return loss;
 }
 
-/* Binary CE of one row: the mean over k of the elementwise losses. */
+/* Binary CE of one row: the mean over k of the elementwise losses; the
+ * loss and gradient times the sample's weight w (1: unweighted). */
 static double binary_row(int from_logits, int k, const float *z, const float *t, float scale_nk,
-                         float *g, double *correct)
+                         float w, float *g, double *correct)
 {
     double loss = 0.0;
     int hits = 0;
@@ -130,15 +131,17 @@ static double binary_row(int from_logits, int k, const float *z, const float *t,
         if (from_logits) {
             const float pos = v > 0.0f ? v : 0.0f;
             loss += (double)(pos - v * tj + log1pf(expf(-fabsf(v))));
-            if (g) g[j] = (sigmoidf(v) - tj) / scale_nk;
+            if (g) g[j] = (w * (sigmoidf(v) - tj)) / scale_nk;
         } else {
             const float p = clipf(v);
             loss -= (double)(tj * logf(p) + (1.0f - tj) * logf(1.0f - p));
-            if (g) g[j] = unclipped(v) ? (-tj / p + (1.0f - tj) / (1.0f - p)) / scale_nk : 0.0f;
+            if (g)
+                g[j] = unclipped(v) ? (w * (-tj / p + (1.0f - tj) / (1.0f - p))) / scale_nk
+                                    : 0.0f;
         }
     }
     *correct += (double)hits / (double)k;
-    return loss / (double)k;
+    return (double)w * (loss / (double)k);
 }
 
 /* y (n, k), labels (n) for sparse or targets (n, k) otherwise -> sums[0] +=
@@ -155,6 +158,9 @@ cnn_status cpu_loss_forward_backward(cnn_ctx *ctx, const cnn_loss_desc *d, const
         return cnn_set_error(CNN_ERR_VALUE, "loss: unknown loss kind %d", kind);
     if (n < 0 || k < 1)
         return cnn_set_error(CNN_ERR_VALUE, "loss: bad shape (n %d, k %d)", n, k);
+    if (d->weighted && kind != CNN_LOSS_BINARY_CE)
+        return cnn_set_error(CNN_ERR_VALUE, "loss: weighted rows for the binary cross-entropy "
+                             "only, got loss kind %d", kind);
     if (dy && scale_n < 1)
         return cnn_set_error(CNN_ERR_VALUE, "loss: scale_n %d must be positive", scale_n);
     if (!sums) return cnn_set_error(CNN_ERR_VALUE, "loss: no sums buffer");
@@ -181,10 +187,16 @@ cnn_status cpu_loss_forward_backward(cnn_ctx *ctx, const cnn_loss_desc *d, const
         case CNN_LOSS_CATEGORICAL_CE:
             loss += categorical_row(logits, k, z, targets + (size_t)i * k, 0, scale, g, &correct);
             break;
-        default:
-            loss += binary_row(logits, k, z, targets + (size_t)i * k, scale_nk, g, &correct);
+        default: { /* weighted: rows of k targets and the weight */
+            const float *t = targets + (size_t)i * (k + (d->weighted != 0));
+            loss += binary_row(logits, k, z, t, scale_nk, d->weighted ? t[k] : 1.0f, g, &correct);
             break;
         }
+        }
+    }
+    if (d->positions > 1) { /* a sample's rows: their means */
+        loss /= (double)d->positions;
+        correct /= (double)d->positions;
     }
     sums[0] += (float)loss;
     sums[1] += (float)correct;

@@ -3,6 +3,8 @@
  * it. */
 #include "net_private.h"
 
+#include <math.h>
+
 static cnn_status net_alloc(cnn_net *net, void *pp, size_t bytes)
 {
     void **p = pp;
@@ -76,8 +78,15 @@ static cnn_status validate_spec(const cnn_net_spec *spec)
                                  "regularizers", i);
     }
     const cnn_loss_desc *l = &spec->loss;
-    if (l->kind < CNN_LOSS_SPARSE_CE || l->kind > CNN_LOSS_BINARY_CE)
+    if (l->kind < CNN_LOSS_SPARSE_CE || l->kind >= CNN_LOSS_KINDS)
         return cnn_set_error(CNN_ERR_VALUE, "unknown loss kind %d", l->kind);
+    if (l->weighted && (l->kind == CNN_LOSS_SPARSE_CE || l->kind == CNN_LOSS_CATEGORICAL_CE))
+        return cnn_set_error(CNN_ERR_VALUE, "loss: weighted targets are for the binary "
+                             "cross-entropy and the regression losses, got loss kind %d",
+                             l->kind);
+    if (l->kind == CNN_LOSS_HUBER && !(l->delta > 0.0f && l->delta < INFINITY))
+        return cnn_set_error(CNN_ERR_VALUE, "huber loss: delta must be finite and > 0, got %g",
+                             (double)l->delta);
     return net_validate_optimizer(&spec->optimizer);
 }
 
@@ -160,8 +169,9 @@ static cnn_status alloc_buffers(cnn_net *net, size_t largest)
     ALLOC(net->y_stage, mb * largest * F);
     ALLOC(net->grad_a, mb * largest * F);
     ALLOC(net->grad_b, mb * largest * F);
-    ALLOC(net->labels, mb * sizeof(int32_t));
-    ALLOC(net->targets, mb * (size_t)net->loss.k * F);
+    ALLOC(net->labels, mb * (size_t)(net->loss.positions > 1 ? net->loss.positions : 1) *
+                           sizeof(int32_t));
+    ALLOC(net->targets, mb * net_target_elems(net) * F);
     ALLOC(net->sums, 2 * F);
     ALLOC(net->run_sums, 2 * F);
     ALLOC(net->counters, CNN_COUNTERS * sizeof(int64_t));
@@ -268,7 +278,16 @@ cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn
     net_plan_flatten(net); /* before the buffers: an aliased Flatten has none */
     const layer *last = &net->layers[net->n_layers - 1];
     net->out_count = last->out_count;
-    net->loss.k = last->out_rank == 2 ? last->out_c : 0;
+    /* the loss along the output's last axis (Keras's channels): an image
+     * output is h w rows of c per sample */
+    net->loss.k = last->out_c;
+    net->loss.positions = last->out_rank == 4 ? last->out_h * last->out_w : 1;
+    if (net->loss.weighted && last->out_rank == 4) {
+        st = cnn_set_error(CNN_ERR_VALUE, "loss: weighted targets need an output of one "
+                           "position per sample, the last layer gives (batch, %d, %d, %d)",
+                           last->out_h, last->out_w, last->out_c);
+        goto fail;
+    }
     net->n_params = n_params;
     net->n_state = n_state;
 

@@ -49,10 +49,12 @@ static cnn_status queue_evaluation(cnn_net *net, long n, const float *x, const i
         CNN_TRY(be->copy(net->ctx, net->x, x + (size_t)start * net->in_count,
                          (size_t)m * net->in_count * sizeof(float)));
         if (sparse)
-            CNN_TRY(be->copy(net->ctx, net->labels, labels + start, (size_t)m * sizeof(int32_t)));
+            CNN_TRY(be->copy(net->ctx, net->labels, labels + (size_t)start * net_target_elems(net),
+                             (size_t)m * net_target_elems(net) * sizeof(int32_t)));
         else
-            CNN_TRY(be->copy(net->ctx, net->targets, targets + (size_t)start * net->loss.k,
-                             (size_t)m * net->loss.k * sizeof(float)));
+            CNN_TRY(be->copy(net->ctx, net->targets,
+                             targets + (size_t)start * net_target_elems(net),
+                             (size_t)m * net_target_elems(net) * sizeof(float)));
         CNN_TRY(net_run_forward(net, PLAN_FORWARD, &(run_args){.n = m}));
         CNN_TRY(net_loss_device(net, m, sums + 2 * b));
         CNN_TRY(net_regularize(net, (float)m, NULL, sums + 2 * b)); /* Keras's reported loss */
@@ -92,8 +94,7 @@ static cnn_status evaluate_rows(cnn_net *net, long n, const float *x, const int3
 
 static size_t target_bytes(const cnn_net *net, long n)
 {
-    return net->loss.kind == CNN_LOSS_SPARSE_CE ? (size_t)n * sizeof(int32_t)
-                                                : (size_t)n * net->loss.k * sizeof(float);
+    return (size_t)n * net_target_elems(net) * 4; /* int32 labels or float targets */
 }
 
 /* Engine memory for n resident rows: *x_dev (n, in_count), *t_dev their
@@ -144,8 +145,9 @@ cnn_status cnn_net_evaluate(cnn_net *net, long n, const cnn_host_array *x,
         void *t_dev = NULL;
         st = net_alloc_rows(net, m, &x_dev, &t_dev);
         if (st == CNN_OK)
-            st = net_fill_rows(net, m, &rows, sparse ? labels_host + at : NULL,
-                               sparse ? NULL : targets_host + (size_t)at * net->loss.k,
+            st = net_fill_rows(net, m, &rows,
+                               sparse ? labels_host + (size_t)at * net_target_elems(net) : NULL,
+                               sparse ? NULL : targets_host + (size_t)at * net_target_elems(net),
                                x_dev, t_dev);
         if (st == CNN_OK)
             st = evaluate_rows(net, m, x_dev, sparse ? t_dev : NULL, sparse ? NULL : t_dev, total);

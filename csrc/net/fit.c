@@ -122,7 +122,7 @@ static cnn_status range_step(cnn_net *net, int m)
         /* the rows (already NCHW) and their targets, and the counters moved
          * on for the whole step: one launch on a GPU (with gather_im2col,
          * the rows as the first convolution's column matrix) */
-        const size_t t_bytes = sparse ? sizeof(int32_t) : (size_t)net->loss.k * sizeof(float);
+        const size_t t_bytes = net_target_elems(net) * 4; /* int32 or float */
         const void *src_t = sparse ? (const void *)net->data_labels
                                    : (const void *)net->data_targets;
         void *dst_t = sparse ? (void *)net->labels : (void *)net->targets;
@@ -266,8 +266,7 @@ cnn_status cnn_net_range_seconds(cnn_net *net, double *seconds)
 size_t cnn_net_memory_bytes(const cnn_net *net)
 {
     const size_t row = net->in_count * sizeof(float) +
-                       (net->loss.kind == CNN_LOSS_SPARSE_CE ? sizeof(int32_t)
-                                                             : (size_t)net->loss.k * sizeof(float));
+                       net_target_elems(net) * 4; /* int32 labels or float targets */
     size_t data = (size_t)net->data_n * (row + sizeof(int32_t));
     if (net->val_n) data += (size_t)net->val_n * row + (size_t)net_batch_count(net, net->val_n) * 2 * sizeof(float);
     return net->planned + data;

@@ -174,8 +174,8 @@ struct cnn_net {
                          one channel and pixel): x_stage is transposed into x */
     float *y_stage;  /* (max_batch, max of in/out count), Keras layout */
     float *grad_a, *grad_b; /* (max_batch, largest activation) */
-    int32_t *labels; /* (max_batch) */
-    float *targets;  /* (max_batch, k) */
+    int32_t *labels; /* (max_batch, loss positions) */
+    float *targets;  /* (max_batch, loss positions, k): NHWC rows */
     float *sums;     /* (2): loss sum, correct of one call */
     float *run_sums; /* (2): running sums of train_range, read by read_sums */
 
@@ -320,6 +320,17 @@ cnn_status net_shape_backward(cnn_net *net, const layer *L, int n, const float *
 /* run.c: running the plans: forward, backward, a training step */
 cnn_status net_check_batch(const cnn_net *net, long n);
 cnn_status net_check_loss_ready(const cnn_net *net);
+cnn_loss_forward_backward_fn *net_loss_op(const cnn_net *net);
+cnn_status net_loss_rows(cnn_net *net, int n, int scale_n, float *dy, float *sums);
+
+/* The target elements of one sample (int32 labels or float targets: 4
+ * bytes each): a label or a row of k targets per loss position. */
+static inline size_t net_target_elems(const cnn_net *net)
+{
+    const size_t p = net->loss.positions > 1 ? (size_t)net->loss.positions : 1;
+    if (net->loss.kind == CNN_LOSS_SPARSE_CE) return p;
+    return p * (size_t)net->loss.k + (net->loss.weighted != 0); /* then the weight */
+}
 cnn_status net_loss_device(cnn_net *net, int n, float *sums);
 cnn_status net_optimizer_step(cnn_net *net, long rows, counters_state counted);
 cnn_status net_run_forward(cnn_net *net, plan_kind which, const run_args *r);

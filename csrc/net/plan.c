@@ -69,6 +69,7 @@ static void plan_head(cnn_net *net)
     net->head_softmax = net->head_relu = net->head_db_below = 0;
     if (!FUSED(net->be, dense_loss_head) || !net->sw.fuse_head) return;
     if (net->loss.kind != CNN_LOSS_SPARSE_CE && net->loss.kind != CNN_LOSS_CATEGORICAL_CE) return;
+    if (net->loss.positions > 1) return;
     int h = net->n_layers - 1, softmax = 0;
     const cnn_layer_spec *s = &net->layers[h].spec;
     if (s->kind == CNN_LAYER_ACTIVATION && s->activation == CNN_ACT_SOFTMAX) {
@@ -115,7 +116,7 @@ static int fused_softmax_loss(const cnn_net *net)
     const cnn_layer_spec *s = &net->layers[net->n_layers - 1].spec;
     return net->sw.fuse_softmax && FUSED(net->be, softmax_loss_forward_backward) &&
            s->kind == CNN_LAYER_ACTIVATION && s->activation == CNN_ACT_SOFTMAX &&
-           !net->loss.from_logits &&
+           !net->loss.from_logits && net->loss.positions <= 1 &&
            (net->loss.kind == CNN_LOSS_SPARSE_CE || net->loss.kind == CNN_LOSS_CATEGORICAL_CE);
 }
 

@@ -147,8 +147,7 @@ cnn_status net_run_forward(cnn_net *net, plan_kind which, const run_args *r)
                 CNN_TRY(be->fused->softmax_loss_forward_backward(ctx, &d, in, last_y, labels, targets,
                                                           r->scale_n, net->grad_a, r->sums));
             } else {
-                CNN_TRY(be->loss_forward_backward(ctx, &d, last_y, labels, targets, r->scale_n,
-                                                  net->grad_a, r->sums));
+                CNN_TRY(net_loss_rows(net, n, r->scale_n, net->grad_a, r->sums));
             }
             break;
         }
@@ -348,25 +347,29 @@ static cnn_status stage_targets(cnn_net *net, int n, const int32_t *labels_host,
     if (net->loss.kind == CNN_LOSS_SPARSE_CE) {
         if (!labels_host)
             return cnn_set_error(CNN_ERR_VALUE, "sparse categorical cross-entropy needs labels");
-        return net->be->upload(net->ctx, net->labels, labels_host, (size_t)n * sizeof(int32_t));
+        return net->be->upload(net->ctx, net->labels, labels_host,
+                               (size_t)n * net_target_elems(net) * sizeof(int32_t));
     }
     if (!targets_host)
         return cnn_set_error(CNN_ERR_VALUE, "this loss needs (batch, %d) targets", net->loss.k);
     return net->be->upload(net->ctx, net->targets, targets_host,
-                           (size_t)n * net->loss.k * sizeof(float));
+                           (size_t)n * net_target_elems(net) * sizeof(float));
 }
 
-/* The loss needs a (batch, classes) output; a network whose last layer
- * gives images can still run forward and backward (used to test one op). */
+/* The engine's op for the net's loss: the cross-entropies' or the
+ * regression losses'. */
+cnn_loss_forward_backward_fn *net_loss_op(const cnn_net *net)
+{
+    return CNN_LOSS_IS_REGRESSION(net->loss.kind) ? net->be->regression_loss_forward_backward
+                                                  : net->be->loss_forward_backward;
+}
+
+/* The loss is taken along the output's last axis (an image output's
+ * channels, at every position). */
 cnn_status net_check_loss_ready(const cnn_net *net)
 {
-    const layer *last = &net->layers[net->n_layers - 1];
-    if (last->out_rank != 2)
-        return cnn_set_error(CNN_ERR_VALUE,
-                             "the loss needs a (batch, classes) output, but the last layer gives "
-                             "(batch, %d, %d, %d): add Flatten and Dense layers",
-                             last->out_h, last->out_w, last->out_c);
-    if (net->loss.kind != CNN_LOSS_BINARY_CE && net->loss.k < 2)
+    if ((net->loss.kind == CNN_LOSS_SPARSE_CE || net->loss.kind == CNN_LOSS_CATEGORICAL_CE) &&
+        net->loss.k < 2)
         return cnn_set_error(CNN_ERR_VALUE,
                              "categorical cross-entropy needs at least 2 outputs, the last layer "
                              "has %d: use binary cross-entropy",
@@ -378,12 +381,35 @@ cnn_status net_check_loss_ready(const cnn_net *net)
  * sums (2); no gradient (evaluate: training steps go through train_pass). */
 cnn_status net_loss_device(cnn_net *net, int n, float *sums)
 {
+    return net_loss_rows(net, n, n, NULL, sums);
+}
+
+/* The loss of the last layer's output (n samples) against the staged
+ * targets, added to sums, and with dy (NULL: none) its gradient, that of the
+ * mean over scale_n samples. An image output (NCHW) of several positions is
+ * h w rows of c per sample in Keras's order: brought to NHWC rows in
+ * y_stage, where the op also writes its gradient (dy may be y), which is
+ * brought back to NCHW into dy; the op's scale counts rows. */
+cnn_status net_loss_rows(cnn_net *net, int n, int scale_n, float *dy, float *sums)
+{
+    const cnn_backend *be = net->be;
+    const layer *last = &net->layers[net->n_layers - 1];
     cnn_loss_desc d = net->loss;
     d.n = n;
-    int sparse = d.kind == CNN_LOSS_SPARSE_CE;
-    return net->be->loss_forward_backward(net->ctx, &d, net->layers[net->n_layers - 1].y,
-                                          sparse ? net->labels : NULL,
-                                          sparse ? NULL : net->targets, n, NULL, sums);
+    const int sparse = d.kind == CNN_LOSS_SPARSE_CE;
+    const int32_t *labels = sparse ? net->labels : NULL;
+    const float *targets = sparse ? NULL : net->targets;
+    if (d.positions <= 1)
+        return net_loss_op(net)(net->ctx, &d, last->y, labels, targets, scale_n, dy, sums);
+    d.n = n * d.positions;
+    CNN_TRY(be->nhwc_from_nchw(net->ctx, n, last->out_h, last->out_w, last->out_c, last->y,
+                               net->y_stage));
+    CNN_TRY(net_loss_op(net)(net->ctx, &d, net->y_stage, labels, targets, scale_n * d.positions,
+                             dy ? net->y_stage : NULL, sums));
+    if (dy)
+        CNN_TRY(be->nchw_from_nhwc(net->ctx, n, last->out_h, last->out_w, last->out_c,
+                                   net->y_stage, dy));
+    return CNN_OK;
 }
 
 /* A training forward, the loss (added to args->sums, its gradient that of

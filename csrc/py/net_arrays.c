@@ -62,7 +62,10 @@ fail:
 }
 
 /* Targets for n samples: *labels (int32) for sparse losses, *targets
- * (float32 (n, k)) otherwise; the other is set to NULL. */
+ * (float32 (n, k)) otherwise; the other is set to NULL. An output of
+ * several positions (an image) takes n samples of as many labels or rows of
+ * k in Keras's order (any shape (n, ...) of that size: cnncuda/checks.py
+ * checks Keras's). */
 int net_target_arrays(NetObject *self, PyObject *obj, npy_intp n, PyArrayObject **labels,
                          PyArrayObject **targets)
 {
@@ -70,8 +73,24 @@ int net_target_arrays(NetObject *self, PyObject *obj, npy_intp n, PyArrayObject 
     PyArrayObject *y = cnn_as_float32(obj, "y");
     if (!y) return -1;
     int k = self->n_classes;
+    const npy_intp per = self->positions > 1 ? self->positions : 1;
+    const int image = self->out_rank == 4; /* targets of any shape of the right size */
+    if (image) {
+        const npy_intp want = n * per * (self->loss_kind == CNN_LOSS_SPARSE_CE ? 1 : k);
+        if (PyArray_NDIM(y) < 1 || PyArray_DIMS(y)[0] != n || PyArray_SIZE(y) != want) {
+            char got[128];
+            cnn_shape_text(got, sizeof got, PyArray_NDIM(y), PyArray_DIMS(y));
+            PyErr_Format(PyExc_ValueError,
+                         "y: expected %ld samples of %ld %s each (the output's %ld positions), "
+                         "got shape %s",
+                         (long)n, (long)(want / (n ? n : 1)),
+                         self->loss_kind == CNN_LOSS_SPARSE_CE ? "labels" : "targets",
+                         (long)per, got);
+            goto fail;
+        }
+    }
     if (self->loss_kind == CNN_LOSS_SPARSE_CE) {
-        int ok = (PyArray_NDIM(y) == 1 && PyArray_DIMS(y)[0] == n) ||
+        int ok = image || (PyArray_NDIM(y) == 1 && PyArray_DIMS(y)[0] == n) ||
                  (PyArray_NDIM(y) == 2 && PyArray_DIMS(y)[0] == n && PyArray_DIMS(y)[1] == 1);
         if (!ok) {
             char got[128];
@@ -84,7 +103,7 @@ int net_target_arrays(NetObject *self, PyObject *obj, npy_intp n, PyArrayObject 
          * object so float labels like 2.5 are refused, not truncated */
         PyArrayObject *raw = (PyArrayObject *)PyArray_FROM_OTF(obj, NPY_FLOAT64, NPY_ARRAY_IN_ARRAY | NPY_ARRAY_FORCECAST);
         if (!raw) goto fail;
-        npy_intp dims[1] = {n};
+        npy_intp dims[1] = {n * per};
         *labels = (PyArrayObject *)PyArray_SimpleNew(1, dims, NPY_INT32);
         if (!*labels) {
             Py_DECREF(raw);
@@ -92,7 +111,7 @@ int net_target_arrays(NetObject *self, PyObject *obj, npy_intp n, PyArrayObject 
         }
         const double *src = PyArray_DATA(raw);
         int32_t *dst = PyArray_DATA(*labels);
-        for (npy_intp i = 0; i < n; i++) {
+        for (npy_intp i = 0; i < n * per; i++) {
             double v = src[i];
             if (!(v >= 0.0 && v < (double)k && v == (double)(long)v)) {
                 char text[64];
@@ -109,8 +128,11 @@ int net_target_arrays(NetObject *self, PyObject *obj, npy_intp n, PyArrayObject 
         Py_DECREF(y);
         return 0;
     }
-    npy_intp want[2] = {n, k};
-    if (k == 1 && PyArray_NDIM(y) == 1 && PyArray_DIMS(y)[0] == n) {
+    npy_intp want[2] = {n, k + (self->loss_weighted != 0)}; /* then the weight */
+    if (image) {
+        /* checked above: n samples of per rows of k, in order */
+    } else if (k == 1 && !self->loss_weighted && PyArray_NDIM(y) == 1 &&
+               PyArray_DIMS(y)[0] == n) {
         /* binary targets of shape (n,) for a one-unit output */
     } else if (cnn_check_shape(y, "y", 2, want) < 0) {
         goto fail;

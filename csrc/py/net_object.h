@@ -22,7 +22,9 @@ typedef struct NetObject {
     int out_rank;
     npy_intp out_dims[3];
     int loss_kind;
-    int n_classes;        /* the output width k */
+    int n_classes;        /* the output width k (the last axis) */
+    int positions;        /* the loss's rows per sample (an image output's h w) */
+    int loss_weighted;    /* target rows of k + 1: the targets, then the sample's weight */
     int busy;             /* a core call is running with the GIL released */
     long data_n;          /* samples uploaded by set_data */
     PyObject *comm;       /* the Comm of its data-parallel group, or NULL */

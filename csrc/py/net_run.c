@@ -9,9 +9,6 @@
 
 #include "../comm.h"
 
-static const char IMAGE_OUTPUT[] =
-    "the loss needs a (batch, classes) output; this network's output is an image";
-
 /* ------------------------------------------------ a batch and its loss */
 
 typedef struct {
@@ -36,10 +33,6 @@ static PyObject *loss_call(NetObject *self, PyObject *args, int training)
 {
     PyObject *xo, *yo;
     if (!PyArg_ParseTuple(args, "OO", &xo, &yo) || !net_ready(self)) return NULL;
-    if (self->out_rank != 2) {
-        PyErr_SetString(PyExc_ValueError, IMAGE_OUTPUT);
-        return NULL;
-    }
     PyArrayObject *x = net_input_array(self, xo, cnn_net_max_batch(self->net));
     if (!x) return NULL;
     PyArrayObject *labels, *targets;
@@ -99,10 +92,6 @@ PyObject *Net_profile(NetObject *self, PyObject *args, PyObject *kwds)
         return NULL;
     if (steps < 1) {
         PyErr_Format(PyExc_ValueError, "steps: expected at least 1, got %d", steps);
-        return NULL;
-    }
-    if (self->out_rank != 2) {
-        PyErr_SetString(PyExc_ValueError, IMAGE_OUTPUT);
         return NULL;
     }
     profile_args *a = PyMem_Calloc(1, sizeof *a);
@@ -183,10 +172,6 @@ static PyObject *rows_call(NetObject *self, PyObject *args, PyObject *kwds, rows
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|sn", kwlist, &xo, &yo, &x_arg, &index0) ||
         !net_ready(self))
         return NULL;
-    if (self->out_rank != 2) {
-        PyErr_SetString(PyExc_ValueError, IMAGE_OUTPUT);
-        return NULL;
-    }
     cnn_host_array host;
     PyArrayObject *x = net_sample_array(self, xo, x_arg, index0, &host);
     if (!x) return NULL;

@@ -15,8 +15,7 @@ static const char *const shape_kinds[] = {"rescaling",  "reshape",      "zero_pa
                                           "cropping2d", "upsampling2d", "spatial_dropout2d"};
 #define SHAPE_KINDS ((int)(sizeof shape_kinds / sizeof shape_kinds[0]))
 static const char *const activations[] = CNN_ACT_NAMES;
-static const char *const losses[] = {"sparse_categorical_crossentropy",
-                                     "categorical_crossentropy", "binary_crossentropy"};
+static const char *const losses[] = CNN_LOSS_NAMES;
 static const char *const optimizers[] = CNN_OPT_NAMES;
 
 /* The augmentation layers' kinds (cnn.h: CNN_LAYER_RANDOM_FLIP + index). */
@@ -146,17 +145,35 @@ static int parse_loss(PyObject *d, cnn_loss_desc *l)
         return -1;
     }
     PyObject *kind = PyDict_GetItemString(d, "kind");
-    l->kind = spec_name_index(kind, losses, 3);
+    l->kind = spec_name_index(kind, losses, CNN_LOSS_KINDS);
     if (l->kind < 0) {
         PyErr_Format(PyExc_ValueError,
                      "loss['kind']: expected one of sparse_categorical_crossentropy, "
-                     "categorical_crossentropy, binary_crossentropy, got %R",
+                     "categorical_crossentropy, binary_crossentropy, mean_squared_error, "
+                     "mean_absolute_error, huber, mean_squared_logarithmic_error, log_cosh, "
+                     "mean_absolute_percentage_error, got %R",
                      kind ? kind : Py_None);
         return -1;
     }
     PyObject *fl = PyDict_GetItemString(d, "from_logits");
     l->from_logits = fl ? PyObject_IsTrue(fl) : 0;
-    return l->from_logits < 0 ? -1 : 0;
+    if (l->from_logits < 0) return -1;
+    PyObject *weighted = PyDict_GetItemString(d, "weighted");
+    l->weighted = weighted ? PyObject_IsTrue(weighted) : 0;
+    if (l->weighted < 0) return -1;
+    l->delta = 1.0f;
+    PyObject *delta = PyDict_GetItemString(d, "delta");
+    if (delta && delta != Py_None) {
+        const double v = PyFloat_AsDouble(delta);
+        if (v == -1.0 && PyErr_Occurred()) return -1;
+        if (!(v > 0.0 && v <= 3.4e38)) {
+            PyErr_Format(PyExc_ValueError, "loss['delta']: expected a finite number > 0, got %R",
+                         delta);
+            return -1;
+        }
+        l->delta = (float)v;
+    }
+    return 0;
 }
 
 int net_parse_optimizer(PyObject *d, cnn_optimizer_desc *o)

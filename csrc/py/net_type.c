@@ -171,7 +171,9 @@ static int Net_init(NetObject *self, PyObject *args, PyObject *kwds)
     self->out_rank = out_rank;
     for (int i = 0; i < 3; i++) self->out_dims[i] = out_dims[i];
     self->loss_kind = spec.loss.kind;
-    self->n_classes = out_rank == 2 ? out_dims[0] : 0;
+    self->n_classes = out_rank == 2 ? out_dims[0] : out_dims[2];
+    self->positions = out_rank == 4 ? out_dims[0] * out_dims[1] : 1;
+    self->loss_weighted = spec.loss.weighted;
     return 0;
 }
 

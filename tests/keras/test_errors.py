@@ -212,8 +212,11 @@ def test_bad_loss_and_optimizer(engine):
         net.train_batch(np.zeros((2, 3)), np.zeros(2))
     image = make_net(engine, [{"kind": "conv2d", "units": 2, "kernel": 1}], (3, 3, 1), 4,
                      {"kind": "binary_crossentropy"}, {"kind": "adam"})
-    with pytest.raises(ValueError, match=r"the loss needs a \(batch, classes\) output"):
+    # an image output takes the loss along its last axis at every pixel (Keras's)
+    with pytest.raises(ValueError, match=r"y: expected 2 samples of 18 targets each \(the "
+                                         r"output's 9 positions\), got shape \(2, 1\)"):
         image.train_batch(np.zeros((2, 3, 3, 1)), np.zeros((2, 1)))
+    assert np.isfinite(image.train_batch(np.zeros((2, 3, 3, 1)), np.zeros((2, 3, 3, 2)))[0])
     assert image.forward(np.ones((2, 3, 3, 1))).shape == (2, 3, 3, 2)
 
 

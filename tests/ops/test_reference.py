@@ -636,9 +636,12 @@ def test_net_rejects_bad_inputs():
     with pytest.raises(ValueError):
         net.train_batch(np.zeros((2, 7, 7, 2)), np.array([0, 3]))     # label out of range
     image_out = ref.NumpyNet([{"kind": "conv2d", "units": 2, "kernel": 3}], (7, 7, 2), 4, SPARSE,
-                             {"kind": "adam"})                         # builds: forward works,
-    with pytest.raises(ValueError, match="loss needs"):                # but a loss needs (N, K)
+                             {"kind": "adam"})      # an image output: the loss at every pixel
+    with pytest.raises(ValueError, match=r"targets must have 25 values per sample \(the "
+                                         r"output's 25 positions\)"):
         image_out.compute_gradients(np.zeros((1, 7, 7, 2)), np.zeros(1))
+    assert np.isfinite(image_out.compute_gradients(np.zeros((1, 7, 7, 2)),
+                                                   np.zeros((1, 5, 5)))[0])
 
 
 def test_inputs_never_modified():

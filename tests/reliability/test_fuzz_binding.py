@@ -203,13 +203,16 @@ def reference(spec, dtype=np.float64):
 
 
 def targets_for(net, loss_kind, n, rng):
-    k = net.output_shape[0]
+    """Targets of n samples: the loss is taken along the output's last axis
+    (k) at each of its other positions (an image output's pixels)."""
+    shape = tuple(net.output_shape)
+    k = shape[-1]
     if loss_kind == "sparse_categorical_crossentropy":
-        return rng.integers(0, k, n)
+        return rng.integers(0, k, (n,) + shape[:-1])
     if loss_kind == "categorical_crossentropy":
-        t = rng.random((n, k))
-        return (t / t.sum(axis=1, keepdims=True)).astype(np.float32)
-    return rng.random((n, k)).astype(np.float32)
+        t = rng.random((n,) + shape)
+        return (t / t.sum(axis=-1, keepdims=True)).astype(np.float32)
+    return rng.random((n,) + shape).astype(np.float32)
 
 
 @settings(max_examples=1500, **FUZZ)
@@ -271,13 +274,11 @@ def test_building_nets(spec, data_seed):
     assert got.shape == expected.shape and got.dtype == np.float32
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4 * scale_of(expected))
 
-    can_train = len(net.output_shape) == 1 and (
-        loss["kind"] == "binary_crossentropy" or net.output_shape[0] >= 2)
+    can_train = loss["kind"] == "binary_crossentropy" or net.output_shape[-1] >= 2
     if not can_train:
         with pytest.raises(ValueError):
             net.train_batch(x[:max_batch], targets_for(net, "categorical_crossentropy",
-                                                       min(n, max_batch), rng)
-                            if len(net.output_shape) == 1 else np.zeros(min(n, max_batch)))
+                                                       min(n, max_batch), rng))
         return
     m = min(n, max_batch)
     y = targets_for(net, loss["kind"], m, rng)
