@@ -3,30 +3,52 @@
 threads, each image cast to float32 in its thread or the batch cast once.
 Usage: python3 tools/decode_threads.py (BENCHMARKS.md has the H100
 machine's figures; cnncuda/data/image_folder.py's MAX_DECODERS follows them)."""
-import os, time, tempfile
-import numpy as np
+import os
+import tempfile
+import time
 from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
 from PIL import Image
-rng = np.random.default_rng(0)
-root = tempfile.mkdtemp()
-files = []
-for i in range(1024):
-    f = os.path.join(root, "%d.jpg" % i)
-    Image.fromarray((rng.random((160, 213, 3)) * 255).astype(np.uint8)).save(f, quality=90)
-    files.append(f)
-def dec(f, dtype):
-    with Image.open(f) as im:
-        im = im.convert("RGB").resize((160, 160), Image.BILINEAR)
-        return np.asarray(im, dtype=dtype)
-for threads in (1, 4, 8, 16):
-    pool = ThreadPoolExecutor(threads)
-    for mode in ("float", "uint8"):
-        t = time.perf_counter()
-        for at in range(0, len(files), 32):
-            batch = files[at:at + 32]
-            if mode == "float":
-                x = np.stack(list(pool.map(lambda f: dec(f, np.float32), batch)))
-            else:
-                x = np.stack(list(pool.map(lambda f: dec(f, None), batch))).astype(np.float32)
-        print("threads %2d %-6s %7.0f images/s" % (threads, mode, len(files) / (time.perf_counter() - t)))
-    pool.shutdown()
+
+
+def write_images(root, count=1024):
+    rng = np.random.default_rng(0)
+    files = []
+    for i in range(count):
+        path = os.path.join(root, "%d.jpg" % i)
+        pixels = (rng.random((160, 213, 3)) * 255).astype(np.uint8)
+        Image.fromarray(pixels).save(path, quality=90)
+        files.append(path)
+    return files
+
+
+def decode(path, dtype):
+    with Image.open(path) as image:
+        image = image.convert("RGB").resize((160, 160), Image.BILINEAR)
+        return np.asarray(image, dtype=dtype)
+
+
+def rate(files, pool, cast_per_image):
+    start = time.perf_counter()
+    for at in range(0, len(files), 32):
+        batch = files[at:at + 32]
+        if cast_per_image:
+            np.stack(list(pool.map(lambda f: decode(f, np.float32), batch)))
+        else:
+            np.stack(list(pool.map(lambda f: decode(f, None), batch))).astype(np.float32)
+    return len(files) / (time.perf_counter() - start)
+
+
+def main():
+    with tempfile.TemporaryDirectory() as root:
+        files = write_images(root)
+        for threads in (1, 4, 8, 16):
+            with ThreadPoolExecutor(threads) as pool:
+                for cast_per_image, name in ((True, "float"), (False, "uint8")):
+                    print("threads %2d %-6s %7.0f images/s"
+                          % (threads, name, rate(files, pool, cast_per_image)))
+
+
+if __name__ == "__main__":
+    main()
