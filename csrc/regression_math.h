@@ -26,6 +26,28 @@
 #include "cnn.h"
 
 #define CNN_KERAS_EPSILON 1e-7f
+
+/* The arguments of a regression_loss_forward_backward call, checked alike
+ * by every engine (the host side of the call). */
+static inline cnn_status cnn_regression_loss_check(const cnn_loss_desc *d, const float *targets,
+                                                   int scale_n, const float *dy,
+                                                   const float *sums)
+{
+    const int n = d->n, k = d->k, kind = d->kind;
+    if (!CNN_LOSS_IS_REGRESSION(kind))
+        return cnn_set_error(CNN_ERR_VALUE, "regression loss: unknown loss kind %d", kind);
+    if (n < 0 || k < 1)
+        return cnn_set_error(CNN_ERR_VALUE, "regression loss: bad shape (n %d, k %d)", n, k);
+    if (kind == CNN_LOSS_HUBER && !(d->delta > 0.0f && d->delta < INFINITY))
+        return cnn_set_error(CNN_ERR_VALUE, "huber loss: delta must be finite and > 0, got %g",
+                             (double)d->delta);
+    if (dy && scale_n < 1)
+        return cnn_set_error(CNN_ERR_VALUE, "regression loss: scale_n %d must be positive",
+                             scale_n);
+    if (!sums) return cnn_set_error(CNN_ERR_VALUE, "regression loss: no sums buffer");
+    if (!targets) return cnn_set_error(CNN_ERR_VALUE, "regression loss: no targets");
+    return CNN_OK;
+}
 #define CNN_LOG2F 0.69314718055994531f
 
 /* The term of prediction y against target t; *d = its derivative in y. */

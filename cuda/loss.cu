@@ -32,6 +32,7 @@
 #include "cuda_common.cuh"
 #include "cuda_ops.h"
 #include "loss_rows.cuh"
+#include "loss_sums.cuh"
 
 #define LOSS_WARPS 8 // rows in flight per block
 
@@ -157,34 +158,7 @@ __global__ void __launch_bounds__(LOSS_WARPS * 32)
         else
             loss += categorical_row(a, z, t, label, g, &correct, lane);
     }
-    if (lane == 0) {
-        part[0][warp] = loss;
-        part[1][warp] = correct;
-    }
-    __syncthreads();
-    if (threadIdx.x != 0) return;
-    double l = 0.0, c = 0.0;
-    for (int w = 0; w < LOSS_WARPS; ++w) {
-        l += part[0][w];
-        c += part[1][w];
-    }
-    if (gridDim.x > 1) {
-        // the blocks' sums, added in block order by the last block
-        meet->loss_parts[0][blockIdx.x] = l;
-        meet->loss_parts[1][blockIdx.x] = c;
-        if (!cnn_last_block(&meet->tickets[CNN_TICKET_LOSS])) return;
-        l = c = 0.0;
-        for (unsigned b = 0; b < gridDim.x; ++b) {
-            l += __ldcg(&meet->loss_parts[0][b]);
-            c += __ldcg(&meet->loss_parts[1][b]);
-        }
-    }
-    if (positions > 1) { // a sample's rows (cnn_loss_desc.positions): their means
-        l /= (double)positions;
-        c /= (double)positions;
-    }
-    sums[0] += (float)l; // as the cpu engine: one float addition each
-    sums[1] += (float)c;
+    loss_block_sums<LOSS_WARPS>(part, loss, correct, meet, positions, sums);
 }
 
 static cnn_status check_loss(const cnn_loss_desc *d, const int32_t *labels, const float *targets,

@@ -17,6 +17,7 @@
 #include "cuda_common.cuh"
 #include "cuda_ops.h"
 #include "loss_rows.cuh"
+#include "loss_sums.cuh"
 #include "regression_math.h"
 
 #define REGRESSION_WARPS 8 // rows in flight per block
@@ -57,33 +58,7 @@ __global__ void __launch_bounds__(REGRESSION_WARPS * 32)
         }
         loss += (double)w * (warp_sum(row) / (double)k);
     }
-    if (lane == 0) {
-        part[0][warp] = loss;
-        part[1][warp] = correct;
-    }
-    __syncthreads();
-    if (threadIdx.x != 0) return;
-    double l = 0.0, c = 0.0;
-    for (int w = 0; w < REGRESSION_WARPS; ++w) {
-        l += part[0][w];
-        c += part[1][w];
-    }
-    if (gridDim.x > 1) {
-        meet->loss_parts[0][blockIdx.x] = l;
-        meet->loss_parts[1][blockIdx.x] = c;
-        if (!cnn_last_block(&meet->tickets[CNN_TICKET_LOSS])) return;
-        l = c = 0.0;
-        for (unsigned b = 0; b < gridDim.x; ++b) {
-            l += __ldcg(&meet->loss_parts[0][b]);
-            c += __ldcg(&meet->loss_parts[1][b]);
-        }
-    }
-    if (a.positions > 1) { // a sample's rows: their means
-        l /= (double)a.positions;
-        c /= (double)a.positions;
-    }
-    sums[0] += (float)l; // as the cpu engine: one float addition each
-    sums[1] += (float)c;
+    loss_block_sums<REGRESSION_WARPS>(part, loss, correct, meet, a.positions, sums);
 }
 
 // y (n, k) against targets (n, k) -> sums[0] += the summed loss, sums[1] +=
@@ -96,18 +71,7 @@ cnn_status cuda_regression_loss_forward_backward(cnn_ctx *ctx, const cnn_loss_de
 {
     (void)labels;
     const int n = d->n, k = d->k, kind = d->kind;
-    if (!CNN_LOSS_IS_REGRESSION(kind))
-        return cnn_set_error(CNN_ERR_VALUE, "regression loss: unknown loss kind %d", kind);
-    if (n < 0 || k < 1)
-        return cnn_set_error(CNN_ERR_VALUE, "regression loss: bad shape (n %d, k %d)", n, k);
-    if (kind == CNN_LOSS_HUBER && !(d->delta > 0.0f && d->delta < INFINITY))
-        return cnn_set_error(CNN_ERR_VALUE, "huber loss: delta must be finite and > 0, got %g",
-                             (double)d->delta);
-    if (dy && scale_n < 1)
-        return cnn_set_error(CNN_ERR_VALUE, "regression loss: scale_n %d must be positive",
-                             scale_n);
-    if (!sums) return cnn_set_error(CNN_ERR_VALUE, "regression loss: no sums buffer");
-    if (!targets) return cnn_set_error(CNN_ERR_VALUE, "regression loss: no targets");
+    CNN_TRY(cnn_regression_loss_check(d, targets, scale_n, dy, sums));
     if (n == 0) return CNN_OK;
     regression_args a;
     a.kind = kind;

@@ -29,18 +29,7 @@ cnn_status cpu_regression_loss_forward_backward(cnn_ctx *ctx, const cnn_loss_des
     (void)ctx;
     (void)labels;
     const int n = d->n, k = d->k, kind = d->kind;
-    if (!CNN_LOSS_IS_REGRESSION(kind))
-        return cnn_set_error(CNN_ERR_VALUE, "regression loss: unknown loss kind %d", kind);
-    if (n < 0 || k < 1)
-        return cnn_set_error(CNN_ERR_VALUE, "regression loss: bad shape (n %d, k %d)", n, k);
-    if (kind == CNN_LOSS_HUBER && !(d->delta > 0.0f && d->delta < INFINITY))
-        return cnn_set_error(CNN_ERR_VALUE, "huber loss: delta must be finite and > 0, got %g",
-                             (double)d->delta);
-    if (dy && scale_n < 1)
-        return cnn_set_error(CNN_ERR_VALUE, "regression loss: scale_n %d must be positive",
-                             scale_n);
-    if (!sums) return cnn_set_error(CNN_ERR_VALUE, "regression loss: no sums buffer");
-    if (!targets) return cnn_set_error(CNN_ERR_VALUE, "regression loss: no targets");
+    CNN_TRY(cnn_regression_loss_check(d, targets, scale_n, dy, sums));
 
     const float scale_nk = (float)scale_n * (float)k;
     double loss = 0.0, correct = 0.0;
