@@ -7,7 +7,8 @@
     model = keras.Model(inputs, outputs, name="mnist")
 
 The model walks its graph back from its outputs to its inputs
-(cnncuda.symbolic's KerasTensors), each layer called once. A chain (every layer called on the one before) is the Sequential
+(cnncuda.symbolic's KerasTensors), each layer called once. A chain
+(every layer called on the one before) is the Sequential
 model of the same layers -- same engine network, same initial weights for
 the same seed, the same bits after training -- with Keras's functional face:
 ``model.layers`` starts with its InputLayer, its Keras class name is
@@ -229,8 +230,8 @@ class Model(Sequential):
         if len(input_layers) > 1 or len(ends) > 1:
             # the engine's input: the inputs packed side by side per sample
             if len(input_layers) > 1:
-                self._input_shape = (sum(int(np.prod(l._input_shape_arg))
-                                         for l in input_layers),)
+                self._input_shape = (sum(int(np.prod(layer._input_shape_arg))
+                                         for layer in input_layers),)
             else:
                 self._input_shape = tuple(self._input_layer._input_shape_arg)
             self._set_graph(layers)
@@ -552,7 +553,7 @@ class Model(Sequential):
     @property
     def input_shape(self):
         if self._several_inputs:
-            return [(None,) + tuple(l._input_shape_arg) for l in self._input_layers]
+            return [(None,) + tuple(layer._input_shape_arg) for layer in self._input_layers]
         return super().input_shape
 
     def __call__(self, x, training=None, **kwargs):
@@ -612,7 +613,8 @@ class Model(Sequential):
         """Sequential's config (the layers in order) and the Input's name;
         for a graph, what each layer reads ("reads": indices into the
         layers, -1 - k input k); with several inputs, "inputs": [name,
-        shape] of each ("input_shape" is then the engine's packed one). A subclassed model's is Keras's: its name,
+        shape] of each ("input_shape" is then the engine's packed one). A
+        subclassed model's is Keras's: its name,
         trainable and the arguments its class was made with, where they are
         JSON values (a subclass whose arguments are not overrides
         get_config, as Keras asks)."""
@@ -638,7 +640,8 @@ class Model(Sequential):
         if self._is_graph:
             config["reads"] = [list(r) for r in self._reads]
         if self._several_inputs:
-            config["inputs"] = [[l.name, list(l._input_shape_arg)] for l in self._input_layers]
+            config["inputs"] = [[layer.name, list(layer._input_shape_arg)]
+                                for layer in self._input_layers]
         if self._several_outputs:
             config["outputs"] = list(self._ends)
         return config

@@ -197,10 +197,9 @@ class Huber(_Regression):
         return "Huber(delta=%r)" % (self.delta,)
 
 
-_BY_KIND = {cls.kind: cls for cls in (SparseCategoricalCrossentropy, CategoricalCrossentropy,
-                                       BinaryCrossentropy, MeanSquaredError, MeanAbsoluteError,
-                                       Huber, MeanSquaredLogarithmicError, LogCosh,
-                                       MeanAbsolutePercentageError)}
+_BY_KIND = {cls.kind: cls for cls in (
+    SparseCategoricalCrossentropy, CategoricalCrossentropy, BinaryCrossentropy, MeanSquaredError,
+    MeanAbsoluteError, Huber, MeanSquaredLogarithmicError, LogCosh, MeanAbsolutePercentageError)}
 
 
 def get(identifier):

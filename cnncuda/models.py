@@ -1085,9 +1085,9 @@ class Sequential:
         """The architecture as JSON-able data (what a model file holds)."""
         return {"name": self.name, "seed": self.seed,
                 "input_shape": list(self._input_shape) if self.built else None,
-                "layers": [{"class_name": getattr(l, "_class_name", type(l).__name__),
-                            "config": l._architecture() if isinstance(l, Sequential)
-                            else l.get_config()} for l in self._layers]}
+                "layers": [{"class_name": getattr(layer, "_class_name", type(layer).__name__),
+                            "config": layer._architecture() if isinstance(layer, Sequential)
+                            else layer.get_config()} for layer in self._layers]}
 
     def _architecture(self):
         """The config cnncuda's files and copies hold (get_config's; a

@@ -1527,7 +1527,7 @@ class NumpyNet:
         if kind == "prelu":
             return _PReLU(i, spec, shape, self.dtype)
         if kind == "input_slice":
-            if any(not isinstance(l, _InputSlice) for l in self.layers) or \
+            if any(not isinstance(layer, _InputSlice) for layer in self.layers) or \
                     list(spec.get("inputs") or []) != [-1]:
                 raise ValueError(f"layer {i} (input_slice) reads the network's input (-1) "
                                  "alone and comes before every other layer")
@@ -1554,7 +1554,7 @@ class NumpyNet:
         `inputs` (a network of several inputs), else before it (as the C
         core: csrc/net/augment.c)."""
         if not self._sliced():
-            return any(l.weights for l in self.layers)
+            return any(layer.weights for layer in self.layers)
         todo, seen = [j for j in inputs if j >= 0], set()
         while todo:
             j = todo.pop()

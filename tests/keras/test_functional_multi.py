@@ -184,7 +184,7 @@ def test_the_models_face_its_config_and_its_own_files(tmp_path):
                                 ["rows", [5, 6]]]
     again = keras.Model.from_config(config)
     assert again.get_config() == config
-    assert [l.name for l in again.layers] == [l.name for l in model.layers]
+    assert [layer.name for layer in again.layers] == [layer.name for layer in model.layers]
     from_json = keras.models.model_from_json(model.to_json())
     assert from_json._reads == model._reads and from_json.input_shape == model.input_shape
     path = tmp_path / "tickets.cnn"
@@ -225,7 +225,7 @@ def test_names_shapes_and_weights_match_keras():
     """)
     lines = out.strip().splitlines()
     model = ticket_model()
-    assert lines[0] == str([l.name for l in model.layers])
+    assert lines[0] == str([layer.name for layer in model.layers])
     assert lines[1] == "%s %s" % (model.input_shape, model.output_shape)
     assert lines[2] == str([tuple(w.shape) for w in model.get_weights()])
 
@@ -252,7 +252,7 @@ def test_saved_here_opens_in_keras_with_our_predictions(ext, tmp_path):
                            - np.load(sys.argv[3])).max()))
     """, tmp_path / ("m" + ext), tmp_path / "x.npz", tmp_path / "mine.npy")
     lines = out.strip().splitlines()
-    assert lines[0] == str([l.name for l in model.layers])
+    assert lines[0] == str([layer.name for layer in model.layers])
     assert float(lines[1]) < 1e-5 and float(lines[2]) < 1e-5
 
 
@@ -401,7 +401,7 @@ def test_several_outputs_names_shapes_and_files_both_ways_with_keras(tmp_path):
         again = back.predict([TITLE, IMAGE], verbose=0)
         assert all(np.array_equal(a, b) for a, b in zip(again, mine, strict=True))
     config = model.get_config()
-    assert config["outputs"] == [model.layers.index(l) - 2 for l in
+    assert config["outputs"] == [model.layers.index(layer) - 2 for layer in
                                  (model.get_layer(n) for n in
                                   ("priority", "department", "pixels", "urgent"))]
     assert keras.Model.from_config(config).get_config() == config
@@ -422,7 +422,7 @@ def test_several_outputs_names_shapes_and_files_both_ways_with_keras(tmp_path):
         np.save(d + "/keras%d.npy" % k, a)
     """, tmp_path)
     lines = out.strip().splitlines()
-    assert lines[0] == str([l.name for l in model.layers])
+    assert lines[0] == str([layer.name for layer in model.layers])
     assert lines[1] == str(model.output_shape)
     assert float(lines[2]) < 1e-5 and float(lines[3]) < 1e-5
     with pytest.warns(UserWarning, match="has several outputs; it loads uncompiled"):
@@ -503,7 +503,7 @@ def augmented(seed=2, late=False):
 @pytest.mark.parametrize("engine", engine_params())
 def test_a_branchs_augmentation_after_another_branchs_weights_trains_as_the_reference(engine):
     ref, mine = augmented(), augmented()
-    names = [l.name for l in mine.layers]
+    names = [layer.name for layer in mine.layers]
     assert names.index("flip") > names.index("t0")      # after weights, in another branch
     for model, dev in ((ref, "numpy"), (mine, device_of(engine))):
         compiled(model, dev)
