@@ -874,6 +874,7 @@ class Sequential:
             self._engine_data(x, "x", finite=True)       # finite values: nothing runs on NaN
         x, y = training._data(self, x, y)
         w = sample_weights.weights(self, y, len(x), sample_weight, class_weight)
+        metric_y = y            # the host metrics see the targets unweighted
         if w is not None:
             y = sample_weights.weighted_targets(self, y, w)
         device = config.resolve_device(self._device)
@@ -885,13 +886,15 @@ class Sequential:
                 net = self._get_net(device, "train", len(x))
                 self._data_token = None     # the step may reuse the resident batch buffers
                 if host:    # the outputs before the step (see training.py, _host_outputs)
-                    training.update_host_metrics(host, y, net.predict(x), self.output_shape[1:])
+                    training.update_host_metrics(host, metric_y, net.predict(x),
+                                                 self.output_shape[1:])
                 loss_sum, correct = net.train_batch(x, y)
             else:
                 net = self._get_net(device, "evaluate")
                 loss_sum, correct = net.evaluate(x, y)
                 if host:
-                    training.update_host_metrics(host, y, net.predict(x), self.output_shape[1:])
+                    training.update_host_metrics(host, metric_y, net.predict(x),
+                                                 self.output_shape[1:])
         logs = training._logs(self, loss_sum, correct, len(x))
         if return_dict:
             return logs

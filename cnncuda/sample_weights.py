@@ -18,7 +18,9 @@ targets: for them the engines' loss ops take the weight itself, after each
 sample's targets (a target row of k + 1 values; the engine loss dict's
 ``weighted``), which multiplies the sample's loss and gradient; the accuracy
 count stays unweighted, so zero weights are fine there. Outputs of several
-positions per sample are refused.
+positions per sample are refused. The metrics computed on the host
+(metrics.py) are given the targets as the user gave them, so they stay
+unweighted too (training.py's metric targets).
 """
 import contextlib
 import numbers
@@ -56,11 +58,6 @@ def weights(model, y, n, sample_weight=None, class_weight=None, arg="sample_weig
     if sample_weight is not None and class_weight is not None:
         raise ValueError("You cannot `class_weight` and `sample_weight` at the same time.")
     which = arg if class_weight is None else "class_weight"
-    host = [name for name, obj in model._metrics if obj is not None]
-    if host:    # they would see the weighted targets (metrics.py computes them on the host)
-        raise ValueError("%s: weighting samples is not supported together with the metrics "
-                         "computed on the host (%s); compile with metrics=['accuracy'] or none"
-                         % (which, ", ".join(host)))
     if len(model.output_shape) > 2:
         raise ValueError("%s: weighting samples is supported for outputs of shape (None, "
                          "classes); the model outputs %s (a loss at several positions per "

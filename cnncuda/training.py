@@ -210,6 +210,7 @@ class _ResidentData:
     def __init__(self, model, device, batch, x, y, validation=None, val_arg="x", val_index0=0):
         self.model, self.device, self.batch, self.x, self.y = model, device, batch, x, y
         self.validation, self.val_arg, self.val_index0 = validation, val_arg, val_index0
+        self.metric_y = y           # the targets the host metrics see
         self.token = object()
         self.holder = None          # the network this fit last uploaded to
         self.order = None           # this epoch's order, once given
@@ -256,8 +257,8 @@ def _train_epoch(model, data, n, batch, steps, callbacks, bar, per_batch, first=
         net = data.net()        # a batch callback may have fit on other data
         began = time.perf_counter()
         if host:
-            train_steps_with_outputs(net, data.x, data.y, data.order, start, count, batch, host,
-                                     model.output_shape[1:])
+            train_steps_with_outputs(net, data.x, data.metric_y, data.order, start, count, batch,
+                                     host, model.output_shape[1:])
         else:
             net.train_range(start, count, batch)
         chunker.took(time.perf_counter() - began, count_steps)
@@ -287,10 +288,12 @@ def _row_values(x):
 
 
 def _evaluate_loop(model, net, x, y, batch, callbacks, progbar, x_arg="x", x_index0=0,
-                   resident=False):
+                   resident=False, metric_y=None):
     """(loss_sum, correct) over x in inference mode; in one engine call unless
     a bar or a test-batch callback wants to see the steps. `resident`: x and
-    y are the validation data the engine holds (set_validation)."""
+    y are the validation data the engine holds (set_validation). The host
+    metrics see `metric_y` (the unweighted targets where y carries sample
+    weights), else y."""
     n = len(x)
     steps = math.ceil(n / batch)
     per_batch = callbacks is not None and callbacks.wants_batches("test")
@@ -299,6 +302,7 @@ def _evaluate_loop(model, net, x, y, batch, callbacks, progbar, x_arg="x", x_ind
         metric.reset_state()
     if host:    # the loss on the engine, the outputs read back for the host metrics
         y = np.asarray(y)
+        metric_y = y if metric_y is None else np.asarray(metric_y)
     elif not per_batch and (progbar is None or not progbar.dynamic or progbar.verbose != 1):
         if resident:
             return net.evaluate_validation()
@@ -315,7 +319,8 @@ def _evaluate_loop(model, net, x, y, batch, callbacks, progbar, x_arg="x", x_ind
         index0 = x_index0 + done * batch * _row_values(x)
         part = net.evaluate(xs, ys, x_arg=x_arg, x_index0=index0)
         if host:
-            update_host_metrics(host, ys, net.predict(xs, x_arg=x_arg, x_index0=index0),
+            update_host_metrics(host, metric_y[done * batch:(done + k) * batch],
+                                net.predict(xs, x_arg=x_arg, x_index0=index0),
                                 model.output_shape[1:])
         chunker.took(time.perf_counter() - began, k)
         loss_sum, correct, done = loss_sum + part[0], correct + part[1], done + k
@@ -383,8 +388,10 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
             w, val_w = w[:split_at], w[split_at:]
         elif w is not None:
             w = w[:split_at]
+    # the host metrics see the targets unweighted (Keras's `metrics`)
+    metric_targets = (y, None if validation is None else validation[1])
     weighted = w is not None or val_w is not None
-    if weighted:        # the categorical targets that weight each sample's loss
+    if weighted:        # the targets that weight each sample's loss
         y = sample_weights.weighted_targets(model, y, w)
         if validation is not None:
             validation = (validation[0],
@@ -392,19 +399,22 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
     with sample_weights.weighted(model, weighted):
         return _fit_arrays(model, x, y, batch, batch_size, epochs, initial_epoch, verbose,
                            user_callbacks, shuffle, steps_per_epoch, validation, val_arg,
-                           val_index0, validation_batch_size, validation_freq)
+                           val_index0, validation_batch_size, validation_freq, metric_targets)
 
 
 def _fit_arrays(model, x, y, batch, batch_size, epochs, initial_epoch, verbose, user_callbacks,
                 shuffle, steps_per_epoch, validation, val_arg, val_index0,
-                validation_batch_size, validation_freq):
-    """fit over arrays checked (y: the engine's targets)."""
+                validation_batch_size, validation_freq, metric_targets=(None, None)):
+    """fit over arrays checked (y: the engine's targets; metric_targets: the
+    training and validation targets the host metrics see, None: y's)."""
     if batch_size is None and steps_per_epoch is not None:
         batch = math.ceil(len(x) / steps_per_epoch)     # Keras: the data in that many batches
     batch = min(batch, len(x))      # as Keras: a batch_size past the data is one batch of it all
     val_batch = batch if validation_batch_size is None else validation_batch_size
     device = config.resolve_device(model._device)
     data = _ResidentData(model, device, batch, x, y, validation, val_arg, val_index0)
+    if metric_targets[0] is not None:
+        data.metric_y = metric_targets[0]
     data.net()
 
     n = len(x)
@@ -452,7 +462,8 @@ def _fit_arrays(model, x, y, batch, batch_size, epochs, initial_epoch, verbose, 
                 callbacks.on_test_begin()
                 loss_sum, correct = _evaluate_loop(model, data.net(), validation[0],
                                                    validation[1], val_batch, callbacks, None,
-                                                   val_arg, val_index0, resident=True)
+                                                   val_arg, val_index0, resident=True,
+                                                   metric_y=metric_targets[1])
                 val_logs = _logs(model, loss_sum, correct, len(validation[0]), "val_")
                 callbacks.on_test_end(val_logs)
                 logs.update(val_logs)
@@ -485,14 +496,17 @@ def evaluate(model, x, y, batch_size, verbose, sample_weight, steps, callbacks, 
     _unsupported(steps=(steps, None))
     x, y = _data(model, x, y)
     w = sample_weights.weights(model, y, len(x), sample_weight)
+    metric_y = y
     if w is not None:
         y = sample_weights.weighted_targets(model, y, w)
     with sample_weights.weighted(model, w is not None):
-        return _evaluate_arrays(model, x, y, batch, verbose, user_callbacks, return_dict)
+        return _evaluate_arrays(model, x, y, batch, verbose, user_callbacks, return_dict,
+                                metric_y)
 
 
-def _evaluate_arrays(model, x, y, batch, verbose, user_callbacks, return_dict):
-    """evaluate over arrays checked (y: the engine's targets)."""
+def _evaluate_arrays(model, x, y, batch, verbose, user_callbacks, return_dict, metric_y=None):
+    """evaluate over arrays checked (y: the engine's targets; metric_y: the
+    targets the host metrics see, None: y)."""
     net = model._get_net(config.resolve_device(model._device), "evaluate")
     n = len(x)
     total_steps = math.ceil(n / batch)
@@ -500,7 +514,7 @@ def _evaluate_arrays(model, x, y, batch, verbose, user_callbacks, return_dict):
                                                "steps": total_steps})
     progbar = Progbar(total_steps, verbose=verbose) if verbose else None
     cbs.on_test_begin()
-    loss_sum, correct = _evaluate_loop(model, net, x, y, batch, cbs, progbar)
+    loss_sum, correct = _evaluate_loop(model, net, x, y, batch, cbs, progbar, metric_y=metric_y)
     logs = _logs(model, loss_sum, correct, n)
     if progbar is not None:
         progbar.update(total_steps, logs, finalize=True)

@@ -257,12 +257,13 @@ def test_weighted_engines_match_numpy_engine(engine, loss):
     np.testing.assert_allclose(results[1][2], results[0][2], rtol=1e-4, atol=1e-5)
 
 
-def test_weights_with_host_metrics_are_refused():
+def test_weights_leave_host_metrics_unweighted():
     data = _housing(n=20)
     model = _model(1, "mse", ["mae"])
-    with pytest.raises(ValueError, match="sample_weight: weighting samples is not supported "
-                                         "together with the metrics computed on the host"):
-        model.fit(data["x"], data["price"], sample_weight=np.ones(20), verbose=0)
+    w = np.linspace(0.1, 2.0, 20).astype(np.float32)
+    weighted = model.evaluate(data["x"], data["price"], sample_weight=w, verbose=0)
+    plain = model.evaluate(data["x"], data["price"], verbose=0)
+    assert weighted[1] == plain[1] and weighted[0] != plain[0]
     with pytest.raises(ValueError, match=r"sample_weight\[2\]: expected finite weights >= 0"):
         _model(1, "mse", []).fit(data["x"], data["price"],
                                  sample_weight=np.array([1.0, 1.0, -1.0] + [1.0] * 17),

@@ -191,20 +191,49 @@ def test_zero_weights_without_metrics():
         pytest.approx(full / 2, rel=1e-6)
 
 
-def test_weights_with_host_metrics_are_refused_before_anything_runs():
-    """The metrics computed on the host (metrics.py) would see the weighted
-    targets: the combination is refused, naming both, and nothing trains."""
-    x, y, w = data(16)
-    m = dense()
-    m.compile(optimizer=optimizers.SGD(0.1), metrics=["sparse_top_k_categorical_accuracy"],
-              loss=losses.SparseCategoricalCrossentropy(from_logits=True))
-    before = m.get_weights()
-    for call in (lambda: m.fit(x, y, sample_weight=w, verbose=0),
-                 lambda: m.fit(x, y, class_weight={0: 2.0}, verbose=0),
-                 lambda: m.train_on_batch(x, y, sample_weight=w),
-                 lambda: m.evaluate(x, y, sample_weight=w, verbose=0)):
-        with pytest.raises(ValueError, match="(sample|class)_weight: .*not supported together "
-                                             "with the metrics computed on the host "
-                                             r"\(sparse_top_k_categorical_accuracy\)"):
-            call()
-    assert all(np.array_equal(a, b) for a, b in zip(before, m.get_weights()))
+KERAS_HOST = """
+import json, sys, numpy as np, keras
+start = [np.array(v, np.float32) for v in json.loads(sys.argv[1])]
+x = np.array(json.loads(sys.argv[2]), np.float32); y = np.array(json.loads(sys.argv[3]), np.float32)
+w = np.array(json.loads(sys.argv[4]), np.float32)
+m = keras.Sequential([keras.Input((6,)), keras.layers.Dense(5, activation="tanh"),
+                      keras.layers.Dense(3, activation="softmax")])
+m.set_weights(start)
+m.compile(optimizer=keras.optimizers.SGD(0.1, momentum=0.5),
+          loss=keras.losses.CategoricalCrossentropy(), metrics=["accuracy", "mse", "auc"])
+out = {"eval": m.evaluate(x, y, sample_weight=w, verbose=0, batch_size=8)}
+out["fit"] = m.fit(x, y, sample_weight=w, batch_size=8, epochs=2, shuffle=False, verbose=0,
+                   validation_split=0.25).history
+out["batch"] = [m.train_on_batch(x[:8], y[:8], sample_weight=w[:8]),
+                m.test_on_batch(x[:8], y[:8], sample_weight=w[:8])]
+print(json.dumps(out))
+"""
+
+
+def test_weights_with_host_metrics_as_keras():
+    """Host-computed metrics ('mse', 'auc') beside sample weights: the loss
+    weighted, the metrics given as `metrics=` unweighted, as Keras 3 (fit
+    with validation_split, evaluate, the batch calls)."""
+    x, y, w = data()
+    y = np.eye(3, dtype=np.float32)[y]
+    m = dense(loss="categorical")
+    m.compile(optimizer=optimizers.SGD(0.1, momentum=0.5), loss=losses.CategoricalCrossentropy(),
+              metrics=["accuracy", "mse", "auc"], device="cpu")
+    start = m.get_weights()
+    got = {"eval": m.evaluate(x, y, sample_weight=w, verbose=0, batch_size=8)}
+    got["fit"] = m.fit(x, y, sample_weight=w, batch_size=8, epochs=2, shuffle=False, verbose=0,
+                       validation_split=0.25).history
+    got["batch"] = [m.train_on_batch(x[:8], y[:8], sample_weight=w[:8]),
+                    m.test_on_batch(x[:8], y[:8], sample_weight=w[:8])]
+    out = run_keras(KERAS_HOST, json.dumps([a.tolist() for a in start]), json.dumps(x.tolist()),
+                    json.dumps(y.tolist()), json.dumps(w.tolist()))
+    want = json.loads(out.strip().splitlines()[-1])
+    np.testing.assert_allclose(got["eval"], want["eval"], rtol=1e-4)
+    assert sorted(got["fit"]) == sorted(want["fit"])
+    for key in want["fit"]:
+        np.testing.assert_allclose(got["fit"][key], want["fit"][key], rtol=1e-4, err_msg=key)
+    np.testing.assert_allclose(got["batch"], want["batch"], rtol=1e-4)
+    # unweighted: the metrics of a weighted evaluate are the unweighted ones
+    plain = m.evaluate(x, y, verbose=0)
+    weighted = m.evaluate(x, y, sample_weight=w, verbose=0)
+    assert weighted[1:] == plain[1:] and weighted[0] != plain[0]
