@@ -885,16 +885,14 @@ class Sequential:
             if kind == "train":
                 net = self._get_net(device, "train", len(x))
                 self._data_token = None     # the step may reuse the resident batch buffers
-                if host:    # the outputs before the step (see training.py, _host_outputs)
-                    training.update_host_metrics(host, metric_y, net.predict(x),
-                                                 self.output_shape[1:])
+                if host:    # the outputs before the step (see training.train_steps_with_outputs)
+                    training.update_host_metrics(self, host, metric_y, net.predict(x))
                 loss_sum, correct = net.train_batch(x, y)
             else:
                 net = self._get_net(device, "evaluate")
                 loss_sum, correct = net.evaluate(x, y)
                 if host:
-                    training.update_host_metrics(host, metric_y, net.predict(x),
-                                                 self.output_shape[1:])
+                    training.update_host_metrics(self, host, metric_y, net.predict(x))
         logs = training._logs(self, loss_sum, correct, len(x))
         if return_dict:
             return logs

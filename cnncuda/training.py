@@ -167,18 +167,16 @@ def metric_values(model, logs, prefix=""):
     return [logs[prefix + "loss"]] + [logs[prefix + name] for name, _ in model._metrics]
 
 
-def update_host_metrics(metrics, y, outputs, shape=None):
-    """Each host metric updated with the targets y and the model's outputs
-    (the engine's: given `shape`, the model's output shape without the batch
-    axis, brought to it, as model._keras_y: a Reshape((A, B)) output is the
-    engine's (1, A, B))."""
-    if shape is not None:
-        outputs = outputs.reshape((len(outputs),) + tuple(shape))
+def update_host_metrics(model, metrics, y, outputs):
+    """Each host metric updated with the targets y and the engine's outputs,
+    brought to the model's output shape (model._keras_y: a Reshape((A, B))
+    output is the engine's (1, A, B))."""
+    outputs = model._keras_y(outputs)
     for metric in metrics:
         metric.update_state(y, outputs)
 
 
-def train_steps_with_outputs(net, x, y, order, start, count, batch, host, shape=None):
+def train_steps_with_outputs(model, net, x, y, order, start, count, batch, host):
     """train_range's steps one at a time, each step's batch first read back
     through an inference-mode forward with the weights the step starts from,
     for the host metrics. The engines keep the training forward's outputs on
@@ -188,7 +186,7 @@ def train_steps_with_outputs(net, x, y, order, start, count, batch, host, shape=
     from inference-mode outputs where Keras uses the training forward's."""
     for at in range(start, start + count, batch):
         rows = order[at:min(start + count, at + batch)]
-        update_host_metrics(host, y[rows], net.predict(x[rows]), shape)
+        update_host_metrics(model, host, y[rows], net.predict(x[rows]))
         net.train_range(at, len(rows), batch)
 
 
@@ -257,8 +255,8 @@ def _train_epoch(model, data, n, batch, steps, callbacks, bar, per_batch, first=
         net = data.net()        # a batch callback may have fit on other data
         began = time.perf_counter()
         if host:
-            train_steps_with_outputs(net, data.x, data.metric_y, data.order, start, count, batch,
-                                     host, model.output_shape[1:])
+            train_steps_with_outputs(model, net, data.x, data.metric_y, data.order, start,
+                                     count, batch, host)
         else:
             net.train_range(start, count, batch)
         chunker.took(time.perf_counter() - began, count_steps)
@@ -319,9 +317,8 @@ def _evaluate_loop(model, net, x, y, batch, callbacks, progbar, x_arg="x", x_ind
         index0 = x_index0 + done * batch * _row_values(x)
         part = net.evaluate(xs, ys, x_arg=x_arg, x_index0=index0)
         if host:
-            update_host_metrics(host, metric_y[done * batch:(done + k) * batch],
-                                net.predict(xs, x_arg=x_arg, x_index0=index0),
-                                model.output_shape[1:])
+            update_host_metrics(model, host, metric_y[done * batch:(done + k) * batch],
+                                net.predict(xs, x_arg=x_arg, x_index0=index0))
         chunker.took(time.perf_counter() - began, k)
         loss_sum, correct, done = loss_sum + part[0], correct + part[1], done + k
         logs = _logs(model, loss_sum, correct, min(done * batch, n))

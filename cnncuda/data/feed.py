@@ -281,7 +281,7 @@ def _host(model):
 def _update(model, host, net, xs, ys, x_arg="x"):
     from ..training import update_host_metrics
     if host:
-        update_host_metrics(host, ys, net.predict(xs, x_arg=x_arg), model.output_shape[1:])
+        update_host_metrics(model, host, ys, net.predict(xs, x_arg=x_arg))
 
 
 def should_validate(epoch, freq):
@@ -444,8 +444,8 @@ class _EpochState:
         net.set_order(np.arange(len(xs)))
         if self.host:        # see training.train_steps_with_outputs
             from ..training import train_steps_with_outputs
-            train_steps_with_outputs(net, xs, np.asarray(ys), np.arange(len(xs)), 0,
-                                     len(xs), batch, self.host, model.output_shape[1:])
+            train_steps_with_outputs(model, net, xs, np.asarray(ys), np.arange(len(xs)), 0,
+                                     len(xs), batch, self.host)
         else:
             net.train_range(0, len(xs), batch)
         part_loss, part_correct = net.read_sums(reset=False)
