@@ -1,0 +1,23 @@
+#!/bin/bash
+# dev/emu/run_step_forward.sh [batches...]: builds the host emulation of
+# dev/cuda/step_forward_phases.cuh (the seed CNN's training forward as
+# phases; version 1's kernels) and runs step_forward_check against the
+# float64 reference of dev/cuda/step_forward_reference.h
+# (step_forward_check.cpp says what it checks). No GPU needed: g++.
+# Default: batches 32, 1, 5 and 33, each with integer and uniform inputs
+# (about a minute on one core).
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+out="$(mktemp -d)"
+trap 'rm -rf "$out"' EXIT
+python3 "$here/prep_kernels.py" "$root/dev/cuda/step_forward_phases.cuh" \
+    "$out/step_forward_phases_emu.h"
+# the fake cuda_runtime.h first; no contraction of a * b + c into an fma, no
+# fortified longjmp (the fibers switch stacks with it)
+flags=(-O2 -std=c++20 -ffp-contract=off -U_FORTIFY_SOURCE -D_FORTIFY_SOURCE=0 -w
+       -I"$here" -I"$out" -I"$root/dev/cuda")
+g++ "${flags[@]}" -c "$here/emu.cpp" -o "$out/emu.o"
+g++ "${flags[@]}" -c "$here/step_forward_check.cpp" -o "$out/main.o"
+g++ "$out/emu.o" "$out/main.o" -o "$out/step_forward_check"
+"$out/step_forward_check" "$@"
