@@ -53,19 +53,20 @@ __host__ __device__ inline int items_conv3(int n) { return n * (F3 / G3); }
 __host__ __device__ inline int items_dense1(int n) { return n * (D1 / G4); }
 __host__ __device__ inline int items_head(int) { return 1; }
 
-// shared memory of each phase, in floats (filter rows padded to an odd
-// stride: the threads of a warp that read two filters' weights at once hit
-// different banks)
-constexpr int WS2 = K2 + 1, WS3 = K3 + 1;
+// shared memory of each phase, in floats; the convolutions' 16-byte weight
+// loads need sm 16-byte aligned
 constexpr int SMEM_CONV1 = C0 * H0 * H0 + G1 * K1 + G1;
-constexpr int SMEM_CONV2 = F1 * Q1 * Q1 + G2 * WS2 + G2;
-constexpr int SMEM_CONV3 = F2 * Q2 * Q2 + G3 * WS3 + G3 + 2 * 128;
+constexpr int SMEM_CONV2 = F1 * Q1 * Q1 + G2 * K2 + G2;
+constexpr int SMEM_CONV3 = F2 * Q2 * Q2 + G3 * K3 + (STEP_THREADS / 32) * G3 * 16 + G3;
 constexpr int SMEM_DENSE1 = D_IN + STEP_THREADS;
 constexpr int SMEM_HEAD = MAX_BATCH;
 constexpr int cmax(int a, int b) { return a > b ? a : b; }
 constexpr int SMEM_MAX =
     cmax(cmax(cmax(SMEM_CONV1, SMEM_CONV2), cmax(SMEM_CONV3, SMEM_DENSE1)), SMEM_HEAD);
 static_assert(SMEM_MAX * 4 <= 48 * 1024, "static shared memory");
+static_assert((C0 * H0 * H0) % 4 == 0 && (F1 * Q1 * Q1) % 4 == 0 && (F2 * Q2 * Q2) % 4 == 0,
+              "the convolutions' weights start 16-byte aligned");
+static_assert(STEP_THREADS % 32 == 0 && F2 % (STEP_THREADS / 32) == 0, "conv3's channel slices");
 
 // The network's tensors on the device. Inputs: x, the weights (conv
 // (f, c, 3, 3) and dense (in, out) as the engine holds them), labels.
@@ -92,16 +93,20 @@ __device__ inline int first_max4(const float v[4])
 }
 
 // ---- conv1 + bias + ReLU + pool. Item (image i, filters f0..f0+3): the
-// image (3x32x32) and the 4 filters in shared memory; thread t < 225 takes
-// pooled position (r, s): its 4x4 input patch per channel feeds the 2x2
-// window's 4 outputs of all 4 filters (16 accumulators).
+// image (3x32x32) and the 4 filters in shared memory, the filters
+// interleaved (ws[(ch*9 + k)*4 + fl]: one 16-byte load, the same address
+// for the whole warp, gives a tap of all 4); thread t < 225 takes pooled
+// position (r, s): its 4x4 input patch per channel feeds the 2x2 window's
+// 4 outputs of all 4 filters (16 accumulators; 16 + 9 loads per 144
+// multiply-adds).
 __device__ inline void phase_conv1(const StepNet &p, int item, float *sm)
 {
     const int i = item / (F1 / G1), f0 = (item % (F1 / G1)) * G1;
     float *xs = sm, *ws = sm + C0 * H0 * H0, *bs = ws + G1 * K1;
     const float *xi = p.x + (size_t)i * C0 * H0 * H0;
     for (int t = threadIdx.x; t < C0 * H0 * H0; t += blockDim.x) xs[t] = xi[t];
-    for (int t = threadIdx.x; t < G1 * K1; t += blockDim.x) ws[t] = p.w1[(size_t)f0 * K1 + t];
+    for (int t = threadIdx.x; t < G1 * K1; t += blockDim.x)
+        ws[(t % K1) * G1 + t / K1] = p.w1[(size_t)f0 * K1 + t];
     if (threadIdx.x < G1) bs[threadIdx.x] = p.b1[f0 + threadIdx.x];
     __syncthreads();
     const int t = threadIdx.x;
@@ -118,18 +123,19 @@ __device__ inline void phase_conv1(const StepNet &p, int item, float *sm)
 #pragma unroll
                 for (int b = 0; b < 4; ++b) xv[a][b] = xc[a * H0 + b];
 #pragma unroll
-            for (int fl = 0; fl < G1; ++fl)
+            for (int ki = 0; ki < 3; ++ki)
 #pragma unroll
-                for (int ki = 0; ki < 3; ++ki)
+                for (int kj = 0; kj < 3; ++kj) {
+                    const float4 w4 = *reinterpret_cast<const float4 *>(ws + (ch * 9 + ki * 3 + kj) * G1);
+                    const float w[G1] = {w4.x, w4.y, w4.z, w4.w};
 #pragma unroll
-                    for (int kj = 0; kj < 3; ++kj) {
-                        const float w = ws[fl * K1 + ch * 9 + ki * 3 + kj];
+                    for (int fl = 0; fl < G1; ++fl)
 #pragma unroll
                         for (int di = 0; di < 2; ++di)
 #pragma unroll
                             for (int dj = 0; dj < 2; ++dj)
-                                acc[fl][di * 2 + dj] = fmaf(xv[di + ki][dj + kj], w, acc[fl][di * 2 + dj]);
-                    }
+                                acc[fl][di * 2 + dj] = fmaf(xv[di + ki][dj + kj], w[fl], acc[fl][di * 2 + dj]);
+                }
         }
 #pragma unroll
         for (int fl = 0; fl < G1; ++fl) {
@@ -146,24 +152,27 @@ __device__ inline void phase_conv1(const StepNet &p, int item, float *sm)
 }
 
 // ---- conv2 + bias + ReLU + pool. Item (image i, filters f0..f0+7): the
-// image's 32x15x15 input and the 8 filters in shared memory; thread t < 144
-// takes pooled position t % 36 for filters f0 + 2 (t / 36) and the next
-// (8 accumulators; 16 input and 18 weight loads per channel for 72
+// image's 32x15x15 input and the 8 filters in shared memory, interleaved
+// as conv1's (ws[(ch*9 + k)*8 + fl]); thread t < 72 takes pooled position
+// t % 36 for the 4 filters f0 + 4 (t / 36) .. + 3 (16 accumulators; 16
+// input loads and 9 16-byte weight loads per channel for 144
 // multiply-adds). The pool drops the convolution's row and column 12.
 __device__ inline void phase_conv2(const StepNet &p, int item, float *sm)
 {
     const int i = item / (F2 / G2), f0 = (item % (F2 / G2)) * G2;
-    float *xs = sm, *ws = sm + F1 * Q1 * Q1, *bs = ws + G2 * WS2;
+    float *xs = sm, *ws = sm + F1 * Q1 * Q1, *bs = ws + G2 * K2;
     const float *xi = p.p1 + (size_t)i * F1 * Q1 * Q1;
     for (int t = threadIdx.x; t < F1 * Q1 * Q1; t += blockDim.x) xs[t] = xi[t];
     for (int t = threadIdx.x; t < G2 * K2; t += blockDim.x)
-        ws[(t / K2) * WS2 + t % K2] = p.w2[(size_t)f0 * K2 + t];
+        ws[(t % K2) * G2 + t / K2] = p.w2[(size_t)f0 * K2 + t];
     if (threadIdx.x < G2) bs[threadIdx.x] = p.b2[f0 + threadIdx.x];
     __syncthreads();
     const int t = threadIdx.x;
-    if (t < Q2 * Q2 * (G2 / 2)) {
-        const int pos = t % (Q2 * Q2), fp = t / (Q2 * Q2), r = pos / Q2, s = pos % Q2;
-        float acc[2][4] = {};
+    if (t < Q2 * Q2 * (G2 / 4)) {
+        const int pos = t % (Q2 * Q2), fq = t / (Q2 * Q2), r = pos / Q2, s = pos % Q2;
+        float acc[4][4];
+        for (int fl = 0; fl < 4; ++fl)
+            for (int q = 0; q < 4; ++q) acc[fl][q] = 0.0f;
         for (int ch = 0; ch < F1; ++ch) {
             float xv[4][4];
             const float *xc = xs + ch * Q1 * Q1 + (2 * r) * Q1 + 2 * s;
@@ -172,22 +181,24 @@ __device__ inline void phase_conv2(const StepNet &p, int item, float *sm)
 #pragma unroll
                 for (int b = 0; b < 4; ++b) xv[a][b] = xc[a * Q1 + b];
 #pragma unroll
-            for (int fl = 0; fl < 2; ++fl)
+            for (int ki = 0; ki < 3; ++ki)
 #pragma unroll
-                for (int ki = 0; ki < 3; ++ki)
+                for (int kj = 0; kj < 3; ++kj) {
+                    const float4 w4 =
+                        *reinterpret_cast<const float4 *>(ws + (ch * 9 + ki * 3 + kj) * G2 + 4 * fq);
+                    const float w[4] = {w4.x, w4.y, w4.z, w4.w};
 #pragma unroll
-                    for (int kj = 0; kj < 3; ++kj) {
-                        const float w = ws[(2 * fp + fl) * WS2 + ch * 9 + ki * 3 + kj];
+                    for (int fl = 0; fl < 4; ++fl)
 #pragma unroll
                         for (int di = 0; di < 2; ++di)
 #pragma unroll
                             for (int dj = 0; dj < 2; ++dj)
-                                acc[fl][di * 2 + dj] = fmaf(xv[di + ki][dj + kj], w, acc[fl][di * 2 + dj]);
-                    }
+                                acc[fl][di * 2 + dj] = fmaf(xv[di + ki][dj + kj], w[fl], acc[fl][di * 2 + dj]);
+                }
         }
 #pragma unroll
-        for (int fl = 0; fl < 2; ++fl) {
-            const int f = 2 * fp + fl;
+        for (int fl = 0; fl < 4; ++fl) {
+            const int f = 4 * fq + fl;
             float v[4];
 #pragma unroll
             for (int q = 0; q < 4; ++q) v[q] = fmaxf(acc[fl][q] + bs[f], 0.0f);
@@ -201,37 +212,49 @@ __device__ inline void phase_conv2(const StepNet &p, int item, float *sm)
 }
 
 // ---- conv3 + bias + ReLU. Item (image i, filters f0..f0+7): the image's
-// 64x6x6 input and the 8 filters in shared memory; thread t takes output
-// position t % 16 of filter f0 + (t / 16) % 8 over the channels' half
-// t / 128 (32 channels, 288 multiply-adds); the two halves are added
-// (first + second) by the first 128 threads.
+// 64x6x6 input and the 8 filters in shared memory, interleaved as conv2's;
+// thread t takes output position t % 16 for the 4 filters f0 + 4 ((t / 16)
+// % 2) .. + 3 over the 8 channels of slice t / 32 (one slice per warp; the
+// warp's two halves read the same inputs; 9 input and 9 16-byte weight
+// loads per channel for 36 multiply-adds); the first 128 threads then add
+// the 8 slices' sums in order, then the bias, then the ReLU.
+constexpr int C3_SLICES = STEP_THREADS / 32, C3_CH = F2 / C3_SLICES;
 __device__ inline void phase_conv3(const StepNet &p, int item, float *sm)
 {
     const int i = item / (F3 / G3), f0 = (item % (F3 / G3)) * G3;
-    float *xs = sm, *ws = sm + F2 * Q2 * Q2, *bs = ws + G3 * WS3, *part = bs + G3;
+    float *xs = sm, *ws = sm + F2 * Q2 * Q2, *part = ws + G3 * K3, *bs = part + C3_SLICES * G3 * 16;
     const float *xi = p.p2 + (size_t)i * F2 * Q2 * Q2;
     for (int t = threadIdx.x; t < F2 * Q2 * Q2; t += blockDim.x) xs[t] = xi[t];
     for (int t = threadIdx.x; t < G3 * K3; t += blockDim.x)
-        ws[(t / K3) * WS3 + t % K3] = p.w3[(size_t)f0 * K3 + t];
+        ws[(t % K3) * G3 + t / K3] = p.w3[(size_t)f0 * K3 + t];
     if (threadIdx.x < G3) bs[threadIdx.x] = p.b3[f0 + threadIdx.x];
     __syncthreads();
     const int t = threadIdx.x;
-    if (t < 2 * 128) {
-        const int pos = t % 16, fl = (t / 16) % G3, half = t / 128, r = pos / H3, s = pos % H3;
-        float acc = 0.0f;
-        for (int ch = half * (F2 / 2); ch < (half + 1) * (F2 / 2); ++ch)
+    {
+        const int pos = t % 16, fq = (t / 16) % 2, slice = t / 32, r = pos / H3, s = pos % H3;
+        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (int ch = slice * C3_CH; ch < (slice + 1) * C3_CH; ++ch)
 #pragma unroll
             for (int ki = 0; ki < 3; ++ki)
 #pragma unroll
-                for (int kj = 0; kj < 3; ++kj)
-                    acc = fmaf(xs[ch * Q2 * Q2 + (r + ki) * Q2 + s + kj],
-                               ws[fl * WS3 + ch * 9 + ki * 3 + kj], acc);
-        part[t] = acc;
+                for (int kj = 0; kj < 3; ++kj) {
+                    const float xv = xs[ch * Q2 * Q2 + (r + ki) * Q2 + s + kj];
+                    const float4 w4 =
+                        *reinterpret_cast<const float4 *>(ws + (ch * 9 + ki * 3 + kj) * G3 + 4 * fq);
+                    acc[0] = fmaf(xv, w4.x, acc[0]);
+                    acc[1] = fmaf(xv, w4.y, acc[1]);
+                    acc[2] = fmaf(xv, w4.z, acc[2]);
+                    acc[3] = fmaf(xv, w4.w, acc[3]);
+                }
+#pragma unroll
+        for (int fl = 0; fl < 4; ++fl) part[(slice * G3 + 4 * fq + fl) * 16 + pos] = acc[fl];
     }
     __syncthreads();
-    if (t < 128) {
+    if (t < G3 * 16) {
         const int pos = t % 16, fl = t / 16;
-        p.a3[((size_t)i * F3 + f0 + fl) * (H3 * H3) + pos] = fmaxf(part[t] + part[t + 128] + bs[fl], 0.0f);
+        float acc = 0.0f;
+        for (int slice = 0; slice < C3_SLICES; ++slice) acc += part[(slice * G3 + fl) * 16 + pos];
+        p.a3[((size_t)i * F3 + f0 + fl) * (H3 * H3) + pos] = fmaxf(acc + bs[fl], 0.0f);
     }
     __syncthreads();
 }
@@ -307,28 +330,28 @@ __device__ inline void phase_head(const StepNet &p, int item, float *sm)
 // ---- version 1: a kernel per phase, a block per item.
 __global__ void __launch_bounds__(STEP_THREADS) step_conv1_kernel(StepNet p)
 {
-    __shared__ float sm[SMEM_CONV1];
-    phase_conv1(p, blockIdx.x, sm);
+    __shared__ float4 sm4[(SMEM_CONV1 + 3) / 4];
+    phase_conv1(p, blockIdx.x, reinterpret_cast<float *>(sm4));
 }
 __global__ void __launch_bounds__(STEP_THREADS) step_conv2_kernel(StepNet p)
 {
-    __shared__ float sm[SMEM_CONV2];
-    phase_conv2(p, blockIdx.x, sm);
+    __shared__ float4 sm4[(SMEM_CONV2 + 3) / 4];
+    phase_conv2(p, blockIdx.x, reinterpret_cast<float *>(sm4));
 }
 __global__ void __launch_bounds__(STEP_THREADS) step_conv3_kernel(StepNet p)
 {
-    __shared__ float sm[SMEM_CONV3];
-    phase_conv3(p, blockIdx.x, sm);
+    __shared__ float4 sm4[(SMEM_CONV3 + 3) / 4];
+    phase_conv3(p, blockIdx.x, reinterpret_cast<float *>(sm4));
 }
 __global__ void __launch_bounds__(STEP_THREADS) step_dense1_kernel(StepNet p)
 {
-    __shared__ float sm[SMEM_DENSE1];
-    phase_dense1(p, blockIdx.x, sm);
+    __shared__ float4 sm4[(SMEM_DENSE1 + 3) / 4];
+    phase_dense1(p, blockIdx.x, reinterpret_cast<float *>(sm4));
 }
 __global__ void __launch_bounds__(STEP_THREADS) step_head_kernel(StepNet p)
 {
-    __shared__ float sm[SMEM_HEAD];
-    phase_head(p, blockIdx.x, sm);
+    __shared__ float4 sm4[(SMEM_HEAD + 3) / 4];
+    phase_head(p, blockIdx.x, reinterpret_cast<float *>(sm4));
 }
 
 // The five launches on stream st (1 <= p.n <= MAX_BATCH; the caller checks

@@ -4,23 +4,20 @@
 // (step_forward_phases.cuh says what each phase computes) with each
 // output's error scale, and the comparison of a run's outputs with it.
 //
-// Error scales. Uniform inputs: an output is held to REL_TOL relative to its
-// propagated scale, |b| + sum over its terms of |w| * (the input's scale),
-// the input image's scale being |x| (the error a float32 network can reach
-// when every layer rounds: each layer's input comes from the run's previous
-// layer, not from the reference). ReLU and the pool keep the scale of the
-// element they pass. The softmax's probabilities are held to REL_TOL of
-// 1 + the row's largest logit scale, a loss to REL_TOL of 1 + |max logit| +
-// |logit[label]| + twice that scale, the loss sum to REL_TOL of the sum of
-// its losses' scales. Integer inputs: every convolution and dense output is
-// a sum of integers whose absolute values add up to less than 2^24 (the
+// The check is per phase: each phase's float64 reference is computed from
+// the run's own output of the phase before (conv1's from x), so that an
+// output is held to its own terms, and a wrong phase fails where it is
+// wrong. Uniform inputs: an output to REL_TOL relative to the sum of the
+// absolute values of its terms (and the bias); the probabilities to
+// REL_TOL absolute, a loss to REL_TOL of 1 + |max logit| + |logit[label]|
+// (the float32 subtraction of the two), the loss sum to REL_TOL of the sum
+// of its losses' scales. Integer inputs: every convolution and dense output
+// is a sum of integers whose absolute values add up to less than 2^24 (the
 // reference checks it: magnitude), so float32 computes it exactly in any
-// order, and the run must equal the reference bit for bit; the softmax and
-// the losses (not integers) are held to REL_TOL of 1 + |max logit -
-// logit[label]| (the exact integer the loss adds its log to; probabilities:
-// of 1). Argmax: equal, or (uniform inputs)
-// a window whose two candidates differ by at most the tolerance in the
-// reference (a near tie that rounding may flip).
+// order and the run must equal the reference bit for bit; the softmax and
+// the losses (not integers) as with uniform inputs. Argmax: equal, or
+// (uniform inputs) a window whose two candidates differ by at most the
+// tolerance in the reference (a near tie that rounding may flip).
 #ifndef DEV_CUDA_STEP_FORWARD_REFERENCE_H
 #define DEV_CUDA_STEP_FORWARD_REFERENCE_H
 
@@ -74,8 +71,11 @@ struct Outputs {
     std::vector<int32_t> arg1, arg2;
 };
 
-// The float64 forward: each output's value and scale; c1 and c2 (the ReLU'd
-// convolutions before their pools) for the argmax's near ties.
+// The float64 forward: each output's value and scale (the sum of |terms|);
+// c1 and c2 (the ReLU'd convolutions before their pools) for the argmax's
+// near ties. With a run (its outputs), each phase starts from the run's
+// output of the phase before instead of its own (the per-phase check);
+// the head then needs the run's logits, which every version writes.
 struct Reference {
     int n = 0;
     std::vector<double> c1, c1s, p1, p1s, c2, c2s, p2, p2s, a3, a3s, h1, h1s, z, zs, probs, loss;
@@ -157,35 +157,50 @@ struct Reference {
             }
     }
 
-    explicit Reference(const Inputs &in) : n(in.n)
+    // the input of the next phase: the run's output (from), or this one's
+    static void feed(const std::vector<double> &mine, const std::vector<double> &mine_s,
+                     const std::vector<float> *from, std::vector<double> &in,
+                     std::vector<double> &in_s)
     {
-        std::vector<double> x(in.x.begin(), in.x.end()), xs(x.size());
+        if (!from || from->size() < mine.size()) {
+            in = mine, in_s = mine_s;
+            return;
+        }
+        in.assign(from->begin(), from->begin() + mine.size());
+        in_s.resize(in.size());
+        for (size_t e = 0; e < in.size(); ++e) in_s[e] = std::fabs(in[e]);
+    }
+
+    Reference(const Inputs &in, const Outputs *run) : n(in.n)
+    {
+        std::vector<double> x(in.x.begin(), in.x.end()), xs(x.size()), y, ys;
         for (size_t e = 0; e < x.size(); ++e) xs[e] = std::fabs(x[e]);
         conv(x, xs, C0, H0, in.w1, in.b1, F1, c1, c1s);
         pool(c1, c1s, F1, H1, p1, p1s, arg1);
-        conv(p1, p1s, F1, Q1, in.w2, in.b2, F2, c2, c2s);
+        feed(p1, p1s, run ? &run->p1 : nullptr, y, ys);
+        conv(y, ys, F1, Q1, in.w2, in.b2, F2, c2, c2s);
         pool(c2, c2s, F2, H2, p2, p2s, arg2);
-        conv(p2, p2s, F2, Q2, in.w3, in.b3, F3, a3, a3s);
-        dense(a3, a3s, D_IN, in.w4, in.b4, D1, true, h1, h1s);
-        dense(h1, h1s, D1, in.w5, in.b5, D2, false, z, zs);
+        feed(p2, p2s, run ? &run->p2 : nullptr, y, ys);
+        conv(y, ys, F2, Q2, in.w3, in.b3, F3, a3, a3s);
+        feed(a3, a3s, run ? &run->a3 : nullptr, y, ys);
+        dense(y, ys, D_IN, in.w4, in.b4, D1, true, h1, h1s);
+        feed(h1, h1s, run ? &run->h1 : nullptr, y, ys);
+        dense(y, ys, D1, in.w5, in.b5, D2, false, z, zs);
+        std::vector<double> zin, zin_s;
+        feed(z, zs, run ? &run->logits : nullptr, zin, zin_s);
         probs.assign((size_t)n * D2, 0.0);
-        probs_s.assign(probs.size(), 0.0);
+        probs_s.assign(probs.size(), 1.0);
         loss.assign(n, 0.0);
         loss_s.assign(n, 0.0);
-        const bool uniform = in.fill == Fill::UNIFORM;
         for (int i = 0; i < n; ++i) {
-            const double *zi = &z[(size_t)i * D2];
-            double m = zi[0], zmax_s = 0, sum = 0;
-            for (int j = 0; j < D2; ++j) m = std::max(m, zi[j]), zmax_s = std::max(zmax_s, zs[(size_t)i * D2 + j]);
+            const double *zi = &zin[(size_t)i * D2];
+            double m = zi[0], sum = 0;
+            for (int j = 0; j < D2; ++j) m = std::max(m, zi[j]);
             for (int j = 0; j < D2; ++j) sum += std::exp(zi[j] - m);
-            for (int j = 0; j < D2; ++j) {
-                probs[(size_t)i * D2 + j] = std::exp(zi[j] - m) / sum;
-                probs_s[(size_t)i * D2 + j] = 1.0 + (uniform ? zmax_s : 0.0);
-            }
+            for (int j = 0; j < D2; ++j) probs[(size_t)i * D2 + j] = std::exp(zi[j] - m) / sum;
             const double zl = zi[in.labels[i]];
             loss[i] = std::log(sum) - (zl - m);
-            loss_s[i] = uniform ? 1.0 + std::fabs(m) + std::fabs(zl) + 2.0 * zmax_s
-                                : 1.0 + std::fabs(m - zl);
+            loss_s[i] = 1.0 + std::fabs(m) + std::fabs(zl);
             loss_sum += loss[i];
             loss_sum_s += loss_s[i];
         }
@@ -210,7 +225,7 @@ inline void compare_into(Errors &e, const char *name, const std::vector<float> &
     }
     double abs_err = 0, rel_err = 0;
     for (size_t k = 0; k < want.size(); ++k) {
-        if (!std::isfinite(got[k])) {
+        if (!std::isfinite(got[k]) || !std::isfinite(want[k])) { // want: from a run's non-finite input
             if (e.bad_at == SIZE_MAX) e.bad_at = k;
             continue;
         }
@@ -265,14 +280,16 @@ inline void compare_argmax(Errors &e, const char *name, const std::vector<int32_
     }
 }
 
-// A run's outputs against the reference. Integer inputs: the activations and
-// the logits exactly (e.abs is their largest error), the head to tolerance;
-// uniform inputs: everything to tolerance (e.rel is the largest relative
-// error, e.failure names the tensors that failed).
-inline Errors compare(const Outputs &got, const Reference &ref, Fill fill, unsigned what)
+// A run's outputs against the per-phase reference (computed here from the
+// inputs and the run). Integer inputs: the activations and the logits
+// exactly (e.abs is their largest error), the head to tolerance; uniform
+// inputs: everything to tolerance (e.rel is the largest relative error).
+// e.failure names the tensors that failed.
+inline Errors compare(const Outputs &got, const Inputs &in, unsigned what)
 {
+    const Reference ref(in, &got);
     Errors e;
-    const bool exact = fill == Fill::INTEGER;
+    const bool exact = in.fill == Fill::INTEGER;
     double worst = 0;
     if (exact && ref.magnitude >= 16777216.0) {
         char b[160];

@@ -5,13 +5,14 @@
 # float64 reference of dev/cuda/step_forward_reference.h
 # (step_forward_check.cpp says what it checks). No GPU needed: g++.
 # Default: batches 32, 1, 5 and 33, each with integer and uniform inputs
-# (about a minute on one core).
+# (about 10 s on one core). EMU_STEP_PHASES=file.cuh checks another source
+# in place of the working tree's (a mutant).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
-python3 "$here/prep_kernels.py" "$root/dev/cuda/step_forward_phases.cuh" \
+python3 "$here/prep_kernels.py" "${EMU_STEP_PHASES:-$root/dev/cuda/step_forward_phases.cuh}" \
     "$out/step_forward_phases_emu.h"
 # the fake cuda_runtime.h first; no contraction of a * b + c into an fma, no
 # fortified longjmp (the fibers switch stacks with it)

@@ -18,10 +18,11 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEV = os.path.join(ROOT, "dev", "cuda")
 PROGRAMS = ("sgemm", "conv2d_forward", "maxpool_forward", "conv2d_backward_filter",
-            "conv2d_backward_data_pool", "pool_forward_im2col", "gather_im2col")
+            "conv2d_backward_data_pool", "pool_forward_im2col", "gather_im2col", "step_forward")
 # versions per program; the last one is the engine's own code
 VERSIONS = {"sgemm": 10, "conv2d_forward": 6, "maxpool_forward": 2, "conv2d_backward_filter": 5,
-            "conv2d_backward_data_pool": 3, "pool_forward_im2col": 2, "gather_im2col": 2}
+            "conv2d_backward_data_pool": 3, "pool_forward_im2col": 2, "gather_im2col": 2,
+            "step_forward": 4}
 # versions that need TF32 tensor cores (compute capability 8.0): skipped, not
 # failed, on an older GPU
 TENSOR_CORE_VERSIONS = {"sgemm": (9, 10)}
