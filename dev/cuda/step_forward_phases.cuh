@@ -56,7 +56,8 @@ __host__ __device__ inline int items_head(int) { return 1; }
 // shared memory of each phase, in floats; the convolutions' 16-byte weight
 // loads need sm 16-byte aligned
 constexpr int SMEM_CONV1 = C0 * H0 * H0 + G1 * K1 + G1;
-constexpr int SMEM_CONV2 = F1 * Q1 * Q1 + G2 * K2 + G2;
+constexpr int C2_RS = 19, C2_CS = Q1 * C2_RS; // conv2's input rows in shared memory: phase_conv2
+constexpr int SMEM_CONV2 = F1 * C2_CS + G2 * K2 + G2;
 constexpr int SMEM_CONV3 = F2 * Q2 * Q2 + G3 * K3 + (STEP_THREADS / 32) * G3 * 16 + G3;
 constexpr int SMEM_DENSE1 = D_IN + STEP_THREADS;
 constexpr int SMEM_HEAD = MAX_BATCH;
@@ -64,7 +65,7 @@ constexpr int cmax(int a, int b) { return a > b ? a : b; }
 constexpr int SMEM_MAX =
     cmax(cmax(cmax(SMEM_CONV1, SMEM_CONV2), cmax(SMEM_CONV3, SMEM_DENSE1)), SMEM_HEAD);
 static_assert(SMEM_MAX * 4 <= 48 * 1024, "static shared memory");
-static_assert((C0 * H0 * H0) % 4 == 0 && (F1 * Q1 * Q1) % 4 == 0 && (F2 * Q2 * Q2) % 4 == 0,
+static_assert((C0 * H0 * H0) % 4 == 0 && (F1 * C2_CS) % 4 == 0 && (F2 * Q2 * Q2) % 4 == 0,
               "the convolutions' weights start 16-byte aligned");
 static_assert(STEP_THREADS % 32 == 0 && F2 % (STEP_THREADS / 32) == 0, "conv3's channel slices");
 
@@ -152,34 +153,45 @@ __device__ inline void phase_conv1(const StepNet &p, int item, float *sm)
 }
 
 // ---- conv2 + bias + ReLU + pool. Item (image i, filters f0..f0+7): the
-// image's 32x15x15 input and the 8 filters in shared memory, interleaved
-// as conv1's (ws[(ch*9 + k)*8 + fl]); thread t < 72 takes pooled position
-// t % 36 for the 4 filters f0 + 4 (t / 36) .. + 3 (16 accumulators; 16
-// input loads and 9 16-byte weight loads per channel for 144
-// multiply-adds). The pool drops the convolution's row and column 12.
+// image's 32x15x15 input and the 8 filters in shared memory, the filters
+// interleaved as conv1's (ws[(ch*9 + k)*8 + fl]). Thread t < 144 takes
+// pooled position u % 36 (u = t % 72) for the 4 filters f0 + 4 (u / 36) ..
+// + 3 over the channels' half t / 72 (16 accumulators; 16 input loads and
+// 9 16-byte weight loads per channel for 144 multiply-adds); the second
+// half's sums go through shared memory to the first's (first + second),
+// then the bias, the ReLU, the pool. The pool drops the convolution's row
+// and column 12. The input is stored with each row's even columns, then
+// its odd ones (xs[ch*C2_CS + row*C2_RS + (col % 2)*8 + col / 2]), in rows
+// of C2_RS = 19 floats: the warp's 32 positions (r, s) then read banks
+// 6r + s + const, all different, where the plain layout (a thread's patch
+// at 30r + 2s) gave 4-way bank conflicts.
 __device__ inline void phase_conv2(const StepNet &p, int item, float *sm)
 {
     const int i = item / (F2 / G2), f0 = (item % (F2 / G2)) * G2;
-    float *xs = sm, *ws = sm + F1 * Q1 * Q1, *bs = ws + G2 * K2;
+    float *xs = sm, *ws = sm + F1 * C2_CS, *bs = ws + G2 * K2;
     const float *xi = p.p1 + (size_t)i * F1 * Q1 * Q1;
-    for (int t = threadIdx.x; t < F1 * Q1 * Q1; t += blockDim.x) xs[t] = xi[t];
+    for (int t = threadIdx.x; t < F1 * Q1 * Q1; t += blockDim.x) {
+        const int ch = t / (Q1 * Q1), row = t / Q1 % Q1, col = t % Q1;
+        xs[ch * C2_CS + row * C2_RS + (col % 2) * 8 + col / 2] = xi[t];
+    }
     for (int t = threadIdx.x; t < G2 * K2; t += blockDim.x)
         ws[(t % K2) * G2 + t / K2] = p.w2[(size_t)f0 * K2 + t];
     if (threadIdx.x < G2) bs[threadIdx.x] = p.b2[f0 + threadIdx.x];
     __syncthreads();
-    const int t = threadIdx.x;
-    if (t < Q2 * Q2 * (G2 / 4)) {
-        const int pos = t % (Q2 * Q2), fq = t / (Q2 * Q2), r = pos / Q2, s = pos % Q2;
-        float acc[4][4];
-        for (int fl = 0; fl < 4; ++fl)
-            for (int q = 0; q < 4; ++q) acc[fl][q] = 0.0f;
-        for (int ch = 0; ch < F1; ++ch) {
+    constexpr int HALF = Q2 * Q2 * (G2 / 4); // 72 threads per channel half
+    const int t = threadIdx.x, u = t % HALF, half = t / HALF;
+    const int pos = u % (Q2 * Q2), fq = u / (Q2 * Q2), r = pos / Q2, s = pos % Q2;
+    float acc[4][4];
+    for (int fl = 0; fl < 4; ++fl)
+        for (int q = 0; q < 4; ++q) acc[fl][q] = 0.0f;
+    if (t < 2 * HALF) {
+        for (int ch = half * (F1 / 2); ch < (half + 1) * (F1 / 2); ++ch) {
             float xv[4][4];
-            const float *xc = xs + ch * Q1 * Q1 + (2 * r) * Q1 + 2 * s;
+            const float *xc = xs + ch * C2_CS + (2 * r) * C2_RS + s;
 #pragma unroll
             for (int a = 0; a < 4; ++a)
 #pragma unroll
-                for (int b = 0; b < 4; ++b) xv[a][b] = xc[a * Q1 + b];
+                for (int b = 0; b < 4; ++b) xv[a][b] = xc[a * C2_RS + (b % 2) * 8 + b / 2];
 #pragma unroll
             for (int ki = 0; ki < 3; ++ki)
 #pragma unroll
@@ -196,12 +208,21 @@ __device__ inline void phase_conv2(const StepNet &p, int item, float *sm)
                                 acc[fl][di * 2 + dj] = fmaf(xv[di + ki][dj + kj], w[fl], acc[fl][di * 2 + dj]);
                 }
         }
+    }
+    __syncthreads(); // xs is free: the second half's sums go there
+    if (t >= HALF && t < 2 * HALF)
+#pragma unroll
+        for (int fl = 0; fl < 4; ++fl)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) xs[u * 16 + fl * 4 + q] = acc[fl][q];
+    __syncthreads();
+    if (t < HALF) {
 #pragma unroll
         for (int fl = 0; fl < 4; ++fl) {
             const int f = 4 * fq + fl;
             float v[4];
 #pragma unroll
-            for (int q = 0; q < 4; ++q) v[q] = fmaxf(acc[fl][q] + bs[f], 0.0f);
+            for (int q = 0; q < 4; ++q) v[q] = fmaxf(acc[fl][q] + xs[u * 16 + fl * 4 + q] + bs[f], 0.0f);
             const int at = first_max4(v);
             const size_t o = (((size_t)i * F2 + f0 + f) * Q2 + r) * Q2 + s;
             p.p2[o] = v[at];
