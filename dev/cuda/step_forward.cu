@@ -157,6 +157,9 @@ Grid coresident_grid(const void *kernel)
         g.why = "the device cannot launch cooperative kernels";
         return g;
     }
+    // all of the unified L1 as shared memory where the blocks need it (4 x 45 KB)
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                    (int)cudaSharedmemCarveoutMaxShared));
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&g.per_sm, kernel, STEP_THREADS, 0));
     if (g.per_sm < 1) {
         g.why = "no block of the persistent kernel fits an SM (occupancy 0)";
