@@ -43,7 +43,7 @@ import numpy as np
 
 from . import layers as layer_module
 from . import shape_layers
-from . import losses, optimizers, schedules
+from . import losses, mixed_precision, optimizers, schedules
 from .atomic_file import write_atomically
 
 __all__ = ["is_keras_path", "save", "load", "kind_of_bytes"]
@@ -90,8 +90,8 @@ def _h5py():
 
 # -- cnncuda -> Keras ----------------------------------------------------------------
 
-def _dtype_policy():
-    return {"module": "keras", "class_name": "DTypePolicy", "config": {"name": "float32"},
+def _dtype_policy(policy="float32"):
+    return {"module": "keras", "class_name": "DTypePolicy", "config": {"name": policy},
             "registered_name": None}
 
 
@@ -99,7 +99,8 @@ def _layer_config(layer):
     """(class_name, Keras config) of one of cnncuda's layers."""
     name = type(layer).__name__
     mine = layer.get_config()
-    config = {"name": layer.name, "trainable": layer.trainable, "dtype": _dtype_policy()}
+    config = {"name": layer.name, "trainable": layer.trainable,
+              "dtype": _dtype_policy(layer.dtype_policy.name)}
     weight_keys = ("kernel_initializer", "bias_initializer", "kernel_regularizer",
                    "bias_regularizer")
     if name in ("Conv2D",):
@@ -230,15 +231,21 @@ def _keras_config(model):
     return dict(_model_entry(model), compile_config=_compile_config(model))
 
 
+def optimizer_keras_config(opt):
+    """An optimizer as Keras's configs serialize it (a LossScaleOptimizer
+    with its inner optimizer)."""
+    if isinstance(opt, mixed_precision.LossScaleOptimizer):
+        return {"module": "keras.optimizers", "class_name": "LossScaleOptimizer",
+                "config": opt.get_config(), "registered_name": None}
+    return {"module": "keras.optimizers", "class_name": type(opt).__name__,
+            "config": dict(opt.get_config(), name=opt.kind), "registered_name": None}
+
+
 def _compile_config(model):
     if model.loss is None:
         return None
-    opt = model.optimizer
-    opt_config = dict(opt.get_config(), name=opt.kind)
     loss = model.loss
-    return {"optimizer": {"module": "keras.optimizers",
-                          "class_name": type(opt).__name__,
-                          "config": opt_config, "registered_name": None},
+    return {"optimizer": optimizer_keras_config(model.optimizer),
             "loss": {"module": "keras.losses", "class_name": _LOSS_CLASSES[loss.kind],
                      "config": _loss_config(loss),
                      "registered_name": None},
@@ -381,7 +388,7 @@ def _optimizer_variables(model):
     """The compiled optimizer's variables as Keras 3 keeps them: iteration
     (int64), learning_rate (float32), the slots (float32, Keras's order),
     and for Nadam its u_product."""
-    opt = model.optimizer
+    opt = _inner(model.optimizer)
     state = model._optimizer_state()
     shapes = [tuple(shape) for _, _, shape, trainable in model._weight_specs() if trainable]
     slots = [list(per) for per in state["slots"]]
@@ -401,7 +408,7 @@ def _load_optimizer_variables(model, group):
     """Takes a .keras file's optimizer variables (group optimizer/vars) for
     the model's next network where they match its compiled optimizer (their
     count and shapes); otherwise the optimizer starts afresh, as in Keras."""
-    opt = model.optimizer
+    opt = _inner(model.optimizer)
     shapes = [tuple(shape) for _, _, shape, trainable in model._weight_specs() if trainable]
     order = _slot_order(opt, len(shapes))
     first = 1 if opt.learning_rate_schedule is not None else 2    # no learning_rate variable
@@ -467,6 +474,11 @@ def _cnncuda_layer(entry):
     class_name = entry.get("class_name")
     config = dict(entry.get("config") or {})
     keep = {"name": config.get("name"), "trainable": config.get("trainable", True)}
+    policy = config.get("dtype")
+    if isinstance(policy, dict) and isinstance(policy.get("config"), dict):
+        policy = policy["config"].get("name")
+    if policy in ("mixed_float16", "mixed_bfloat16"):
+        keep["dtype"] = policy      # other names: the engines' float32
     if class_name in ("Conv2D", "Dense"):
         for key in ("kernel_initializer", "bias_initializer", "kernel_regularizer",
                     "bias_regularizer", "activity_regularizer", "kernel_constraint",
@@ -724,13 +736,29 @@ def _metrics(entries):
     return [entry for entry in flat if entry is not None]
 
 
+def _inner(opt):
+    """The optimizer whose variables a file holds: a LossScaleOptimizer's
+    inner one (its scale and step counter are not written: a loaded model
+    starts again from the initial scale)."""
+    return opt.inner_optimizer if isinstance(opt, mixed_precision.LossScaleOptimizer) else opt
+
+
+def optimizer_from_keras_config(entry):
+    return _optimizer(entry)
+
+
 def _optimizer(entry):
     """cnncuda's optimizer for a Keras compile config's entry (a name, or
     {"class_name", "config"}): the hyperparameters cnncuda's class takes,
     Keras's defaults for those missing; the rest of Keras's config (name,
-    clipnorm, ...) is not read."""
+    clipnorm, ...) is not read. A LossScaleOptimizer wraps its inner one."""
     if isinstance(entry, str):
         return optimizers.get(entry.lower())
+    if isinstance(entry, dict) and entry.get("class_name") == "LossScaleOptimizer":
+        config = dict(entry.get("config", {}))
+        return mixed_precision.LossScaleOptimizer(
+            _optimizer(config["inner_optimizer"]),
+            **{k: config[k] for k in ("initial_scale", "dynamic_growth_steps") if k in config})
     try:
         cls = type(optimizers.get(entry["class_name"].lower()))
     except (TypeError, ValueError):
