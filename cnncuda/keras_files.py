@@ -192,7 +192,7 @@ def _model_entry(model):
                                                                         model._layers))]
         return {"module": "keras", "class_name": "Sequential",
                 "config": {"name": model.name, "trainable": model.trainable,
-                           "dtype": _dtype_policy(), "layers": entries,
+                           "dtype": _dtype_policy(model.dtype_policy.name), "layers": entries,
                            "build_input_shape": shape},
                 "registered_name": None, "build_config": {"input_shape": shape}}
     shapes = model._infer_shapes(model._input_shape, model._layers)
@@ -233,7 +233,11 @@ def _keras_config(model):
 
 def optimizer_keras_config(opt):
     """An optimizer as Keras's configs serialize it (a LossScaleOptimizer
-    with its inner optimizer)."""
+    with its inner optimizer; one that compile made under mixed_float16 as
+    its inner one, as Keras's compile_config keeps the optimizer it was
+    given)."""
+    if isinstance(opt, mixed_precision.LossScaleOptimizer) and opt._made_by_compile:
+        opt = opt.inner_optimizer
     if isinstance(opt, mixed_precision.LossScaleOptimizer):
         return {"module": "keras.optimizers", "class_name": "LossScaleOptimizer",
                 "config": opt.get_config(), "registered_name": None}
@@ -352,8 +356,21 @@ def _keras_bytes(model):
     with h5py.File(weights, "w") as f:
         _write_layers(f.create_group("layers"), model, iter(model.get_weights()))
         if model.loss is not None:
-            opt = f.create_group("optimizer").create_group("vars")
-            for i, a in enumerate(_optimizer_variables(model)):
+            group = f.create_group("optimizer")
+            inner = _optimizer_variables(model)
+            variables = inner
+            if isinstance(model.optimizer, mixed_precision.LossScaleOptimizer):
+                # Keras's layout: the wrapper's iteration, learning_rate (0),
+                # step_counter and dynamic_scale, then the inner optimizer's,
+                # which its own group holds too
+                scale, good = _loss_scale_state(model)
+                variables = [inner[0], np.float32(0.0), np.int64(good),
+                             np.float32(scale)] + inner
+                vars_in = group.create_group("inner_optimizer").create_group("vars")
+                for i, a in enumerate(inner):
+                    vars_in.create_dataset(str(i), data=a)
+            opt = group.create_group("vars")
+            for i, a in enumerate(variables):
                 opt.create_dataset(str(i), data=a)
         f.create_group("vars")
     data = io.BytesIO()
@@ -404,18 +421,28 @@ def _optimizer_variables(model):
     return out
 
 
+def _loss_scale_state(model):
+    """(scale, good steps) of a LossScaleOptimizer's model: its network's,
+    else the initial scale."""
+    state = model._optimizer_state().get("loss_scale")
+    return tuple(state) if state is not None else (model.optimizer.initial_scale, 0)
+
+
 def _load_optimizer_variables(model, group):
     """Takes a .keras file's optimizer variables (group optimizer/vars) for
     the model's next network where they match its compiled optimizer (their
-    count and shapes); otherwise the optimizer starts afresh, as in Keras."""
+    count and shapes; a LossScaleOptimizer's four first, Keras's layout);
+    otherwise the optimizer starts afresh, as in Keras."""
     opt = _inner(model.optimizer)
+    wrapped = opt is not model.optimizer
     shapes = [tuple(shape) for _, _, shape, trainable in model._weight_specs() if trainable]
     order = _slot_order(opt, len(shapes))
-    first = 1 if opt.learning_rate_schedule is not None else 2    # no learning_rate variable
+    at = 4 if wrapped else 0                  # the wrapper's variables first
+    first = at + (1 if opt.learning_rate_schedule is not None else 2)  # no lr variable
     count = first + len(order) + (opt.kind == "nadam")
     if group is None or sorted(group.keys()) != sorted(str(i) for i in range(count)):
         return
-    iterations = int(np.asarray(group["0"]))
+    iterations = int(np.asarray(group[str(at)]))
     if iterations < 0:
         return
     slots = [[None] * len(opt.slot_names()) for _ in shapes]
@@ -426,6 +453,10 @@ def _load_optimizer_variables(model, group):
         slots[t][k] = a
     model._carried_state = {"steps": iterations, "training_forwards": iterations,
                             "slots": slots}
+    if wrapped:
+        scale, good = float(np.asarray(group["3"])), int(np.asarray(group["2"]))
+        if 0.0 < scale < float("inf") and 0 <= good < model.optimizer.dynamic_growth_steps:
+            model._carried_state["loss_scale"] = (scale, good)
     model._iterations_offset = 0
 
 
@@ -708,6 +739,11 @@ def _build(config, weights_of, compile_config, compile, device, path):
         raise ValueError("%s: a Keras %s; only Sequential and functional models load here"
                          % (path, config.get("class_name")))
     model = _model_of(config)
+    policy = (config.get("config") or {}).get("dtype")
+    if isinstance(policy, dict) and isinstance(policy.get("config"), dict):
+        policy = policy["config"].get("name")
+    if policy in mixed_precision.POLICIES:     # the model's, as Keras keeps it: compile's wrap
+        model._dtype_policy = mixed_precision.Policy(policy)
     # weights_of None (model_from_json): the architecture alone, fresh weights
     if weights_of is not None and model._weight_specs():
         model.set_weights(_model_weights(model, weights_of))
@@ -737,9 +773,9 @@ def _metrics(entries):
 
 
 def _inner(opt):
-    """The optimizer whose variables a file holds: a LossScaleOptimizer's
-    inner one (its scale and step counter are not written: a loaded model
-    starts again from the initial scale)."""
+    """The optimizer whose slots and iteration a file holds: a
+    LossScaleOptimizer's inner one (its own variables come first, Keras's
+    layout: _optimizer_variables' caller and _load_optimizer_variables)."""
     return opt.inner_optimizer if isinstance(opt, mixed_precision.LossScaleOptimizer) else opt
 
 

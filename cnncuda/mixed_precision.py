@@ -169,10 +169,11 @@ class LossScaleOptimizer:
         if name is not None and not isinstance(name, str):
             raise TypeError("name: expected a str, got %r" % (name,))
         self.name = name or "loss_scale_optimizer"
+        self._made_by_compile = False   # compile wrapped it (mixed_float16)
 
     # the inner optimizer's face: what the model reads of its optimizer
     def __getattr__(self, attr):
-        if attr == "inner_optimizer":
+        if attr in ("inner_optimizer", "_made_by_compile"):
             raise AttributeError(attr)
         return getattr(self.inner_optimizer, attr)
 

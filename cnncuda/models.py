@@ -776,10 +776,15 @@ class Sequential:
         return self.dtype_policy.variable_dtype
 
     def _loss_scale(self):
-        """The loss scale of the network's next step (LossScaleOptimizer), or
-        None before one was built for this compile."""
+        """The loss scale of the next step (LossScaleOptimizer): the
+        network's, or the one a dropped network or a file left for the next;
+        None before any (the initial scale then)."""
         net = self._current_net()
-        return None if net is None else net.loss_scale
+        if net is not None:
+            state = net.get_loss_scale_state()
+        else:
+            state = (self._carried_state or {}).get("loss_scale")
+        return None if state is None else float(state[0])
 
     @property
     def device(self):
@@ -802,6 +807,7 @@ class Sequential:
                 not isinstance(opt, mixed_precision.LossScaleOptimizer):
             # Keras 3 (auto_scale_loss): dynamic loss scaling under mixed_float16
             opt = mixed_precision.LossScaleOptimizer(opt, name="loss_scale_optimizer")
+            opt._made_by_compile = True
         if loss is None:
             raise ValueError("loss: expected one of %s or a loss object, got None"
                              % ", ".join(repr(k) for k in losses.KINDS))

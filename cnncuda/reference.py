@@ -21,6 +21,7 @@ its inputs, except the optimizer steps, which update their parameter and state
 arrays IN PLACE (as the C engines do) and say so.
 """
 
+import contextlib
 import math
 
 import numpy as np
@@ -1749,13 +1750,16 @@ class NumpyNet:
         self._check_loss_output()
         x = self._inputs(x)
         target = self._targets(y, x.shape[0])
-        out = self._forward(x, True)
-        loss_sum, correct, dout = self._loss(out, target, True)
-        if self._loss_scaling:      # the backward from S times the loss's gradient
-            dout = dout * self._scale.astype(dout.dtype)
-        self._backward(dout)
-        if self._loss_scaling:
-            self._unscale()
+        # under loss scaling an overflow is expected now and then (the step is skipped)
+        with np.errstate(over="ignore", invalid="ignore") if self._loss_scaling else \
+                contextlib.nullcontext():
+            out = self._forward(x, True)
+            loss_sum, correct, dout = self._loss(out, target, True)
+            if self._loss_scaling:      # the backward from S times the loss's gradient
+                dout = dout * self._scale.astype(dout.dtype)
+            self._backward(dout)
+            if self._loss_scaling:
+                self._unscale()
         for layer in self.layers:
             layer.add_penalty_gradients()
         # Keras reports the batch's mean loss plus the penalty: n times it here
