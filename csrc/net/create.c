@@ -317,8 +317,11 @@ cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn
 
     net_list_weights(net);
     if ((st = net_upload_hyper(net)) != CNN_OK) goto fail;
+    /* the loss scaling's state; without it S = 1 and the skip flag 0, which
+     * every optimizer reads */
     if ((st = cnn_net_set_loss_scale(net, net->loss_scaling ? spec->loss_scale : 1.0f, 0,
-                                     spec->loss_scale_growth_steps)) != CNN_OK)
+                                     net->loss_scaling ? spec->loss_scale_growth_steps : 1)) !=
+        CNN_OK)
         goto fail;
     if ((st = net_initialize_weights(net)) != CNN_OK) goto fail;
     if ((st = net_shape_upload(net)) != CNN_OK) goto fail;
