@@ -269,3 +269,27 @@ def test_real_keras_reads_the_policies_and_the_scale(tmp_path):
                           int(o.iterations), float(o.dynamic_scale)]))
     """, path)
     assert json.loads(got) == [["mixed_float16", "float32"], "LossScaleOptimizer", 2, 32768.0]
+
+
+def test_model_asks_its_engine_for_the_policys_precision(monkeypatch):
+    """The policy a model was made under reaches make_net (as if its engine
+    were a GPU one: config.precision_for answers for 'cuda'; the network is
+    then built as float32 on the cpu engine, the call recorded)."""
+    from cnncuda import models
+    real_for, real_make, calls = config.precision_for, models.make_net, []
+    monkeypatch.setattr(config, "precision_for",
+                        lambda engine, policy=None: real_for("cuda", policy))
+
+    def recording(device, *args, precision="float32", **kwargs):
+        calls.append(precision)
+        return real_make(device, *args, precision="float32", **kwargs)
+    monkeypatch.setattr(models, "make_net", recording)
+    x, y = np.ones((8, 6), np.float32), np.zeros((8, 3), np.float32)
+    for policy, want in (("mixed_bfloat16", "bf16"), ("mixed_float16", "fp16"),
+                         ("float32", "float32")):
+        mixed_precision.set_global_policy(policy)
+        m = tf.keras.Sequential([layers.Input((6,)), layers.Dense(3)])
+        mixed_precision.set_global_policy("float32")     # the model keeps its own
+        m.compile("sgd", "mse", device="cpu")
+        m.fit(x, y, verbose=0)
+        assert calls[-1] == want, policy
