@@ -197,7 +197,10 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
     constexpr int EA = BM * WBK / T;      // 8 (TF32: 4)
     constexpr int EB = WBN * WBK / T;     // 32, 16 or 8 (TF32: 16, 8 or 4)
     constexpr int NJ = T >= WBN ? 1 : WBN / T; // distinct columns of B (not transposed) per thread
-    constexpr int PAD = MMA ? 8 : 4;
+    // rows padded so that a warp's fragment loads hit 32 banks: TF32's
+    // (rows t, 8 floats each) with 8; the 16-bit ones' (rows 2t or 2t + 1,
+    // a stride of two rows) with 4, as the float32 kernel's float4 reads
+    constexpr int PAD = TF32 ? 8 : 4;
     __shared__ __align__(16) float as[S][WBK][BM + PAD];  // as[kk][i] = op(A)(row0 + i, k0 + kk)
     __shared__ __align__(16) float bs[S][WBK][WBN + PAD]; // bs[kk][j] = op(B)(k0 + kk, col0 + j)
     const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
