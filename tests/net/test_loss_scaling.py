@@ -156,8 +156,8 @@ def test_loss_scale_state_is_checked_and_carried():
     with pytest.raises(ValueError, match=r"optimizer\['loss_scale'\]: expected a finite number"):
         make_net("cpu", LAYERS, (5,), 8, MSE, {"kind": "sgd", "loss_scale": -1.0})
     with pytest.raises(ValueError, match=r"optimizer\['loss_scale_growth_steps'\]"):
-        make_net("cpu", LAYERS, (5,), 8, MSE, {"kind": "sgd", "loss_scale": 2.0,
-                                                "loss_scale_growth_steps": 0})
+        make_net("cpu", LAYERS, (5,), 8, MSE,
+                 {"kind": "sgd", "loss_scale": 2.0, "loss_scale_growth_steps": 0})
 
 
 @pytest.mark.parametrize("engine", CPU_ENGINES)
