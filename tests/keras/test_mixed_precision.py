@@ -83,7 +83,12 @@ LAYER_PROBE = """
     c = keras.layers.Conv2D(4, 3, dtype="mixed_bfloat16")
     m = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
     m.compile("adam", "mse")
-    out = {"layers": [[l.dtype_policy.name, l.compute_dtype, l.variable_dtype, l.dtype]
+    i = keras.Input((4,))
+    x = keras.layers.Dense(3)(i)
+    tensors = [i.dtype, x.dtype, keras.layers.Activation("linear", dtype="float32")(x).dtype,
+               keras.layers.Flatten()(x).dtype]
+    out = {"tensors": tensors,
+           "layers": [[l.dtype_policy.name, l.compute_dtype, l.variable_dtype, l.dtype]
                       for l in (a, b, c)],
            "config": a.get_config()["dtype"], "model": m.dtype_policy.name,
            "optimizer": type(m.optimizer).__name__}
@@ -105,6 +110,11 @@ def test_layer_and_model_dtype_attributes_match_keras():
             for x in (a, b, c)] == want["layers"]
     assert a.get_config()["dtype"] == want["config"]
     assert "dtype" not in b.get_config()          # float32: as before (cnncuda's form)
+    i = layers.Input((4,))
+    x = layers.Dense(3)(i)
+    assert [i.dtype, x.dtype, layers.Activation("linear", dtype="float32")(x).dtype,
+            layers.Flatten()(x).dtype] == want["tensors"] == ["float32", "float16", "float32",
+                                                              "float16"]
     m = tf.keras.Sequential([layers.Input((4,)), layers.Dense(3)])
     m.compile("adam", "mse")
     assert m.dtype_policy.name == want["model"]
