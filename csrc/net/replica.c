@@ -17,10 +17,6 @@ cnn_status cnn_net_set_comm(cnn_net *net, cnn_comm *comm)
         net->comm = NULL;
         return CNN_OK;
     }
-    if (net->loss_scaling)
-        return cnn_set_error(CNN_ERR_VALUE,
-                             "comm: dynamic loss scaling (LossScaleOptimizer) is not supported "
-                             "for the replicas of a data-parallel group");
     const int host_engine = net->be->activate == NULL;
     const int host_comm = strcmp(comm->kind, "host") == 0;
     if (host_engine != host_comm)
