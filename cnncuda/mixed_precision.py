@@ -211,6 +211,11 @@ class LossScaleOptimizer:
     def dynamic_scale(self):
         return self.scale
 
+    def scale_loss(self, loss):
+        """Keras's scale_loss: `loss` times the current scale (for a loop
+        of one's own; fit's steps scale the loss's gradient in the engine)."""
+        return loss * self.scale
+
     def engine_optimizer(self):
         """The inner optimizer's engine dict with the loss scaling's."""
         return dict(self.inner_optimizer.engine_optimizer(), loss_scale=float(self.initial_scale),

@@ -167,6 +167,7 @@ def test_loss_scale_optimizer_matches_keras():
     assert (again.initial_scale, again.dynamic_growth_steps, again.name) == (64.0, 7, "lso")
     assert type(again.inner_optimizer).__name__ == "Adam"
     assert o.scale == 32768.0 and o.loss_scale == 32768.0      # before any training
+    assert o.dynamic_scale == 32768.0 and o.scale_loss(0.5) == 16384.0
 
 
 def test_loss_scale_optimizer_refusals():
