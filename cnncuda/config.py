@@ -293,12 +293,18 @@ def tensor_float_32_execution_enabled():
     return _settings["tf32"]
 
 
-def precision_for(engine):
+def precision_for(engine, policy=None):
     """The precision a model's network on `engine` ('cuda', 'cudnn:1', 'cpu',
-    'omp:4', ...) is built with now: 'tf32' on a GPU engine while TF32 is
-    enabled, else 'float32'."""
+    'omp:4', ...) is built with now: on a GPU engine 'fp16' or 'bf16' under a
+    mixed dtype policy (`policy`, the model's: keras.mixed_precision), else
+    'tf32' while TF32 is enabled, else 'float32'; 'float32' on the CPU
+    engines."""
+    from .mixed_precision import engine_precision
     base = engine.partition(":")[0] if isinstance(engine, str) else None
-    return "tf32" if _settings["tf32"] and base in TF32_ENGINES else "float32"
+    if base not in TF32_ENGINES:
+        return "float32"
+    mixed = engine_precision(policy) if policy is not None else None
+    return mixed or ("tf32" if _settings["tf32"] else "float32")
 
 
 experimental = types.SimpleNamespace(

@@ -57,8 +57,8 @@ from .reference import NumpyNet
 
 __all__ = ["make_net", "parse_device", "PRECISIONS", "TF32_ENGINES"]
 
-PRECISIONS = ("float32", "tf32")
-TF32_ENGINES = ("cuda", "cudnn")      # the engines that take precision='tf32'
+PRECISIONS = ("float32", "tf32", "bf16", "fp16")
+TF32_ENGINES = ("cuda", "cudnn")      # the engines that take a precision other than 'float32'
 
 
 def parse_device(device):
@@ -93,10 +93,26 @@ def make_net(device, layers, input_shape, max_batch, loss, optimizer, seed=0,
       (CUDNN_TENSOR_OP_MATH) and cuBLAS runs the dense layers in
       CUBLAS_TF32_TENSOR_OP_MATH.
 
-    The CPU engines (numpy, cpu, omp) have no TF32 and refuse it. Results in
-    TF32 are not the bits of float32; losses track float32's within a
-    tolerance (tests/net/test_gpu_training.py), not exactly. Keras-level models
-    opt in with ``cnncuda.config.experimental.enable_tensor_float_32_execution``.
+    'bf16' and 'fp16' (keras.mixed_precision's 'mixed_bfloat16' and
+    'mixed_float16' policies ask for them): the products on 16-bit tensor
+    cores, operands rounded to bfloat16 (8 bits of mantissa) or float16 (11
+    bits, range to 65504), sums in float32; activations, weights and
+    gradients stay float32 in memory (16-bit storage is a later stage of
+    issue #29):
+
+    - ``cuda``: the wide SGEMM's mma.sync m16n8k16 instances (bf16, f16) on
+      its large products, as for TF32; smaller products stay float32.
+    - ``cudnn``: cuBLAS's dense layers in CUBLAS_COMPUTE_32F_FAST_16BF /
+      _FAST_16F; cuDNN's convolutions with CUDNN_TENSOR_OP_MATH_ALLOW_
+      CONVERSION for fp16, and for bf16 CUDNN_TENSOR_OP_MATH (TF32: cuDNN's
+      legacy API has no conversion of float tensors to bfloat16).
+
+    The CPU engines (numpy, cpu, omp) compute in float32 and refuse the
+    others. Results in TF32 or 16 bits are not the bits of float32; losses
+    track float32's within a tolerance (tests/net/test_gpu_training.py,
+    tests/net/test_gpu_mixed_precision.py), not exactly. Keras-level models
+    opt in with ``cnncuda.config.experimental.enable_tensor_float_32_execution``
+    or a mixed policy (cnncuda.mixed_precision).
 
     device_index: the CUDA device of a GPU engine (0, the first, by default)."""
     name, threads = parse_device(device)
@@ -104,10 +120,11 @@ def make_net(device, layers, input_shape, max_batch, loss, optimizer, seed=0,
         from .runtime import get_num_threads
         threads = get_num_threads()
     if precision not in PRECISIONS:
-        raise ValueError("precision: expected 'float32' or 'tf32', got %r" % (precision,))
-    if precision == "tf32" and name not in TF32_ENGINES:
-        raise ValueError("precision: 'tf32' is offered by the %s engines only; the %s engine "
-                         "computes in float32" % (" and ".join(TF32_ENGINES), name))
+        raise ValueError("precision: expected one of %s, got %r"
+                         % (", ".join(map(repr, PRECISIONS)), precision))
+    if precision != "float32" and name not in TF32_ENGINES:
+        raise ValueError("precision: %r is offered by the %s engines only; the %s engine "
+                         "computes in float32" % (precision, " and ".join(TF32_ENGINES), name))
     if name in ("cpu", "cuda", "cudnn") and threads != 1:
         raise ValueError("device: the %s engine takes no thread count (use 'omp:N' for N CPU "
                          "threads), got %r" % (name, device))

@@ -43,7 +43,7 @@ import numpy as np
 
 from . import layers as layer_module
 from . import shape_layers
-from . import losses, optimizers, schedules
+from . import losses, mixed_precision, optimizers, schedules
 from .atomic_file import write_atomically
 
 __all__ = ["is_keras_path", "save", "load", "kind_of_bytes"]
@@ -90,8 +90,8 @@ def _h5py():
 
 # -- cnncuda -> Keras ----------------------------------------------------------------
 
-def _dtype_policy():
-    return {"module": "keras", "class_name": "DTypePolicy", "config": {"name": "float32"},
+def _dtype_policy(policy="float32"):
+    return {"module": "keras", "class_name": "DTypePolicy", "config": {"name": policy},
             "registered_name": None}
 
 
@@ -99,7 +99,8 @@ def _layer_config(layer):
     """(class_name, Keras config) of one of cnncuda's layers."""
     name = type(layer).__name__
     mine = layer.get_config()
-    config = {"name": layer.name, "trainable": layer.trainable, "dtype": _dtype_policy()}
+    config = {"name": layer.name, "trainable": layer.trainable,
+              "dtype": _dtype_policy(layer.dtype_policy.name)}
     weight_keys = ("kernel_initializer", "bias_initializer", "kernel_regularizer",
                    "bias_regularizer")
     if name in ("Conv2D",):
@@ -191,7 +192,7 @@ def _model_entry(model):
                                                                         model._layers))]
         return {"module": "keras", "class_name": "Sequential",
                 "config": {"name": model.name, "trainable": model.trainable,
-                           "dtype": _dtype_policy(), "layers": entries,
+                           "dtype": _dtype_policy(model.dtype_policy.name), "layers": entries,
                            "build_input_shape": shape},
                 "registered_name": None, "build_config": {"input_shape": shape}}
     shapes = model._infer_shapes(model._input_shape, model._layers)
@@ -230,15 +231,25 @@ def _keras_config(model):
     return dict(_model_entry(model), compile_config=_compile_config(model))
 
 
+def optimizer_keras_config(opt):
+    """An optimizer as Keras's configs serialize it (a LossScaleOptimizer
+    with its inner optimizer; one that compile made under mixed_float16 as
+    its inner one, as Keras's compile_config keeps the optimizer it was
+    given)."""
+    if isinstance(opt, mixed_precision.LossScaleOptimizer) and opt._made_by_compile:
+        opt = opt.inner_optimizer
+    if isinstance(opt, mixed_precision.LossScaleOptimizer):
+        return {"module": "keras.optimizers", "class_name": "LossScaleOptimizer",
+                "config": opt.get_config(), "registered_name": None}
+    return {"module": "keras.optimizers", "class_name": type(opt).__name__,
+            "config": dict(opt.get_config(), name=opt.kind), "registered_name": None}
+
+
 def _compile_config(model):
     if model.loss is None:
         return None
-    opt = model.optimizer
-    opt_config = dict(opt.get_config(), name=opt.kind)
     loss = model.loss
-    return {"optimizer": {"module": "keras.optimizers",
-                          "class_name": type(opt).__name__,
-                          "config": opt_config, "registered_name": None},
+    return {"optimizer": optimizer_keras_config(model.optimizer),
             "loss": {"module": "keras.losses", "class_name": _LOSS_CLASSES[loss.kind],
                      "config": _loss_config(loss),
                      "registered_name": None},
@@ -345,8 +356,21 @@ def _keras_bytes(model):
     with h5py.File(weights, "w") as f:
         _write_layers(f.create_group("layers"), model, iter(model.get_weights()))
         if model.loss is not None:
-            opt = f.create_group("optimizer").create_group("vars")
-            for i, a in enumerate(_optimizer_variables(model)):
+            group = f.create_group("optimizer")
+            inner = _optimizer_variables(model)
+            variables = inner
+            if isinstance(model.optimizer, mixed_precision.LossScaleOptimizer):
+                # Keras's layout: the wrapper's iteration, learning_rate (0),
+                # step_counter and dynamic_scale, then the inner optimizer's,
+                # which its own group holds too
+                scale, good = _loss_scale_state(model)
+                variables = [inner[0], np.float32(0.0), np.int64(good),
+                             np.float32(scale)] + inner
+                vars_in = group.create_group("inner_optimizer").create_group("vars")
+                for i, a in enumerate(inner):
+                    vars_in.create_dataset(str(i), data=a)
+            opt = group.create_group("vars")
+            for i, a in enumerate(variables):
                 opt.create_dataset(str(i), data=a)
         f.create_group("vars")
     data = io.BytesIO()
@@ -381,7 +405,7 @@ def _optimizer_variables(model):
     """The compiled optimizer's variables as Keras 3 keeps them: iteration
     (int64), learning_rate (float32), the slots (float32, Keras's order),
     and for Nadam its u_product."""
-    opt = model.optimizer
+    opt = _inner(model.optimizer)
     state = model._optimizer_state()
     shapes = [tuple(shape) for _, _, shape, trainable in model._weight_specs() if trainable]
     slots = [list(per) for per in state["slots"]]
@@ -397,18 +421,28 @@ def _optimizer_variables(model):
     return out
 
 
+def _loss_scale_state(model):
+    """(scale, good steps) of a LossScaleOptimizer's model: its network's,
+    else the initial scale."""
+    state = model._optimizer_state().get("loss_scale")
+    return tuple(state) if state is not None else (model.optimizer.initial_scale, 0)
+
+
 def _load_optimizer_variables(model, group):
     """Takes a .keras file's optimizer variables (group optimizer/vars) for
     the model's next network where they match its compiled optimizer (their
-    count and shapes); otherwise the optimizer starts afresh, as in Keras."""
-    opt = model.optimizer
+    count and shapes; a LossScaleOptimizer's four first, Keras's layout);
+    otherwise the optimizer starts afresh, as in Keras."""
+    opt = _inner(model.optimizer)
+    wrapped = opt is not model.optimizer
     shapes = [tuple(shape) for _, _, shape, trainable in model._weight_specs() if trainable]
     order = _slot_order(opt, len(shapes))
-    first = 1 if opt.learning_rate_schedule is not None else 2    # no learning_rate variable
+    at = 4 if wrapped else 0                  # the wrapper's variables first
+    first = at + (1 if opt.learning_rate_schedule is not None else 2)  # no lr variable
     count = first + len(order) + (opt.kind == "nadam")
     if group is None or sorted(group.keys()) != sorted(str(i) for i in range(count)):
         return
-    iterations = int(np.asarray(group["0"]))
+    iterations = int(np.asarray(group[str(at)]))
     if iterations < 0:
         return
     slots = [[None] * len(opt.slot_names()) for _ in shapes]
@@ -419,6 +453,10 @@ def _load_optimizer_variables(model, group):
         slots[t][k] = a
     model._carried_state = {"steps": iterations, "training_forwards": iterations,
                             "slots": slots}
+    if wrapped:
+        scale, good = float(np.asarray(group["3"])), int(np.asarray(group["2"]))
+        if 0.0 < scale < float("inf") and 0 <= good < model.optimizer.dynamic_growth_steps:
+            model._carried_state["loss_scale"] = (scale, good)
     model._iterations_offset = 0
 
 
@@ -467,6 +505,11 @@ def _cnncuda_layer(entry):
     class_name = entry.get("class_name")
     config = dict(entry.get("config") or {})
     keep = {"name": config.get("name"), "trainable": config.get("trainable", True)}
+    policy = config.get("dtype")
+    if isinstance(policy, dict) and isinstance(policy.get("config"), dict):
+        policy = policy["config"].get("name")
+    if policy in ("mixed_float16", "mixed_bfloat16"):
+        keep["dtype"] = policy      # other names: the engines' float32
     if class_name in ("Conv2D", "Dense"):
         for key in ("kernel_initializer", "bias_initializer", "kernel_regularizer",
                     "bias_regularizer", "activity_regularizer", "kernel_constraint",
@@ -696,6 +739,11 @@ def _build(config, weights_of, compile_config, compile, device, path):
         raise ValueError("%s: a Keras %s; only Sequential and functional models load here"
                          % (path, config.get("class_name")))
     model = _model_of(config)
+    policy = (config.get("config") or {}).get("dtype")
+    if isinstance(policy, dict) and isinstance(policy.get("config"), dict):
+        policy = policy["config"].get("name")
+    if policy in mixed_precision.POLICIES:     # the model's, as Keras keeps it: compile's wrap
+        model._dtype_policy = mixed_precision.Policy(policy)
     # weights_of None (model_from_json): the architecture alone, fresh weights
     if weights_of is not None and model._weight_specs():
         model.set_weights(_model_weights(model, weights_of))
@@ -724,13 +772,29 @@ def _metrics(entries):
     return [entry for entry in flat if entry is not None]
 
 
+def _inner(opt):
+    """The optimizer whose slots and iteration a file holds: a
+    LossScaleOptimizer's inner one (its own variables come first, Keras's
+    layout: _optimizer_variables' caller and _load_optimizer_variables)."""
+    return opt.inner_optimizer if isinstance(opt, mixed_precision.LossScaleOptimizer) else opt
+
+
+def optimizer_from_keras_config(entry):
+    return _optimizer(entry)
+
+
 def _optimizer(entry):
     """cnncuda's optimizer for a Keras compile config's entry (a name, or
     {"class_name", "config"}): the hyperparameters cnncuda's class takes,
     Keras's defaults for those missing; the rest of Keras's config (name,
-    clipnorm, ...) is not read."""
+    clipnorm, ...) is not read. A LossScaleOptimizer wraps its inner one."""
     if isinstance(entry, str):
         return optimizers.get(entry.lower())
+    if isinstance(entry, dict) and entry.get("class_name") == "LossScaleOptimizer":
+        config = dict(entry.get("config", {}))
+        return mixed_precision.LossScaleOptimizer(
+            _optimizer(config["inner_optimizer"]),
+            **{k: config[k] for k in ("initial_scale", "dynamic_growth_steps") if k in config})
     try:
         cls = type(optimizers.get(entry["class_name"].lower()))
     except (TypeError, ValueError):

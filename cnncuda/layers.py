@@ -87,6 +87,8 @@ def _activation_from_config(entry, arg):
     kwargs = {k: v for k, v in config.items() if k in takes and k not in ("self", "kwargs")}
     if config.get("name"):
         kwargs["name"] = config["name"]
+    if config.get("dtype") is not None:
+        kwargs["dtype"] = config["dtype"]
     return cls(**kwargs)
 
 
@@ -190,7 +192,8 @@ class Layer:
                                 % (batch_input_shape,))
             input_shape = tuple(batch_input_shape)[1:]
         self._input_shape_arg = _check_input_shape(input_shape) if input_shape is not None else None
-        _only(dtype, "dtype", (None, "float32"), "the engines compute in float32")
+        from .mixed_precision import policy_of
+        self._dtype_policy = policy_of(dtype)     # None: the global policy now, as Keras
         self._trainable = boolean(trainable, "trainable")
         self.name = name or unique_name(_default_prefix(self))
         self.input_shape = None     # (None, ...) once the model knows it
@@ -254,6 +257,27 @@ class Layer:
     # -- Keras's layer interface ---------------------------------------------
 
     @property
+    def dtype_policy(self):
+        """Keras's dtype policy (keras.mixed_precision): the layer's
+        ``dtype=``, else the global policy when it was made. The engines
+        run a model's layers in the model's policy (docs/semantics.md)."""
+        from .mixed_precision import Policy
+        return self.__dict__.get("_dtype_policy") or Policy("float32")
+
+    @property
+    def compute_dtype(self):
+        return self.dtype_policy.compute_dtype
+
+    @property
+    def variable_dtype(self):
+        return self.dtype_policy.variable_dtype
+
+    @property
+    def dtype(self):
+        """The weights' dtype (Keras 3's layer.dtype: the variable dtype)."""
+        return self.dtype_policy.variable_dtype
+
+    @property
     def trainable(self):
         """Whether the optimizer updates the layer's weights (Keras's flag:
         ``layer.trainable = False`` freezes it from the next fit on)."""
@@ -283,8 +307,12 @@ class Layer:
         return [v for v in self.weights if not v.trainable]
 
     def get_config(self):
-        """The layer's arguments as Keras names them (JSON-friendly)."""
+        """The layer's arguments as Keras names them (JSON-friendly); the
+        dtype policy where it is not 'float32' (as Keras serializes it)."""
         config = {"name": self.name, "trainable": self.trainable}
+        if self.dtype_policy.name != "float32":
+            config["dtype"] = {"module": "keras", "class_name": "DTypePolicy",
+                               "config": self.dtype_policy.get_config(), "registered_name": None}
         config.update(self._arguments())
         if self._input_shape_arg is not None:
             config["input_shape"] = list(self._input_shape_arg)

@@ -29,7 +29,8 @@ import weakref
 
 import numpy as np
 
-from . import (config, distribute, initializers, keras_files, losses, optimizers, saving,
+from . import (config, distribute, initializers, keras_files, losses, mixed_precision,
+               optimizers, saving,
                sample_weights, schedules, training)
 from . import metrics as metrics_module
 from .checks import nonnegative_int, shape_str
@@ -110,7 +111,8 @@ class Sequential:
         self._input_shape = None          # without the batch axis, once known
         self._net = None                  # the engine network, built when needed
         self._net_device = None
-        self._net_precision = None        # 'float32' or 'tf32' (config.precision_for)
+        self._net_precision = None        # 'float32', 'tf32', 'bf16', 'fp16' (config.precision_for)
+        self._dtype_policy = mixed_precision.global_policy()   # Keras's: the global one when made
         self._net_compile = None          # the compile it was built for (None: placeholder)
         self._data_token = None           # whose training data the network holds (training.py)
         self._compiled_optimizer = None   # the optimizer's engine dict at compile: nets' layout
@@ -630,13 +632,13 @@ class Sequential:
                                    and isinstance(net, distribute.ReplicaGroup)))
         if group:
             device = strategy.key
-            precision = config.precision_for(strategy.engine)
+            precision = config.precision_for(strategy.engine, self.dtype_policy)
             if purpose != "train" and net is not None:
                 # inference makes no collective call: a group keeps its
                 # precision until the next fit rebuilds it
                 precision = self._net_precision
         else:
-            precision = config.precision_for(device)
+            precision = config.precision_for(device, self.dtype_policy)
         fits = net is not None and (purpose == "weights" or (self._net_device == device and
                                                              self._net_precision == precision))
         if fits and purpose in ("evaluate", "train"):
@@ -760,6 +762,31 @@ class Sequential:
         self._net_optimizer = wanted
 
     @property
+    def dtype_policy(self):
+        """Keras's dtype policy of the model: the global policy when it was
+        made (keras.mixed_precision); it picks the GPU engines' precision."""
+        return self.__dict__.get("_dtype_policy") or mixed_precision.Policy("float32")
+
+    @property
+    def compute_dtype(self):
+        return self.dtype_policy.compute_dtype
+
+    @property
+    def variable_dtype(self):
+        return self.dtype_policy.variable_dtype
+
+    def _loss_scale(self):
+        """The loss scale of the next step (LossScaleOptimizer): the
+        network's, or the one a dropped network or a file left for the next;
+        None before any (the initial scale then)."""
+        net = self._current_net()
+        if net is not None:
+            state = net.get_loss_scale_state()
+        else:
+            state = (self._carried_state or {}).get("loss_scale")
+        return None if state is None else float(state[0])
+
+    @property
     def device(self):
         """The engine the model would run on now (see cnncuda.config)."""
         return config.resolve_device(self._device)
@@ -776,6 +803,11 @@ class Sequential:
         or none) and, optionally, the engine (``device='cpu'`` and so on; see
         cnncuda.config). The optimizer starts afresh; the weights stay."""
         opt = optimizers.get(optimizer)
+        if self.dtype_policy.name == "mixed_float16" and \
+                not isinstance(opt, mixed_precision.LossScaleOptimizer):
+            # Keras 3 (auto_scale_loss): dynamic loss scaling under mixed_float16
+            opt = mixed_precision.LossScaleOptimizer(opt, name="loss_scale_optimizer")
+            opt._made_by_compile = True
         if loss is None:
             raise ValueError("loss: expected one of %s or a loss object, got None"
                              % ", ".join(repr(k) for k in losses.KINDS))
@@ -1122,11 +1154,14 @@ class Sequential:
                   "weights": [{"layer": layer.name, "name": name, "trainable": trainable}
                               for layer, name, _, trainable in specs]}
         if kind == "model":
+            # a LossScaleOptimizer's inner optimizer (compile wraps it again
+            # under mixed_float16; the scale starts again from its initial value)
+            opt = getattr(self.optimizer, "inner_optimizer", self.optimizer)
             header["compile"] = None if self.loss is None else {
                 "loss": {"class_name": self.loss.kind, "config": self.loss.get_config()},
-                "optimizer": {"class_name": self.optimizer.kind,
-                              "config": self.optimizer._hyperparameters() if user_schedule
-                              else self.optimizer.get_config()},
+                "optimizer": {"class_name": opt.kind,
+                              "config": opt._hyperparameters() if user_schedule
+                              else opt.get_config()},
                 "metrics": self._compile_metrics_config()}
             header["optimizer_state"] = None
         return header
@@ -1346,9 +1381,11 @@ def _set_optimizer_state(net, state):
     zero."""
     fresh = net.get_optimizer_state()["slots"]
     slots = list(state["slots"])[:len(fresh)]
-    net.set_optimizer_state({"steps": state["steps"],
-                             "training_forwards": state["training_forwards"],
-                             "slots": slots + fresh[len(slots):]})
+    carried = {"steps": state["steps"], "training_forwards": state["training_forwards"],
+               "slots": slots + fresh[len(slots):]}
+    if state.get("loss_scale") is not None and net.get_loss_scale_state() is not None:
+        carried["loss_scale"] = state["loss_scale"]     # dynamic loss scaling goes on
+    net.set_optimizer_state(carried)
 
 
 def _version():

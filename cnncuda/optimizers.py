@@ -357,7 +357,8 @@ def get(identifier):
     """An Optimizer from a name ('adam', 'sgd', 'rmsprop', 'adagrad',
     'adadelta', 'adamax', 'nadam', 'adamw'; any case; Keras's defaults) or an
     Optimizer."""
-    if isinstance(identifier, Optimizer):
+    from .mixed_precision import LossScaleOptimizer
+    if isinstance(identifier, (Optimizer, LossScaleOptimizer)):
         return identifier
     if isinstance(identifier, str):
         return _BY_KIND[choice(identifier, "optimizer", tuple(_BY_KIND))]()

@@ -21,6 +21,7 @@ its inputs, except the optimizer steps, which update their parameter and state
 arrays IN PLACE (as the C engines do) and say so.
 """
 
+import contextlib
 import math
 
 import numpy as np
@@ -1505,6 +1506,22 @@ class NumpyNet:
         self._steps = 0
         self._training_forwards = 0
         self._last_out_shape = None  # shape of the last forward's output
+        # dynamic loss scaling (LossScaleOptimizer: the optimizer dict's
+        # 'loss_scale' > 0): [scale S, finite steps since it changed], the
+        # growth count, and whether the last gradients were not all finite
+        self._loss_scaling = "loss_scale" in optimizer
+        if self._loss_scaling:
+            scale = float(optimizer["loss_scale"])
+            growth = optimizer.get("loss_scale_growth_steps", 2000)
+            if not 0.0 < scale < float("inf"):
+                raise ValueError(f"optimizer['loss_scale']: expected a finite number > 0, "
+                                 f"got {scale:g}")
+            if not (float(growth) == int(growth) and 1 <= int(growth) <= 2 ** 24):
+                raise ValueError(f"optimizer['loss_scale_growth_steps']: expected an int in "
+                                 f"[1, 2^24], got {growth:g}")
+            self._scale, self._scale_good = np.float32(scale), 0
+            self._scale_growth = int(growth)
+        self._skip = False
 
     def _make_layer(self, i, spec, shape):
         kind = spec.get("kind")
@@ -1733,17 +1750,75 @@ class NumpyNet:
         self._check_loss_output()
         x = self._inputs(x)
         target = self._targets(y, x.shape[0])
-        out = self._forward(x, True)
-        loss_sum, correct, dout = self._loss(out, target, True)
-        self._backward(dout)
+        # under loss scaling an overflow is expected now and then (the step is skipped)
+        with np.errstate(over="ignore", invalid="ignore") if self._loss_scaling else \
+                contextlib.nullcontext():
+            out = self._forward(x, True)
+            loss_sum, correct, dout = self._loss(out, target, True)
+            if self._loss_scaling:      # the backward from S times the loss's gradient
+                dout = dout * self._scale.astype(dout.dtype)
+            self._backward(dout)
+            if self._loss_scaling:
+                self._unscale()
         for layer in self.layers:
             layer.add_penalty_gradients()
         # Keras reports the batch's mean loss plus the penalty: n times it here
         return loss_sum + x.shape[0] * self._penalty(), correct
 
+    def _unscale(self):
+        """Dynamic loss scaling, after the backward: the trainable weights'
+        gradients divided by S (in place), the step marked to be skipped
+        where one is not finite (as the C engines' loss_unscale)."""
+        scale = self._scale.astype(self.dtype)
+        for layer in self.layers:
+            if layer.frozen:
+                continue
+            for g in layer.grads:
+                if not np.all(np.isfinite(g)):
+                    self._skip = True
+                g /= scale
+
+    def _scale_update(self):
+        """The scale after a step (cnn.h cnn_loss_scale_next): a skipped step
+        halves it; dynamic_growth_steps finite ones in a row double it."""
+        if self._skip:
+            self._scale, self._scale_good = np.float32(self._scale * np.float32(0.5)), 0
+        elif self._scale_good + 1 >= self._scale_growth:
+            self._scale, self._scale_good = np.float32(self._scale * np.float32(2.0)), 0
+        else:
+            self._scale_good += 1
+        self._skip = False
+
+    @property
+    def loss_scale(self):
+        """The dynamic loss scale of the next step (None without scaling)."""
+        return float(self._scale) if self._loss_scaling else None
+
+    def get_loss_scale_state(self):
+        return (float(self._scale), self._scale_good) if self._loss_scaling else None
+
+    def set_loss_scale_state(self, state):
+        if not self._loss_scaling:
+            raise ValueError("state: this network was built without dynamic loss scaling")
+        scale, good = state
+        if not 0.0 < float(scale) < float("inf") or not 0 <= int(good) < self._scale_growth:
+            raise ValueError(f"loss scale: expected a finite scale > 0 and 0 <= good steps < "
+                             f"{self._scale_growth}, got {scale!r} and {good!r}")
+        self._scale, self._scale_good = np.float32(scale), int(good)
+
     def apply_gradients(self):
-        """One optimizer step with the stored gradients."""
+        """One optimizer step with the stored gradients (under loss scaling
+        none where they were not all finite: weights, slots and the step
+        count stay; then the scale's update)."""
+        if self._loss_scaling and self._skip:
+            self._scale_update()
+            return
         self._steps += 1
+        self._apply_step()
+        if self._loss_scaling:
+            self._scale_update()
+
+    def _apply_step(self):
         grads = [g for layer in self.layers for g in layer.grads]
         for (layer, j), g, slot in zip(self._params, grads, self._slots):
             p = layer.weights[j]
@@ -1901,8 +1976,11 @@ class NumpyNet:
         momentum [velocity], plain SGD [], RMSprop [velocity, momentum?,
         average_gradient?], Adagrad [accumulator], ...)."""
         n = self._slot_count()
-        return {"steps": self._steps, "training_forwards": self._training_forwards,
-                "slots": [[a.copy() for a in slot[:n]] for slot in self._slots]}
+        state = {"steps": self._steps, "training_forwards": self._training_forwards,
+                 "slots": [[a.copy() for a in slot[:n]] for slot in self._slots]}
+        if self._loss_scaling:
+            state["loss_scale"] = self.get_loss_scale_state()
+        return state
 
     def set_optimizer_state(self, state):
         """Sets what get_optimizer_state gave; checks everything first."""
@@ -1925,6 +2003,8 @@ class NumpyNet:
             for a, m in zip(given, mine):
                 m[...] = a
         self._steps, self._training_forwards = steps, forwards
+        if state.get("loss_scale") is not None and self._loss_scaling:
+            self.set_loss_scale_state(state["loss_scale"])
 
     # -- weights ----------------------------------------------------------
 

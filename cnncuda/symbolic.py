@@ -21,11 +21,16 @@ __all__ = ["KerasTensor", "is_symbolic", "call_symbolic"]
 
 class KerasTensor:
     """The output of a layer in a functional model under construction:
-    ``shape`` (batch axis None first) and ``dtype`` ('float32')."""
+    ``shape`` (batch axis None first) and ``dtype``: as Keras reports it, the
+    layer's compute dtype (keras.mixed_precision: 'float16' or 'bfloat16'
+    under a mixed policy; 'float32' for an Input), though the engines store
+    every activation in float32 (docs/semantics.md, "Mixed precision")."""
 
     def __init__(self, shape, layer, inputs=()):
+        from .layers import InputLayer
         self.shape = (None,) + tuple(shape)
-        self.dtype = "float32"
+        self.dtype = "float32" if isinstance(layer, InputLayer) else \
+            getattr(layer, "compute_dtype", "float32")
         self._layer = layer            # the layer that made it (an InputLayer for an Input)
         self._inputs = tuple(inputs)   # the tensors that layer was called on
 

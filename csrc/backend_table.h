@@ -30,7 +30,7 @@ typedef struct cnn_ctx {
     const cnn_backend *backend;
     int num_threads;
     int device;     /* GPU engines: the CUDA device the context lives on */
-    int allow_tf32; /* set by the Net from its spec: cudnn (cuDNN, cuBLAS) and cuda (its wide SGEMM) read it */
+    int precision;  /* cnn_precision, set by the Net from its spec: cudnn (cuDNN, cuBLAS) and cuda (its wide SGEMM) read it */
     void *impl;
 } cnn_ctx;
 
@@ -260,6 +260,21 @@ typedef cnn_status cnn_rmsprop_step_fn(cnn_ctx *ctx, const float *hyper, size_t 
                                        float *momentum, /* (count) or NULL: built without */
                                        float *average_gradient); /* (count) or NULL: not centered */
 
+/* dynamic loss scaling (cnn.h: CNN_HYPER_SKIP ...; hyper in engine memory,
+ * read when the op runs):
+ * loss_scale: x[i] *= hyper[LOSS_SCALE] over count values (the loss's
+ * gradient);
+ * loss_unscale: g[i] /= hyper[LOSS_SCALE] over count values, and
+ * hyper[SKIP] = 1 where any g[i] was not finite (else left as it is);
+ * loss_scale_update, after the optimizer's step: where hyper[SKIP], S
+ * halves, the count of good steps restarts and counters[STEPS] goes back by
+ * one (the skipped step is not counted); else the count of good steps grows
+ * by one and when it reaches hyper[SCALE_GROWTH] S doubles and it restarts;
+ * then hyper[SKIP] = 0. */
+typedef cnn_status cnn_loss_scale_fn(cnn_ctx *ctx, const float *hyper, size_t count, float *x);
+typedef cnn_status cnn_loss_unscale_fn(cnn_ctx *ctx, float *hyper, size_t count, float *g);
+typedef cnn_status cnn_loss_scale_update_fn(cnn_ctx *ctx, float *hyper, int64_t *counters);
+
 /* recording and timing */
 typedef cnn_status cnn_capture_end_fn(cnn_ctx *ctx, void **recording);
 typedef cnn_status cnn_replay_fn(cnn_ctx *ctx, void *recording, long times);
@@ -486,6 +501,10 @@ struct cnn_backend {
     cnn_adam_step_fn *adamax_step;      /* m, v: momentum, norm */
     cnn_adam_step_fn *nadam_step;
     cnn_adam_step_fn *adamw_step;
+    /* dynamic loss scaling (LossScaleOptimizer): the three ops above */
+    cnn_loss_scale_fn *loss_scale;
+    cnn_loss_unscale_fn *loss_unscale;
+    cnn_loss_scale_update_fn *loss_scale_update;
 
     /* Optional (NULL in the host engines). Recording: the work the Net
      * queues between capture_begin and capture_end is not run but recorded

@@ -263,6 +263,19 @@ typedef struct cnn_loss_desc {
 /* Probabilities are clipped to [CNN_PROB_EPS, 1 - CNN_PROB_EPS], as Keras. */
 #define CNN_PROB_EPS 1e-7f
 
+/* The precision of a Net's products (make_net's precision; one place,
+ * csrc/py/net_type.c, parses the names CNN_PRECISION_NAMES): strict float32,
+ * or on the GPU engines tensor cores with the operands rounded to TF32,
+ * bfloat16 or float16 and float32 sums. Storage is float32 in every one. */
+typedef enum cnn_precision {
+    CNN_PRECISION_FLOAT32 = 0,
+    CNN_PRECISION_TF32 = 1,
+    CNN_PRECISION_BF16 = 2,
+    CNN_PRECISION_FP16 = 3,
+    CNN_PRECISIONS = 4
+} cnn_precision;
+#define CNN_PRECISION_NAMES {"float32", "tf32", "bf16", "fp16"}
+
 /* Keras 3's optimizers; CNN_OPT_NAMES lists their names in this order. */
 typedef enum cnn_optimizer_kind {
     CNN_OPT_ADAM = 0,
@@ -302,7 +315,16 @@ enum {
     CNN_HYPER_NESTEROV = 5, /* SGD: 0 or 1 */
     CNN_HYPER_RHO = 6,      /* RMSprop, Adadelta */
     CNN_HYPER_WEIGHT_DECAY = 7, /* AdamW */
-    CNN_HYPERS = 8
+    CNN_HYPER_OPTIMIZER = 8, /* the entries above: the optimizer's (cnn_net_set_optimizer) */
+    /* Dynamic loss scaling (a Net made with spec.loss_scale > 0; Keras's
+     * LossScaleOptimizer), in the same engine memory so that every
+     * optimizer reads the skip flag and a recorded step carries it all: */
+    CNN_HYPER_SKIP = 8,         /* 1: this step's gradients are not all finite, every
+                                   optimizer leaves everything as it is (0 without scaling) */
+    CNN_HYPER_LOSS_SCALE = 9,   /* S: the loss's gradient is multiplied by it */
+    CNN_HYPER_SCALE_GOOD = 10,  /* finite steps since S last changed (an integer) */
+    CNN_HYPER_SCALE_GROWTH = 11, /* S doubles after this many finite steps */
+    CNN_HYPERS = 12
 };
 
 /* b^t for t >= 0 by repeated squaring: multiplications only, so host and
@@ -367,6 +389,27 @@ enum {
     CNN_COUNT_STEPS = 3,    /* optimizer steps taken */
     CNN_COUNTERS = 4
 };
+
+/* Dynamic loss scaling after an optimizer step (the loss_scale_update op of
+ * every engine; Keras's LossScaleOptimizer): a step whose gradients were not
+ * all finite (hyper[CNN_HYPER_SKIP]) was skipped: the scale halves, the good
+ * steps restart and the step is not counted; else one more good step, and at
+ * the growth count the scale doubles and the count restarts. Halving and
+ * doubling are exact in float. */
+static inline CNN_HD void cnn_loss_scale_next(float *hyper, int64_t *counters)
+{
+    if (hyper[CNN_HYPER_SKIP] != 0.0f) {
+        hyper[CNN_HYPER_LOSS_SCALE] *= 0.5f;
+        hyper[CNN_HYPER_SCALE_GOOD] = 0.0f;
+        counters[CNN_COUNT_STEPS] -= 1;
+    } else if (hyper[CNN_HYPER_SCALE_GOOD] + 1.0f >= hyper[CNN_HYPER_SCALE_GROWTH]) {
+        hyper[CNN_HYPER_LOSS_SCALE] *= 2.0f;
+        hyper[CNN_HYPER_SCALE_GOOD] = 0.0f;
+    } else {
+        hyper[CNN_HYPER_SCALE_GOOD] += 1.0f;
+    }
+    hyper[CNN_HYPER_SKIP] = 0.0f;
+}
 
 /* The augmentation layers' descriptor and per-sample geometry. */
 #include "augment.h"
@@ -513,7 +556,9 @@ typedef struct cnn_net_spec {
     cnn_loss_desc loss;   /* n is ignored; k must match the last layer */
     cnn_optimizer_desc optimizer;
     uint64_t seed;
-    int allow_tf32;       /* precision "tf32": engines may use TF32 tensor cores */
+    int precision;        /* cnn_precision: the GPU engines' products (CNN_PRECISION_FLOAT32 strict) */
+    float loss_scale;     /* > 0: dynamic loss scaling from this scale (LossScaleOptimizer); 0: none */
+    int loss_scale_growth_steps; /* the scale doubles after this many finite steps in a row */
     int device;           /* GPU engines: the CUDA device index (0 the first) */
 } cnn_net_spec;
 
@@ -615,6 +660,14 @@ cnn_status cnn_net_compute_gradients(cnn_net *net, int n, const float *x_host,
                                      float *correct);
 /* one optimizer step with the gradient block as it stands. */
 cnn_status cnn_net_apply_gradients(cnn_net *net);
+
+/* Dynamic loss scaling (a Net made with spec.loss_scale > 0): whether it
+ * is on; its state (the scale of the next step, the finite steps since it
+ * last changed, the growth count), read from the engine; set (a network
+ * taking over another's: scale finite > 0, 0 <= good < growth <= 2^24). */
+int cnn_net_loss_scaling(const cnn_net *net);
+cnn_status cnn_net_loss_scale(cnn_net *net, float *scale, long *good_steps, long *growth_steps);
+cnn_status cnn_net_set_loss_scale(cnn_net *net, float scale, long good_steps, long growth_steps);
 
 /* Weights in Keras order and layout: per conv/dense layer kernel then bias,
  * per batchnorm layer gamma, beta, moving_mean, moving_variance; per PReLU

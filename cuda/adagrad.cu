@@ -17,6 +17,7 @@ __global__ void adagrad_kernel(size_t count, const float *__restrict__ hyper,
                                float *__restrict__ acc)
 {
     cnn_kernel_begin();
+    if (hyper[CNN_HYPER_SKIP] != 0.0f) return; // loss scaling skips this step (every thread alike)
     const float lr = hyper[CNN_HYPER_LR], eps = hyper[CNN_HYPER_EPSILON];
     CNN_GRID_LOOP(i, count) {
         const float gi = g[i];

@@ -21,6 +21,7 @@ __global__ void adam_kernel(size_t count, const float *__restrict__ hyper,
                             float *__restrict__ v)
 {
     cnn_kernel_begin();
+    if (hyper[CNN_HYPER_SKIP] != 0.0f) return; // loss scaling skips this step (every thread alike)
     __shared__ float shared[4];
     if (threadIdx.x == 0) {
         const float beta_1 = hyper[CNN_HYPER_BETA_1], beta_2 = hyper[CNN_HYPER_BETA_2];

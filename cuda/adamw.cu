@@ -21,6 +21,7 @@ __global__ void adamw_kernel(size_t count, const float *__restrict__ hyper,
                              float *__restrict__ v)
 {
     cnn_kernel_begin();
+    if (hyper[CNN_HYPER_SKIP] != 0.0f) return; // loss scaling skips this step (every thread alike)
     __shared__ float shared[5];
     if (threadIdx.x == 0) {
         const float lr = hyper[CNN_HYPER_LR];

@@ -5,7 +5,10 @@
 //   backward data    dx^T (in, n) = w (in, out) dy^T (out, n)
 //   backward filter  dw^T (out, in) = dy^T (out, n) x (n, in);  db = column sums of dy
 // Strict float32 (CUBLAS_DEFAULT_MATH never uses TF32 for SGEMM) unless the
-// Net asked for TF32.
+// Net asked for another precision: tf32 CUBLAS_TF32_TENSOR_OP_MATH; bf16 and
+// fp16 cublasGemmEx on float matrices with the compute types
+// CUBLAS_COMPUTE_32F_FAST_16BF / _FAST_16F (operands converted to bfloat16 /
+// float16 for tensor cores, float32 sums).
 #include "cudnn_common.cuh"
 
 namespace {
@@ -20,10 +23,21 @@ cnn_status gemm(cnn_ctx *ctx, cublasOperation_t ta, cublasOperation_t tb, int m,
                 const float *a, int lda, const float *b, int ldb, float *c, int ldc)
 {
     cublasHandle_t h = cnn_cudnn(ctx)->cublas;
-    CNN_CUBLAS_TRY(cublasSetMathMode(h, ctx->allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
-                                                        : CUBLAS_DEFAULT_MATH),
-                   "cuBLAS math mode");
     const float one = 1.0f, zero = 0.0f;
+    if (ctx->precision == CNN_PRECISION_BF16 || ctx->precision == CNN_PRECISION_FP16) {
+        CNN_CUBLAS_TRY(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "cuBLAS math mode");
+        const cublasComputeType_t compute = ctx->precision == CNN_PRECISION_BF16
+                                                ? CUBLAS_COMPUTE_32F_FAST_16BF
+                                                : CUBLAS_COMPUTE_32F_FAST_16F;
+        CNN_CUBLAS_TRY(cublasGemmEx(h, ta, tb, m, n, k, &one, a, CUDA_R_32F, lda, b, CUDA_R_32F,
+                                    ldb, &zero, c, CUDA_R_32F, ldc, compute, CUBLAS_GEMM_DEFAULT),
+                       "cublasGemmEx");
+        return CNN_OK;
+    }
+    CNN_CUBLAS_TRY(cublasSetMathMode(h, ctx->precision == CNN_PRECISION_TF32
+                                            ? CUBLAS_TF32_TENSOR_OP_MATH
+                                            : CUBLAS_DEFAULT_MATH),
+                   "cuBLAS math mode");
     CNN_CUBLAS_TRY(cublasSgemm(h, ta, tb, m, n, k, &one, a, lda, b, ldb, &zero, c, ldc),
                    "cublasSgemm");
     return CNN_OK;

@@ -167,6 +167,9 @@ cnn_status cnn_cuda_sgemm(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n, 
 // Whether cnn_cuda_sgemm multiplies on TF32 tensor cores (its wide kernel):
 // the Net asked for precision "tf32" and the GPU has them.
 bool cnn_cuda_sgemm_tf32(cnn_ctx *ctx);
+// The precision cnn_cuda_sgemm's wide kernel multiplies in (cnn_precision):
+// the Net's where the GPU has tensor cores, else CNN_PRECISION_FLOAT32.
+int cnn_cuda_sgemm_precision(cnn_ctx *ctx);
 // Whether cnn_cuda_sgemm runs a product of this size on the wide kernel:
 // m * n * k of at least 2^27 multiply-adds (the same for every transpose).
 bool cnn_cuda_sgemm_wide_fits(int m, int n, int k);

@@ -130,6 +130,11 @@ cnn_adam_step_fn cuda_adamax_step;
 cnn_adam_step_fn cuda_nadam_step;
 cnn_adam_step_fn cuda_adamw_step;
 
+// loss_scale.cu
+cnn_loss_scale_fn cuda_loss_scale;
+cnn_loss_unscale_fn cuda_loss_unscale;
+cnn_loss_scale_update_fn cuda_loss_scale_update;
+
 #ifdef __cplusplus
 }
 #endif

@@ -46,7 +46,7 @@ constexpr int MAX_ALGOS = 16;
 
 struct choice {
     cnn_conv_desc key;
-    int tf32, mode, own, device, dir;
+    int precision, mode, own, device, dir; // precision: cnn_precision
     int algo;
 };
 
@@ -275,18 +275,18 @@ cnn_status measured_choice(cnn_ctx *ctx, const cnn_cudnn_conv *c, int dir, const
     return st;
 }
 
-int find_choice(const cnn_conv_desc *d, int tf32, int mode, int own, int device, int dir)
+int find_choice(const cnn_conv_desc *d, int precision, int mode, int own, int device, int dir)
 {
     for (int i = 0; i < n_choices; ++i) {
         const choice &k = choices[i];
-        if (k.tf32 == tf32 && k.mode == mode && k.own == own && k.device == device && k.dir == dir &&
+        if (k.precision == precision && k.mode == mode && k.own == own && k.device == device && k.dir == dir &&
             memcmp(&k.key, d, sizeof *d) == 0)
             return k.algo;
     }
     return -1;
 }
 
-cnn_status keep_choice(const cnn_conv_desc *d, int tf32, int mode, int own, int device, int dir,
+cnn_status keep_choice(const cnn_conv_desc *d, int precision, int mode, int own, int device, int dir,
                        int algo)
 {
     if (n_choices == cap_choices) {
@@ -299,7 +299,7 @@ cnn_status keep_choice(const cnn_conv_desc *d, int tf32, int mode, int own, int 
     choice *k = &choices[n_choices++];
     memset(k, 0, sizeof *k);
     k->key = *d;
-    k->tf32 = tf32;
+    k->precision = precision;
     k->mode = mode;
     k->own = own;
     k->device = device;
@@ -351,10 +351,10 @@ cnn_status cnn_cudnn_choose(cnn_ctx *ctx, cnn_cudnn_conv *c, int dir, const void
     cnn_cudnn_impl *impl = cnn_cudnn(ctx);
     const int mode = impl->algo_mode, own = impl->own_wgrad, device = impl->base.device;
     std::lock_guard<std::mutex> hold(choices_lock);
-    int algo = find_choice(&c->key, c->tf32, mode, own, device, dir);
+    int algo = find_choice(&c->key, c->precision, mode, own, device, dir);
     if (algo < 0 && dir == CNN_CUDNN_BWD_FILTER && own == 1) {
         algo = CNN_CUDNN_ALGO_OURS;
-        CNN_TRY(keep_choice(&c->key, c->tf32, mode, own, device, dir, algo));
+        CNN_TRY(keep_choice(&c->key, c->precision, mode, own, device, dir, algo));
     }
     if (algo < 0) {
         cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
@@ -365,7 +365,7 @@ cnn_status cnn_cudnn_choose(cnn_ctx *ctx, cnn_cudnn_conv *c, int dir, const void
         if (algo < 0)
             return cnn_set_error(CNN_ERR_DEVICE, "cuDNN offers no %s algorithm for this convolution",
                                  DIR_NAMES[dir]);
-        CNN_TRY(keep_choice(&c->key, c->tf32, mode, own, device, dir, algo));
+        CNN_TRY(keep_choice(&c->key, c->precision, mode, own, device, dir, algo));
     }
     if (dir == CNN_CUDNN_BWD_FILTER && algo == CNN_CUDNN_ALGO_OURS) {
         // the cuda engine's column matrix and rearranged dy: its workspace rule

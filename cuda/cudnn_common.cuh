@@ -21,7 +21,7 @@ enum { CNN_CUDNN_FWD = 0, CNN_CUDNN_BWD_DATA = 1, CNN_CUDNN_BWD_FILTER = 2 };
 
 struct cnn_cudnn_conv {
     cnn_conv_desc key;
-    int tf32;
+    int precision; // cnn_precision: the math type it was made with
     int chosen;
     int filter_ours; // the backward filter is CNN_CUDNN_ALGO_OURS
     cudnnTensorDescriptor_t x, y;

@@ -8,7 +8,7 @@
 // its first call (cudnn_algo.cu: by default the fastest deterministic one,
 // measured on the layer's own buffers) among those whose workspace fits the
 // layer's, sized (as the cuda engine's) when the Net was made. Strict float32
-// (CUDNN_FMA_MATH) unless the Net asked for TF32.
+// (CUDNN_FMA_MATH) unless the Net asked for another precision (math_type).
 #include <string.h>
 
 #include "cuda_ops.h"
@@ -23,11 +23,29 @@ int even_padding(const cnn_conv_desc *d)
            (d->pad_top == 0 || ph > 0) && (d->pad_left == 0 || pw > 0);
 }
 
+// The math type of a convolution in the Net's precision, its tensors float:
+// float32 CUDNN_FMA_MATH (no tensor cores); tf32 CUDNN_TENSOR_OP_MATH (TF32
+// tensor cores on float tensors); fp16 CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION
+// (cuDNN may convert the float operands to float16 for tensor cores, float
+// sums); bf16 CUDNN_TENSOR_OP_MATH: cuDNN 9's legacy API has no mode that
+// converts float tensors to bfloat16 (ALLOW_CONVERSION converts to float16,
+// whose range is not bfloat16's), so the convolutions of a "bf16" Net run on
+// TF32 tensor cores, finer than bfloat16 (docs/semantics.md).
+cudnnMathType_t math_type(int precision)
+{
+    switch (precision) {
+    case CNN_PRECISION_TF32:
+    case CNN_PRECISION_BF16: return CUDNN_TENSOR_OP_MATH;
+    case CNN_PRECISION_FP16: return CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+    default: return CUDNN_FMA_MATH;
+    }
+}
+
 cnn_status make_conv(cnn_ctx *ctx, const cnn_conv_desc *d, cnn_cudnn_conv *c)
 {
     memset(c, 0, sizeof *c);
     c->key = *d;
-    c->tf32 = ctx->allow_tf32;
+    c->precision = ctx->precision;
     CNN_CUDNN_TRY(cudnnCreateTensorDescriptor(&c->x), "conv descriptors");
     CNN_CUDNN_TRY(cudnnCreateTensorDescriptor(&c->y), "conv descriptors");
     CNN_CUDNN_TRY(cudnnCreateFilterDescriptor(&c->w), "conv descriptors");
@@ -41,8 +59,7 @@ cnn_status make_conv(cnn_ctx *ctx, const cnn_conv_desc *d, cnn_cudnn_conv *c)
     CNN_CUDNN_TRY(cudnnSetConvolution2dDescriptor(c->conv, d->pad_top, d->pad_left, d->sh, d->sw,
                                                   1, 1, CUDNN_CROSS_CORRELATION,
                                                   CUDNN_DATA_FLOAT), "conv descriptor");
-    CNN_CUDNN_TRY(cudnnSetConvolutionMathType(c->conv, c->tf32 ? CUDNN_TENSOR_OP_MATH
-                                                               : CUDNN_FMA_MATH),
+    CNN_CUDNN_TRY(cudnnSetConvolutionMathType(c->conv, math_type(c->precision)),
                   "conv math type");
     return CNN_OK;
 }
@@ -64,7 +81,7 @@ cnn_cudnn_conv *find_conv(cnn_ctx *ctx, const cnn_conv_desc *d, cnn_status *st)
 {
     cnn_cudnn_impl *impl = cnn_cudnn(ctx);
     for (int i = 0; i < impl->n_convs; ++i)
-        if (memcmp(&impl->convs[i].key, d, sizeof *d) == 0 && impl->convs[i].tf32 == ctx->allow_tf32)
+        if (memcmp(&impl->convs[i].key, d, sizeof *d) == 0 && impl->convs[i].precision == ctx->precision)
             return &impl->convs[i];
     if (impl->n_convs == CNN_CUDNN_MAX_CONVS) {
         *st = cnn_set_error(CNN_ERR_VALUE, "more than %d convolution shapes in one context",

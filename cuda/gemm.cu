@@ -13,10 +13,11 @@
 // file plans and launches them; cnn_cuda_sgemm_wide and _tile reach either
 // kernel on any product (dev/cuda's stages).
 //
-// Precision "tf32" (ctx->allow_tf32, on a GPU of compute capability 8.0 or
-// later): the wide kernel's TF32 instance, which multiplies on tensor cores
-// (mma.sync m16n8k8, operands rounded to TF32, sums in fp32); the tile
-// kernel's small products stay fp32.
+// Precisions "tf32", "bf16", "fp16" (ctx->precision, on a GPU of compute
+// capability 8.0 or later): the wide kernel's tensor-core instances, which
+// multiply on tensor cores (mma.sync m16n8k8 with operands rounded to TF32;
+// m16n8k16 with operands rounded to bfloat16 or float16; sums in fp32); the
+// tile kernel's small products stay fp32.
 //
 // Split-K: when C has too few tiles to fill the GPU and K is long (the
 // convolution's filter gradient: a 32x27 result summed over 28,800 columns;
@@ -64,32 +65,32 @@ int wide_rows(int m)
     return cost64 <= cost32 ? 64 : 32;
 }
 
-template <int BM, bool TF32>
+template <int BM, int PREC>
 void launch_wide(cudaStream_t st, dim3 grid, int trans_a, int trans_b, int m, int n, int k,
                  int k_slice, float alpha, const float *a, int lda, const float *b, int ldb,
                  float beta, float *c, int ldc, float *partial, WideExtra x)
 {
 #define CNN_WIDE_ARGS m, n, k, k_slice, alpha, a, lda, b, ldb, beta, c, ldc, partial, x
     if (!trans_a && !trans_b)
-        sgemm_wide<BM, false, false, TF32><<<grid, wide_threads(BM, TF32), 0, st>>>(CNN_WIDE_ARGS);
+        sgemm_wide<BM, false, false, PREC><<<grid, wide_threads(BM, PREC), 0, st>>>(CNN_WIDE_ARGS);
     else if (trans_a && !trans_b)
-        sgemm_wide<BM, true, false, TF32><<<grid, wide_threads(BM, TF32), 0, st>>>(CNN_WIDE_ARGS);
+        sgemm_wide<BM, true, false, PREC><<<grid, wide_threads(BM, PREC), 0, st>>>(CNN_WIDE_ARGS);
     else if (!trans_a && trans_b)
-        sgemm_wide<BM, false, true, TF32><<<grid, wide_threads(BM, TF32), 0, st>>>(CNN_WIDE_ARGS);
+        sgemm_wide<BM, false, true, PREC><<<grid, wide_threads(BM, PREC), 0, st>>>(CNN_WIDE_ARGS);
     else
-        sgemm_wide<BM, true, true, TF32><<<grid, wide_threads(BM, TF32), 0, st>>>(CNN_WIDE_ARGS);
+        sgemm_wide<BM, true, true, PREC><<<grid, wide_threads(BM, PREC), 0, st>>>(CNN_WIDE_ARGS);
 #undef CNN_WIDE_ARGS
 }
 
-template <bool TF32>
+template <int PREC>
 void launch_wide_rows(cudaStream_t st, int bm, dim3 grid, int trans_a, int trans_b, int m, int n,
                       int k, int k_slice, float alpha, const float *a, int lda, const float *b,
                       int ldb, float beta, float *c, int ldc, float *partial, WideExtra x)
 {
 #define CNN_WIDE_ARGS st, grid, trans_a, trans_b, m, n, k, k_slice, alpha, a, lda, b, ldb, beta, c, ldc, partial, x
-    if (bm == 128) launch_wide<128, TF32>(CNN_WIDE_ARGS);
-    else if (bm == 64) launch_wide<64, TF32>(CNN_WIDE_ARGS);
-    else launch_wide<32, TF32>(CNN_WIDE_ARGS);
+    if (bm == 128) launch_wide<128, PREC>(CNN_WIDE_ARGS);
+    else if (bm == 64) launch_wide<64, PREC>(CNN_WIDE_ARGS);
+    else launch_wide<32, PREC>(CNN_WIDE_ARGS);
 #undef CNN_WIDE_ARGS
 }
 
@@ -111,16 +112,18 @@ cnn_status sgemm_wide_path(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n,
     // sums). The 64-row products got slower with more slices (conv2's
     // filter gradient 147 -> 157 us, conv3's 32 -> 45 us, its forward 27
     // -> 44 us: more partial sums to write and add), so they keep one.
-    const bool tf32 = cnn_cuda_sgemm_tf32(ctx);
-    const int per_sm = bm > 32 ? 1 : wide_min_blocks(bm, tf32);
+    const int prec = cnn_cuda_sgemm_precision(ctx);
+    const int per_sm = bm > 32 ? 1 : wide_min_blocks(bm, prec);
     const int slices = plan_slices(impl, m, n, k, tiles, per_sm, &k_slice);
     float *partial = slices > 1 ? impl->scratch : nullptr;
     dim3 grid((n + WBN - 1) / WBN, (m + bm - 1) / bm, slices);
     cudaStream_t st = cnn_stream(ctx);
-    if (tf32)
-        launch_wide_rows<true>(st, bm, grid, trans_a, trans_b, m, n, k, k_slice, alpha, a, lda, b, ldb, beta, c, ldc, partial, x);
-    else
-        launch_wide_rows<false>(st, bm, grid, trans_a, trans_b, m, n, k, k_slice, alpha, a, lda, b, ldb, beta, c, ldc, partial, x);
+#define CNN_ROWS_ARGS st, bm, grid, trans_a, trans_b, m, n, k, k_slice, alpha, a, lda, b, ldb, beta, c, ldc, partial, x
+    if (prec == CNN_PRECISION_TF32) launch_wide_rows<CNN_PRECISION_TF32>(CNN_ROWS_ARGS);
+    else if (prec == CNN_PRECISION_BF16) launch_wide_rows<CNN_PRECISION_BF16>(CNN_ROWS_ARGS);
+    else if (prec == CNN_PRECISION_FP16) launch_wide_rows<CNN_PRECISION_FP16>(CNN_ROWS_ARGS);
+    else launch_wide_rows<CNN_PRECISION_FLOAT32>(CNN_ROWS_ARGS);
+#undef CNN_ROWS_ARGS
     CNN_CUDA_LAUNCHED("sgemm wide");
     if (slices > 1) {
         launch_sum_slices_wide(st, m, n, slices, partial, beta, c, ldc, x);
@@ -222,9 +225,15 @@ constexpr double WIDE_MIN_FMAS = 134217728.0; // 2^27
 
 } // namespace
 
+int cnn_cuda_sgemm_precision(cnn_ctx *ctx)
+{
+    return ((const cnn_cuda_impl *)ctx->impl)->tensor_cores ? ctx->precision
+                                                             : CNN_PRECISION_FLOAT32;
+}
+
 bool cnn_cuda_sgemm_tf32(cnn_ctx *ctx)
 {
-    return ctx->allow_tf32 && ((const cnn_cuda_impl *)ctx->impl)->tensor_cores;
+    return cnn_cuda_sgemm_precision(ctx) == CNN_PRECISION_TF32;
 }
 
 bool cnn_cuda_sgemm_wide_fits(int m, int n, int k)

@@ -14,8 +14,9 @@
 // dimension; zeros past the edges) while the current one is multiplied, one
 // barrier per step, no registers held for the copies. Strict fp32: fmaf in
 // the order of k, one chain per output (no atomics), so a product without
-// split-K gives the same bits as the tile kernel. The opt-in TF32 instance
-// (precision "tf32") multiplies on tensor cores instead (see below).
+// split-K gives the same bits as the tile kernel. The opt-in tensor-core
+// instances (precisions "tf32", "bf16", "fp16") multiply on tensor cores
+// instead (see below).
 //
 // Operands and output may also be in the "batched" layout of a
 // convolution's tensors: a matrix X (R, n*P) stored as a tensor (n, R, P),
@@ -29,6 +30,9 @@
 #ifndef CNN_GEMM_WIDE_KERNELS_CUH
 #define CNN_GEMM_WIDE_KERNELS_CUH
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include "cuda_common.cuh"
 
 namespace cnn_gemm {
@@ -37,16 +41,17 @@ namespace { // internal linkage: every .cu that includes this has its own copy
 constexpr int WBN = 128, WBK = 16;
 
 // threads of a BM-row tile: (bm / 8) * (WBN / 8) with 8x8 outputs each in
-// fp32; with TF32, (bm / 32) * 4 warps of 32x32 outputs (32 a thread)
-__host__ __device__ constexpr int wide_threads(int bm, bool tf32 = false)
+// fp32; on tensor cores (mma: a precision other than CNN_PRECISION_FLOAT32,
+// cnn.h; true is TF32), (bm / 32) * 4 warps of 32x32 outputs (32 a thread)
+__host__ __device__ constexpr int wide_threads(int bm, int mma = 0)
 {
-    return tf32 ? bm * 4 : bm * 2;
+    return mma ? bm * 4 : bm * 2;
 }
 // blocks per SM the launch bounds ask for (the registers a thread may use)
-__host__ __device__ constexpr int wide_min_blocks(int bm, bool tf32)
+__host__ __device__ constexpr int wide_min_blocks(int bm, int mma)
 {
-    return tf32 ? (bm == 128 ? 1 : bm == 64 ? 3 : 5)
-                : (bm == 128 ? 2 : bm == 64 ? 3 : 5);
+    return mma ? (bm == 128 ? 1 : bm == 64 ? 3 : 5)
+               : (bm == 128 ? 2 : bm == 64 ? 3 : 5);
 }
 // stages of the shared-memory pipeline: 3, or 2 for 128-row tiles (whose
 // three would pass the 48 KB of static shared memory)
@@ -123,7 +128,49 @@ __device__ __forceinline__ unsigned wide_tf32(float x)
     return r;
 }
 
-// TF32 = true: the same tiles, copies and epilogue, the multiply on tensor
+// 16-bit tensor cores (sm_80 and later), precisions "bf16" (PREC =
+// CNN_PRECISION_BF16) and "fp16": D = A B + D on a 16x8 tile over 16 of k,
+// one warp, fp32 sums. Each .b32 operand register holds two 16-bit values,
+// the one of the lower k in its low half (wide_pack16).
+// Fragments (PTX ISA, mma.m16n8k16 .bf16/.f16): lane = 4 g + t; a0..a3 hold
+// A (g, 2t..2t+1), (g + 8, 2t..2t+1), (g, 2t+8..2t+9), (g + 8, 2t+8..2t+9);
+// b0, b1 hold B (2t..2t+1, g), (2t+8..2t+9, g); d0..d3 as m16n8k8's above.
+template <int PREC>
+__device__ __forceinline__ void wide_mma_16(float (&d)[4], const unsigned (&a)[4],
+                                            const unsigned (&b)[2])
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    if constexpr (PREC == CNN_PRECISION_BF16)
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                     "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    else
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                     "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+
+// lo and hi rounded to bfloat16 (PREC = CNN_PRECISION_BF16) or float16 (to
+// nearest even; float16 overflows to inf past 65504 and flushes nothing: its
+// subnormals are kept), packed as the mma takes them: lo in the low half.
+template <int PREC>
+__device__ __forceinline__ unsigned wide_pack16(float lo, float hi)
+{
+    unsigned r;
+    if constexpr (PREC == CNN_PRECISION_BF16) {
+        const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+        memcpy(&r, &v, sizeof r);
+    } else {
+        const __half2 v = __floats2half2_rn(lo, hi);
+        memcpy(&r, &v, sizeof r);
+    }
+    return r;
+}
+
+// PREC = CNN_PRECISION_TF32 (true): the same tiles, copies and epilogue, the multiply on tensor
 // cores (precision "tf32", sm_80 and later; gemm.cu launches it only
 // there), with twice the threads: the BM / 32 x 4 warps each take a 32 x 32
 // piece of the tile, two rows of 16 by four columns of 8 mma tiles, 32 sums
@@ -132,17 +179,27 @@ __device__ __forceinline__ unsigned wide_tf32(float x)
 // warp's fragment loads (rows t and t + 4, 8 consecutive floats each) hit
 // 32 different banks. The sums are the tensor cores' (their order within a
 // k step of 8 is the hardware's): deterministic, not the fp32 kernel's bits.
-template <int BM, bool TRANS_A, bool TRANS_B, bool TF32 = false>
-__global__ void __launch_bounds__(wide_threads(BM, TF32), wide_min_blocks(BM, TF32))
+// PREC = CNN_PRECISION_BF16 or _FP16: the same warps and outputs, one
+// m16n8k16 mma per tile of k (16) with the operands rounded to bfloat16 or
+// float16 as they are read from the fp32 shared tiles (wide_pack16): the
+// products' inputs in 16 bits, the sums in fp32 (precisions "bf16", "fp16";
+// the activations and weights stay fp32 in memory).
+template <int BM, bool TRANS_A, bool TRANS_B, int PREC = CNN_PRECISION_FLOAT32>
+__global__ void __launch_bounds__(wide_threads(BM, PREC), wide_min_blocks(BM, PREC))
 sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restrict__ a, int lda,
            const float *__restrict__ b, int ldb, float beta, float *__restrict__ c, int ldc,
            float *__restrict__ partial, WideExtra x)
 {
     cnn_kernel_begin();
-    constexpr int T = wide_threads(BM, TF32), S = wide_stages(BM);
+    constexpr bool TF32 = PREC == CNN_PRECISION_TF32;
+    constexpr bool MMA = PREC != CNN_PRECISION_FLOAT32;   // on tensor cores
+    constexpr int T = wide_threads(BM, PREC), S = wide_stages(BM);
     constexpr int EA = BM * WBK / T;      // 8 (TF32: 4)
     constexpr int EB = WBN * WBK / T;     // 32, 16 or 8 (TF32: 16, 8 or 4)
     constexpr int NJ = T >= WBN ? 1 : WBN / T; // distinct columns of B (not transposed) per thread
+    // rows padded so that a warp's fragment loads hit 32 banks: TF32's
+    // (rows t, 8 floats each) with 8; the 16-bit ones' (rows 2t or 2t + 1,
+    // a stride of two rows) with 4, as the float32 kernel's float4 reads
     constexpr int PAD = TF32 ? 8 : 4;
     __shared__ __align__(16) float as[S][WBK][BM + PAD];  // as[kk][i] = op(A)(row0 + i, k0 + kk)
     __shared__ __align__(16) float bs[S][WBK][WBN + PAD]; // bs[kk][j] = op(B)(k0 + kk, col0 + j)
@@ -226,15 +283,15 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
     // acc[r][s]: the output (row_of(r), col_of(s)) of the tile; 8 x 8, or
     // with TF32 4 x 8: r = 2 mi + h (row wm 32 + 16 mi + g + 8 h), s = 2 ni
     // + e (column wn 32 + 8 ni + 2 t + e) of the warp's mma tiles
-    constexpr int RR = TF32 ? 4 : 8, CC = 8;
+    constexpr int RR = MMA ? 4 : 8, CC = 8;
     const int lane = tid & 31, g = lane >> 2, t4 = lane & 3;
     const int wm = (tid >> 5) % (BM / 32), wn = (tid >> 5) / (BM / 32);
     auto row_of = [&](int r) {
-        if (TF32) return wm * 32 + (r >> 1) * 16 + g + (r & 1) * 8;
+        if (MMA) return wm * 32 + (r >> 1) * 16 + g + (r & 1) * 8;
         return r < 4 ? ty * 4 + r : BM / 2 + ty * 4 + r - 4;
     };
     auto col_of = [&](int s) {
-        if (TF32) return wn * 32 + (s >> 1) * 8 + 2 * t4 + (s & 1);
+        if (MMA) return wn * 32 + (s >> 1) * 8 + 2 * t4 + (s & 1);
         return s < 4 ? tx * 4 + s : WBN / 2 + tx * 4 + s - 4;
     };
     float acc[RR][CC];
@@ -258,7 +315,7 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
         if (st + S - 1 < steps) issue((st + S - 1) % S);
         wide_commit();
         const int cur = st % S;
-        if constexpr (TF32) {
+        if constexpr (MMA) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
             // no tensor cores (gemm.cu does not launch it there; here for a
             // build whose PTX is compiled for a later GPU): fp32 sums
@@ -270,6 +327,37 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
                     for (int s = 0; s < CC; ++s)
                         acc[r][s] = fmaf(as[cur][kk][row_of(r)], bs[cur][kk][col_of(s)], acc[r][s]);
 #else
+            if constexpr (!TF32) {
+                // 16-bit operands: one k16 mma per tile
+                unsigned af[2][4], bf[4][2];
+                const int k0 = 2 * t4;
+#pragma unroll
+                for (int mi = 0; mi < 2; ++mi) {
+                    const int i = wm * 32 + mi * 16 + g;
+                    af[mi][0] = wide_pack16<PREC>(as[cur][k0][i], as[cur][k0 + 1][i]);
+                    af[mi][1] = wide_pack16<PREC>(as[cur][k0][i + 8], as[cur][k0 + 1][i + 8]);
+                    af[mi][2] = wide_pack16<PREC>(as[cur][k0 + 8][i], as[cur][k0 + 9][i]);
+                    af[mi][3] = wide_pack16<PREC>(as[cur][k0 + 8][i + 8], as[cur][k0 + 9][i + 8]);
+                }
+#pragma unroll
+                for (int ni = 0; ni < 4; ++ni) {
+                    const int j = wn * 32 + ni * 8 + g;
+                    bf[ni][0] = wide_pack16<PREC>(bs[cur][k0][j], bs[cur][k0 + 1][j]);
+                    bf[ni][1] = wide_pack16<PREC>(bs[cur][k0 + 8][j], bs[cur][k0 + 9][j]);
+                }
+#pragma unroll
+                for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+                    for (int ni = 0; ni < 4; ++ni) {
+                        float d[4] = {acc[2 * mi][2 * ni], acc[2 * mi][2 * ni + 1],
+                                      acc[2 * mi + 1][2 * ni], acc[2 * mi + 1][2 * ni + 1]};
+                        wide_mma_16<PREC>(d, af[mi], bf[ni]);
+                        acc[2 * mi][2 * ni] = d[0];
+                        acc[2 * mi][2 * ni + 1] = d[1];
+                        acc[2 * mi + 1][2 * ni] = d[2];
+                        acc[2 * mi + 1][2 * ni + 1] = d[3];
+                    }
+            } else {
 #pragma unroll
             for (int k8 = 0; k8 < WBK; k8 += 8) {
                 unsigned af[2][4], bf[4][2];
@@ -299,6 +387,7 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
                         acc[2 * mi + 1][2 * ni] = d[2];
                         acc[2 * mi + 1][2 * ni + 1] = d[3];
                     }
+            }
             }
 #endif
         } else {

@@ -27,6 +27,7 @@ __global__ void rmsprop_kernel(size_t count, const float *__restrict__ hyper,
                                float *__restrict__ avg)
 {
     cnn_kernel_begin();
+    if (hyper[CNN_HYPER_SKIP] != 0.0f) return; // loss scaling skips this step (every thread alike)
     const float lr = hyper[CNN_HYPER_LR], rho = hyper[CNN_HYPER_RHO];
     const float one_rho = __fsub_rn(1.0f, rho), eps = hyper[CNN_HYPER_EPSILON];
     const float mom = MOMENTUM ? hyper[CNN_HYPER_MOMENTUM] : 0.0f;

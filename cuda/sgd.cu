@@ -17,6 +17,7 @@ __global__ void sgd_kernel(size_t count, const float *__restrict__ hyper,
                            float *__restrict__ velocity)
 {
     cnn_kernel_begin();
+    if (hyper[CNN_HYPER_SKIP] != 0.0f) return; // loss scaling skips this step (every thread alike)
     const float lr = hyper[CNN_HYPER_LR];
     const float mom = VELOCITY ? hyper[CNN_HYPER_MOMENTUM] : 0.0f;
     const bool nesterov = VELOCITY && hyper[CNN_HYPER_NESTEROV] != 0.0f;

@@ -35,7 +35,13 @@ engines' networks with TF32 tensor cores allowed (make_net's
 ``precision='tf32'``; rows ``cuda-tf32``, ``cudnn-tf32``), lets PyTorch's GPU
 rows use TF32 in cuDNN and matrix products (``torch-cuda-tf32``) and JAX's
 GPU row its default matmul precision (``jax-gpu-tf32``), so GPU rows stay
-like for like; CPU rows have no TF32 and stay float32. Every row's
+like for like; CPU rows have no TF32 and stay float32. ``bf16`` and
+``fp16`` build our GPU engines' networks with 16-bit tensor-core products
+(make_net's ``precision='bf16'``/``'fp16'``, keras.mixed_precision's policies;
+rows ``cuda-bf16``, ``cudnn-fp16``, ...) and run PyTorch's GPU rows under
+``torch.autocast`` in that dtype (no GradScaler: it reads back to the host
+every step, which a CUDA graph cannot hold; ``torch-cuda-bf16``); JAX's rows
+stay float32 (``jax-gpu``, its precision float32). Every row's
 ``precision`` says which it ran at.
 
 The user's figure: ``--script`` also times, for each engine, one ``fit``
@@ -60,6 +66,7 @@ import sys
 
 from .. import _C
 from .._C import EngineUnavailableError
+from ..engine import PRECISIONS
 from ..runtime import devices, get_num_threads
 from .cnncuda import EngineRunner, row_precision
 from .data import DATA_MODES, bench_data, check_real
@@ -313,8 +320,10 @@ def run(models=("cifar10_cnn",), engines=None, batch_size=None, images=None, epo
     frameworks: 'auto', 'none', 'torch', 'jax' or 'torch,jax'; verbose: 0,
     1 (Keras's bar, redrawn during the epoch where `log` is print and the
     output a terminal or Jupyter) or 2 (Keras's verbose=2 line); precision:
-    'float32' (strict, every row) or 'tf32' (the GPU rows, ours and the
-    frameworks', with TF32 tensor cores allowed; see the module docstring);
+    'float32' (strict, every row), 'tf32' (the GPU rows, ours and the
+    frameworks', with TF32 tensor cores allowed), 'bf16' or 'fp16' (our GPU
+    rows' products in 16 bits, PyTorch's under autocast; see the module
+    docstring);
     script: also time fit as the seed script calls it, per engine (rows
     with ``"kind": "script"``, after the others)."""
     p = _plan(models, engines, batch_size, images, epochs, seed, torch_threads, torch_gpu,
@@ -419,9 +428,11 @@ def _parser():
                         "a list such as 1,2,4,8,16 (repeatable; skipped without torch)")
     p.add_argument("--torch-gpu", action="store_true",
                    help="also time PyTorch on the GPU, eager and with the step in a CUDA graph")
-    p.add_argument("--precision", choices=("float32", "tf32"), default="float32",
+    p.add_argument("--precision", choices=PRECISIONS, default="float32",
                    help="float32 (default): strict float32 everywhere; tf32: the GPU rows "
-                        "(cuda, cudnn, PyTorch's and JAX's) with TF32 tensor cores allowed")
+                        "(cuda, cudnn, PyTorch's and JAX's) with TF32 tensor cores allowed; "
+                        "bf16, fp16: our GPU rows with 16-bit tensor-core products and "
+                        "PyTorch's GPU rows under autocast (JAX's stay float32)")
     p.add_argument("--script", action="store_true",
                    help="also time one fit call per engine as the seed script makes it "
                         "(float64 input, validation every epoch, bar on), --epochs epochs")

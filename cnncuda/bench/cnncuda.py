@@ -20,10 +20,13 @@ are not counted, and no wait falls inside a timed span. On the CPU engines
 the calls run synchronously and the wall clock times the whole epoch,
 redraws included (about 0.1 ms each, 20 a second at most).
 
-Precision: strict float32 by default; ``precision='tf32'`` builds the GPU
-engines' networks with TF32 tensor cores allowed (make_net's precision) and
-labels their rows ``cuda-tf32``, ``cudnn-tf32``; CPU engines have no TF32,
-so their rows stay float32 and keep their labels.
+Precision: strict float32 by default; ``precision='tf32'``, ``'bf16'`` or
+``'fp16'`` builds the GPU engines' networks in that precision (make_net's:
+TF32, bfloat16 or float16 operands on tensor cores, float32 sums and
+storage) and labels their rows ``cuda-tf32``, ``cudnn-bf16``, ...; CPU
+engines compute in float32, so their rows stay float32 and keep their
+labels. (The bench's networks have no loss scaling: a row times the
+products' precision alone.)
 """
 import math
 import time
@@ -41,15 +44,17 @@ GPU_ENGINES = ("cuda", "cudnn")
 
 def row_precision(gpu, precision):
     """The precision a row runs at: `precision` on the GPU, 'float32' on the
-    CPU (where no engine or framework here has TF32)."""
+    CPU (where no engine here has TF32 or 16-bit products)."""
     if precision not in PRECISIONS:
-        raise ValueError("precision: expected 'float32' or 'tf32', got %r" % (precision,))
+        raise ValueError("precision: expected one of %s, got %r"
+                         % (", ".join(map(repr, PRECISIONS)), precision))
     return precision if gpu else "float32"
 
 
 def row_label(name, precision):
-    """A row's label: `name`, with '-tf32' added for a TF32 row."""
-    return name + "-tf32" if precision == "tf32" else name
+    """A row's label: `name`, with '-tf32', '-bf16' or '-fp16' added for a
+    row in that precision."""
+    return name if precision == "float32" else name + "-" + precision
 
 
 class EngineRunner:

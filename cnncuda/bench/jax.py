@@ -216,6 +216,8 @@ class JaxRunner:
 
     def __init__(self, model, data, batch, seed=0, weights=None, precision="float32"):
         row_precision(False, precision)  # checks the argument
+        if precision in ("bf16", "fp16"):
+            precision = "float32"           # no 16-bit JAX row: float32, labelled so
         # XLA takes 75% of a GPU's memory when its backend starts unless told
         # not to: the other rows of the run need theirs, and the peak shown
         # should be what this row used

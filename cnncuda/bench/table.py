@@ -104,5 +104,9 @@ def format_table(rows):
     if any(r.get("precision") == "tf32" for r in rows):
         lines.append("tf32: TF32 tensor cores allowed (inputs of products rounded to a 10-bit "
                      "mantissa, sums in float32); rows without it are strict float32")
+    if any(r.get("precision") in ("bf16", "fp16") for r in rows):
+        lines.append("bf16, fp16: products on 16-bit tensor cores (inputs rounded to bfloat16 "
+                     "or float16, sums in float32; ours store float32, PyTorch's rows run under "
+                     "autocast without loss scaling); rows without it are strict float32")
     lines += ["note: " + n for n in notes]
     return lines

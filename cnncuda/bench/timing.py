@@ -6,7 +6,8 @@ bench_jax.JaxRunner) has ``name``, ``framework``, ``version``, ``gpu``,
 ``images``, ``warm_up()``, ``epoch(meter=...)`` -> (seconds, timer,
 wall_seconds), ``sums()``, ``evaluate(x, y)``, ``parameters()``,
 ``device_memory()``, ``engine_memory()``, ``notes()``, ``close()`` and
-``precision`` ('float32' or 'tf32', the row's; 'float32' where absent).
+``precision`` ('float32', 'tf32', 'bf16' or 'fp16', the row's; 'float32' where
+absent).
 Validation runs after each timed epoch, outside the timing.
 
 Progress as Keras draws it: "Epoch 1/3", then, with verbose=1, the bar

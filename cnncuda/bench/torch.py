@@ -141,6 +141,8 @@ class TorchRunner:
         self.xs = torch.from_numpy(np.ascontiguousarray(data.x.transpose(0, 3, 1, 2))).to(device)
         self.ys, self.loss_fn, self.correct_fn = _targets_and_loss(spec, data.y, device, torch)
         self.sums_t = torch.zeros(2, device=device)
+        # bf16, fp16: the forward and loss under autocast (no GradScaler)
+        self._autocast = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.precision)
         self.device = device
         n = len(data.x)
         # the graph replays full batches only
@@ -150,8 +152,13 @@ class TorchRunner:
 
     def _step(self, xb, yb):
         self.opt.zero_grad(set_to_none=self.variant != "cuda-graph")  # a graph keeps its grads
-        out = self.model(xb)
-        loss = self.loss_fn(out, yb)
+        if self._autocast is not None:
+            with self.torch.autocast("cuda", dtype=self._autocast):
+                out = self.model(xb)
+                loss = self.loss_fn(out.float(), yb)
+        else:
+            out = self.model(xb)
+            loss = self.loss_fn(out, yb)
         loss.backward()
         self.opt.step()
         with self.torch.no_grad():

@@ -216,6 +216,18 @@ class ReplicaGroup:
     def get_optimizer_state(self):
         return self._nets[0].get_optimizer_state()
 
+    # dynamic loss scaling: every replica scales, checks the summed gradients
+    # (the same on each) and skips alike, so they keep the same state
+    @property
+    def loss_scale(self):
+        return self._nets[0].loss_scale
+
+    def get_loss_scale_state(self):
+        return self._nets[0].get_loss_scale_state()
+
+    def set_loss_scale_state(self, state):
+        self._call_all(lambda net: net.set_loss_scale_state(state))
+
     def weight_info(self):
         return self._nets[0].weight_info()
 

@@ -38,6 +38,7 @@ static void adadelta_range(void *arg, long lo, long hi, int slot)
 cnn_status cpu_adadelta_step(cnn_ctx *ctx, const float *hyper, const int64_t *step,
                              size_t count, float *p, const float *g, float *m, float *v)
 {
+    if (hyper[CNN_HYPER_SKIP] != 0.0f) return CNN_OK; /* loss scaling skips this step */
     (void)step;
     const float rho = hyper[CNN_HYPER_RHO];
     adadelta_job j = {hyper[CNN_HYPER_LR], rho, 1.0f - rho, hyper[CNN_HYPER_EPSILON], p, m, v, g};

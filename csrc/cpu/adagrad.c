@@ -34,6 +34,7 @@ static void adagrad_range(void *arg, long lo, long hi, int slot)
 cnn_status cpu_adagrad_step(cnn_ctx *ctx, const float *hyper, size_t count, float *p,
                             const float *g, float *accumulator)
 {
+    if (hyper[CNN_HYPER_SKIP] != 0.0f) return CNN_OK; /* loss scaling skips this step */
     if (!accumulator)
         return cnn_set_error(CNN_ERR_VALUE, "adagrad: no accumulator buffer");
     adagrad_job j = {hyper[CNN_HYPER_LR], hyper[CNN_HYPER_EPSILON], p, accumulator, g};

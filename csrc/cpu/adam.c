@@ -35,6 +35,7 @@ static void adam_range(void *arg, long lo, long hi, int slot)
 cnn_status cpu_adam_step(cnn_ctx *ctx, const float *hyper, const int64_t *step,
                          size_t count, float *p, const float *g, float *m, float *v)
 {
+    if (hyper[CNN_HYPER_SKIP] != 0.0f) return CNN_OK; /* loss scaling skips this step */
     if (*step < 1)
         return cnn_set_error(CNN_ERR_VALUE, "adam: step %lld must count from 1",
                              (long long)*step);

@@ -149,6 +149,9 @@ static inline double cnn_cpu_sum(const float *restrict x, size_t len)
     .adamax_step = cpu_adamax_step, \
     .nadam_step = cpu_nadam_step, \
     .adamw_step = cpu_adamw_step, \
+    .loss_scale = cpu_loss_scale, \
+    .loss_unscale = cpu_loss_unscale, \
+    .loss_scale_update = cpu_loss_scale_update, \
     .fused = &cnn_cpu_fused, \
     .input_slice = cpu_input_slice
 
@@ -252,5 +255,10 @@ cnn_adam_step_fn cpu_adadelta_step;
 cnn_adam_step_fn cpu_adamax_step;
 cnn_adam_step_fn cpu_nadam_step;
 cnn_adam_step_fn cpu_adamw_step;
+
+/* loss_scale.c */
+cnn_loss_scale_fn cpu_loss_scale;
+cnn_loss_unscale_fn cpu_loss_unscale;
+cnn_loss_scale_update_fn cpu_loss_scale_update;
 
 #endif

@@ -60,6 +60,7 @@ cnn_status cpu_rmsprop_step(cnn_ctx *ctx, const float *hyper, size_t count, floa
                             const float *g, float *velocity, float *momentum,
                             float *average_gradient)
 {
+    if (hyper[CNN_HYPER_SKIP] != 0.0f) return CNN_OK; /* loss scaling skips this step */
     if (!velocity)
         return cnn_set_error(CNN_ERR_VALUE, "rmsprop: no velocity buffer");
     const float mom = hyper[CNN_HYPER_MOMENTUM];

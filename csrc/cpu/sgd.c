@@ -41,6 +41,7 @@ static void sgd_range(void *arg, long lo, long hi, int slot)
 cnn_status cpu_sgd_step(cnn_ctx *ctx, const float *hyper, size_t count, float *p,
                         const float *g, float *velocity)
 {
+    if (hyper[CNN_HYPER_SKIP] != 0.0f) return CNN_OK; /* loss scaling skips this step */
     const float mom = hyper[CNN_HYPER_MOMENTUM];
     if (mom != 0.0f && !velocity)
         return cnn_set_error(CNN_ERR_VALUE, "sgd: momentum without a velocity buffer");

@@ -292,7 +292,8 @@ cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn
     net->n_state = n_state;
 
     if ((st = backend->ctx_create(&net->ctx, num_threads, spec->device)) != CNN_OK) goto fail;
-    net->ctx->allow_tf32 = spec->allow_tf32;
+    net->ctx->precision = spec->precision;
+    net->loss_scaling = spec->loss_scale > 0.0f;
 
     if ((st = net_plan(net)) != CNN_OK) goto fail;
 
@@ -316,6 +317,12 @@ cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn
 
     net_list_weights(net);
     if ((st = net_upload_hyper(net)) != CNN_OK) goto fail;
+    /* the loss scaling's state; without it S = 1 and the skip flag 0, which
+     * every optimizer reads */
+    if ((st = cnn_net_set_loss_scale(net, net->loss_scaling ? spec->loss_scale : 1.0f, 0,
+                                     net->loss_scaling ? spec->loss_scale_growth_steps : 1)) !=
+        CNN_OK)
+        goto fail;
     if ((st = net_initialize_weights(net)) != CNN_OK) goto fail;
     if ((st = net_shape_upload(net)) != CNN_OK) goto fail;
     *out = net;
@@ -335,4 +342,12 @@ void cnn_net_output_shape(const cnn_net *net, int *rank, int dims[3])
 }
 
 int cnn_net_max_batch(const cnn_net *net) { return net->max_batch; }
-long cnn_net_step_count(const cnn_net *net) { return net->steps; }
+long cnn_net_step_count(const cnn_net *net)
+{
+    if (!net->loss_scaling) return net->steps;
+    /* skipped steps are known in the engine alone */
+    int64_t steps = net->steps;
+    if (net->be->download(net->ctx, &steps, net->counters + CNN_COUNT_STEPS, sizeof steps) != CNN_OK)
+        return net->steps;
+    return (long)steps;
+}

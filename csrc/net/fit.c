@@ -143,6 +143,7 @@ static cnn_status range_step(cnn_net *net, int m)
     }
     net->row0 = 0;
     CNN_TRY(reduce_gradients(net));
+    CNN_TRY(net_loss_unscale(net));
     /* the regularizers' gradients once the group's are summed (each replica
      * adds them to the same sum), their penalty for this replica's rows */
     CNN_TRY(net_regularize(net, (float)mine, net->grads, net->run_sums));

@@ -201,8 +201,14 @@ struct cnn_net {
      * (cnn.h): steps and train_forwards above are the host's, kept equal */
     int64_t *counters;
     /* (CNN_HYPERS) the engine's copy of opt's hyperparameters, which a
-     * step reads (cnn.h); cnn_net_set_optimizer changes both */
+     * step reads (cnn.h); cnn_net_set_optimizer changes both; then the
+     * dynamic loss scaling's state (CNN_HYPER_SKIP ...) */
     float *hyper;
+    /* spec.loss_scale > 0: the loss's gradient is scaled, the gradients
+     * checked and unscaled, and a step of gradients not finite skipped, all
+     * in the engine (csrc/net/run.c); net->steps is then not the count
+     * (counters[STEPS] is: cnn_net_step_count reads it) */
+    int loss_scaling;
     /* the engine's CNN_COUNT_POSITION as the host knows it, so that a range
      * moves it with advance_counters (a launch) rather than an upload (a
      * copy from host memory, which may wait for the engine); -1: unknown */
@@ -301,6 +307,7 @@ void net_list_weights(cnn_net *net);
 size_t net_weight_offset(const cnn_net *net, int i);
 cnn_status net_regularize(cnn_net *net, float scale, float *grads, float *sums);
 cnn_status net_upload_hyper(cnn_net *net);
+cnn_status net_loss_unscale(cnn_net *net);
 
 /* create.c: making and destroying a Net */
 cnn_status net_validate_optimizer(const cnn_optimizer_desc *o);

@@ -68,6 +68,8 @@ static void plan_head(cnn_net *net)
     net->head = -1;
     net->head_softmax = net->head_relu = net->head_db_below = 0;
     if (!FUSED(net->be, dense_loss_head) || !net->sw.fuse_head) return;
+    /* loss scaling multiplies the loss's gradient, which the head never writes */
+    if (net->loss_scaling) return;
     if (net->loss.kind != CNN_LOSS_SPARSE_CE && net->loss.kind != CNN_LOSS_CATEGORICAL_CE) return;
     if (net->loss.positions > 1) return;
     int h = net->n_layers - 1, softmax = 0;

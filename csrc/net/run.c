@@ -143,11 +143,18 @@ cnn_status net_run_forward(cnn_net *net, plan_kind which, const run_args *r)
                     below >= 0 ? net->grad_a : NULL,
                     net->head_db_below ? net->grads + net->layers[below].b_off : NULL, r->sums,
                     net->head_ws));
-            } else if (st->kind == STEP_SOFTMAX_LOSS) {
-                CNN_TRY(be->fused->softmax_loss_forward_backward(ctx, &d, in, last_y, labels, targets,
-                                                          r->scale_n, net->grad_a, r->sums));
             } else {
-                CNN_TRY(net_loss_rows(net, n, r->scale_n, net->grad_a, r->sums));
+                if (st->kind == STEP_SOFTMAX_LOSS)
+                    CNN_TRY(be->fused->softmax_loss_forward_backward(ctx, &d, in, last_y, labels,
+                                                                     targets, r->scale_n,
+                                                                     net->grad_a, r->sums));
+                else
+                    CNN_TRY(net_loss_rows(net, n, r->scale_n, net->grad_a, r->sums));
+                /* dynamic loss scaling: the backward starts from S times
+                 * the loss's gradient (plan_head keeps the head out) */
+                if (net->loss_scaling)
+                    CNN_TRY(be->loss_scale(ctx, net->hyper, (size_t)n * net->out_count,
+                                           net->grad_a));
             }
             break;
         }
@@ -504,6 +511,7 @@ cnn_status cnn_net_compute_gradients(cnn_net *net, int n, const float *x_host,
     CNN_TRY(net_stage_batch(net, n, x_host, labels_host, targets_host));
     CNN_TRY(net->be->zero(net->ctx, net->sums, 2 * sizeof(float)));
     CNN_TRY(net_train_pass(net, &(run_args){.n = n, .scale_n = n, .sums = net->sums}));
+    CNN_TRY(net_loss_unscale(net));
     CNN_TRY(net_regularize(net, (float)n, net->grads, net->sums));
     float sums[2];
     CNN_TRY(net->be->download(net->ctx, sums, net->sums, sizeof sums));
@@ -534,27 +542,51 @@ static cnn_status optimizer_range(cnn_net *net, size_t off, size_t count)
     return two_slots(net->ctx, net->hyper, net->counters + CNN_COUNT_STEPS, count, p, g, m, v);
 }
 
-/* One optimizer step; also moves the resident-data position on by `rows`,
- * unless `counted` (the step's gather_batch has moved the counters on). */
-cnn_status net_optimizer_step(cnn_net *net, long rows, counters_state counted)
+typedef cnn_status range_fn(cnn_net *net, size_t off, size_t count);
+
+/* fn over the trainable weights' runs of the parameter block, one call
+ * each (a frozen layer's weights are skipped); all of the block in one call
+ * when nothing is frozen */
+static cnn_status trainable_runs(cnn_net *net, range_fn *fn)
 {
-    if (counted == COUNTERS_TO_MOVE) CNN_TRY(net->be->advance_counters(net->ctx, net->counters, 0, 1, rows));
-    net->steps++;
-    /* the trainable weights' runs of the parameter block, one call each (a
-     * frozen layer's weights are skipped: values and slots unchanged); all
-     * of the block in one call when nothing is frozen */
     size_t start = 0, end = 0;
     for (int i = 0; i < net->n_weights; i++) {
         const cnn_weight_info *w = &net->weights[i];
         const size_t off = net_weight_offset(net, i);
         if (off == NO_OFFSET || !w->trainable) continue;
         if (off != end) {
-            if (end > start) CNN_TRY(optimizer_range(net, start, end - start));
+            if (end > start) CNN_TRY(fn(net, start, end - start));
             start = off;
         }
         end = off + w->count;
     }
-    return end > start ? optimizer_range(net, start, end - start) : CNN_OK;
+    return end > start ? fn(net, start, end - start) : CNN_OK;
+}
+
+static cnn_status unscale_range(cnn_net *net, size_t off, size_t count)
+{
+    return net->be->loss_unscale(net->ctx, net->hyper, count, net->grads + off);
+}
+
+/* Dynamic loss scaling, after the backward (before the regularizers add
+ * theirs, unscaled): the trainable weights' gradients divided by S, and the
+ * step marked to be skipped where one is not finite. Nothing without it. */
+cnn_status net_loss_unscale(cnn_net *net)
+{
+    return net->loss_scaling ? trainable_runs(net, unscale_range) : CNN_OK;
+}
+
+/* One optimizer step; also moves the resident-data position on by `rows`,
+ * unless `counted` (the step's gather_batch has moved the counters on).
+ * Under loss scaling every optimizer skips a marked step, and the scale's
+ * update (loss_scale_update) takes the step back off the engine's count. */
+cnn_status net_optimizer_step(cnn_net *net, long rows, counters_state counted)
+{
+    if (counted == COUNTERS_TO_MOVE) CNN_TRY(net->be->advance_counters(net->ctx, net->counters, 0, 1, rows));
+    net->steps++;
+    CNN_TRY(trainable_runs(net, optimizer_range));
+    if (net->loss_scaling) CNN_TRY(net->be->loss_scale_update(net->ctx, net->hyper, net->counters));
+    return CNN_OK;
 }
 
 

@@ -5,6 +5,8 @@
  * and their initial values: Keras's defaults (RNG stream 2i for layer i);
  * other initializers are drawn by the caller and set (Python: cnncuda/
  * initializers.py, one draw for every engine). */
+#include <math.h>
+
 #include "net_private.h"
 
 /* Appends weight `info` (its count worked out from its dims). */
@@ -314,6 +316,36 @@ cnn_status cnn_net_set_counters(cnn_net *net, long steps, long train_forwards)
 }
 
 
+cnn_status cnn_net_set_loss_scale(cnn_net *net, float scale, long good_steps, long growth_steps)
+{
+    if (!(scale > 0.0f) || isinf(scale))
+        return cnn_set_error(CNN_ERR_VALUE, "loss scale: expected a finite number > 0, got %g",
+                             (double)scale);
+    if (growth_steps < 1 || growth_steps > (1L << 24) || good_steps < 0 ||
+        good_steps >= growth_steps)
+        return cnn_set_error(CNN_ERR_VALUE,
+                             "loss scale: expected 1 <= growth steps <= 2^24 and 0 <= good "
+                             "steps < growth steps, got %ld and %ld",
+                             growth_steps, good_steps);
+    float h[CNN_HYPERS - CNN_HYPER_SKIP] = {0};
+    h[CNN_HYPER_LOSS_SCALE - CNN_HYPER_SKIP] = scale;
+    h[CNN_HYPER_SCALE_GOOD - CNN_HYPER_SKIP] = (float)good_steps;
+    h[CNN_HYPER_SCALE_GROWTH - CNN_HYPER_SKIP] = (float)growth_steps;
+    return net->be->upload(net->ctx, net->hyper + CNN_HYPER_SKIP, h, sizeof h);
+}
+
+cnn_status cnn_net_loss_scale(cnn_net *net, float *scale, long *good_steps, long *growth_steps)
+{
+    float h[CNN_HYPERS - CNN_HYPER_SKIP];
+    CNN_TRY(net->be->download(net->ctx, h, net->hyper + CNN_HYPER_SKIP, sizeof h));
+    *scale = h[CNN_HYPER_LOSS_SCALE - CNN_HYPER_SKIP];
+    *good_steps = (long)h[CNN_HYPER_SCALE_GOOD - CNN_HYPER_SKIP];
+    *growth_steps = (long)h[CNN_HYPER_SCALE_GROWTH - CNN_HYPER_SKIP];
+    return CNN_OK;
+}
+
+int cnn_net_loss_scaling(const cnn_net *net) { return net->loss_scaling; }
+
 /* net->opt's hyperparameters to the engine's copy that steps read */
 cnn_status net_upload_hyper(cnn_net *net)
 {
@@ -326,7 +358,8 @@ cnn_status net_upload_hyper(cnn_net *net)
     h[CNN_HYPER_NESTEROV] = net->opt.nesterov ? 1.0f : 0.0f;
     h[CNN_HYPER_RHO] = net->opt.rho;
     h[CNN_HYPER_WEIGHT_DECAY] = net->opt.weight_decay;
-    return net->be->upload(net->ctx, net->hyper, h, sizeof h);
+    /* the optimizer's entries only: the loss scaling's state stays */
+    return net->be->upload(net->ctx, net->hyper, h, CNN_HYPER_OPTIMIZER * sizeof(float));
 }
 
 cnn_status cnn_net_set_optimizer(cnn_net *net, const cnn_optimizer_desc *o)

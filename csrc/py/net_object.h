@@ -96,6 +96,8 @@ PyObject *Net_get_weights(NetObject *self, PyObject *noargs);
 PyObject *Net_get_gradients(NetObject *self, PyObject *noargs);
 PyObject *Net_set_weights(NetObject *self, PyObject *arg);
 PyObject *Net_get_optimizer_state(NetObject *self, PyObject *noargs);
+PyObject *Net_get_loss_scale_state(NetObject *self, PyObject *noargs);
+PyObject *Net_set_loss_scale_state(NetObject *self, PyObject *arg);
 PyObject *Net_set_optimizer_state(NetObject *self, PyObject *state);
 PyObject *Net_set_optimizer(NetObject *self, PyObject *optimizer);
 PyObject *Net_weight_info(NetObject *self, PyObject *noargs);

@@ -221,6 +221,31 @@ int net_parse_optimizer(PyObject *d, cnn_optimizer_desc *o)
     return 0;
 }
 
+/* The optimizer dict's dynamic loss scaling (LossScaleOptimizer's
+ * engine_optimizer): 'loss_scale' (the initial scale, finite > 0; absent:
+ * none) and 'loss_scale_growth_steps' (1 .. 2^24, 2000 by default). */
+static int parse_loss_scale(PyObject *d, cnn_net_spec *spec)
+{
+    double scale, growth;
+    if (spec_dict_float(d, "loss_scale", 0.0, &scale, "optimizer") < 0 ||
+        spec_dict_float(d, "loss_scale_growth_steps", 2000.0, &growth, "optimizer") < 0)
+        return -1;
+    if (PyDict_GetItemString(d, "loss_scale") && !(scale > 0.0 && scale <= 3.4e38)) {
+        PyErr_Format(PyExc_ValueError,
+                     "optimizer['loss_scale']: expected a finite number > 0, got %g", scale);
+        return -1;
+    }
+    if (!(growth >= 1.0 && growth <= 16777216.0) || growth != (double)(long)growth) {
+        PyErr_Format(PyExc_ValueError,
+                     "optimizer['loss_scale_growth_steps']: expected an int in [1, 2^24], got %g",
+                     growth);
+        return -1;
+    }
+    spec->loss_scale = (float)scale;
+    spec->loss_scale_growth_steps = (int)growth;
+    return 0;
+}
+
 int net_spec_parse(PyObject *layers, PyObject *input_shape, PyObject *loss,
                    PyObject *optimizer, cnn_net_spec *spec, cnn_layer_spec **layer_specs,
                    long dims[3], Py_ssize_t *rank_out)
@@ -274,7 +299,8 @@ int net_spec_parse(PyObject *layers, PyObject *input_shape, PyObject *loss,
             return -1;
         }
     }
-    if (parse_loss(loss, &spec->loss) < 0 || net_parse_optimizer(optimizer, &spec->optimizer) < 0) {
+    if (parse_loss(loss, &spec->loss) < 0 || net_parse_optimizer(optimizer, &spec->optimizer) < 0 ||
+        parse_loss_scale(optimizer, spec) < 0) {
         PyMem_Free(ls);
         return -1;
     }

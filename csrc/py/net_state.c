@@ -133,9 +133,51 @@ PyObject *Net_get_optimizer_state(NetObject *self, PyObject *noargs)
             Py_DECREF(a);
         }
     }
-    return Py_BuildValue("{s:l,s:l,s:N}", "steps", cnn_net_step_count(self->net),
-                         "training_forwards", cnn_net_train_forward_count(self->net), "slots",
-                         slots);
+    PyObject *state = Py_BuildValue("{s:l,s:l,s:N}", "steps", cnn_net_step_count(self->net),
+                                    "training_forwards", cnn_net_train_forward_count(self->net),
+                                    "slots", slots);
+    if (state && cnn_net_loss_scaling(self->net)) {
+        /* dynamic loss scaling: (the scale, the finite steps since it changed) */
+        PyObject *scale = Net_get_loss_scale_state(self, NULL);
+        if (!scale || PyDict_SetItemString(state, "loss_scale", scale) < 0) Py_CLEAR(state);
+        Py_XDECREF(scale);
+    }
+    return state;
+}
+
+/* get_loss_scale_state() -> (scale, good_steps), or None without dynamic
+ * loss scaling */
+PyObject *Net_get_loss_scale_state(NetObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    if (!net_ready(self)) return NULL;
+    if (!cnn_net_loss_scaling(self->net)) Py_RETURN_NONE;
+    float scale;
+    long good, growth;
+    cnn_status st = cnn_net_loss_scale(self->net, &scale, &good, &growth);
+    if (st != CNN_OK) return cnn_raise_status(st);
+    return Py_BuildValue("(dl)", (double)scale, good);
+}
+
+/* set_loss_scale_state((scale, good_steps)): the state another network's
+ * get_loss_scale_state gave (the growth count stays this network's) */
+PyObject *Net_set_loss_scale_state(NetObject *self, PyObject *arg)
+{
+    if (!net_ready(self)) return NULL;
+    double scale;
+    long good;
+    if (!PyArg_ParseTuple(arg, "dl;state: expected (scale, good_steps)", &scale, &good)) return NULL;
+    if (!cnn_net_loss_scaling(self->net)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "state: this network was built without dynamic loss scaling");
+        return NULL;
+    }
+    float now;
+    long now_good, growth;
+    cnn_status st = cnn_net_loss_scale(self->net, &now, &now_good, &growth);
+    if (st == CNN_OK) st = cnn_net_set_loss_scale(self->net, (float)scale, good, growth);
+    if (st != CNN_OK) return cnn_raise_status(st);
+    Py_RETURN_NONE;
 }
 
 /* set_optimizer_state(state): the dict get_optimizer_state gives; every
@@ -215,6 +257,12 @@ PyObject *Net_set_optimizer_state(NetObject *self, PyObject *state)
     if (st != CNN_OK) {
         cnn_raise_status(st);
         goto done;
+    }
+    PyObject *scale = PyDict_GetItemString(state, "loss_scale");
+    if (scale && scale != Py_None && cnn_net_loss_scaling(self->net)) {
+        PyObject *r = Net_set_loss_scale_state(self, scale);
+        if (!r) goto done;
+        Py_DECREF(r);
     }
     result = Py_None;
     Py_INCREF(result);

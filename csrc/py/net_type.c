@@ -126,8 +126,13 @@ static int Net_init(NetObject *self, PyObject *args, PyObject *kwds)
                      device_index);
         return -1;
     }
-    if (strcmp(precision, "float32") != 0 && strcmp(precision, "tf32") != 0) {
-        PyErr_Format(PyExc_ValueError, "precision: expected 'float32' or 'tf32', got '%s'",
+    static const char *const precision_names[CNN_PRECISIONS] = CNN_PRECISION_NAMES;
+    int precision_kind = -1;
+    for (int i = 0; i < CNN_PRECISIONS; i++)
+        if (strcmp(precision, precision_names[i]) == 0) precision_kind = i;
+    if (precision_kind < 0) {
+        PyErr_Format(PyExc_ValueError,
+                     "precision: expected 'float32', 'tf32', 'bf16' or 'fp16', got '%s'",
                      precision);
         return -1;
     }
@@ -149,7 +154,7 @@ static int Net_init(NetObject *self, PyObject *args, PyObject *kwds)
         return -1;
     spec.max_batch = max_batch;
     spec.seed = seed;
-    spec.allow_tf32 = strcmp(precision, "tf32") == 0;
+    spec.precision = precision_kind;
     spec.device = device_index;
     if (threads < 1) threads = 1;
     cnn_net *net = NULL;
@@ -214,6 +219,17 @@ static PyObject *Net_get_steps(NetObject *self, void *closure)
 {
     (void)closure;
     return PyLong_FromLong(self->net ? cnn_net_step_count(self->net) : 0);
+}
+
+static PyObject *Net_get_loss_scale(NetObject *self, void *closure)
+{
+    (void)closure;
+    PyObject *state = Net_get_loss_scale_state(self, NULL);
+    if (!state || state == Py_None) return state;
+    PyObject *scale = PyTuple_GET_ITEM(state, 0);
+    Py_INCREF(scale);
+    Py_DECREF(state);
+    return scale;
 }
 
 static PyObject *Net_get_memory_bytes(NetObject *self, void *closure)
@@ -340,6 +356,10 @@ static PyMethodDef Net_methods[] = {
      "set_weights(list): all arrays are checked before any is written."},
     {"get_gradients", (PyCFunction)Net_get_gradients, METH_NOARGS,
      "get_gradients() -> gradients of the trainable weights, Keras order and layouts."},
+    {"get_loss_scale_state", (PyCFunction)Net_get_loss_scale_state, METH_NOARGS,
+     "get_loss_scale_state() -> (scale, good_steps) of dynamic loss scaling, or None."},
+    {"set_loss_scale_state", (PyCFunction)Net_set_loss_scale_state, METH_O,
+     "set_loss_scale_state((scale, good_steps)): dynamic loss scaling's state."},
     {"get_optimizer_state", (PyCFunction)Net_get_optimizer_state, METH_NOARGS,
      "get_optimizer_state() -> {'steps', 'training_forwards', 'slots'}."},
     {"set_optimizer_state", (PyCFunction)Net_set_optimizer_state, METH_O,
@@ -355,6 +375,8 @@ static PyGetSetDef Net_getset[] = {
     {"output_shape", (getter)Net_get_output_shape, NULL, "output shape without the batch", NULL},
     {"max_batch", (getter)Net_get_max_batch, NULL, "largest batch the buffers hold", NULL},
     {"steps", (getter)Net_get_steps, NULL, "optimizer steps taken", NULL},
+    {"loss_scale", (getter)Net_get_loss_scale, NULL,
+     "the dynamic loss scale of the next step (None without loss scaling)", NULL},
     {"device", (getter)Net_get_device, NULL, "engine name", NULL},
     {"memory_bytes", (getter)Net_get_memory_bytes, NULL,
      "bytes of engine memory held: buffers, workspaces, resident data", NULL},

@@ -287,13 +287,13 @@ inline bool sgemm_v4(const Gemm &g, cudaStream_t st)
 enum class Kernel { Wide, Tile, ByShape };
 
 // The engine's SGEMM through the kernel `kernel` (tiles `tile`), with the
-// context's allow_tf32 as a Net of precision "tf32" (true) or "float32"
+// context's precision as a Net of precision "tf32" (true) or "float32"
 // sets it.
 inline cnn_status engine_sgemm(const Gemm &g, cnn_ctx *ctx, Kernel kernel, int tile,
                                bool tf32 = false)
 {
-    const int saved_tf32 = ctx->allow_tf32;
-    ctx->allow_tf32 = tf32;
+    const int saved_precision = ctx->precision;
+    ctx->precision = tf32 ? CNN_PRECISION_TF32 : CNN_PRECISION_FLOAT32;
     const bool wide = kernel == Kernel::Wide ||
                       (kernel == Kernel::ByShape && cnn_cuda_sgemm_wide_fits(g.m, g.n, g.k));
     const cnn_status s =
@@ -301,7 +301,7 @@ inline cnn_status engine_sgemm(const Gemm &g, cnn_ctx *ctx, Kernel kernel, int t
                                    g.beta, g.c, g.ldc, nullptr)
              : cnn_cuda_sgemm_tile(ctx, tile, g.ta, g.tb, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b,
                                    g.ldb, g.beta, g.c, g.ldc, nullptr);
-    ctx->allow_tf32 = saved_tf32;
+    ctx->precision = saved_precision;
     return s;
 }
 
@@ -310,10 +310,10 @@ inline cnn_status engine_sgemm(const Gemm &g, cnn_ctx *ctx, Kernel kernel, int t
 // a GPU of compute capability 8.0 or later).
 inline bool engine_sgemm_on_tf32(cnn_ctx *ctx, int m, int n, int k)
 {
-    const int saved_tf32 = ctx->allow_tf32;
-    ctx->allow_tf32 = 1;
+    const int saved_precision = ctx->precision;
+    ctx->precision = CNN_PRECISION_TF32;
     const bool on = cnn_cuda_sgemm_tf32(ctx) && cnn_cuda_sgemm_wide_fits(m, n, k);
-    ctx->allow_tf32 = saved_tf32;
+    ctx->precision = saved_precision;
     return on;
 }
 
@@ -367,7 +367,7 @@ inline bool sgemm_v8(const Gemm &g, cnn_ctx *ctx)
 
 // ---- version 9: version 6 on TF32 tensor cores: the wide kernel on every
 // product (cnn_cuda_sgemm_wide) of a Net with precision "tf32"
-// (ctx->allow_tf32), sgemm_wide<BM, TA, TB, true> of
+// (ctx->precision), sgemm_wide<BM, TA, TB, true> of
 // cuda/gemm_wide_kernels.cuh: the same BM x 128 tiles, cp.async pipeline,
 // split-K and epilogue, the multiply as mma.sync.m16n8k8 tf32 (the warps'
 // layout is the header's: at this writing BM / 32 x 4 warps of 32 x 32
@@ -382,7 +382,7 @@ inline bool sgemm_v9(const Gemm &g, cnn_ctx *ctx)
 }
 
 // ---- version 10: the engine as a Net with precision "tf32" runs it
-// (cnn_cuda_sgemm, ctx->allow_tf32): products
+// (cnn_cuda_sgemm, ctx->precision): products
 // of at least 2^27 multiply-adds on version 9's kernel, the others on version
 // 8's fp32 tiles. At the batch-32 shapes every product is below (version 8's
 // kernels and bits); the batch-512 products are above (version 9's).

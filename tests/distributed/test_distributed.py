@@ -452,3 +452,30 @@ def test_groups_leave_no_sockets_threads_or_memory_behind():
     assert threading.active_count() <= threads
     if "libasan" not in os.environ.get("LD_PRELOAD", ""):   # ASan keeps freed memory a while
         assert _status("VmRSS:") - rss < 4096      # KiB: 4 MiB over 30 groups
+
+
+def test_replicas_scale_check_and_skip_the_loss_alike():
+    """Dynamic loss scaling (LossScaleOptimizer) over two replicas: each
+    scales its share's gradient by S, the summed gradients are checked and
+    unscaled on each, so the group skips the steps one network skips (a
+    batch with an overflowing value) and follows its scale and step count."""
+    layers_ = [{"kind": "dense", "units": 7}, {"kind": "activation", "activation": "relu"},
+               {"kind": "dense", "units": 3}]
+    loss = {"kind": "mean_squared_error"}
+    opt = {"kind": "adam", "loss_scale": 2.0 ** 100, "loss_scale_growth_steps": 2}
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((96, 5)).astype(np.float32)
+    y = rng.standard_normal((96, 3)).astype(np.float32)
+    x[0, 0] = x[40, 0] = np.float32(3e38)            # batches 1 and 6 overflow
+    one = engine.make_net("cpu", layers_, (5,), 8, loss, opt, seed=2)
+    group = distribute.MirroredStrategy(devices=["cpu", "cpu"]).make_group(
+        layers_, (5,), 8, loss, opt, seed=2)
+    for net in (one, group):
+        net.set_data(x, y)
+        net.set_order(np.arange(96, dtype=np.int32))
+        net.train_range(0, 96, 8)
+    assert one.steps == group.steps == 10
+    assert one.loss_scale == group.loss_scale == 2.0 ** 103
+    assert group.get_loss_scale_state() == (2.0 ** 103, 0)
+    assert max_rel_diff(one.get_weights(), group.get_weights()) < 1e-5
+    assert _identical(group)

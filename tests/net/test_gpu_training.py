@@ -138,6 +138,11 @@ def test_tf32_is_refused_where_it_does_not_exist():
                                              % engine):
             make_net(engine, s["layers"], s["input_shape"], 4, s["loss"], s["optimizer"],
                      precision="tf32")
-    with pytest.raises(ValueError, match="precision: expected 'float32' or 'tf32'"):
+    with pytest.raises(ValueError, match="precision: expected one of 'float32', 'tf32', 'bf16', "
+                                         "'fp16', got 'half'"):
         make_net("cpu", s["layers"], s["input_shape"], 4, s["loss"], s["optimizer"],
-                 precision="fp16")
+                 precision="half")
+    with pytest.raises(ValueError, match="precision: 'bf16' is offered by the cuda and cudnn "
+                                         "engines only; the cpu engine computes in float32"):
+        make_net("cpu", s["layers"], s["input_shape"], 4, s["loss"], s["optimizer"],
+                 precision="bf16")

@@ -143,7 +143,7 @@ def cpu_as_tf32(monkeypatch):
     are recorded, so the model's rebuilding is checked without a GPU."""
     calls = []
 
-    def precision_for(engine):
+    def precision_for(engine, policy=None):
         return "tf32" if config.tensor_float_32_execution_enabled() else "float32"
 
     def recording(real):
@@ -229,8 +229,11 @@ def test_bench_precision_labels_helpers():
     assert row_precision(True, "float32") == "float32"
     assert row_label("cuda", "tf32") == "cuda-tf32" and row_label("cuda", "float32") == "cuda"
     assert row_label("torch-cuda-graph", "tf32") == "torch-cuda-graph-tf32"
-    with pytest.raises(ValueError, match="precision: expected 'float32' or 'tf32', got 'fp16'"):
-        row_precision(True, "fp16")
+    assert row_precision(True, "fp16") == "fp16" and row_precision(False, "bf16") == "float32"
+    assert row_label("cudnn", "bf16") == "cudnn-bf16"
+    with pytest.raises(ValueError, match="precision: expected one of 'float32', 'tf32', 'bf16', "
+                                         "'fp16', got 'half'"):
+        row_precision(True, "half")
 
 
 def test_bench_float32_rows_say_so_and_cpu_rows_ignore_tf32(capsys):
@@ -262,7 +265,8 @@ def gpu_stand_in(monkeypatch):
     return calls
 
 
-@pytest.mark.parametrize("precision, label", [("float32", "cuda"), ("tf32", "cuda-tf32")])
+@pytest.mark.parametrize("precision, label", [("float32", "cuda"), ("tf32", "cuda-tf32"),
+                                              ("bf16", "cuda-bf16"), ("fp16", "cuda-fp16")])
 def test_bench_gpu_rows_carry_the_precision(gpu_stand_in, capsys, precision, label):
     rows = bench.run(models=["tiny_mnist"], engines=["cpu", "cuda"], images=64, val_images=0,
                      data="synthetic", frameworks="none", verbose=0, precision=precision)
@@ -274,6 +278,8 @@ def test_bench_gpu_rows_carry_the_precision(gpu_stand_in, capsys, precision, lab
     table = out[out.index("model "):]
     assert ("\n" + "tiny_mnist  %s " % label) in "\n" + table
     assert ("tf32: TF32 tensor cores allowed" in table) == (precision == "tf32")
+    assert ("bf16, fp16: products on 16-bit tensor cores" in table) == \
+        (precision in ("bf16", "fp16"))
 
 
 def test_bench_command_line_precision(gpu_stand_in, tmp_path, capsys):
@@ -288,13 +294,14 @@ def test_bench_command_line_precision(gpu_stand_in, tmp_path, capsys):
     assert gpu_stand_in[-1] == ("cuda", "tf32")
     capsys.readouterr()
     with pytest.raises(SystemExit) as info:
-        bench.main(["--precision", "fp16", "--frameworks", "none"])
+        bench.main(["--precision", "half", "--frameworks", "none"])
     assert info.value.code == 2
-    assert "argument --precision: invalid choice: 'fp16'" in capsys.readouterr().err
+    assert "argument --precision: invalid choice: 'half'" in capsys.readouterr().err
 
 
 def test_bench_refuses_a_bad_precision(capsys):
-    with pytest.raises(ValueError, match="precision: expected 'float32' or 'tf32', got 'half'"):
+    with pytest.raises(ValueError, match="precision: expected one of 'float32', 'tf32', 'bf16', "
+                                         "'fp16', got 'half'"):
         bench.run(models=["tiny_mnist"], engines=["cpu"], images=32, frameworks="none",
                   precision="half")
     assert capsys.readouterr().out == ""
