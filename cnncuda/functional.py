@@ -19,7 +19,8 @@ layer naming the outputs it reads (csrc/net/graph.c; docs/internals.md,
 "Graphs of layers"). Several inputs are packed side by side per sample
 into the engine's one input and taken apart by its input_slice layers;
 several outputs are joined into one engine output (predict gives them
-back as a list; training them is refused at compile).
+back as a list), and trained with a loss per output, their targets packed
+the same way (cnncuda/several_outputs.py).
 
 A subclass of ``Model`` that defines ``call`` and gives no inputs and
 outputs is a subclassed model: when it is built, call is traced on a
@@ -502,13 +503,6 @@ class Model(Sequential):
 
     def compile(self, *args, **kwargs):
         check_no_custom_steps(self)
-        if self._several_outputs:
-            raise ValueError("compile: model \"%s\" has %d outputs (%s); training and "
-                             "evaluating a model of several outputs (a loss per output, "
-                             "loss_weights, metrics per output) is not supported yet (the "
-                             "engines' loss reads one output); predict runs without compile"
-                             % (self.name, len(self._ends),
-                                ", ".join(self._layers[k].name for k in self._ends)))
         return super().compile(*args, **kwargs)
 
     @classmethod

@@ -30,7 +30,7 @@ import weakref
 import numpy as np
 
 from . import (config, distribute, initializers, keras_files, losses, optimizers, saving,
-               sample_weights, schedules, training)
+               sample_weights, schedules, several_outputs, training)
 from . import metrics as metrics_module
 from .checks import nonnegative_int, shape_str
 from .engine import make_net
@@ -128,6 +128,7 @@ class Sequential:
         self.optimizer = None
         self.metric_name = None
         self._metrics = []                # [(name, host metric object or None: the engine's)]
+        self._metric_outputs = []         # the output each of _metrics reads (several outputs)
         self.stop_training = False
         self.history = None
         self._shuffle_rng = np.random.default_rng(self.seed)
@@ -726,6 +727,8 @@ class Sequential:
         fit or evaluate runs, the categorical cross-entropy that its
         weighted targets are given to, or for the other losses the same
         loss with the weight after each target row (sample_weights.py)."""
+        if isinstance(self.loss, several_outputs.OutputLosses):
+            return self.loss.engine_loss(bool(self.__dict__.get("_weighted")))
         loss = self.loss.engine_loss()
         if self.__dict__.get("_weighted"):
             loss = dict(loss, kind="categorical_crossentropy") if loss["kind"] in (
@@ -776,23 +779,33 @@ class Sequential:
         or none) and, optionally, the engine (``device='cpu'`` and so on; see
         cnncuda.config). The optimizer starts afresh; the weights stay."""
         opt = optimizers.get(optimizer)
-        if loss is None:
-            raise ValueError("loss: expected one of %s or a loss object, got None"
-                             % ", ".join(repr(k) for k in losses.KINDS))
-        loss_obj = losses.get(loss)
-        if metrics is None:
-            metrics = []
-        if isinstance(metrics, str) or not isinstance(metrics, (list, tuple)):
-            raise TypeError("metrics: expected a list such as ['accuracy'], got %r" % (metrics,))
-        compiled = _compiled_metrics(metrics, loss_obj.kind)
+        several = self.built and getattr(self, "_several_outputs", False)
+        if several:     # a loss per output (several_outputs.py)
+            loss_obj = several_outputs.compile_losses(self, loss, loss_weights)
+            compiled, metric_outputs = several_outputs.compile_metrics(
+                self, metrics, loss_obj, _compiled_metrics)
+            loss_weights = None
+        else:
+            if loss is None:
+                raise ValueError("loss: expected one of %s or a loss object, got None"
+                                 % ", ".join(repr(k) for k in losses.KINDS))
+            loss_obj = losses.get(loss)
+            if metrics is None:
+                metrics = []
+            if isinstance(metrics, str) or not isinstance(metrics, (list, tuple)):
+                raise TypeError("metrics: expected a list such as ['accuracy'], got %r"
+                                % (metrics,))
+            compiled = _compiled_metrics(metrics, loss_obj.kind)
+            metric_outputs = [0] * len(compiled)
         for arg, value in (("loss_weights", loss_weights), ("weighted_metrics", weighted_metrics)):
             if value is not None:
-                raise ValueError("%s: expected None (not supported), got %r" % (arg, value))
+                raise ValueError("%s: expected None (not supported for a model of one output), "
+                                 "got %r" % (arg, value))
         if steps_per_execution not in (None, 1) and not isinstance(steps_per_execution, int):
             raise TypeError("steps_per_execution: expected an int, got %r" % (steps_per_execution,))
         if device is not None:
             config.engine_for(device)          # a bad or unavailable engine fails here
-        if self.built:
+        if self.built and not several:
             _check_loss_fits(loss_obj, self.output_shape)
         self.optimizer, self.loss, self._device = opt, loss_obj, device
         self._compiled_optimizer = opt.engine_optimizer()
@@ -801,6 +814,7 @@ class Sequential:
                 self._drop_net()
             self._strategy = distribute.get_strategy()
         self._metrics = compiled
+        self._metric_outputs = metric_outputs   # the output each metric reads
         # the first of the engine's accuracy names (callbacks' mode='auto')
         self.metric_name = next((name for name, obj in compiled if obj is None), None)
         opt._model = self

@@ -174,6 +174,10 @@ static int Net_init(NetObject *self, PyObject *args, PyObject *kwds)
     self->n_classes = out_rank == 2 ? out_dims[0] : out_dims[2];
     self->positions = out_rank == 4 ? out_dims[0] * out_dims[1] : 1;
     self->loss_weighted = spec.loss.weighted;
+    if (spec.n_parts) { /* several outputs: their packed float targets (n, width) */
+        self->n_classes = (int)cnn_net_target_width(net);
+        self->positions = 1;
+    }
     return 0;
 }
 
