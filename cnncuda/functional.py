@@ -265,6 +265,9 @@ class Model(Sequential):
         self._adopt(inputs, outputs)
         if not self._trainable:
             self.trainable = False
+        deferred = self.__dict__.pop("_deferred_compile", None)
+        if deferred is not None:        # compile's losses per output (compile above)
+            self.compile(*deferred[0], **deferred[1])
 
     def compute_output_shape(self, input_shape):
         if self._is_subclassed and not self.built:
@@ -501,9 +504,22 @@ class Model(Sequential):
             return self._keras_y(np.zeros((0, count), np.float32))
         return super()._empty_outputs()
 
-    def compile(self, *args, **kwargs):
+    def compile(self, optimizer="rmsprop", loss=None, metrics=None, loss_weights=None,
+                **kwargs):
         check_no_custom_steps(self)
-        return super().compile(*args, **kwargs)
+        self.__dict__.pop("_deferred_compile", None)
+        per_output = isinstance(loss, (list, tuple, dict)) or loss_weights is not None or \
+            isinstance(metrics, dict)
+        if self._is_subclassed and not self.built and per_output and loss:
+            # a loss per output of a subclassed model: its outputs are known
+            # once call is traced (build, or fit's first data), and compile
+            # runs again then; until then the first loss stands for them
+            first = list(loss.values())[0] if isinstance(loss, dict) else (
+                loss[0] if isinstance(loss, (list, tuple)) else loss)
+            super().compile(optimizer, first, None, None, **kwargs)
+            self._deferred_compile = ((optimizer, loss, metrics, loss_weights), kwargs)
+            return None
+        return super().compile(optimizer, loss, metrics, loss_weights, **kwargs)
 
     @classmethod
     def _from_chain(cls, input_shape, layers, name=None, seed=None, input_name=None,

@@ -674,6 +674,11 @@ class Sequential:
                 self._engine_loss() if compiled else _PLACEHOLDER_LOSS,
                 self._compiled_optimizer if compiled else _PLACEHOLDER_OPTIMIZER)
         if group:
+            if isinstance(self.loss, several_outputs.OutputLosses):
+                raise ValueError("fit: model \"%s\" has %d outputs; data parallel training "
+                                 "(a distribution strategy) of a model of several outputs is "
+                                 "not supported: compile it outside strategy.scope()"
+                                 % (self.name, len(self.loss.names)))
             new = strategy.make_group(*args, seed=self.seed, precision=precision)
         else:
             new = make_net(device, *args, seed=self.seed, precision=precision)
@@ -830,7 +835,10 @@ class Sequential:
         return [obj for _, obj in self._metrics if obj is not None]
 
     def _compile_metrics_config(self):
-        """compile's metrics as saved: strings, and Keras's form of the objects."""
+        """compile's metrics as saved: strings, and Keras's form of the objects
+        (with several outputs a list of them per output)."""
+        if isinstance(self.loss, several_outputs.OutputLosses):
+            return several_outputs.metrics_config(self, metrics_module.serialize)
         return [name if obj is None else getattr(obj, "_from_string", None)
                 or metrics_module.serialize(obj)
                 for name, obj in self._metrics]
@@ -1555,10 +1563,14 @@ def _model_from_file(filepath, header, weights, slots, compile, device, classes=
     info = header.get("compile")
     if compile and info:
         try:
+            loss_weights = None
+            if info["loss"]["class_name"] == several_outputs.OutputLosses.kind:
+                loss, loss_weights = several_outputs.compile_arguments(info["loss"]["config"])
+            else:
+                loss = losses.from_config(info["loss"]["class_name"], info["loss"]["config"])
             model.compile(optimizer=optimizers.from_config(info["optimizer"]["class_name"],
                                                            info["optimizer"]["config"]),
-                          loss=losses.from_config(info["loss"]["class_name"],
-                                                  info["loss"]["config"]),
+                          loss=loss, loss_weights=loss_weights,
                           metrics=list(info.get("metrics") or []), device=device)
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as err:
             raise saving.ModelFileError("%s: corrupted cnncuda model file: bad compile settings "

@@ -9,7 +9,7 @@ subclassed model whose call returns a list), as Keras 3 does:
 
 ``loss``: one loss for every output, a list in the outputs' order, or a
 dict keyed by the output layers' names (all of them, as Keras 3);
-``loss_weights`` a list or dict (1 where a dict leaves one out);
+``loss_weights`` a list or dict (every output's, as Keras 3);
 ``metrics`` a list of one entry per output (a metric, a list of them or
 None: Keras 3 takes a flat list of as many metrics as outputs so too) or a
 dict keyed by output names. ``y`` (and validation_data's) is a list in
@@ -87,9 +87,9 @@ def output_names(model):
 
 
 def _per_output(value, arg, names, what):
-    """value given per output: a list of len(names) or a dict keyed by
-    names (all of them where `complete`). Returns the list, or None where
-    value is one thing for every output."""
+    """value given per output: a list of len(names), or a dict keyed by
+    names (`what` for a name it leaves out; other keys refused). Returns
+    the list, or None where value is one thing for every output."""
     if isinstance(value, dict):
         unknown = [key for key in value if key not in names]
         if unknown:
@@ -132,21 +132,22 @@ def compile_losses(model, loss, loss_weights):
             obj = losses.get(item)
         except (TypeError, ValueError) as err:
             raise type(err)("%s: %s" % (where, str(err).split(": ", 1)[-1])) from None
-        if isinstance(item, losses.Loss) and len(given) > 1 and given.count(item) > 1 \
-                and not isinstance(loss, losses.Loss):
-            obj = item
         if obj.kind in _CATEGORICAL and shape[-1] < 2:
             raise ValueError("%s: %s expects at least 2 outputs (classes), output %r is %s; "
                              "use binary_crossentropy" % (where, obj.kind, names[j],
                                                           shape_str(shape)))
         if obj.kind == "sparse_categorical_crossentropy" and shape[-1] > _LABELS_EXACT:
             raise ValueError("%s: output %r has %d classes, more than the %d whose labels "
-                             "the engines stage exactly" % (where, names[j], shape[-1],
-                                                           _LABELS_EXACT))
+                             "the engines stage exactly"
+                             % (where, names[j], shape[-1], _LABELS_EXACT))
         objs.append(obj)
     weights = [1.0] * len(names)
     if loss_weights is not None:
-        listed = _per_output(loss_weights, "loss_weights", names, 1.0)
+        listed = _per_output(loss_weights, "loss_weights", names, None)
+        if isinstance(loss_weights, dict) and None in listed:       # as Keras 3 (a KeyError)
+            raise ValueError("loss_weights: a dict of weights needs every output's name, "
+                             "missing %s; the model's outputs are %s"
+                             % ([name for name in names if name not in loss_weights], names))
         if listed is None:
             raise TypeError("loss_weights: expected a list of %d numbers (one per output: %s) "
                             "or a dict keyed by those names, got %r"
@@ -192,6 +193,25 @@ def compile_metrics(model, metrics, several, compiled_metrics):
             out.append(("%s_%s" % (names[j], name), obj))
             outputs.append(j)
     return out, outputs
+
+
+def metrics_config(model, serialize):
+    """compile's metrics as saved (Keras 3's form for several outputs): a
+    list per output of its metrics, strings or Keras's form of the objects
+    (`serialize`)."""
+    out = [[] for _ in model.loss.names]
+    for (name, obj), j in zip(model._metrics, model._metric_outputs):
+        given = name[len(model.loss.names[j]) + 1:]
+        out[j].append(given if obj is None else getattr(obj, "_from_string", None)
+                      or serialize(obj))
+    return out
+
+
+def compile_arguments(config):
+    """loss and loss_weights of compile from OutputLosses.get_config
+    (cnncuda's own files)."""
+    return ([losses.from_config(entry["class_name"], entry["config"])
+             for entry in config["losses"]], list(config["loss_weights"]))
 
 
 def _target_width(loss, shape, weighted):

@@ -111,10 +111,14 @@ def _run(owner, shape, training):
         modes.pop()
     if isinstance(out, (list, tuple)) and len(out) == 1:
         out = out[0]
+    from .functional import Model
+    if isinstance(owner, Model) and isinstance(out, (list, tuple)) and \
+            all(isinstance(t, KerasTensor) for t in out):
+        return inputs, list(out)        # a model of several outputs (several_outputs.py)
     if not isinstance(out, KerasTensor):
         raise TypeError("%s (%s) returned %s: it must return the output tensor of a layer it "
-                        "called on its input (one output; cnncuda runs call's layers as a "
-                        "graph, not the Python in it)"
+                        "called on its input (one output; a model's call may return a list "
+                        "of them; cnncuda runs call's layers as a graph, not the Python in it)"
                         % (what, owner.name, type(out).__name__ if not isinstance(out, (
                             list, tuple, dict)) else "%d outputs" % len(out)))
     return inputs, out
