@@ -300,7 +300,7 @@ def test_what_is_not_supported_is_refused_naming_it():
     # several outputs, one read by the other too, train (test_several_outputs.py)
     both = keras.Model([a, b], [x, two])
     both.compile(optimizer="adam", loss="mse", device="cpu")
-    logs = both.evaluate([np.ones((3, 4)), np.ones((3, 4))], [np.ones((3, 4)), np.ones((3, 6))],
+    logs = both.evaluate([np.ones((3, 4)), np.ones((3, 3))], [np.ones((3, 2)), np.ones((3, 4))],
                          verbose=0, return_dict=True)
     assert sorted(logs) == sorted(["loss", x._layer.name + "_loss",
                                    two._layer.name + "_loss"])
@@ -446,7 +446,7 @@ def test_several_outputs_refusals():
     assert model.output_shape == [(None, 3), (None, 2)] and len(model.output) == 2
     # a loss per output trains (tests/keras/test_several_outputs.py); a wrong count is refused
     with pytest.raises(ValueError, match=r"loss: expected 2 entries, one per output \(x, y, in "
-                                         "that order\), got 3"):
+                                         r"that order\), got 3"):
         model.compile(optimizer="adam", loss=["mse", "mse", "mse"], loss_weights=[1.0, 0.5])
     with pytest.raises(ValueError, match='outputs: the output of layer "x" is given twice'):
         keras.Model(a, [x, y, x])
