@@ -453,3 +453,58 @@ def test_subclassed_model_of_two_outputs_compiled_before_it_is_built():
         np.testing.assert_allclose(h[key], h_ref[key], rtol=1e-5, err_msg=key)
     for a, b in zip(w, w_ref, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_generators_and_datasets_of_several_targets_train_as_arrays():
+    """Batches (x, (y1, y2)) of a generator and (x, {name: y}) of a Dataset
+    train and evaluate as the arrays do."""
+    from cnncuda import data
+    arrays = heads_compiled()
+    start = arrays.get_weights()
+    h_arrays = arrays.fit(IMAGE, [LABEL, SCORE], batch_size=8, epochs=1, verbose=0,
+                          shuffle=False).history
+
+    def batches():
+        for i in range(0, N, 8):
+            yield IMAGE[i:i + 8], (LABEL[i:i + 8], SCORE[i:i + 8])
+    streamed = heads_compiled()
+    streamed.set_weights(start)
+    assert streamed.fit(batches(), epochs=1, verbose=0).history == h_arrays
+    ds = data.Dataset.from_tensor_slices((IMAGE, {"label": LABEL, "score": SCORE})).batch(8)
+    np.testing.assert_allclose(streamed.evaluate(ds, verbose=0),
+                               arrays.evaluate(IMAGE, [LABEL, SCORE], batch_size=8, verbose=0),
+                               rtol=1e-6)
+
+
+@pytest.mark.parametrize("engine", engine_params())
+def test_each_engines_net_of_several_outputs_agrees_with_the_reference(engine):
+    """The Net itself (engine.make_net): train_batch, compute_gradients and
+    evaluate give (loss_sum, parts), parts each output's loss sum and
+    correct count; labels staged as floats, out of range ones clamped into
+    [0, k) by labels_from_floats as the reference does (the Python layer
+    refuses them before they get here); one batch past max_batch through
+    evaluate's chunks."""
+    from cnncuda.engine import make_net
+    model = three_outputs("cpu")
+    args = (model._engine_layers(), model._engine_input_shape(), 16, model._engine_loss(),
+            model._compiled_optimizer)
+    ref, net = make_net("numpy", *args, seed=5), make_net(device_of(engine), *args, seed=5)
+    net.set_weights(ref.get_weights())
+    packed = np.concatenate([Y3[0][:, None].astype(np.float32), Y3[1], Y3[2]], axis=1)
+    packed[3, 0], packed[5, 0] = 7.0, -2.0          # clamped to 4 and 0
+    gpu = 10 if engine in ("cuda", "cudnn") else 1
+    for call in ("compute_gradients", "train_batch"):
+        penalty = 16 * 0.01 * float((ref.get_weights()[0].astype(np.float64) ** 2).sum())
+        loss_ref, parts_ref = getattr(ref, call)(X7[:16], packed[:16])
+        loss, parts = getattr(net, call)(X7[:16], packed[:16])
+        assert parts.shape == (6,)
+        assert loss == pytest.approx(loss_ref, rel=1e-5 * gpu)
+        np.testing.assert_allclose(parts, parts_ref, rtol=1e-5 * gpu, atol=1e-6)
+        assert loss == pytest.approx(parts[0] + 0.5 * parts[2] + 2.0 * parts[4] + penalty,
+                                     rel=1e-5 * gpu)
+    for a, b in zip(net.get_gradients(), ref.get_gradients(), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4 * gpu, atol=1e-6 * gpu)
+    loss_ref, parts_ref = ref.evaluate(X7, packed)
+    loss, parts = net.evaluate(X7, packed)
+    assert loss == pytest.approx(loss_ref, rel=1e-5 * gpu)
+    np.testing.assert_allclose(parts, parts_ref, rtol=1e-5 * gpu, atol=1e-6)
