@@ -829,6 +829,8 @@ class Sequential:
 
     @property
     def metrics_names(self):
+        if isinstance(self.loss, several_outputs.OutputLosses):     # evaluate's list order
+            return several_outputs.metric_values(self, {}, names=True)
         return ["loss"] + [name for name, _ in self._metrics]
 
     def _host_metrics(self):

@@ -341,12 +341,12 @@ def logs(model, loss_sum, parts, count, result, prefix=""):
     return {prefix + name: values[name] for name in sorted(values)}
 
 
-def metric_values(model, logs, prefix=""):
+def metric_values(model, logs, prefix="", names=False):
     """evaluate's list: the loss, each output's loss in the outputs' order,
-    then the metrics in sorted order (Keras 3's)."""
+    then the metrics in sorted order (Keras 3's); names: their names."""
     first = [prefix + "loss"] + [prefix + "%s_loss" % name for name in model.loss.names]
     rest = sorted(prefix + name for name, _ in model._metrics)
-    return [logs[key] for key in first + rest]
+    return first + rest if names else [logs[key] for key in first + rest]
 
 
 def update_host_metrics(model, metrics, y, outputs):

@@ -196,6 +196,7 @@ def test_loss_is_the_weighted_sum_of_the_outputs_losses():
     assert logs["score_loss"] == pytest.approx(((score - SCORE) ** 2).mean(), rel=1e-5)
     assert logs["label_accuracy"] == np.mean(np.argmax(label, 1) == LABEL)
     # evaluate's list: the loss, the outputs' losses in their order, the metrics
+    assert model.metrics_names == ["loss", "label_loss", "score_loss", "label_accuracy"]
     assert model.evaluate(IMAGE, [LABEL, SCORE], verbose=0) == pytest.approx(
         [logs["loss"], logs["label_loss"], logs["score_loss"], logs["label_accuracy"]])
 
@@ -508,3 +509,15 @@ def test_each_engines_net_of_several_outputs_agrees_with_the_reference(engine):
     loss, parts = net.evaluate(X7, packed)
     assert loss == pytest.approx(loss_ref, rel=1e-5 * gpu)
     np.testing.assert_allclose(parts, parts_ref, rtol=1e-5 * gpu, atol=1e-6)
+
+
+def test_a_flat_list_of_one_metric_per_output_and_profile():
+    """Keras 3 reads a flat list of as many metrics as outputs as one per
+    output; profile times a training step of such a model."""
+    model = two_heads(keras)
+    model.compile(optimizer="sgd", loss=["mse", "mse"], metrics=["mae", "mse"], device="cpu")
+    logs = model.evaluate(IMAGE, [np.eye(4)[LABEL], SCORE], verbose=0, return_dict=True)
+    assert list(logs) == ["label_loss", "label_mae", "loss", "score_loss", "score_mse"]
+    assert logs["score_mse"] == pytest.approx(logs["score_loss"], rel=1e-6)
+    profile = model.profile(IMAGE, [np.eye(4)[LABEL], SCORE], batch_size=8, steps=1)
+    assert profile is not None
