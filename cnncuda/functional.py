@@ -266,8 +266,8 @@ class Model(Sequential):
         if not self._trainable:
             self.trainable = False
         deferred = self.__dict__.pop("_deferred_compile", None)
-        if deferred is not None:        # compile's losses per output (compile above)
-            self.compile(*deferred[0], **deferred[1])
+        if deferred is not None and (deferred[2] or self._several_outputs):
+            self.compile(*deferred[0], **deferred[1])       # (see compile)
 
     def compute_output_shape(self, input_shape):
         if self._is_subclassed and not self.built:
@@ -510,14 +510,19 @@ class Model(Sequential):
         self.__dict__.pop("_deferred_compile", None)
         per_output = isinstance(loss, (list, tuple, dict)) or loss_weights is not None or \
             isinstance(metrics, dict)
-        if self._is_subclassed and not self.built and per_output and loss:
-            # a loss per output of a subclassed model: its outputs are known
-            # once call is traced (build, or fit's first data), and compile
-            # runs again then; until then the first loss stands for them
-            first = list(loss.values())[0] if isinstance(loss, dict) else (
-                loss[0] if isinstance(loss, (list, tuple)) else loss)
-            super().compile(optimizer, first, None, None, **kwargs)
-            self._deferred_compile = ((optimizer, loss, metrics, loss_weights), kwargs)
+        if self._is_subclassed and not self.built and loss:
+            # a subclassed model's outputs are known once call is traced
+            # (build, or fit's first data): where it has several, compile
+            # runs again then (several_outputs.py); until then a loss per
+            # output is stood for by the first
+            if per_output:
+                first = list(loss.values())[0] if isinstance(loss, dict) else (
+                    loss[0] if isinstance(loss, (list, tuple)) else loss)
+                super().compile(optimizer, first, None, None, **kwargs)
+            else:
+                super().compile(optimizer, loss, metrics, loss_weights, **kwargs)
+            self._deferred_compile = ((optimizer, loss, metrics, loss_weights), kwargs,
+                                      per_output)
             return None
         return super().compile(optimizer, loss, metrics, loss_weights, **kwargs)
 

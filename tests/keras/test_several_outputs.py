@@ -521,3 +521,22 @@ def test_a_flat_list_of_one_metric_per_output_and_profile():
     assert logs["score_mse"] == pytest.approx(logs["score_loss"], rel=1e-6)
     profile = model.profile(IMAGE, [np.eye(4)[LABEL], SCORE], batch_size=8, steps=1)
     assert profile is not None
+
+
+def test_data_parallel_training_of_several_outputs_is_refused():
+    from cnncuda import distribute
+    with distribute.MirroredStrategy(devices=["cpu", "cpu"]).scope():
+        model = heads_compiled()
+    with pytest.raises(ValueError, match='fit: model "heads" has 2 outputs; data parallel '
+                                         "training .* is not supported"):
+        model.fit(IMAGE, [LABEL, SCORE], batch_size=8, epochs=1, verbose=0)
+
+
+def test_subclassed_model_compiled_with_one_loss_before_build_takes_it_per_output():
+    model = TwoHeads(seed=4)
+    model.compile(optimizer="sgd", loss="mse", device="cpu")
+    logs = model.evaluate(X7, [np.eye(5)[Y3[0]], Y3[1]], verbose=0, return_dict=True)
+    assert list(logs) == ["kind_loss", "loss", "size_loss"]
+    kind, size = model.predict(X7, verbose=0)
+    assert logs["kind_loss"] == pytest.approx(((kind - np.eye(5)[Y3[0]]) ** 2).mean(), rel=1e-5)
+    assert logs["loss"] == pytest.approx(logs["kind_loss"] + logs["size_loss"], rel=1e-6)
