@@ -577,7 +577,8 @@ cnn_status cnn_net_profile(cnn_net *net, int n, const float *x_host, const int32
                            const char **names, int cap, int *count);
 
 /* x_host: (n, in_h, in_w, in_c) float32. Targets: labels_host int32 (n) for
- * sparse losses, targets_host float32 (n, k) otherwise. */
+ * sparse losses, targets_host float32 (n, k) otherwise (several outputs:
+ * their packed rows, (n, cnn_net_target_width)). */
 cnn_status cnn_net_train_batch(cnn_net *net, int n, const float *x_host,
                                const int32_t *labels_host, const float *targets_host,
                                float *loss_sum, float *correct);

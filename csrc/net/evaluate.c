@@ -36,7 +36,8 @@ long net_batch_count(const cnn_net *net, long n)
 /* Queues the inference of the n rows of x (engine memory, NCHW) against
  * their targets (engine memory: labels, or targets (n, k)), max_batch at a
  * time, each batch copied into net->x: batch b's float32 loss and correct
- * sums, as the engine adds them, into sums[2b], sums[2b + 1] (zeroed here).
+ * sums, as the engine adds them, into sums[n_sums b], sums[n_sums b + 1]
+ * (with several outputs, their sums after them: loss_parts.c; zeroed here).
  * Nothing is read back: a GPU engine may record it all. */
 static cnn_status queue_evaluation(cnn_net *net, long n, const float *x, const int32_t *labels,
                                    const float *targets, float *sums)

@@ -146,7 +146,7 @@ typedef struct run_args {
     int training; /* a training forward (dropout on, batchnorm's batch statistics) */
     counters_state counted;
     int scale_n;  /* the loss's gradient is that of the mean over scale_n samples */
-    float *sums;  /* the loss's sums (2) */
+    float *sums;  /* the loss's sums (n_sums: 2, more with several outputs) */
 } run_args;
 
 struct cnn_net {
@@ -176,8 +176,8 @@ struct cnn_net {
     float *grad_a, *grad_b; /* (max_batch, largest activation) */
     int32_t *labels; /* (max_batch, loss positions) */
     float *targets;  /* (max_batch, loss positions, k): NHWC rows */
-    float *sums;     /* (2): loss sum, correct of one call */
-    float *run_sums; /* (2): running sums of train_range, read by read_sums */
+    float *sums;     /* (n_sums): loss sum, correct of one call */
+    float *run_sums; /* (n_sums): running sums of train_range, read by read_sums */
 
     /* resident training data (set_data) and an epoch's order (set_order) */
     long data_n, order_n;
@@ -192,7 +192,7 @@ struct cnn_net {
     float *val_x;          /* (val_n, in_count), NCHW */
     int32_t *val_labels;   /* (val_n) for sparse losses */
     float *val_targets;    /* (val_n, k) otherwise */
-    float *val_sums;       /* (2 per batch of max_batch) */
+    float *val_sums;       /* (n_sums per batch of max_batch) */
 
     long steps;          /* optimizer steps taken */
     long train_forwards; /* training forwards run: keys dropout */
