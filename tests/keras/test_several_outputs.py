@@ -391,7 +391,13 @@ model = two_heads(keras)
 model.compile(optimizer="adam", loss=["sparse_categorical_crossentropy", "mae"],
               loss_weights=[0.5, 2.0], metrics=[["accuracy"], None])
 model.save(path)
-print(json.dumps({"loaded": got, "saved": model.evaluate(x, y, verbose=0, return_dict=True)}))
+saved = model.evaluate(x, y, verbose=0, return_dict=True)
+model.compile(optimizer="adam", loss={"score": keras.losses.Huber(), "label":
+                                      keras.losses.SparseCategoricalCrossentropy(from_logits=True)},
+              loss_weights={"label": 0.5, "score": 2.0}, metrics={"score": ["mae"]})
+model.save(path + ".dict.keras")
+by_name = model.evaluate(x, y, verbose=0, return_dict=True)
+print(json.dumps({"loaded": got, "saved": saved, "by_name": by_name}))
 """
 
 
@@ -411,6 +417,13 @@ def test_keras3_files_of_several_outputs_load_compiled_both_ways(tmp_path):
     got = back.evaluate(IMAGE, [LABEL, SCORE], verbose=0, return_dict=True)
     assert list(got) == list(want["saved"])
     np.testing.assert_allclose(list(got.values()), list(want["saved"].values()), rtol=1e-5)
+    # Keras's dicts by output name (loss, loss_weights, metrics)
+    back = keras.models.load_model(str(tmp_path / "theirs.keras") + ".dict.keras", device="cpu")
+    assert [one.kind for one in back.loss.losses] == ["sparse_categorical_crossentropy",
+                                                      "huber"]
+    got = back.evaluate(IMAGE, [LABEL, SCORE], verbose=0, return_dict=True)
+    assert list(got) == list(want["by_name"])
+    np.testing.assert_allclose(list(got.values()), list(want["by_name"].values()), rtol=1e-5)
 
 
 def test_one_output_models_keep_their_plans():
