@@ -17,7 +17,8 @@ The engines run graphs of cnncuda's layers, not Python. So when such a model
 is built (its first fit, evaluate, predict or call on data, or
 ``model.build(input_shape)``), ``call`` runs on a symbolic input
 (``keras.Input`` of that shape: cnncuda.symbolic's KerasTensor) and what it
-returns is the output of a functional graph, which the model then runs as
+returns is the output of a functional graph (a model's call may return a
+list of outputs: cnncuda/several_outputs.py), which the model then runs as
 ``keras.Model(inputs, outputs)`` would: the same engine network, weights and
 bits. ``call`` is traced with ``training=True`` and with ``training=False``
 (where it takes a ``training`` argument), and the two graphs must be the same
