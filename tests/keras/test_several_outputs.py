@@ -285,6 +285,10 @@ def test_one_loss_for_every_output_and_outputs_of_positions():
         np.testing.assert_allclose(h[key], h_ref[key], rtol=1e-5, err_msg=key)
     for a, b in zip(model.get_weights(), ref.get_weights(), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+    with pytest.raises(ValueError, match="sample_weight: weighting samples is supported for "
+                                         "outputs of shape .* output 'map' has several "
+                                         "positions per sample"):
+        model.evaluate(XMAP, YMAP, sample_weight=WEIGHT, verbose=0)
 
 
 @pytest.fixture
