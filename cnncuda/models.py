@@ -789,7 +789,6 @@ class Sequential:
             loss_obj = several_outputs.compile_losses(self, loss, loss_weights)
             compiled, metric_outputs = several_outputs.compile_metrics(
                 self, metrics, loss_obj, _compiled_metrics)
-            loss_weights = None
         else:
             if loss is None:
                 raise ValueError("loss: expected one of %s or a loss object, got None"
@@ -802,10 +801,12 @@ class Sequential:
                                 % (metrics,))
             compiled = _compiled_metrics(metrics, loss_obj.kind)
             metric_outputs = [0] * len(compiled)
-        for arg, value in (("loss_weights", loss_weights), ("weighted_metrics", weighted_metrics)):
-            if value is not None:
-                raise ValueError("%s: expected None (not supported for a model of one output), "
-                                 "got %r" % (arg, value))
+        if loss_weights is not None and not several:
+            raise ValueError("loss_weights: expected None (a weight per output is for a model of "
+                             "several outputs), got %r" % (loss_weights,))
+        if weighted_metrics is not None:
+            raise ValueError("weighted_metrics: expected None (not supported), got %r"
+                             % (weighted_metrics,))
         if steps_per_execution not in (None, 1) and not isinstance(steps_per_execution, int):
             raise TypeError("steps_per_execution: expected an int, got %r" % (steps_per_execution,))
         if device is not None:

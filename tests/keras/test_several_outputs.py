@@ -557,3 +557,13 @@ def test_subclassed_model_compiled_with_one_loss_before_build_takes_it_per_outpu
     kind, size = model.predict(X7, verbose=0)
     assert logs["kind_loss"] == pytest.approx(((kind - np.eye(5)[Y3[0]]) ** 2).mean(), rel=1e-5)
     assert logs["loss"] == pytest.approx(logs["kind_loss"] + logs["size_loss"], rel=1e-6)
+
+
+def test_loss_weights_and_weighted_metrics_for_one_output_refused():
+    inp = keras.Input(shape=(7,))
+    model = keras.Model(inp, keras.layers.Dense(3)(inp))
+    with pytest.raises(ValueError, match="loss_weights: expected None .a weight per output is "
+                                         "for a model of several outputs., got"):
+        model.compile(optimizer="sgd", loss="mse", loss_weights=[1.0])
+    with pytest.raises(ValueError, match="weighted_metrics: expected None"):
+        heads_compiled().compile(optimizer="sgd", loss="mse", weighted_metrics=["mae"])
