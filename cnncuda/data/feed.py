@@ -179,6 +179,16 @@ def _join_targets(parts):
         else np.asarray(first)
 
 
+def _target_rows(ys, rows):
+    """Rows of a block's targets (_join_targets': an array, or a list or
+    dict of them, one per output)."""
+    if isinstance(ys, dict):
+        return {key: value[rows] for key, value in ys.items()}
+    if isinstance(ys, list):
+        return [value[rows] for value in ys]
+    return ys[rows]
+
+
 def _blocks(batches, chunker, done_before=0):
     """Groups consecutive batches of one size: yields (xs, ys, batch, count)
     with `count` batches each, as many as chunker asks for and as fit in
@@ -402,7 +412,8 @@ def _train_epoch(model, device, source, limit, cbs, bar, per_batch, feed):
                 while at < count:
                     k = _constant_steps(model.optimizer, count - at)
                     rows = slice(at * batch, min((at + k) * batch, len(xs)))
-                    state.train(xs[rows], None if ys is None else ys[rows], batch, k)
+                    state.train(xs[rows], None if ys is None else _target_rows(ys, rows),
+                                batch, k)
                     at += k
                 chunker.took(time.perf_counter() - began, count)
                 if bar is not None and (limit is None or state.done < limit) and bar.due():

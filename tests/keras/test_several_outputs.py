@@ -474,20 +474,30 @@ def test_subclassed_model_of_two_outputs_compiled_before_it_is_built():
 
 
 def test_generators_and_datasets_of_several_targets_train_as_arrays():
-    """Batches (x, (y1, y2)) of a generator and (x, {name: y}) of a Dataset
-    train and evaluate as the arrays do."""
+    """Batches (x, (y1, y2)) and (x, {name: y}) of a generator and a
+    Dataset train and evaluate as the arrays do (a learning-rate schedule
+    cuts the blocks of batches; a host metric reads its output's targets)."""
     from cnncuda import data
-    arrays = heads_compiled()
+
+    def model():
+        m = two_heads(keras)
+        rate = keras.optimizers.schedules.ExponentialDecay(0.1, 1, 0.9)
+        m.compile(optimizer=keras.optimizers.SGD(rate), device="cpu",
+                  loss=[keras.losses.SparseCategoricalCrossentropy(from_logits=True), "mse"],
+                  metrics={"score": ["mae"], "label": ["accuracy"]})
+        return m
+    arrays = model()
     start = arrays.get_weights()
-    h_arrays = arrays.fit(IMAGE, [LABEL, SCORE], batch_size=8, epochs=1, verbose=0,
+    h_arrays = arrays.fit(IMAGE, [LABEL, SCORE], batch_size=8, epochs=2, verbose=0,
                           shuffle=False).history
 
     def batches():
-        for i in range(0, N, 8):
-            yield IMAGE[i:i + 8], (LABEL[i:i + 8], SCORE[i:i + 8])
-    streamed = heads_compiled()
+        for _ in range(2):
+            for i in range(0, N, 8):
+                yield IMAGE[i:i + 8], (LABEL[i:i + 8], SCORE[i:i + 8])
+    streamed = model()
     streamed.set_weights(start)
-    assert streamed.fit(batches(), epochs=1, verbose=0).history == h_arrays
+    assert streamed.fit(batches(), epochs=2, steps_per_epoch=4, verbose=0).history == h_arrays
     ds = data.Dataset.from_tensor_slices((IMAGE, {"label": LABEL, "score": SCORE})).batch(8)
     np.testing.assert_allclose(streamed.evaluate(ds, verbose=0),
                                arrays.evaluate(IMAGE, [LABEL, SCORE], batch_size=8, verbose=0),
