@@ -782,7 +782,9 @@ class Sequential:
         'adamax', 'nadam', 'adamw' or an object; the default is Keras's,
         'rmsprop'), the loss (a name or a loss object), metrics (['accuracy']
         or none) and, optionally, the engine (``device='cpu'`` and so on; see
-        cnncuda.config). The optimizer starts afresh; the weights stay."""
+        cnncuda.config). The optimizer starts afresh; the weights stay. A
+        model of several outputs takes a loss per output, ``loss_weights``
+        and metrics per output, as Keras 3 (cnncuda/several_outputs.py)."""
         opt = optimizers.get(optimizer)
         several = self.built and getattr(self, "_several_outputs", False)
         if several:     # a loss per output (several_outputs.py)
