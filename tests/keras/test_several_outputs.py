@@ -36,10 +36,28 @@ def two_heads(keras):
     label = keras.layers.Dense(4, name="label")(x)
     score = keras.layers.Dense(2, name="score")(x)
     return keras.Model(image, [label, score], name="heads")
+
+
+def three(keras):
+    features = keras.Input(shape=(7,), name="features")
+    h = keras.layers.Dense(9, activation="relu", name="trunk",
+                           kernel_regularizer=keras.regularizers.L2(0.01))(features)
+    kind = keras.layers.Dense(5, activation="softmax", name="kind")(h)
+    size = keras.layers.Dense(3, name="size")(h)
+    flags = keras.layers.Dense(2, activation="sigmoid", name="flags")(h)
+    model = keras.Model(features, [kind, size, flags], name="three")
+    model.compile(optimizer=keras.optimizers.Adam(0.02),
+                  loss=["sparse_categorical_crossentropy", keras.losses.Huber(0.5),
+                        "binary_crossentropy"],
+                  loss_weights=[1.0, 0.5, 2.0],
+                  # (for the binary CE of 2 units Keras's 'accuracy' is categorical:
+                  # docs/semantics.md, "Accuracy"; binary_accuracy names the count)
+                  metrics=[["accuracy"], ["mae"], ["binary_accuracy"]])
+    return model
 """
 _SPACE = {}
 exec(BUILD, _SPACE)     # noqa: S102  (the test's own source text)
-ticket, two_heads = _SPACE["ticket"], _SPACE["two_heads"]
+ticket, two_heads, three = _SPACE["ticket"], _SPACE["two_heads"], _SPACE["three"]
 
 RNG = np.random.default_rng(7)
 N = 29
@@ -577,3 +595,35 @@ def test_loss_weights_and_weighted_metrics_for_one_output_refused():
         model.compile(optimizer="sgd", loss="mse", loss_weights=[1.0])
     with pytest.raises(ValueError, match="weighted_metrics: expected None"):
         heads_compiled().compile(optimizer="sgd", loss="mse", weighted_metrics=["mae"])
+
+
+KERAS_THREE = BUILD + """
+import json, sys
+import numpy as np
+import keras
+start = [np.array(w, np.float32) for w in json.loads(sys.argv[1])]
+x = np.array(json.loads(sys.argv[2]), np.float32)
+y = [np.array(a) for a in json.loads(sys.argv[3])]
+model = three(keras)
+model.set_weights(start)
+fit = model.fit(x, y, batch_size=6, epochs=3, verbose=0, shuffle=False,
+                validation_split=0.2).history
+print(json.dumps({"fit": fit, "eval": model.evaluate(x, y, verbose=0),
+                  "weights": [a.tolist() for a in model.get_weights()]}, default=float))
+"""
+
+
+def test_three_outputs_with_huber_binary_weights_and_a_penalty_train_as_keras3():
+    model = three(keras)
+    model.seed = 6
+    start = model.get_weights()
+    fit = model.fit(X7, Y3, batch_size=6, epochs=3, verbose=0, shuffle=False,
+                    validation_split=0.2).history
+    out = run_keras(KERAS_THREE, _dump(start), json.dumps(X7.tolist()), _dump(Y3))
+    want = json.loads(out.strip().splitlines()[-1])
+    assert list(fit) == list(want["fit"])
+    for key in want["fit"]:
+        np.testing.assert_allclose(fit[key], want["fit"][key], rtol=1e-4, atol=1e-6, err_msg=key)
+    np.testing.assert_allclose(model.evaluate(X7, Y3, verbose=0), want["eval"], rtol=1e-4)
+    for a, b in zip(model.get_weights(), want["weights"], strict=True):
+        np.testing.assert_allclose(a, np.array(b, np.float32), rtol=1e-3, atol=1e-5)
