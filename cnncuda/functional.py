@@ -19,7 +19,8 @@ layer naming the outputs it reads (csrc/net/graph.c; docs/internals.md,
 "Graphs of layers"). Several inputs are packed side by side per sample
 into the engine's one input and taken apart by its input_slice layers;
 several outputs are joined into one engine output (predict gives them
-back as a list; training them is refused at compile).
+back as a list), and trained with a loss per output, their targets packed
+the same way (cnncuda/several_outputs.py).
 
 A subclass of ``Model`` that defines ``call`` and gives no inputs and
 outputs is a subclassed model: when it is built, call is traced on a
@@ -264,6 +265,9 @@ class Model(Sequential):
         self._adopt(inputs, outputs)
         if not self._trainable:
             self.trainable = False
+        deferred = self.__dict__.pop("_deferred_compile", None)
+        if deferred is not None and (deferred[2] or self._several_outputs):
+            self.compile(*deferred[0], **deferred[1])       # (see compile)
 
     def compute_output_shape(self, input_shape):
         if self._is_subclassed and not self.built:
@@ -500,16 +504,27 @@ class Model(Sequential):
             return self._keras_y(np.zeros((0, count), np.float32))
         return super()._empty_outputs()
 
-    def compile(self, *args, **kwargs):
+    def compile(self, optimizer="rmsprop", loss=None, metrics=None, loss_weights=None,
+                **kwargs):
         check_no_custom_steps(self)
-        if self._several_outputs:
-            raise ValueError("compile: model \"%s\" has %d outputs (%s); training and "
-                             "evaluating a model of several outputs (a loss per output, "
-                             "loss_weights, metrics per output) is not supported yet (the "
-                             "engines' loss reads one output); predict runs without compile"
-                             % (self.name, len(self._ends),
-                                ", ".join(self._layers[k].name for k in self._ends)))
-        return super().compile(*args, **kwargs)
+        self.__dict__.pop("_deferred_compile", None)
+        per_output = isinstance(loss, (list, tuple, dict)) or loss_weights is not None or \
+            isinstance(metrics, dict)
+        if self._is_subclassed and not self.built and loss:
+            # a subclassed model's outputs are known once call is traced
+            # (build, or fit's first data): where it has several, compile
+            # runs again then (several_outputs.py); until then a loss per
+            # output is stood for by the first
+            if per_output:
+                first = list(loss.values())[0] if isinstance(loss, dict) else (
+                    loss[0] if isinstance(loss, (list, tuple)) else loss)
+                super().compile(optimizer, first, None, None, **kwargs)
+            else:
+                super().compile(optimizer, loss, metrics, loss_weights, **kwargs)
+            self._deferred_compile = ((optimizer, loss, metrics, loss_weights), kwargs,
+                                      per_output)
+            return None
+        return super().compile(optimizer, loss, metrics, loss_weights, **kwargs)
 
     @classmethod
     def _from_chain(cls, input_shape, layers, name=None, seed=None, input_name=None,

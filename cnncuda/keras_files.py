@@ -1,7 +1,8 @@
 """Keras's own model files, written and read in Keras's layout, so that a
 model trained here opens in Keras 3 (and TensorFlow) and a Sequential or
 functional model saved by Keras loads here (nested models too; functional
-graphs of one or several inputs and outputs; several outputs predict only):
+graphs of one or several inputs and outputs; several outputs with a loss
+per output, loss_weights and metrics per output in their compile settings):
 
 - ``.keras``: a zip of config.json (the architecture and compile settings as
   Keras serializes them), metadata.json and model.weights.h5 (each layer's
@@ -43,7 +44,7 @@ import numpy as np
 
 from . import layers as layer_module
 from . import shape_layers
-from . import losses, mixed_precision, optimizers, schedules
+from . import losses, mixed_precision, optimizers, schedules, several_outputs
 from .atomic_file import write_atomically
 
 __all__ = ["is_keras_path", "save", "load", "kind_of_bytes"]
@@ -249,13 +250,19 @@ def _compile_config(model):
     if model.loss is None:
         return None
     loss = model.loss
+    several = isinstance(loss, several_outputs.OutputLosses)
     return {"optimizer": optimizer_keras_config(model.optimizer),
-            "loss": {"module": "keras.losses", "class_name": _LOSS_CLASSES[loss.kind],
-                     "config": _loss_config(loss),
-                     "registered_name": None},
-            "loss_weights": None, "metrics": model._compile_metrics_config(),
+            # several outputs: a loss per output in their order, as Keras 3 saves a list
+            "loss": [_loss_entry(one) for one in loss.losses] if several else _loss_entry(loss),
+            "loss_weights": list(loss.weights) if several else None,
+            "metrics": model._compile_metrics_config(),
             "weighted_metrics": None, "run_eagerly": False, "steps_per_execution": 1,
             "jit_compile": False}
+
+
+def _loss_entry(loss):
+    return {"module": "keras.losses", "class_name": _LOSS_CLASSES[loss.kind],
+            "config": _loss_config(loss), "registered_name": None}
 
 
 def _loss_config(loss):
@@ -748,9 +755,24 @@ def _build(config, weights_of, compile_config, compile, device, path):
     if weights_of is not None and model._weight_specs():
         model.set_weights(_model_weights(model, weights_of))
     if compile and compile_config and getattr(model, "_several_outputs", False):
-        warnings.warn("%s: model \"%s\" has several outputs; it loads uncompiled (training "
-                      "a model of several outputs is not supported yet; predict runs)"
-                      % (path, model.name), stacklevel=4)
+        # a loss per output (a list, a dict by output name, or one for all)
+        opt = compile_config.get("optimizer") or compile_config.get("optimizer_config")
+        try:
+            loss = compile_config.get("loss")
+            if isinstance(loss, list):
+                loss = [_loss(entry) for entry in loss]
+            elif isinstance(loss, dict) and "class_name" not in loss:
+                loss = {name: _loss(entry) for name, entry in loss.items()}
+            else:
+                loss = _loss(loss)
+            metrics = compile_config.get("metrics")
+            model.compile(optimizer=_optimizer(opt), loss=loss,
+                          loss_weights=compile_config.get("loss_weights"),
+                          metrics=metrics, device=device)
+        except (TypeError, ValueError, KeyError, AttributeError) as err:
+            warnings.warn("%s: model \"%s\" has several outputs and a compile config cnncuda "
+                          "cannot read (%s); it loads uncompiled (predict runs)"
+                          % (path, model.name, err), stacklevel=4)
     elif compile and compile_config:
         opt = compile_config.get("optimizer") or compile_config.get("optimizer_config")
         loss = compile_config.get("loss")
@@ -761,6 +783,18 @@ def _build(config, weights_of, compile_config, compile, device, path):
 
 
 _H5_METRIC_NAMES = {"mae": "mean_absolute_error", "mse": "mean_squared_error"}
+
+
+def _h5_metric_names(entries):
+    """A legacy .h5 file's metrics with _H5_METRIC_NAMES's names, nested
+    lists and dicts (one entry per output) kept as they are."""
+    if isinstance(entries, str):
+        return _H5_METRIC_NAMES.get(entries, entries)
+    if isinstance(entries, list):
+        return [_h5_metric_names(entry) for entry in entries]
+    if isinstance(entries, dict) and "class_name" not in entries:
+        return {key: _h5_metric_names(entry) for key, entry in entries.items()}
+    return entries
 
 
 def _metrics(entries):
@@ -854,8 +888,8 @@ def load(path, data, kind, compile=True, device=None):
         if training and training.get("metrics"):
             # Keras's legacy loader makes 'mae' and 'mse' metric objects named after
             # their function, as it does with its own .h5 files
-            training["metrics"] = [_H5_METRIC_NAMES.get(m, m) if isinstance(m, str) else m
-                                   for m in _metrics(training["metrics"])]
+            # (several outputs' metrics keep their nesting: a list or dict per output)
+            training["metrics"] = _h5_metric_names(training["metrics"])
         group = f["model_weights"] if "model_weights" in f else f
 
         def weights_of(entry, path):

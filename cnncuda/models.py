@@ -30,8 +30,7 @@ import weakref
 import numpy as np
 
 from . import (config, distribute, initializers, keras_files, losses, mixed_precision,
-               optimizers, saving,
-               sample_weights, schedules, training)
+               optimizers, saving, sample_weights, schedules, several_outputs, training)
 from . import metrics as metrics_module
 from .checks import nonnegative_int, shape_str
 from .engine import make_net
@@ -130,6 +129,7 @@ class Sequential:
         self.optimizer = None
         self.metric_name = None
         self._metrics = []                # [(name, host metric object or None: the engine's)]
+        self._metric_outputs = []         # the output each of _metrics reads (several outputs)
         self.stop_training = False
         self.history = None
         self._shuffle_rng = np.random.default_rng(self.seed)
@@ -675,6 +675,11 @@ class Sequential:
                 self._engine_loss() if compiled else _PLACEHOLDER_LOSS,
                 self._compiled_optimizer if compiled else _PLACEHOLDER_OPTIMIZER)
         if group:
+            if isinstance(self.loss, several_outputs.OutputLosses):
+                raise ValueError("fit: model \"%s\" has %d outputs; data parallel training "
+                                 "(a distribution strategy) of a model of several outputs is "
+                                 "not supported: compile it outside strategy.scope()"
+                                 % (self.name, len(self.loss.names)))
             new = strategy.make_group(*args, seed=self.seed, precision=precision)
         else:
             new = make_net(device, *args, seed=self.seed, precision=precision)
@@ -728,6 +733,8 @@ class Sequential:
         fit or evaluate runs, the categorical cross-entropy that its
         weighted targets are given to, or for the other losses the same
         loss with the weight after each target row (sample_weights.py)."""
+        if isinstance(self.loss, several_outputs.OutputLosses):
+            return self.loss.engine_loss(bool(self.__dict__.get("_weighted")))
         loss = self.loss.engine_loss()
         if self.__dict__.get("_weighted"):
             loss = dict(loss, kind="categorical_crossentropy") if loss["kind"] in (
@@ -801,30 +808,43 @@ class Sequential:
         'adamax', 'nadam', 'adamw' or an object; the default is Keras's,
         'rmsprop'), the loss (a name or a loss object), metrics (['accuracy']
         or none) and, optionally, the engine (``device='cpu'`` and so on; see
-        cnncuda.config). The optimizer starts afresh; the weights stay."""
+        cnncuda.config). The optimizer starts afresh; the weights stay. A
+        model of several outputs takes a loss per output, ``loss_weights``
+        and metrics per output, as Keras 3 (cnncuda/several_outputs.py)."""
         opt = optimizers.get(optimizer)
         if self.dtype_policy.name == "mixed_float16" and \
                 not isinstance(opt, mixed_precision.LossScaleOptimizer):
             # Keras 3 (auto_scale_loss): dynamic loss scaling under mixed_float16
             opt = mixed_precision.LossScaleOptimizer(opt, name="loss_scale_optimizer")
             opt._made_by_compile = True
-        if loss is None:
-            raise ValueError("loss: expected one of %s or a loss object, got None"
-                             % ", ".join(repr(k) for k in losses.KINDS))
-        loss_obj = losses.get(loss)
-        if metrics is None:
-            metrics = []
-        if isinstance(metrics, str) or not isinstance(metrics, (list, tuple)):
-            raise TypeError("metrics: expected a list such as ['accuracy'], got %r" % (metrics,))
-        compiled = _compiled_metrics(metrics, loss_obj.kind)
-        for arg, value in (("loss_weights", loss_weights), ("weighted_metrics", weighted_metrics)):
-            if value is not None:
-                raise ValueError("%s: expected None (not supported), got %r" % (arg, value))
+        several = self.built and getattr(self, "_several_outputs", False)
+        if several:     # a loss per output (several_outputs.py)
+            loss_obj = several_outputs.compile_losses(self, loss, loss_weights)
+            compiled, metric_outputs = several_outputs.compile_metrics(
+                self, metrics, loss_obj, _compiled_metrics)
+        else:
+            if loss is None:
+                raise ValueError("loss: expected one of %s or a loss object, got None"
+                                 % ", ".join(repr(k) for k in losses.KINDS))
+            loss_obj = losses.get(loss)
+            if metrics is None:
+                metrics = []
+            if isinstance(metrics, str) or not isinstance(metrics, (list, tuple)):
+                raise TypeError("metrics: expected a list such as ['accuracy'], got %r"
+                                % (metrics,))
+            compiled = _compiled_metrics(metrics, loss_obj.kind)
+            metric_outputs = [0] * len(compiled)
+        if loss_weights is not None and not several:
+            raise ValueError("loss_weights: expected None (a weight per output is for a model of "
+                             "several outputs), got %r" % (loss_weights,))
+        if weighted_metrics is not None:
+            raise ValueError("weighted_metrics: expected None (not supported), got %r"
+                             % (weighted_metrics,))
         if steps_per_execution not in (None, 1) and not isinstance(steps_per_execution, int):
             raise TypeError("steps_per_execution: expected an int, got %r" % (steps_per_execution,))
         if device is not None:
             config.engine_for(device)          # a bad or unavailable engine fails here
-        if self.built:
+        if self.built and not several:
             _check_loss_fits(loss_obj, self.output_shape)
         self.optimizer, self.loss, self._device = opt, loss_obj, device
         self._compiled_optimizer = opt.engine_optimizer()
@@ -833,6 +853,7 @@ class Sequential:
                 self._drop_net()
             self._strategy = distribute.get_strategy()
         self._metrics = compiled
+        self._metric_outputs = metric_outputs   # the output each metric reads
         # the first of the engine's accuracy names (callbacks' mode='auto')
         self.metric_name = next((name for name, obj in compiled if obj is None), None)
         opt._model = self
@@ -842,13 +863,18 @@ class Sequential:
 
     @property
     def metrics_names(self):
+        if isinstance(self.loss, several_outputs.OutputLosses):     # evaluate's list order
+            return several_outputs.metric_values(self, {}, names=True)
         return ["loss"] + [name for name, _ in self._metrics]
 
     def _host_metrics(self):
         return [obj for _, obj in self._metrics if obj is not None]
 
     def _compile_metrics_config(self):
-        """compile's metrics as saved: strings, and Keras's form of the objects."""
+        """compile's metrics as saved: strings, and Keras's form of the objects
+        (with several outputs a list of them per output)."""
+        if isinstance(self.loss, several_outputs.OutputLosses):
+            return several_outputs.metrics_config(self, metrics_module.serialize)
         return [name if obj is None else getattr(obj, "_from_string", None)
                 or metrics_module.serialize(obj)
                 for name, obj in self._metrics]
@@ -1578,10 +1604,14 @@ def _model_from_file(filepath, header, weights, slots, compile, device, classes=
     info = header.get("compile")
     if compile and info:
         try:
+            loss_weights = None
+            if info["loss"]["class_name"] == several_outputs.OutputLosses.kind:
+                loss, loss_weights = several_outputs.compile_arguments(info["loss"]["config"])
+            else:
+                loss = losses.from_config(info["loss"]["class_name"], info["loss"]["config"])
             model.compile(optimizer=optimizers.from_config(info["optimizer"]["class_name"],
                                                            info["optimizer"]["config"]),
-                          loss=losses.from_config(info["loss"]["class_name"],
-                                                  info["loss"]["config"]),
+                          loss=loss, loss_weights=loss_weights,
                           metrics=list(info.get("metrics") or []), device=device)
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as err:
             raise saving.ModelFileError("%s: corrupted cnncuda model file: bad compile settings "

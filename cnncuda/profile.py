@@ -190,6 +190,8 @@ def _layer_names(model):
         names = [layer.name for layer in model._input_layers]
     for layer in model.layers:
         names.extend([layer.name] * len(layer.engine_layers()))
+    # several outputs: the engine layers that pack them (functional.py)
+    names.extend(["(outputs)"] * (len(model._engine_layers()) - len(names)))
     return names
 
 

@@ -1470,6 +1470,13 @@ class NumpyNet:
                 raise ValueError(f"layer {j}: its output is read by no layer")
         self._output_shape = tuple(shape)
 
+        # several outputs (cnncuda/several_outputs.py; csrc/net/loss_parts.c):
+        # the last layer concatenates them, a loss per output over the
+        # packed float targets; the network's loss is then MSE's placeholder
+        self._parts = None
+        if "outputs" in loss:
+            self._parts = self._loss_parts(loss["outputs"])
+            loss = {"kind": "mean_squared_error"}
         # loss: the output must be (K,)
         self.loss_kind = loss["kind"]
         self.from_logits = bool(loss.get("from_logits", False))
@@ -1611,6 +1618,81 @@ class NumpyNet:
             raise ValueError(f"{self.loss_kind} needs at least 2 outputs along the last axis, "
                              f"the net's output is {self._output_shape}")
 
+    def _loss_parts(self, outputs):
+        """Each output's loss, checked against its source (input j of the
+        last layer, a concatenation), with its offsets in the packed output
+        and target rows."""
+        last = self.layers[-1]
+        if not (2 <= len(outputs) <= 8) or not isinstance(last, _Merge) or \
+                last.kind != "concatenate" or len(self._reads[-1]) != len(outputs):
+            raise ValueError(f"loss: the losses of {len(outputs)} outputs need a last layer "
+                             f"that concatenates {len(outputs)} outputs")
+        parts, y_off, t_off = [], 0, 0
+        for j, (spec, src) in enumerate(zip(outputs, self._reads[-1])):
+            kind = spec["kind"]
+            if kind not in LOSS_KINDS:
+                raise ValueError(f"loss of output {j}: unknown loss {kind!r}")
+            k, p = int(spec["classes"]), int(spec.get("positions", 1))
+            weighted = bool(spec.get("weighted", False))
+            weight = float(spec.get("weight", 1.0))
+            shape = self.input_shape if src < 0 else self.layers[src].out_shape
+            count = int(np.prod(shape))
+            if src < 0 or len(shape) != 1 or k * p != count:
+                raise ValueError(f"loss of output {j}: {k} values at {p} positions per sample, "
+                                 f"the output gives {shape}")
+            if kind in ("sparse_categorical_crossentropy", "categorical_crossentropy"):
+                if weighted:
+                    raise ValueError(f"loss of output {j}: weighted is for the binary and "
+                                     f"regression losses")
+                if k < 2:
+                    raise ValueError(f"loss of output {j}: {kind} needs at least 2 outputs")
+            if weighted and p > 1:
+                raise ValueError(f"loss of output {j}: weighted targets need one position")
+            if not (np.isfinite(weight) and weight >= 0):
+                raise ValueError(f"loss of output {j}: its weight must be finite and >= 0")
+            width = p if kind == "sparse_categorical_crossentropy" else p * k + weighted
+            parts.append({"kind": kind, "from_logits": bool(spec.get("from_logits", False)),
+                          "delta": float(spec.get("delta", 1.0)), "weighted": weighted,
+                          "weight": weight, "k": k, "p": p, "y_off": y_off, "count": count,
+                          "t_off": t_off, "width": width})
+            y_off += count
+            t_off += width
+        self._part_width = t_off
+        return parts
+
+    def _loss_of_parts(self, out, target, grad):
+        """_loss for several outputs: (the weighted sum of the outputs'
+        loss sums, [loss sum, correct of each output in turn], the packed
+        output's gradient), each output's as one output's loss, its
+        gradient times its weight in the network's float type."""
+        n = out.shape[0]
+        total, sums = 0.0, np.zeros(2 * len(self._parts))
+        dout = np.zeros_like(out) if grad else None
+        for j, part in enumerate(self._parts):
+            k, p = part["k"], part["p"]
+            rows = out[:, part["y_off"]:part["y_off"] + part["count"]].reshape(n * p, k)
+            t = target[:, part["t_off"]:part["t_off"] + part["width"]]
+            weights = None
+            if part["kind"] == "sparse_categorical_crossentropy":
+                # the engines' labels_from_floats: (int) t clamped into [0, k)
+                t = np.clip(np.where(t > 0, t, 0), 0, k - 1).astype(np.int64).reshape(n * p)
+            elif part["weighted"]:
+                t, weights = t[:, :k], t[:, k]
+            else:
+                t = t.reshape(n * p, k)
+            loss_sum, correct, d = loss_forward_backward(
+                part["kind"], rows, t, part["from_logits"], scale_n=max(n * p, 1), grad=grad,
+                delta=part["delta"], weights=weights)
+            if p > 1:
+                loss_sum, correct = loss_sum / p, correct / p
+            sums[2 * j], sums[2 * j + 1] = loss_sum, correct
+            total += part["weight"] * float(loss_sum)
+            if grad:
+                if part["weight"] != 1.0:
+                    d = d * self.dtype.type(part["weight"])
+                dout[:, part["y_off"]:part["y_off"] + part["count"]] = d.reshape(n, -1)
+        return total, sums, dout
+
     def _loss_positions(self):
         return int(np.prod(self._output_shape[:-1], dtype=np.int64))
 
@@ -1619,6 +1701,8 @@ class NumpyNet:
         loss of the n P rows of K (P the positions of a sample), a sample's
         loss and correct count the means over its rows, the gradient that of
         the mean over all rows (Keras's sum_over_batch_size)."""
+        if self._parts is not None:
+            return self._loss_of_parts(out, target, grad)
         n, k, p = out.shape[0], self._output_shape[-1], self._loss_positions()
         rows = out.reshape(n * p, k)
         weights = None
@@ -1644,7 +1728,16 @@ class NumpyNet:
         return x
 
     def _targets(self, y, n):
-        """Labels (n,) for sparse losses, float targets (n, K) otherwise."""
+        """Labels (n,) for sparse losses, float targets (n, K) otherwise;
+        with several outputs their packed float targets (n, width)."""
+        if self._parts is not None:
+            y = np.asarray(y)
+            if y.shape != (n, self._part_width):
+                raise ValueError(f"targets must have shape ({n}, {self._part_width}) (the "
+                                 f"outputs' packed targets), got {y.shape}")
+            if not np.all(np.isfinite(y)):
+                raise ValueError("y: expected finite values")
+            return y.astype(self.dtype)
         k = self._output_shape[-1]
         p = self._loss_positions()
         y = np.asarray(y)

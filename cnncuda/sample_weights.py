@@ -18,7 +18,9 @@ targets: for them the engines' loss ops take the weight itself, after each
 sample's targets (a target row of k + 1 values; the engine loss dict's
 ``weighted``), which multiplies the sample's loss and gradient; the accuracy
 count stays unweighted, so zero weights are fine there. Outputs of several
-positions per sample are refused. The metrics computed on the host
+positions per sample are refused. A model of several outputs takes one
+array of weights for all of them, each output's targets weighted by its
+loss's rule (several_outputs.weighted_pack). The metrics computed on the host
 (metrics.py) are given the targets as the user gave them, so they stay
 unweighted too (training.py's metric targets).
 """
@@ -27,6 +29,7 @@ import numbers
 
 import numpy as np
 
+from . import several_outputs
 from .checks import shape_str
 
 __all__ = ["weights", "weighted_targets", "weighted"]
@@ -58,7 +61,16 @@ def weights(model, y, n, sample_weight=None, class_weight=None, arg="sample_weig
     if sample_weight is not None and class_weight is not None:
         raise ValueError("You cannot `class_weight` and `sample_weight` at the same time.")
     which = arg if class_weight is None else "class_weight"
-    if len(model.output_shape) > 2:
+    several = isinstance(model.loss, several_outputs.OutputLosses)
+    if several:
+        several_outputs.refuse_weights_argument(model, sample_weight, class_weight)
+        shaped = [name for name, shape in zip(model.loss.names, model.loss.shapes)
+                  if len(shape) > 1]
+        if shaped:
+            raise ValueError("%s: weighting samples is supported for outputs of shape (None, "
+                             "classes); output %r has several positions per sample"
+                             % (which, shaped[0]))
+    elif len(model.output_shape) > 2:
         raise ValueError("%s: weighting samples is supported for outputs of shape (None, "
                          "classes); the model outputs %s (a loss at several positions per "
                          "sample)" % (which, shape_str(model.output_shape)))
@@ -95,6 +107,9 @@ def weights(model, y, n, sample_weight=None, class_weight=None, arg="sample_weig
         w = w.reshape(n)
         where = arg + "[%d]"
         index_of = int
+    if several:
+        several_outputs.weights_check(model, w, where, index_of)
+        return np.asarray(w, np.float32)
     bad = ~np.isfinite(w) | (w < 0)
     if model.metric_name and _categorical(model):
         bad |= w == 0
@@ -116,7 +131,10 @@ def weighted_targets(model, y, w):
     """The targets (n, classes) float32 that give sample i's loss times
     w[i]: for the categorical cross-entropies w[i] times the one-hot of a
     sparse label, or of the target row; for the other losses the target row
-    and then w[i] ((n, classes + 1)). w None: weight 1."""
+    and then w[i] ((n, classes + 1)). w None: weight 1. With several
+    outputs, their packed targets (several_outputs.weighted_pack)."""
+    if isinstance(model.loss, several_outputs.OutputLosses):
+        return several_outputs.weighted_pack(model, y, w)
     classes = model._output_classes()
     y = np.asarray(y)
     if not _categorical(model):

@@ -17,7 +17,8 @@ The engines run graphs of cnncuda's layers, not Python. So when such a model
 is built (its first fit, evaluate, predict or call on data, or
 ``model.build(input_shape)``), ``call`` runs on a symbolic input
 (``keras.Input`` of that shape: cnncuda.symbolic's KerasTensor) and what it
-returns is the output of a functional graph, which the model then runs as
+returns is the output of a functional graph (a model's call may return a
+list of outputs: cnncuda/several_outputs.py), which the model then runs as
 ``keras.Model(inputs, outputs)`` would: the same engine network, weights and
 bits. ``call`` is traced with ``training=True`` and with ``training=False``
 (where it takes a ``training`` argument), and the two graphs must be the same
@@ -111,10 +112,14 @@ def _run(owner, shape, training):
         modes.pop()
     if isinstance(out, (list, tuple)) and len(out) == 1:
         out = out[0]
+    from .functional import Model
+    if isinstance(owner, Model) and isinstance(out, (list, tuple)) and \
+            all(isinstance(t, KerasTensor) for t in out):
+        return inputs, list(out)        # a model of several outputs (several_outputs.py)
     if not isinstance(out, KerasTensor):
         raise TypeError("%s (%s) returned %s: it must return the output tensor of a layer it "
-                        "called on its input (one output; cnncuda runs call's layers as a "
-                        "graph, not the Python in it)"
+                        "called on its input (one output; a model's call may return a list "
+                        "of them; cnncuda runs call's layers as a graph, not the Python in it)"
                         % (what, owner.name, type(out).__name__ if not isinstance(out, (
                             list, tuple, dict)) else "%d outputs" % len(out)))
     return inputs, out

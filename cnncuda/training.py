@@ -33,7 +33,7 @@ import warnings
 
 import numpy as np
 
-from . import config, sample_weights
+from . import config, sample_weights, several_outputs
 from .callbacks import Callback, CallbackList, History, ProgbarLogger
 from .checks import boolean, check_targets, nonnegative_int, number_in, positive_int
 from .chunks import RateChunker, StepChunker
@@ -137,6 +137,8 @@ def _data(model, x, y, x_arg="x", y_arg="y"):
         raise ValueError("%s: expected the targets of %s, got None" % (y_arg, x_arg))
     model._build_from_data(x, x_arg)
     x = model._engine_data(x, x_arg)        # the engine checks the values
+    if isinstance(model.loss, several_outputs.OutputLosses):
+        return x, several_outputs.pack(model, y, len(x), y_arg)
     shape = tuple(model.output_shape[1:])
     y_array = np.asarray(y) if not isinstance(y, np.ndarray) else y
     if y_array.ndim == 0 or len(y_array) != len(x):
@@ -151,6 +153,8 @@ def _logs(model, loss_sum, correct, count, prefix=""):
     in sorted order of their names (History's keys, the bar's order); the
     engine's accuracy from its correct count, the others from their host
     objects' state (update_host_metrics)."""
+    if isinstance(model.loss, several_outputs.OutputLosses):
+        return several_outputs.logs(model, loss_sum, correct, count, _result, prefix)
     values = {"loss": float(loss_sum) / count}
     for name, metric in model._metrics:
         values[name] = float(correct) / count if metric is None else _result(metric)
@@ -164,6 +168,8 @@ def _result(metric):
 
 def metric_values(model, logs, prefix=""):
     """evaluate's list: the loss, then the metrics in compile order."""
+    if isinstance(model.loss, several_outputs.OutputLosses):
+        return several_outputs.metric_values(model, logs, prefix)
     return [logs[prefix + "loss"]] + [logs[prefix + name] for name, _ in model._metrics]
 
 
@@ -171,6 +177,8 @@ def update_host_metrics(model, metrics, y, outputs):
     """Each host metric updated with the targets y and the engine's outputs,
     brought to the model's output shape (model._keras_y: a Reshape((A, B))
     output is the engine's (1, A, B))."""
+    if isinstance(model.loss, several_outputs.OutputLosses):
+        return several_outputs.update_host_metrics(model, metrics, y, outputs)
     outputs = model._keras_y(outputs)
     for metric in metrics:
         metric.update_state(y, outputs)

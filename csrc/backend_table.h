@@ -154,6 +154,13 @@ typedef cnn_status cnn_concat_fn(cnn_ctx *ctx, int n, int c, int hw, int c_total
 typedef cnn_status cnn_input_slice_fn(cnn_ctx *ctx, int n, int row, int offset, int h, int w,
                                       int c, const float *x, float *y);
 
+/* a network of several outputs: count labels staged as floats (a packed
+ * target row's) into int32 for the sparse cross-entropy, labels[i] =
+ * (int32) x[i], clamped into [0, k) (the Python layer refuses labels out
+ * of range first; the clamp keeps the loss inside its rows) */
+typedef cnn_status cnn_labels_from_floats_fn(cnn_ctx *ctx, long count, int k, const float *x,
+                                             int32_t *labels);
+
 /* dropout forward (x -> y) and backward (dy -> dx) */
 typedef cnn_status cnn_dropout_fn(cnn_ctx *ctx, int n, int c, int h, int w, float rate,
                                   uint64_t seed, const int64_t *forward, int64_t row0,
@@ -527,6 +534,9 @@ struct cnn_backend {
     /* a model of several inputs: one input's values out of the packed
      * network input, in the layout the layers take (no backward) */
     cnn_input_slice_fn *input_slice;
+    /* a network of several outputs: a sparse output's labels out of the
+     * packed float targets (csrc/net/loss_parts.c) */
+    cnn_labels_from_floats_fn *labels_from_floats;
     /* loss_forward_backward for the regression losses (d->kind from
      * CNN_LOSS_MSE on, CNN_LOSS_IS_REGRESSION): y (n, k) against targets
      * (n, k), labels unused. The per-sample loss is the mean over k of

@@ -548,12 +548,31 @@ typedef struct cnn_layer_spec {
     int inputs[CNN_MAX_INPUTS];
 } cnn_layer_spec;
 
+/* A network of several outputs (a Keras model's): its last layer is a
+ * CNN_LAYER_CONCAT of the outputs, each flat per sample, and each output
+ * has a loss of its own (compile's loss list, loss_weights). Output j reads
+ * input j of that concatenation: loss.k values along its last axis at
+ * loss.positions positions per sample (k positions = its values per
+ * sample); its targets come packed with the others' in one float32 row per
+ * sample, in the outputs' order: positions labels (exact floats in [0, k))
+ * for the sparse cross-entropy, else positions k targets, then the
+ * sample's weight where loss.weighted (one position). The network's loss
+ * is the sum of weight times each output's loss (csrc/net/loss_parts.c). */
+#define CNN_MAX_OUTPUTS CNN_MAX_INPUTS
+typedef struct cnn_loss_part {
+    cnn_loss_desc loss; /* kind, from_logits, delta, weighted, k, positions; n ignored */
+    float weight;       /* loss_weights: finite, >= 0 */
+} cnn_loss_part;
+
 typedef struct cnn_net_spec {
     int in_h, in_w, in_c; /* image input (NHWC); in_h = in_w = 0 for a (N, in_c) input */
     int max_batch;
     const cnn_layer_spec *layers;
     int n_layers;
-    cnn_loss_desc loss;   /* n is ignored; k must match the last layer */
+    cnn_loss_desc loss;   /* n is ignored; k must match the last layer;
+                             ignored where n_parts > 0 */
+    int n_parts;          /* 0: one output (loss); else its outputs' losses */
+    cnn_loss_part parts[CNN_MAX_OUTPUTS];
     cnn_optimizer_desc optimizer;
     uint64_t seed;
     int precision;        /* cnn_precision: the GPU engines' products (CNN_PRECISION_FLOAT32 strict) */
@@ -567,6 +586,17 @@ typedef struct cnn_net cnn_net;
 cnn_status cnn_net_create(const cnn_backend *backend, int num_threads,
                           const cnn_net_spec *spec, cnn_net **out);
 void cnn_net_destroy(cnn_net *net);
+
+/* A network of several outputs (cnn_net_spec.n_parts): the number of its
+ * losses (0 for one output), the floats of a sample's packed target row
+ * (any network: its target elements), and the per-output sums of the last
+ * train_batch, compute_gradients, evaluate, evaluate_validation or
+ * read_sums: out[2 j] output j's loss sum (unweighted), out[2 j + 1] its
+ * correct count. The loss_sum those calls give is then the weighted sum of
+ * the outputs' loss sums plus the regularizers' penalty. */
+int cnn_net_part_count(const cnn_net *net);
+long cnn_net_target_width(const cnn_net *net);
+void cnn_net_part_sums(const cnn_net *net, double *out);
 
 /* Output shape of the last layer: rank 4 (n, h, w, c) in Keras order or rank 2. */
 void cnn_net_output_shape(const cnn_net *net, int *rank, int dims[3]);
@@ -592,7 +622,8 @@ cnn_status cnn_net_profile(cnn_net *net, int n, const float *x_host, const int32
                            const char **names, int cap, int *count);
 
 /* x_host: (n, in_h, in_w, in_c) float32. Targets: labels_host int32 (n) for
- * sparse losses, targets_host float32 (n, k) otherwise. */
+ * sparse losses, targets_host float32 (n, k) otherwise (several outputs:
+ * their packed rows, (n, cnn_net_target_width)). */
 cnn_status cnn_net_train_batch(cnn_net *net, int n, const float *x_host,
                                const int32_t *labels_host, const float *targets_host,
                                float *loss_sum, float *correct);

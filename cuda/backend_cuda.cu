@@ -289,5 +289,6 @@ extern "C" const cnn_backend cnn_backend_cuda = {
     .timer_elapsed = cuda_timer_elapsed,
     .fused = &cnn_cuda_fused,
     .input_slice = cuda_input_slice,
+    .labels_from_floats = cuda_labels_from_floats,
     .regression_loss_forward_backward = cuda_regression_loss_forward_backward,
 };

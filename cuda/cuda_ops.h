@@ -63,6 +63,9 @@ cnn_concat_fn cuda_concat_forward, cuda_concat_backward;
 /* input_slice.cu */
 cnn_input_slice_fn cuda_input_slice;
 
+/* labels.cu */
+cnn_labels_from_floats_fn cuda_labels_from_floats;
+
 /* activation.cu */
 cnn_activation_forward_fn cuda_activation_forward;
 cnn_activation_backward_fn cuda_activation_backward;

@@ -165,6 +165,30 @@ class _Batches:
         return element, None
 
 
+def _join_targets(parts):
+    """The targets of consecutive batches joined: arrays, or for a model
+    of several outputs a list (tuple) of arrays or a dict of them, joined
+    output by output (training._data packs them)."""
+    first = parts[0]
+    if isinstance(first, dict):
+        return {key: _join_targets([part[key] for part in parts]) for key in first}
+    if isinstance(first, (list, tuple)) and first and \
+            all(isinstance(one, np.ndarray) for one in first):
+        return [_join_targets([part[j] for part in parts]) for j in range(len(first))]
+    return np.concatenate([np.asarray(part) for part in parts]) if len(parts) > 1 \
+        else np.asarray(first)
+
+
+def _target_rows(ys, rows):
+    """Rows of a block's targets (_join_targets': an array, or a list or
+    dict of them, one per output)."""
+    if isinstance(ys, dict):
+        return {key: value[rows] for key, value in ys.items()}
+    if isinstance(ys, list):
+        return [value[rows] for value in ys]
+    return ys[rows]
+
+
 def _blocks(batches, chunker, done_before=0):
     """Groups consecutive batches of one size: yields (xs, ys, batch, count)
     with `count` batches each, as many as chunker asks for and as fit in
@@ -176,8 +200,7 @@ def _blocks(batches, chunker, done_before=0):
             else np.asarray(pending[0][0])
         ys = None
         if pending[0][1] is not None:
-            ys = np.concatenate([np.asarray(b[1]) for b in pending]) if len(pending) > 1 \
-                else np.asarray(pending[0][1])
+            ys = _join_targets([b[1] for b in pending])
         return xs, ys, len(pending[0][0]), len(pending)
 
     done = done_before
@@ -253,7 +276,8 @@ class _Feed:
 def _contiguous(blocks):
     """Blocks whose arrays are C-contiguous, as the engine uploads them."""
     for xs, ys, batch, count in blocks:
-        yield (np.ascontiguousarray(xs), None if ys is None else np.ascontiguousarray(ys),
+        yield (np.ascontiguousarray(xs),
+               ys if ys is None or not isinstance(ys, np.ndarray) else np.ascontiguousarray(ys),
                batch, count)
 
 
@@ -388,7 +412,8 @@ def _train_epoch(model, device, source, limit, cbs, bar, per_batch, feed):
                 while at < count:
                     k = _constant_steps(model.optimizer, count - at)
                     rows = slice(at * batch, min((at + k) * batch, len(xs)))
-                    state.train(xs[rows], None if ys is None else ys[rows], batch, k)
+                    state.train(xs[rows], None if ys is None else _target_rows(ys, rows),
+                                batch, k)
                     at += k
                 chunker.took(time.perf_counter() - began, count)
                 if bar is not None and (limit is None or state.done < limit) and bar.due():

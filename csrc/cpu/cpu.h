@@ -153,7 +153,8 @@ static inline double cnn_cpu_sum(const float *restrict x, size_t len)
     .loss_unscale = cpu_loss_unscale, \
     .loss_scale_update = cpu_loss_scale_update, \
     .fused = &cnn_cpu_fused, \
-    .input_slice = cpu_input_slice
+    .input_slice = cpu_input_slice, \
+    .labels_from_floats = cpu_labels_from_floats
 
 extern const cnn_backend cnn_backend_cpu;
 extern const cnn_backend cnn_backend_omp;
@@ -209,6 +210,9 @@ cnn_concat_fn cpu_concat_forward, cpu_concat_backward;
 
 /* input_slice.c */
 cnn_input_slice_fn cpu_input_slice;
+
+/* labels.c */
+cnn_labels_from_floats_fn cpu_labels_from_floats;
 
 /* dropout.c */
 cnn_dropout_fn cpu_dropout_forward, cpu_dropout_backward;

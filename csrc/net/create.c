@@ -39,7 +39,8 @@ void cnn_net_destroy(cnn_net *net)
                           net->labels, net->targets, net->sums, net->run_sums,
                           net->counters, net->data_x, net->data_labels, net->data_targets, net->order,
                           net->val_x, net->val_labels, net->val_targets, net->val_sums,
-                          net->head_ws, net->grad_x};
+                          net->head_ws, net->grad_x, net->part_t, net->part_dy,
+                          net->part_scale, net->part_labels};
         for (size_t k = 0; k < sizeof blocks / sizeof blocks[0]; k++)
             if (blocks[k]) be->free(ctx, blocks[k]);
         if (net->x && net->x != net->x_stage) be->free(ctx, net->x);
@@ -172,8 +173,24 @@ static cnn_status alloc_buffers(cnn_net *net, size_t largest)
     ALLOC(net->labels, mb * (size_t)(net->loss.positions > 1 ? net->loss.positions : 1) *
                            sizeof(int32_t));
     ALLOC(net->targets, mb * net_target_elems(net) * F);
-    ALLOC(net->sums, 2 * F);
-    ALLOC(net->run_sums, 2 * F);
+    ALLOC(net->sums, (size_t)net->n_sums * F);
+    ALLOC(net->run_sums, (size_t)net->n_sums * F);
+    if (net->n_parts) { /* one output's targets, labels, gradient at a time */
+        size_t width = 0, rows = 0, count = 0, scales = 0;
+        for (int j = 0; j < net->n_parts; j++) {
+            const cnn_loss_part *p = &net->parts[j];
+            const size_t pos = p->loss.positions > 1 ? (size_t)p->loss.positions : 1;
+            if (net_part_target_width(p) > width) width = net_part_target_width(p);
+            if (pos > rows) rows = pos;
+            if (net->layers[net->part_src[j]].out_count > count)
+                count = net->layers[net->part_src[j]].out_count;
+            scales += (size_t)p->loss.k;
+        }
+        ALLOC(net->part_t, mb * width * F);
+        ALLOC(net->part_labels, mb * rows * sizeof(int32_t));
+        ALLOC(net->part_dy, mb * count * F);
+        ALLOC(net->part_scale, scales * F);
+    }
     ALLOC(net->counters, CNN_COUNTERS * sizeof(int64_t));
     ALLOC(net->hyper, CNN_HYPERS * F);
     if (net->head >= 0) ALLOC(net->head_ws, CNN_HEAD_WS_BYTES(mb, net->loss.k));
@@ -232,6 +249,14 @@ cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn
     net->n_layers = spec->n_layers;
     net->max_batch = spec->max_batch;
     net->loss = spec->loss;
+    net->n_sums = 2;
+    if (spec->n_parts < 0 || spec->n_parts > CNN_MAX_OUTPUTS || spec->n_parts == 1) {
+        free(net);
+        return cnn_set_error(CNN_ERR_VALUE, "loss: expected 2 to %d outputs' losses, got %d",
+                             CNN_MAX_OUTPUTS, spec->n_parts);
+    }
+    net->n_parts = spec->n_parts;
+    for (int j = 0; j < spec->n_parts; j++) net->parts[j] = spec->parts[j];
     net->opt = spec->optimizer;
     net->seed = spec->seed;
     net->in_rank = spec->in_h ? 4 : 2;
@@ -288,6 +313,7 @@ cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn
                            last->out_h, last->out_w, last->out_c);
         goto fail;
     }
+    if (net->n_parts && (st = net_parts_setup(net)) != CNN_OK) goto fail;
     net->n_params = n_params;
     net->n_state = n_state;
 
@@ -325,6 +351,7 @@ cnn_status cnn_net_create(const cnn_backend *backend, int num_threads, const cnn
         goto fail;
     if ((st = net_initialize_weights(net)) != CNN_OK) goto fail;
     if ((st = net_shape_upload(net)) != CNN_OK) goto fail;
+    if ((st = net_parts_upload(net)) != CNN_OK) goto fail;
     *out = net;
     return CNN_OK;
 fail:

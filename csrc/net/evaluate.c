@@ -1,5 +1,7 @@
 /* evaluate.c: evaluate and predict over arrays larger than a batch (a part
  * at a time), and the validation data of a fit call. */
+#include <string.h>
+
 #include "net_private.h"
 
 /* Samples whose float32 rows an evaluate or predict call holds on the
@@ -34,7 +36,8 @@ long net_batch_count(const cnn_net *net, long n)
 /* Queues the inference of the n rows of x (engine memory, NCHW) against
  * their targets (engine memory: labels, or targets (n, k)), max_batch at a
  * time, each batch copied into net->x: batch b's float32 loss and correct
- * sums, as the engine adds them, into sums[2b], sums[2b + 1] (zeroed here).
+ * sums, as the engine adds them, into sums[n_sums b], sums[n_sums b + 1]
+ * (with several outputs, their sums after them: loss_parts.c; zeroed here).
  * Nothing is read back: a GPU engine may record it all. */
 static cnn_status queue_evaluation(cnn_net *net, long n, const float *x, const int32_t *labels,
                                    const float *targets, float *sums)
@@ -42,7 +45,8 @@ static cnn_status queue_evaluation(cnn_net *net, long n, const float *x, const i
     const cnn_backend *be = net->be;
     const int sparse = net->loss.kind == CNN_LOSS_SPARSE_CE;
     const long batches = net_batch_count(net, n);
-    CNN_TRY(be->zero(net->ctx, sums, (size_t)batches * 2 * sizeof(float)));
+    const int per = net->n_sums; /* 2, or 2 + 2 per output of several */
+    CNN_TRY(be->zero(net->ctx, sums, (size_t)batches * per * sizeof(float)));
     for (long b = 0; b < batches; b++) {
         const long start = b * net->max_batch;
         const int m = (int)(n - start < net->max_batch ? n - start : net->max_batch);
@@ -56,8 +60,8 @@ static cnn_status queue_evaluation(cnn_net *net, long n, const float *x, const i
                              targets + (size_t)start * net_target_elems(net),
                              (size_t)m * net_target_elems(net) * sizeof(float)));
         CNN_TRY(net_run_forward(net, PLAN_FORWARD, &(run_args){.n = m}));
-        CNN_TRY(net_loss_device(net, m, sums + 2 * b));
-        CNN_TRY(net_regularize(net, (float)m, NULL, sums + 2 * b)); /* Keras's reported loss */
+        CNN_TRY(net_loss_device(net, m, sums + (size_t)per * b));
+        CNN_TRY(net_regularize(net, (float)m, NULL, sums + (size_t)per * b)); /* Keras's loss */
     }
     return CNN_OK;
 }
@@ -67,13 +71,12 @@ static cnn_status queue_evaluation(cnn_net *net, long n, const float *x, const i
  * download. */
 static cnn_status add_batch_sums(cnn_net *net, long batches, const float *sums, double total[2])
 {
-    float *host = malloc((size_t)batches * 2 * sizeof(float));
+    const size_t per = (size_t)net->n_sums;
+    float *host = malloc((size_t)batches * per * sizeof(float));
     if (!host) return cnn_set_error(CNN_ERR_MEMORY, "out of host memory for %ld batch sums", batches);
-    cnn_status st = net->be->download(net->ctx, host, sums, (size_t)batches * 2 * sizeof(float));
-    for (long b = 0; b < batches && st == CNN_OK; b++) {
-        total[0] += host[2 * b];
-        total[1] += host[2 * b + 1];
-    }
+    cnn_status st = net->be->download(net->ctx, host, sums, (size_t)batches * per * sizeof(float));
+    for (long b = 0; b < batches && st == CNN_OK; b++)
+        net_take_sums(net, host + per * b, total, net->part_sums);
     free(host);
     return st;
 }
@@ -85,7 +88,8 @@ static cnn_status evaluate_rows(cnn_net *net, long n, const float *x, const int3
 {
     const long batches = net_batch_count(net, n);
     float *sums = NULL;
-    cnn_status st = net->be->alloc(net->ctx, (void **)&sums, (size_t)batches * 2 * sizeof(float));
+    cnn_status st = net->be->alloc(net->ctx, (void **)&sums,
+                                   (size_t)batches * (size_t)net->n_sums * sizeof(float));
     if (st == CNN_OK) st = queue_evaluation(net, n, x, labels, targets, sums);
     if (st == CNN_OK) st = add_batch_sums(net, batches, sums, total);
     if (sums) net->be->free(net->ctx, sums);
@@ -137,6 +141,7 @@ cnn_status cnn_net_evaluate(cnn_net *net, long n, const cnn_host_array *x,
     const int sparse = net->loss.kind == CNN_LOSS_SPARSE_CE;
     const long part = eval_part_rows(net, n);
     double total[2] = {0.0, 0.0};
+    memset(net->part_sums, 0, sizeof net->part_sums);
     cnn_status st = CNN_OK;
     for (long at = 0; at < n && st == CNN_OK; at += part) {
         const long m = n - at < part ? n - at : part;
@@ -195,7 +200,8 @@ cnn_status cnn_net_set_validation(cnn_net *net, long n, const cnn_host_array *x,
             net->val_targets = t_dev;
         if (st == CNN_OK)
             st = net->be->alloc(net->ctx, (void **)&net->val_sums,
-                                (size_t)net_batch_count(net, n) * 2 * sizeof(float));
+                                (size_t)net_batch_count(net, n) * (size_t)net->n_sums *
+                                    sizeof(float));
     }
     net->val_n = n;
     if (st == CNN_OK)
@@ -210,6 +216,7 @@ cnn_status cnn_net_evaluate_validation(cnn_net *net, double *loss_sum, double *c
 {
     if (!net->val_n) return cnn_set_error(CNN_ERR_VALUE, "evaluate_validation needs set_validation first");
     double total[2] = {0.0, 0.0};
+    memset(net->part_sums, 0, sizeof net->part_sums);
     /* (recording the whole pass, one launch an epoch, was measured and
      * dropped: on an H100 the replay took 0.022 s against 0.028 queued, and
      * the capture 0.06 s more, paid back only after ten epochs) */

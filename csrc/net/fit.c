@@ -1,6 +1,8 @@
 /* fit.c: resident training data (set_data), an epoch's order (set_order)
  * and train_range: steps gathered from the resident data, recorded once and
  * replayed on GPU engines. */
+#include <string.h>
+
 #include "net_private.h"
 
 void net_free_recording(cnn_net *net)
@@ -269,19 +271,25 @@ size_t cnn_net_memory_bytes(const cnn_net *net)
     const size_t row = net->in_count * sizeof(float) +
                        net_target_elems(net) * 4; /* int32 labels or float targets */
     size_t data = (size_t)net->data_n * (row + sizeof(int32_t));
-    if (net->val_n) data += (size_t)net->val_n * row + (size_t)net_batch_count(net, net->val_n) * 2 * sizeof(float);
+    if (net->val_n)
+        data += (size_t)net->val_n * row +
+                (size_t)net_batch_count(net, net->val_n) * (size_t)net->n_sums * sizeof(float);
     return net->planned + data;
 }
 
 cnn_status cnn_net_read_sums(cnn_net *net, int reset, double *loss_sum, double *correct)
 {
-    float sums[2];
+    float sums[2 + 2 * CNN_MAX_OUTPUTS];
     /* a replica's engine may be waiting for a peer: wait in a way that an
      * abort or the timeout ends */
     if (net->comm) CNN_TRY(net->comm->wait(net->comm, net->ctx));
-    CNN_TRY(net->be->download(net->ctx, sums, net->run_sums, sizeof sums));
-    *loss_sum = sums[0];
-    *correct = sums[1];
-    if (reset) CNN_TRY(net->be->zero(net->ctx, net->run_sums, 2 * sizeof(float)));
+    CNN_TRY(net->be->download(net->ctx, sums, net->run_sums, (size_t)net->n_sums * sizeof(float)));
+    double total[2] = {0.0, 0.0};
+    memset(net->part_sums, 0, sizeof net->part_sums);
+    net_take_sums(net, sums, total, net->part_sums);
+    *loss_sum = total[0];
+    *correct = total[1];
+    if (reset)
+        CNN_TRY(net->be->zero(net->ctx, net->run_sums, (size_t)net->n_sums * sizeof(float)));
     return CNN_OK;
 }

@@ -146,7 +146,7 @@ typedef struct run_args {
     int training; /* a training forward (dropout on, batchnorm's batch statistics) */
     counters_state counted;
     int scale_n;  /* the loss's gradient is that of the mean over scale_n samples */
-    float *sums;  /* the loss's sums (2) */
+    float *sums;  /* the loss's sums (n_sums: 2, more with several outputs) */
 } run_args;
 
 struct cnn_net {
@@ -176,8 +176,8 @@ struct cnn_net {
     float *grad_a, *grad_b; /* (max_batch, largest activation) */
     int32_t *labels; /* (max_batch, loss positions) */
     float *targets;  /* (max_batch, loss positions, k): NHWC rows */
-    float *sums;     /* (2): loss sum, correct of one call */
-    float *run_sums; /* (2): running sums of train_range, read by read_sums */
+    float *sums;     /* (n_sums): loss sum, correct of one call */
+    float *run_sums; /* (n_sums): running sums of train_range, read by read_sums */
 
     /* resident training data (set_data) and an epoch's order (set_order) */
     long data_n, order_n;
@@ -192,7 +192,7 @@ struct cnn_net {
     float *val_x;          /* (val_n, in_count), NCHW */
     int32_t *val_labels;   /* (val_n) for sparse losses */
     float *val_targets;    /* (val_n, k) otherwise */
-    float *val_sums;       /* (2 per batch of max_batch) */
+    float *val_sums;       /* (n_sums per batch of max_batch) */
 
     long steps;          /* optimizer steps taken */
     long train_forwards; /* training forwards run: keys dropout */
@@ -285,6 +285,28 @@ struct cnn_net {
     int graph;
     float *grad_x;
 
+    /* several outputs (cnn_net_spec.n_parts > 0; loss_parts.c): each
+     * output's loss and the source layer it reads (input j of the last
+     * layer, a concatenation), its values' offset in the packed output row
+     * and its targets' in the packed target row; net->loss is then a float
+     * loss of k = the packed target row's width that nothing computes (the
+     * targets' staging, gather and checks take it as any float targets).
+     * part_t, part_labels, part_dy: one output's targets, labels and
+     * gradient at a time (max_batch rows of the widest); part_scale: each
+     * output's loss weight, k times (rescale's per-channel scale). The
+     * sums of a call are then n_sums = 2 + 2 n_parts floats: the
+     * regularizers' penalty and 0, then each output's loss and correct
+     * sums; part_sums those of the last call read back (net_take_sums). */
+    int n_parts;
+    cnn_loss_part parts[CNN_MAX_OUTPUTS];
+    int part_src[CNN_MAX_OUTPUTS];
+    size_t part_y_off[CNN_MAX_OUTPUTS], part_t_off[CNN_MAX_OUTPUTS];
+    size_t part_scale_off[CNN_MAX_OUTPUTS];
+    float *part_t, *part_dy, *part_scale;
+    int32_t *part_labels;
+    int n_sums;
+    double part_sums[2 * CNN_MAX_OUTPUTS];
+
     int counting;   /* net_alloc only adds up bytes in planned (cnn_net_create) */
     size_t planned;
 };
@@ -339,6 +361,15 @@ static inline size_t net_target_elems(const cnn_net *net)
     return p * (size_t)net->loss.k + (net->loss.weighted != 0); /* then the weight */
 }
 cnn_status net_loss_device(cnn_net *net, int n, float *sums);
+/* loss_parts.c: several outputs (net->n_parts > 0) */
+cnn_status net_parts_setup(cnn_net *net);
+cnn_status net_parts_upload(cnn_net *net);
+size_t net_part_target_width(const cnn_loss_part *p);
+cnn_status net_loss_parts(cnn_net *net, int n, int scale_n, float *dy, float *sums);
+/* the float sums s (n_sums) of a call added into total (the loss, the
+ * correct count: with several outputs the weighted sum of their losses
+ * plus s[0]) and, with several outputs, into parts (2 n_parts) */
+void net_take_sums(const cnn_net *net, const float *s, double total[2], double *parts);
 cnn_status net_optimizer_step(cnn_net *net, long rows, counters_state counted);
 cnn_status net_run_forward(cnn_net *net, plan_kind which, const run_args *r);
 cnn_status net_train_pass(cnn_net *net, const run_args *r);

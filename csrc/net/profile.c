@@ -67,7 +67,7 @@ static cnn_status add_intervals(cnn_net *net, double *seconds)
 static cnn_status marked_step(cnn_net *net, int n)
 {
     net->prof->n = 0;
-    CNN_TRY(net->be->zero(net->ctx, net->sums, 2 * sizeof(float)));
+    CNN_TRY(net->be->zero(net->ctx, net->sums, (size_t)net->n_sums * sizeof(float)));
     CNN_TRY(net_train_pass(net, &(run_args){.n = n, .scale_n = n, .sums = net->sums}));
     CNN_TRY(net_loss_unscale(net)); /* dynamic loss scaling (nothing without it) */
     CNN_TRY(net_profile_mark(net, "optimizer"));

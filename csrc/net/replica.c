@@ -17,6 +17,11 @@ cnn_status cnn_net_set_comm(cnn_net *net, cnn_comm *comm)
         net->comm = NULL;
         return CNN_OK;
     }
+    if (net->n_parts)
+        return cnn_set_error(CNN_ERR_VALUE,
+                             "data parallel training of a network of several outputs (%d "
+                             "losses) is not supported: train it on one engine",
+                             net->n_parts);
     const int host_engine = net->be->activate == NULL;
     const int host_comm = strcmp(comm->kind, "host") == 0;
     if (host_engine != host_comm)

@@ -1,6 +1,8 @@
 /* run.c: executing the step plans (run_forward, run_backward) and what is
  * built on them: forward, backward, compute_gradients, a training step
  * (train_pass), apply_gradients, train_batch. */
+#include <string.h>
+
 #include "net_private.h"
 
 cnn_status net_check_batch(const cnn_net *net, long n)
@@ -400,6 +402,7 @@ cnn_status net_loss_device(cnn_net *net, int n, float *sums)
 cnn_status net_loss_rows(cnn_net *net, int n, int scale_n, float *dy, float *sums)
 {
     const cnn_backend *be = net->be;
+    if (net->n_parts) return net_loss_parts(net, n, scale_n, dy, sums); /* several outputs */
     const layer *last = &net->layers[net->n_layers - 1];
     cnn_loss_desc d = net->loss;
     d.n = n;
@@ -509,14 +512,17 @@ cnn_status cnn_net_compute_gradients(cnn_net *net, int n, const float *x_host,
                                      float *loss_sum, float *correct)
 {
     CNN_TRY(net_stage_batch(net, n, x_host, labels_host, targets_host));
-    CNN_TRY(net->be->zero(net->ctx, net->sums, 2 * sizeof(float)));
+    CNN_TRY(net->be->zero(net->ctx, net->sums, (size_t)net->n_sums * sizeof(float)));
     CNN_TRY(net_train_pass(net, &(run_args){.n = n, .scale_n = n, .sums = net->sums}));
     CNN_TRY(net_loss_unscale(net));
     CNN_TRY(net_regularize(net, (float)n, net->grads, net->sums));
-    float sums[2];
-    CNN_TRY(net->be->download(net->ctx, sums, net->sums, sizeof sums));
-    if (loss_sum) *loss_sum = sums[0];
-    if (correct) *correct = sums[1];
+    float sums[2 + 2 * CNN_MAX_OUTPUTS];
+    CNN_TRY(net->be->download(net->ctx, sums, net->sums, (size_t)net->n_sums * sizeof(float)));
+    double total[2] = {0.0, 0.0};
+    memset(net->part_sums, 0, sizeof net->part_sums);
+    net_take_sums(net, sums, total, net->part_sums);
+    if (loss_sum) *loss_sum = (float)total[0];
+    if (correct) *correct = (float)total[1];
     return CNN_OK;
 }
 

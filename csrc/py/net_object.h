@@ -22,7 +22,8 @@ typedef struct NetObject {
     int out_rank;
     npy_intp out_dims[3];
     int loss_kind;
-    int n_classes;        /* the output width k (the last axis) */
+    int n_classes;        /* the output width k (the last axis); with several
+                             outputs the packed target row's width */
     int positions;        /* the loss's rows per sample (an image output's h w) */
     int loss_weighted;    /* target rows of k + 1: the targets, then the sample's weight */
     int busy;             /* a core call is running with the GIL released */

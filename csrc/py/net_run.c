@@ -11,6 +11,20 @@
 
 /* ------------------------------------------------ a batch and its loss */
 
+/* A call's sums: (loss_sum, correct), or for a network of several outputs
+ * (loss_sum, parts), parts a float64 array of each output's loss sum and
+ * correct count in turn (cnn_net_part_sums; loss_sum the weighted sum). */
+static PyObject *sums_result(NetObject *self, double loss, double correct)
+{
+    const int parts = cnn_net_part_count(self->net);
+    if (!parts) return Py_BuildValue("(dd)", loss, correct);
+    npy_intp dims[1] = {2 * parts};
+    PyArrayObject *a = (PyArrayObject *)PyArray_SimpleNew(1, dims, NPY_FLOAT64);
+    if (!a) return NULL;
+    cnn_net_part_sums(self->net, PyArray_DATA(a));
+    return Py_BuildValue("(dN)", loss, a);
+}
+
 typedef struct {
     int training; /* train_batch: a step; else compute_gradients */
     int n;
@@ -48,7 +62,7 @@ static PyObject *loss_call(NetObject *self, PyObject *args, int training)
     Py_XDECREF(labels);
     Py_XDECREF(targets);
     if (failed) return NULL;
-    return Py_BuildValue("(dd)", (double)a.loss, (double)a.correct);
+    return sums_result(self, (double)a.loss, (double)a.correct);
 }
 
 PyObject *Net_train_batch(NetObject *self, PyObject *args)
@@ -189,7 +203,7 @@ static PyObject *rows_call(NetObject *self, PyObject *args, PyObject *kwds, rows
     Py_XDECREF(labels);
     Py_XDECREF(targets);
     if (failed) return NULL;
-    if (kind == EVALUATE) return Py_BuildValue("(dd)", a.loss, a.correct);
+    if (kind == EVALUATE) return sums_result(self, a.loss, a.correct);
     if (kind == SET_DATA) self->data_n = a.n;
     Py_RETURN_NONE;
 }
@@ -237,7 +251,7 @@ PyObject *Net_evaluate_validation(NetObject *self, PyObject *noargs)
     (void)noargs;
     sums_args a = {0.0, 0.0};
     if (net_call(self, run_evaluate_validation, &a)) return NULL;
-    return Py_BuildValue("(dd)", a.loss, a.correct);
+    return sums_result(self, a.loss, a.correct);
 }
 
 /* --------------------------------------------------- forward, predict */
@@ -440,7 +454,7 @@ PyObject *Net_read_sums(NetObject *self, PyObject *args, PyObject *kwds)
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "|p", kwlist, &a.reset) ||
         net_call(self, run_read_sums, &a))
         return NULL;
-    return Py_BuildValue("(dd)", a.loss, a.correct);
+    return sums_result(self, a.loss, a.correct);
 }
 
 /* ------------------------------------------------ the data-parallel group */

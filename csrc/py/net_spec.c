@@ -176,6 +176,46 @@ static int parse_loss(PyObject *d, cnn_loss_desc *l)
     return 0;
 }
 
+/* loss: one output's dict (parse_loss), or for a model of several
+ * outputs {"outputs": [one dict per output, each with "classes" (the
+ * output's last axis), "positions" (its rows per sample) and "weight" (its
+ * loss weight, 1 by default)]} (cnn.h cnn_loss_part). */
+static int parse_losses(PyObject *d, cnn_net_spec *spec)
+{
+    PyObject *outputs = PyDict_Check(d) ? PyDict_GetItemString(d, "outputs") : NULL;
+    if (!outputs) return parse_loss(d, &spec->loss);
+    if (!PyList_Check(outputs) || PyList_GET_SIZE(outputs) < 2 ||
+        PyList_GET_SIZE(outputs) > CNN_MAX_OUTPUTS) {
+        PyErr_Format(PyExc_ValueError,
+                     "loss['outputs']: expected a list of 2 to %d loss dicts (one per output), "
+                     "got %R", CNN_MAX_OUTPUTS, outputs);
+        return -1;
+    }
+    spec->n_parts = (int)PyList_GET_SIZE(outputs);
+    for (int j = 0; j < spec->n_parts; j++) {
+        PyObject *item = PyList_GET_ITEM(outputs, j);
+        cnn_loss_part *p = &spec->parts[j];
+        if (parse_loss(item, &p->loss) < 0) return -1;
+        double weight, classes, positions;
+        if (spec_dict_float(item, "weight", 1.0, &weight, "loss['outputs'][j]") < 0 ||
+            spec_dict_float(item, "classes", 0.0, &classes, "loss['outputs'][j]") < 0 ||
+            spec_dict_float(item, "positions", 1.0, &positions, "loss['outputs'][j]") < 0)
+            return -1;
+        if (!(weight >= 0.0 && weight <= 3.4e38) || !(classes >= 1.0 && classes <= INT_MAX) ||
+            !(positions >= 1.0 && positions <= INT_MAX)) {
+            PyErr_Format(PyExc_ValueError,
+                         "loss['outputs'][%d]: expected a finite weight >= 0 and classes and "
+                         "positions >= 1, got %R", j, item);
+            return -1;
+        }
+        p->weight = (float)weight;
+        p->loss.k = (int)classes;
+        p->loss.positions = (int)positions;
+    }
+    spec->loss = (cnn_loss_desc){.kind = CNN_LOSS_MSE, .delta = 1.0f}; /* the packed targets */
+    return 0;
+}
+
 int net_parse_optimizer(PyObject *d, cnn_optimizer_desc *o)
 {
     if (!PyDict_Check(d)) {
@@ -299,7 +339,7 @@ int net_spec_parse(PyObject *layers, PyObject *input_shape, PyObject *loss,
             return -1;
         }
     }
-    if (parse_loss(loss, &spec->loss) < 0 || net_parse_optimizer(optimizer, &spec->optimizer) < 0 ||
+    if (parse_losses(loss, spec) < 0 || net_parse_optimizer(optimizer, &spec->optimizer) < 0 ||
         parse_loss_scale(optimizer, spec) < 0) {
         PyMem_Free(ls);
         return -1;

@@ -179,6 +179,10 @@ static int Net_init(NetObject *self, PyObject *args, PyObject *kwds)
     self->n_classes = out_rank == 2 ? out_dims[0] : out_dims[2];
     self->positions = out_rank == 4 ? out_dims[0] * out_dims[1] : 1;
     self->loss_weighted = spec.loss.weighted;
+    if (spec.n_parts) { /* several outputs: their packed float targets (n, width) */
+        self->n_classes = (int)cnn_net_target_width(net);
+        self->positions = 1;
+    }
     return 0;
 }
 
@@ -343,7 +347,9 @@ static PyMethodDef Net_methods[] = {
     {"train_range", (PyCFunction)Net_train_range, METH_VARARGS,
      "train_range(start, count, batch): train on order[start:start+count] in batches."},
     {"read_sums", (PyCFunction)(void (*)(void))Net_read_sums, METH_VARARGS | METH_KEYWORDS,
-     "read_sums(reset=True) -> (loss_sum, correct) accumulated by train_range."},
+     "read_sums(reset=True) -> (loss_sum, correct) accumulated by train_range (with several "
+     "outputs, correct is a float64 array of each output's loss sum and correct count; so "
+     "for every call returning (loss_sum, correct))."},
     {"set_comm", (PyCFunction)Net_set_comm, METH_O,
      "set_comm(comm): join a data-parallel group (every rank calls it; rank 0's weights "
      "and optimizer state win), or leave it (None)."},

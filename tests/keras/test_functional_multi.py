@@ -297,9 +297,13 @@ def test_what_is_not_supported_is_refused_naming_it():
     with pytest.raises(TypeError, match="inputs: expected a KerasTensor"):
         keras.Model([], x)
     two = layers.Concatenate()([x, layers.Dense(2)(b)])
-    with pytest.raises(ValueError, match="compile: .* training and evaluating a model of "
-                                         "several outputs .* is not supported yet"):
-        keras.Model([a, b], [x, two]).compile(optimizer="adam", loss="mse")
+    # several outputs, one read by the other too, train (test_several_outputs.py)
+    both = keras.Model([a, b], [x, two])
+    both.compile(optimizer="adam", loss="mse", device="cpu")
+    logs = both.evaluate([np.ones((3, 4)), np.ones((3, 3))], [np.ones((3, 2)), np.ones((3, 4))],
+                         verbose=0, return_dict=True)
+    assert sorted(logs) == sorted(["loss", x._layer.name + "_loss",
+                                   two._layer.name + "_loss"])
     c = keras.Input((3,), name="a")
     with pytest.raises(ValueError, match='the name "a" is used by inputs 0 and 1'):
         keras.Model([a, c], layers.Concatenate()([x, c]))
@@ -425,8 +429,10 @@ def test_several_outputs_names_shapes_and_files_both_ways_with_keras(tmp_path):
     assert lines[0] == str([layer.name for layer in model.layers])
     assert lines[1] == str(model.output_shape)
     assert float(lines[2]) < 1e-5 and float(lines[3]) < 1e-5
-    with pytest.warns(UserWarning, match="has several outputs; it loads uncompiled"):
-        theirs = keras.models.load_model(tmp_path / "k.keras")
+    # compiled in Keras with a loss per output: it loads compiled (#24)
+    theirs = keras.models.load_model(tmp_path / "k.keras")
+    assert [loss.kind for loss in theirs.loss.losses] == [
+        "binary_crossentropy", "mean_squared_error", "mean_squared_error", "mean_squared_error"]
     for k, a in enumerate(theirs.predict([TITLE, IMAGE], verbose=0)):
         np.testing.assert_allclose(a, np.load(tmp_path / ("keras%d.npy" % k)), rtol=1e-4,
                                    atol=1e-5)
@@ -438,9 +444,10 @@ def test_several_outputs_refusals():
     y = layers.Dense(2, name="y")(x)
     model = keras.Model(a, [x, y], name="two")
     assert model.output_shape == [(None, 3), (None, 2)] and len(model.output) == 2
-    with pytest.raises(ValueError, match=r'compile: model "two" has 2 outputs \(x, y\); training '
-                                         "and evaluating a model of several outputs"):
-        model.compile(optimizer="adam", loss=["mse", "mse"], loss_weights=[1.0, 0.5])
+    # a loss per output trains (tests/keras/test_several_outputs.py); a wrong count is refused
+    with pytest.raises(ValueError, match=r"loss: expected 2 entries, one per output \(x, y, in "
+                                         r"that order\), got 3"):
+        model.compile(optimizer="adam", loss=["mse", "mse", "mse"], loss_weights=[1.0, 0.5])
     with pytest.raises(ValueError, match='outputs: the output of layer "x" is given twice'):
         keras.Model(a, [x, y, x])
     with pytest.raises(ValueError, match=r'outputs\[1\]: the model\'s output is its input "a"'):
