@@ -72,16 +72,6 @@ def _shown(value):
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def refuse_weights(**arguments):
-    """sample_weight and class_weight with a dataset or generator: refused
-    before anything runs (arrays take them: sample_weights.py)."""
-    for arg, value in arguments.items():
-        if value is not None:
-            raise ValueError("%s: weighting samples is supported with arrays x and y, not with a "
-                             "dataset or generator; expected None, got %s"
-                             % (arg, _shown(value)))
-
-
 def validation_freq_check(value):
     """Keras's validation_freq: an int >= 1 (every that many epochs) or a
     list of 1-based epoch numbers."""
@@ -119,14 +109,6 @@ def sample_count(model, x):
     if hasattr(model, "_by_name") and (isinstance(x, dict) or model._several_inputs):
         x = model._by_name(x, "x")[0][0]        # (a functional model's named inputs)
     return len(np.asarray(x)) if np.ndim(x) else 1
-
-
-def refuse_stream_inputs(model, x):
-    """A dataset or generator for a model of several inputs is refused."""
-    if feed.is_stream(x) and getattr(model, "_several_inputs", False):
-        raise ValueError("x: a dataset, generator or Sequence is not supported for a model of "
-                         "several inputs (%d); give x as a list of arrays or a dict keyed by "
-                         "the Inputs' names" % len(model.inputs))
 
 
 def _data(model, x, y, x_arg="x", y_arg="y"):
@@ -348,14 +330,13 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
     validation_freq = validation_freq_check(validation_freq)
     if validation_batch_size is not None:
         validation_batch_size = positive_int(validation_batch_size, "validation_batch_size")
-    refuse_stream_inputs(model, x)
     if feed.is_stream(x):       # a Dataset, a generator or a Sequence: data/feed.py
-        refuse_weights(sample_weight=sample_weight, class_weight=class_weight)
+        feed.refuse_weight_arguments(x, sample_weight, class_weight)
         feed.refuse_array_arguments(x, [("y", y, None), ("batch_size", batch_size, None),
                                         ("validation_split", split, 0.0)])
         return feed.fit(model, x, epochs, verbose, user_callbacks, validation_data, shuffle,
                         initial_epoch, steps_per_epoch, validation_steps,
-                        validation_batch_size, validation_freq)
+                        validation_batch_size, validation_freq, class_weight=class_weight)
     if steps_per_epoch is not None:
         steps_per_epoch = positive_int(steps_per_epoch, "steps_per_epoch")
     _unsupported(validation_steps=(validation_steps, None))
@@ -485,9 +466,8 @@ def evaluate(model, x, y, batch_size, verbose, sample_weight, steps, callbacks, 
     batch = 32 if batch_size is None else positive_int(batch_size, "batch_size")
     verbose = _verbose(verbose)
     user_callbacks = _callbacks(callbacks)
-    refuse_stream_inputs(model, x)
     if feed.is_stream(x):
-        refuse_weights(sample_weight=sample_weight)
+        feed.refuse_weight_arguments(x, sample_weight, None)
         feed.refuse_array_arguments(x, [("y", y, None), ("batch_size", batch_size, None)])
         return feed.evaluate(model, x, verbose, steps, user_callbacks, return_dict)
     _unsupported(steps=(steps, None))
@@ -527,7 +507,6 @@ def predict(model, x, batch_size, verbose, steps, callbacks):
     batch = 32 if batch_size is None else positive_int(batch_size, "batch_size")
     verbose = _verbose(verbose)
     user_callbacks = _callbacks(callbacks)
-    refuse_stream_inputs(model, x)
     if feed.is_stream(x):
         feed.refuse_array_arguments(x, [("batch_size", batch_size, None)])
         return feed.predict(model, x, verbose, steps, user_callbacks)

@@ -326,9 +326,9 @@ def test_what_is_not_supported_is_refused_naming_it():
         model.train_on_batch({"a": xa, "b": xb * np.nan}, y)
     with pytest.raises(ValueError, match=r"validation_data\[0\]\[1\]: expected shape"):
         model.fit([xa, xb], y, verbose=0, validation_data=([xa, xa], y))
-    with pytest.raises(ValueError, match="x: a dataset, generator or Sequence is not supported "
-                                         "for a model of several inputs"):
-        model.fit(tf.data.Dataset.from_tensor_slices(((xa, xb), y)).batch(2), verbose=0)
+    with pytest.raises(TypeError, match="x: the model has 2 inputs"):
+        # a stream's x follows the rules of an array x (tests/data/test_stream_weights_inputs.py)
+        model.fit(tf.data.Dataset.from_tensor_slices((xa, y)).batch(2), verbose=0)
     with pytest.raises(ValueError, match='model ".*" has 2 inputs and 1 outputs: using a model '
                                          "of several inputs or outputs as a layer"):
         model([keras.Input((4,)), keras.Input((3,))])
