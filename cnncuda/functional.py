@@ -33,6 +33,7 @@ inside an autoencoder) share their weights between those models
 import numpy as np
 
 from .exclusive import exclusive
+from .fixed_mode import inference_form
 from .layers import InputLayer
 from .models import Sequential, _subclass_from_bytes
 from .subclassing import check_no_custom_steps, snake_case, trace
@@ -91,8 +92,10 @@ def _graph(inputs, outputs):
     """(the InputLayers, [the layers the output depends on, each after the
     layers it reads], [for each, the indices of the layers it reads, -1 -
     k for input k], Keras's list of the model's layers, InputLayers
-    included), walked back from the output."""
+    included, the ids of the layers whose call fixed training=False),
+    walked back from the output."""
     starts, ends = _inputs(inputs), _outputs(outputs)
+    inference = set()
     where = {id(t): -1 - k for k, t in enumerate(starts)}
     order, index, reads = [], {}, []
     calls = {}          # id(layer) -> the tensor its call in this graph made
@@ -122,6 +125,8 @@ def _graph(inputs, outputs):
                              "output: a layer shared within one model is not supported"
                              % layer.name)
         first_seen.append(layer)
+        if tensor._inference:
+            inference.add(id(layer))
         sources = [visit(t) for t in tensor._inputs]
         index[key] = len(order)
         order.append(layer)
@@ -143,7 +148,8 @@ def _graph(inputs, outputs):
     input_layers = [t._layer for t in starts]
     layers, reads, listing = _keras_order(order, reads, first_seen, input_layers)
     place = {id(layer): k for k, layer in enumerate(layers)}
-    return input_layers, layers, reads, listing, [place[id(order[i])] for i in ends_at]
+    return (input_layers, layers, reads, listing, [place[id(order[i])] for i in ends_at],
+            inference)
 
 
 def _keras_order(order, reads, first_seen, input_layers):
@@ -220,7 +226,8 @@ class Model(Sequential):
 
     def _adopt(self, inputs, outputs):
         """Takes the graph from `inputs` to `outputs` as the model's layers."""
-        input_layers, layers, reads, listing, ends = _graph(inputs, outputs)
+        input_layers, layers, reads, listing, ends, inference = _graph(inputs, outputs)
+        self._inference_calls = inference       # ids of layers run in inference mode for good
         self._input_layers = input_layers
         self._input_layer = input_layers[0]
         self._listing = listing
@@ -455,6 +462,8 @@ class Model(Sequential):
                 dicts = [dict(d) for d in layer.engine_layers()]
                 if wanted != [start - 1]:
                     dicts[0]["inputs"] = wanted
+            if id(layer) in self._inference_calls:
+                dicts = inference_form(dicts)
             out.extend(dicts)
             ends.append(offset + len(out) - 1)
         if self._several_outputs:
@@ -513,13 +522,14 @@ class Model(Sequential):
 
     @classmethod
     def _from_chain(cls, input_shape, layers, name=None, seed=None, input_name=None,
-                    reads=None, inputs=None, outputs=None):
+                    reads=None, inputs=None, outputs=None, inference_calls=()):
         """The functional model of `layers` called on an Input of
         `input_shape`: one after the other, or each on the outputs `reads`
         names (indices into the layers, -1 - k input k); with `inputs`,
         [(name, shape)] of each of several Inputs, in the model's order;
         with `outputs`, the indices of the layers whose outputs are the
-        model's (else the last layer's)."""
+        model's (else the last layer's); `inference_calls`: the names of the
+        layers called with training=False."""
         from .layers import Input
         if inputs is None:
             tensors_in = [Input(shape=input_shape, name=input_name)]
@@ -529,7 +539,10 @@ class Model(Sequential):
         for i, layer in enumerate(layers):
             sources = [i - 1] if reads is None else reads[i]
             args = [tensors_in[-1 - j] if j < 0 else tensors[j] for j in sources]
-            tensors.append(layer(args if getattr(layer, "_merge", False) else args[0]))
+            arg = args if getattr(layer, "_merge", False) else args[0]
+            tensors.append(layer(arg))
+            if layer.name in inference_calls:       # (checked when first called)
+                tensors[-1]._inference = True
         ends = tensors[-1] if outputs is None else [tensors[k] for k in outputs]
         return cls(tensors_in if inputs is not None else tensors_in[0], ends, name=name,
                    seed=seed)
@@ -644,6 +657,9 @@ class Model(Sequential):
                                 for layer in self._input_layers]
         if self._several_outputs:
             config["outputs"] = list(self._ends)
+        if self._inference_calls:       # the calls with training=False (fixed_mode.py)
+            config["inference_calls"] = [layer.name for layer in self._layers
+                                         if id(layer) in self._inference_calls]
         return config
 
     def add(self, layer):

@@ -35,6 +35,7 @@ from . import metrics as metrics_module
 from .checks import nonnegative_int, shape_str
 from .engine import make_net
 from .exclusive import exclusive
+from .fixed_mode import check_training, inference_form
 from .layers import InputLayer, Layer, deserialize
 from .utils import get_random_seed, unique_name
 
@@ -100,6 +101,9 @@ class Sequential:
     `model`'s layers, its weights shared with it (see _pull_shared)."""
 
     _class_name = "Sequential"      # Keras's class name, in configs and summaries
+    # ids of the layers a functional model's graph calls with training=False
+    # (fixed_mode.py); a Sequential has none
+    _inference_calls = frozenset()
 
     def __init__(self, layers=None, name=None, seed=None):
         if name is not None and (not isinstance(name, str) or not name):
@@ -492,6 +496,8 @@ class Sequential:
                 dicts = entry._engine_block(start, start - 1 if out else source)
             else:
                 dicts = [dict(d) for d in entry.engine_layers()]
+            if id(entry) in self._inference_calls:
+                dicts = inference_form(dicts)
             if not out and dicts and source != start - 1 and "inputs" not in dicts[0]:
                 dicts[0]["inputs"] = [source]
             out.extend(dicts)
@@ -623,6 +629,8 @@ class Sequential:
         self._require_built()
         if not self._layers:
             raise ValueError("the model has no layers: add some first")
+        if purpose in ("train", "forward"):
+            check_training(self)
         net = self._net
         strategy = self._strategy
         group = strategy is not None and (
@@ -1277,7 +1285,8 @@ def _model_from_config(class_name, spec):
         from .functional import Model
         return Model._from_chain(shape, entries, name=spec["name"], seed=spec["seed"],
                                  input_name=spec.get("input_name"), reads=spec.get("reads"),
-                                 inputs=spec.get("inputs"), outputs=spec.get("outputs"))
+                                 inputs=spec.get("inputs"), outputs=spec.get("outputs"),
+                                 inference_calls=spec.get("inference_calls", ()))
     model = Sequential(name=spec["name"], seed=spec["seed"])
     if shape is not None:
         model.add(InputLayer(input_shape=shape, name="_input"))

@@ -535,14 +535,22 @@ def test_a_graph_that_depends_on_training_is_refused():
         subclass(call)().build((None, 6))
 
 
-@pytest.mark.parametrize("fixed", [False, True])
-def test_a_fixed_training_mode_on_dropout_is_refused(fixed):
+def test_a_fixed_training_true_on_dropout_is_refused():
+    """training=False fixed runs (tests/keras/test_fixed_training_mode.py);
+    training=True would need training mode in predict."""
     def call(self, x, training=False):
-        return self.d(self.drop(x, training=fixed))
+        return self.d(self.drop(x, training=True))
     with pytest.raises(ValueError, match=r'training: layer "dropout.*" was called with '
-                                         r"training=%s, but layer \"dropout.*\" \(Dropout\) runs "
-                                         r"in training mode during fit" % fixed):
+                                         r"training=True, but layer \"dropout.*\" \(Dropout\) "
+                                         r"would then run in training mode in evaluate and "
+                                         r"predict too"):
         subclass(call)().build((None, 6))
+
+    def inference(self, x, training=False):
+        return self.d(self.drop(x, training=False))
+    model = subclass(inference)()
+    model.build((None, 6))
+    assert {"kind": "dropout", "rate": 0.0} in model._engine_layers()
 
 
 def test_a_custom_layer_with_weights_is_refused_naming_its_class():
