@@ -34,7 +34,7 @@ import numpy as np
 
 from .exclusive import exclusive
 from .fixed_mode import inference_form
-from .layers import InputLayer
+from .layers import InputLayer, Layer
 from .models import Sequential, _subclass_from_bytes
 from .subclassing import check_no_custom_steps, snake_case, trace
 from .symbolic import KerasTensor
@@ -547,14 +547,61 @@ class Model(Sequential):
         return cls(tensors_in if inputs is not None else tensors_in[0], ends, name=name,
                    seed=seed)
 
+    def __setattr__(self, name, value):
+        # a subclassed model tracks the layers its attributes hold, in the
+        # order Keras 3's tracker meets them (model.layers)
+        track = name not in _INTERNAL and self.__dict__.get("_subclassed") and \
+            isinstance(value, (Layer, Sequential, list, tuple, dict))
+        if track:
+            self._track_layers()        # what lists got since the last attribute first
+            names = self.__dict__.setdefault("_tracked_names", [])
+            if name not in names:
+                names.append(name)
+        object.__setattr__(self, name, value)
+        if track:
+            self._track_layers()
+
+    def _track_layers(self):
+        """Adds to the tracked layers those the tracked attributes hold now
+        (in lists, tuples and dict values too) that are not there yet: a
+        layer appended to a list later comes after those set before."""
+        out = self.__dict__.setdefault("_tracked", [])
+        seen = {id(layer) for layer in out}
+
+        def add(value):
+            if isinstance(value, (Layer, Sequential)):
+                if id(value) not in seen:
+                    seen.add(id(value))
+                    out.append(value)
+            elif isinstance(value, (list, tuple)):
+                for v in value:
+                    add(v)
+            elif isinstance(value, dict):
+                for v in value.values():
+                    add(v)
+        for name in self.__dict__.get("_tracked_names", ()):
+            add(self.__dict__.get(name))
+        return out
+
+    def _tracked_layers(self):
+        """A subclassed model's layers as Keras 3 lists them: those its
+        attributes hold, in the order they were tracked, each once; after
+        them any layer of the traced graph none holds."""
+        out = list(self._track_layers())
+        # a block in the graph is the functional model of its traced call
+        shown = {id(layer) for layer in out} | {
+            id(layer.__dict__["_block_traced"]) for layer in out
+            if "_block_traced" in getattr(layer, "__dict__", {})}
+        return out + [layer for layer in self._layers if id(layer) not in shown]
+
     @property
     def layers(self):
         """The InputLayer, then the model's layers (Keras's functional order;
         with several inputs, each InputLayer in its place in that order); a
-        subclassed model's layers in the order its call runs them (no
-        InputLayer, as in Keras; none before it is built)."""
+        subclassed model's the layers its attributes hold, in the order they
+        were set (Keras 3's, before and after it is built; no InputLayer)."""
         if self._is_subclassed:
-            return list(self._layers)
+            return self._tracked_layers()
         if self._several_inputs:
             return list(self._listing)
         return [self._input_layer] + list(self._layers)
@@ -669,6 +716,11 @@ class Model(Sequential):
     def pop(self):
         raise AttributeError("'Functional' object has no attribute 'pop' (a functional model's "
                              "layers come from its graph)")
+
+
+# the model's own attributes that hold layers (not tracked as the user's)
+_INTERNAL = frozenset(("_layers", "_input_layer", "_input_layers", "_listing", "_tracked",
+                       "_tracked_names"))
 
 
 class Functional(Model):

@@ -230,6 +230,8 @@ class Sequential:
         if is_symbolic(x):
             if training is not None:
                 kwargs["training"] = training
+            if not self.built and not isinstance(x, (list, tuple)):
+                self.build(x.shape)         # as Keras builds a model called on a tensor
             return call_symbolic(self, x, kwargs, 'model "%s"' % self.name)
         if kwargs:
             raise TypeError("unexpected arguments %s" % ", ".join(sorted(kwargs)))
