@@ -322,23 +322,6 @@ class Model(Sequential):
                 % type(self).__name__)
         return super().to_json(**kwargs)
 
-    def save(self, filepath, overwrite=True, include_optimizer=True, save_format=None):
-        """Sequential's; a subclassed model is not written to Keras's .keras
-        and .h5 files (cnncuda's own format keeps its class and config)."""
-        from . import keras_files
-        import os
-        if self._is_subclassed and isinstance(filepath, (str, os.PathLike)) and \
-                keras_files.is_keras_path(filepath) is not None:
-            raise NotImplementedError(
-                "%s.save(%r): a subclassed model is not written to Keras's .keras or .h5 "
-                "files (Keras would need the class's code to load it); save it in cnncuda's "
-                "format (a file name without .keras or .h5: load_model(path, "
-                "custom_objects={%r: %s})), or save the functional model of its traced "
-                "graph, keras.Model(model.inputs, model.outputs)"
-                % (type(self).__name__, os.fspath(filepath), type(self).__name__,
-                   type(self).__name__))
-        return super().save(filepath, overwrite, include_optimizer, save_format)
-
     def __reduce__(self):
         """Sequential's (a copy through the model file); a subclassed model's
         copy is of its class again (an unbuilt one: its class made from its

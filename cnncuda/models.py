@@ -1403,7 +1403,7 @@ def load_model(filepath, compile=True, device=None, custom_objects=None):
     classes = _custom_classes(custom_objects)
     if device is not None:
         config.engine_for(device)     # the caller's argument: its error is not the file's
-    model = _model_from_keras_file(filepath, compile, device)
+    model = _model_from_keras_file(filepath, compile, device, classes)
     if model is not None:
         return model
     header, weights, slots = saving.read_model_file(filepath)
@@ -1447,7 +1447,7 @@ def model_from_json(json_string, custom_objects=None):
                          % (type(err).__name__, err)) from None
 
 
-def _model_from_keras_file(filepath, compile, device):
+def _model_from_keras_file(filepath, compile, device, classes=None):
     """The model of a Keras .keras (zip) or .h5 (HDF5) file, known by its
     first bytes (keras_files.py), or None for any other file. Only a regular
     file is looked at: a pipe read here could not be read again."""
@@ -1460,7 +1460,7 @@ def _model_from_keras_file(filepath, compile, device):
         f.seek(0)
         data = f.read()
     try:
-        return keras_files.load(filepath, data, kind, compile, device)
+        return keras_files.load(filepath, data, kind, compile, device, classes)
     except ImportError:
         raise
     except Exception as err:     # h5py's and zipfile's errors, a layer refused, ...
