@@ -895,8 +895,9 @@ class Sequential:
             if kind == "train":
                 net = self._get_net(device, "train", len(x))
                 self._data_token = None     # the step may reuse the resident batch buffers
-                if host:    # the outputs before the step (see training.train_steps_with_outputs)
-                    training.update_host_metrics(self, host, metric_y, net.predict(x))
+                if host:    # the step's training forward (training.step_outputs)
+                    training.update_host_metrics(self, host, metric_y,
+                                                 training.step_outputs(self, net, x))
                 loss_sum, correct = net.train_batch(x, y)
             else:
                 net = self._get_net(device, "evaluate")

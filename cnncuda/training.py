@@ -18,9 +18,9 @@ it uploads them, so x is not converted or scanned in Python first. Errors
 name the argument and the flat index as before.
 
 Metrics besides the engine's accuracy (cnncuda/metrics.py) are updated on
-the host: fit then runs one step per ``train_range`` call, each after an
-inference-mode ``predict`` of its batch (train_steps_with_outputs), and
-evaluate reads the outputs of its chunks. Without such metrics nothing of
+the host: fit then runs one step per ``train_range`` call, each after the
+training forward that step runs, read back (step_outputs,
+train_steps_with_outputs), and evaluate reads the outputs of its chunks. Without such metrics nothing of
 this runs.
 
 Every argument is checked before anything runs, so a bad call leaves the
@@ -158,17 +158,56 @@ def update_host_metrics(model, metrics, y, outputs):
         metric.update_state(y, outputs)
 
 
+_MODE_KINDS = ("dropout", "spatial_dropout2d", "random_flip", "random_rotation", "random_zoom",
+               "random_translation", "random_contrast", "random_crop")
+
+
+def _training_differs(model):
+    """Whether the model's training forward differs from its inference
+    forward (a dropout of rate > 0, a BatchNormalization that is not
+    frozen, an augmentation layer)."""
+    for d in model._engine_layers():
+        kind = d.get("kind")
+        if kind in ("dropout", "spatial_dropout2d"):
+            if d.get("rate", 0.0) > 0:
+                return True
+        elif kind in _MODE_KINDS or (kind == "batchnorm" and d.get("trainable", True)):
+            return True
+    return False
+
+
+def step_outputs(model, net, x, differs=None):
+    """The outputs of the training forward the next step runs on the batch
+    x (engine form), for the host metrics, as Keras 3 computes its training
+    metrics: the engine runs that forward (the masks and batch statistics
+    the step will use: the same training-forward count), then its counters
+    and its moving statistics are put back, so that the step runs as if it
+    had not (the same bits). Where the training forward is the inference
+    forward (no Dropout, BatchNormalization in training or augmentation),
+    or for a group of replicas, the inference outputs."""
+    from . import distribute
+    if differs is None:
+        differs = _training_differs(model)
+    if not differs or isinstance(net, distribute.ReplicaGroup):
+        return net.predict(x)
+    state = net.get_optimizer_state()
+    weights = net.get_weights()
+    try:
+        return net.forward(np.ascontiguousarray(x, dtype=np.float32), training=True)
+    finally:
+        net.set_weights(weights)
+        net.set_optimizer_state(state)
+
+
 def train_steps_with_outputs(model, net, x, y, order, start, count, batch, host):
-    """train_range's steps one at a time, each step's batch first read back
-    through an inference-mode forward with the weights the step starts from,
-    for the host metrics. The engines keep the training forward's outputs on
-    the device inside the fused step (the softmax and dense head fused into
-    the loss, CUDA graph replays), so they are not read back: a model with
-    Dropout, batch statistics or augmentation layers gives these metrics
-    from inference-mode outputs where Keras uses the training forward's."""
+    """train_range's steps one at a time, each step's batch first run
+    through the training forward that step will run (step_outputs), for the
+    host metrics; the engines keep the step's own outputs on the device
+    (the softmax and dense head fused into the loss, CUDA graph replays)."""
+    differs = _training_differs(model)
     for at in range(start, start + count, batch):
         rows = order[at:min(start + count, at + batch)]
-        update_host_metrics(model, host, y[rows], net.predict(x[rows]))
+        update_host_metrics(model, host, y[rows], step_outputs(model, net, x[rows], differs))
         net.train_range(at, len(rows), batch)
 
 
