@@ -35,7 +35,7 @@ from . import metrics as metrics_module
 from .checks import nonnegative_int, shape_str
 from .engine import make_net
 from .exclusive import exclusive
-from .fixed_mode import check_training, inference_form
+from .fixed_mode import inference_form
 from .layers import InputLayer, Layer, deserialize
 from .utils import get_random_seed, unique_name
 
@@ -631,8 +631,6 @@ class Sequential:
         self._require_built()
         if not self._layers:
             raise ValueError("the model has no layers: add some first")
-        if purpose in ("train", "forward"):
-            check_training(self)
         net = self._net
         strategy = self._strategy
         group = strategy is not None and (

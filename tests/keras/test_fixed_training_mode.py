@@ -215,27 +215,6 @@ def test_fixed_modes_that_cannot_run_are_refused_naming_them():
                                          r"predict too"):
         MonteCarlo().predict(x, verbose=0)
 
-    class TrainableBN(keras.Model):
-        def __init__(self):
-            super().__init__()
-            self.bn, self.d = layers.BatchNormalization(name="bn"), layers.Dense(3)
-
-        def call(self, x, training=False):
-            return self.d(self.bn(x, training=False))
-
-    m = compiled(TrainableBN())
-    out = m.predict(x, verbose=0)       # inference runs
-    with pytest.raises(ValueError, match=r"layer \"bn\" \(BatchNormalization\) is called with "
-                                         r"training=False and is trainable"):
-        m.fit(x, y, verbose=0)
-    with pytest.raises(ValueError, match="is trainable"):
-        m(x, training=True)
-    m.get_layer("bn").trainable = False
-    m.compile(optimizer="sgd", loss=losses.SparseCategoricalCrossentropy(from_logits=True))
-    m.fit(x, y, verbose=0)              # frozen: trains as Keras (gamma and beta kept)
-    assert np.array_equal(m.get_layer("bn").get_weights()[0], np.ones(6, np.float32))
-    assert m.predict(x, verbose=0).shape == out.shape
-
     class Crop(keras.Model):
         def __init__(self):
             super().__init__()
@@ -277,3 +256,87 @@ def test_fixed_modes_survive_the_models_files(tmp_path):
         assert other._engine_layers() == m._engine_layers()
         assert {"kind": "dropout", "rate": 0.0} in other._engine_layers()
         np.testing.assert_array_equal(other(x, training=True), m.predict(x, verbose=0))
+
+
+KERAS_TRAINABLE_BN = """
+import json, sys, numpy as np, keras
+from keras import layers
+start = [np.array(w, np.float32) for w in json.loads(sys.argv[1])]
+x = np.array(json.loads(sys.argv[2]), np.float32); y = np.array(json.loads(sys.argv[3]))
+
+class Head(keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.d1 = layers.Dense(8, activation="relu")
+        self.bn = layers.BatchNormalization()
+        self.d2 = layers.Dense(3)
+    def call(self, x, training=False):
+        return self.d2(self.bn(self.d1(x), training=False))
+
+m = Head()
+m(x[:1])
+m.set_weights(start)
+m.compile(optimizer=keras.optimizers.SGD(0.1),
+          loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+out = {"fit": m.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0).history}
+out["weights"] = [v.tolist() for v in m.get_weights()]
+print(json.dumps(out))
+"""
+
+
+class TrainableBN(keras.Model):
+    """A trainable BatchNormalization called with training=False: inference
+    mode in fit, its gamma and beta trained (Keras's fine-tuning of a base
+    model whose call keeps training=False)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.d1 = layers.Dense(8, activation="relu")
+        self.bn = layers.BatchNormalization()
+        self.d2 = layers.Dense(3)
+
+    def call(self, x, training=False):
+        return self.d2(self.bn(self.d1(x), training=False))
+
+
+def test_a_trainable_batchnorm_in_inference_mode_trains_gamma_and_beta_as_keras():
+    x, y = data()
+    m = compiled(TrainableBN(seed=6))
+    m.build((None, 6))
+    rng = np.random.RandomState(1)
+    start = [w + (rng.rand(*w.shape).astype("float32") * 0.5 if i in (4, 5) else 0)
+             for i, w in enumerate(m.get_weights())]
+    m.set_weights(start)
+    assert {"kind": "batchnorm", "momentum": 0.99, "epsilon": 1e-3, "inference": True} in \
+        m._engine_layers()
+    got = m.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0).history
+    out = run_keras(KERAS_TRAINABLE_BN, json.dumps([a.tolist() for a in start]),
+                    json.dumps(x.tolist()), json.dumps(y.tolist()))
+    want = json.loads(out.strip().splitlines()[-1])
+    np.testing.assert_allclose(got["loss"], want["fit"]["loss"], rtol=1e-5)
+    for a, b in zip(m.get_weights(), want["weights"]):
+        np.testing.assert_allclose(a, np.array(b), rtol=1e-5, atol=1e-6)
+    after = m.get_weights()
+    assert not np.array_equal(after[2], start[2]) and not np.array_equal(after[3], start[3])
+    assert np.array_equal(after[4], start[4]) and np.array_equal(after[5], start[5])
+
+
+@pytest.mark.parametrize("engine", engine_params())
+def test_the_inference_mode_batchnorm_of_a_training_step_agrees_with_the_reference(engine):
+    """The engine layer {'kind': 'batchnorm', 'inference': True}: the
+    forward, the input's gradient and gamma's and beta's on every engine
+    against the NumPy reference (odd sizes; images and features)."""
+    from conftest import run_both
+    rng = np.random.default_rng(4)
+    for shape, layers_ in (((5, 7, 3), [{"kind": "conv2d", "units": 5, "kernel": (3, 3)},
+                                        {"kind": "batchnorm", "inference": True},
+                                        {"kind": "flatten"}, {"kind": "dense", "units": 3}]),
+                           ((11,), [{"kind": "dense", "units": 9},
+                                    {"kind": "batchnorm", "inference": True, "epsilon": 0.01},
+                                    {"kind": "dense", "units": 3}])):
+        from cnncuda.engine import make_net
+        from conftest import SPARSE_LOGITS, ADAM
+        probe = make_net("numpy", layers_, shape, 7, SPARSE_LOGITS, ADAM, seed=3)
+        weights = [w + rng.random(w.shape).astype(np.float32) * 0.5
+                   for w in probe.get_weights()]     # moving statistics away from 0 and 1
+        run_both(device_of(engine), layers_, shape, 7, weights=weights, rtol=1e-4, atol=1e-5)
