@@ -577,6 +577,15 @@ class Model(Sequential):
             if "_block_traced" in getattr(layer, "__dict__", {})}
         return out + [layer for layer in self._layers if id(layer) not in shown]
 
+    def _graph_listing(self):
+        """model.layers of the functional model the graph is (a subclassed
+        model's traced graph: its Input, then its layers as call runs them,
+        a block as the functional model of its call): what Keras's files
+        hold for a model nested in a Sequential or functional model."""
+        if self._is_subclassed:
+            return [self._input_layer] + list(self._layers)
+        return self.layers
+
     @property
     def layers(self):
         """The InputLayer, then the model's layers (Keras's functional order;

@@ -198,7 +198,7 @@ def _model_entry(model):
     inputs = model._input_layers
     place = {id(layer): i for i, layer in enumerate(model._layers)}
     entries = []
-    for entry in model.layers:      # Keras's order, each InputLayer in its place
+    for entry in _listing(model):   # Keras's order, each InputLayer in its place
         if id(entry) not in place:
             entries.append(dict(_input_entry([None] + list(entry._input_shape_arg), entry.name),
                                 name=entry.name, inbound_nodes=[]))
@@ -283,8 +283,15 @@ def _entries(model):
     """[(entry, path)]: the model's layers (Keras's ``model.layers``: a
     functional model's InputLayer first, nested models as one entry) with
     where a .keras file keeps each one's variables."""
-    entries = model.layers
+    entries = _listing(model)
     return list(zip(entries, _weight_paths([_class_of(e) for e in entries])))
+
+
+def _listing(model):
+    """model.layers, or for a subclassed model (nested in a Sequential or
+    functional model) its traced graph's, which the file holds."""
+    listing = getattr(model, "_graph_listing", None)
+    return listing() if listing is not None else model.layers
 
 
 def _count(entry):
@@ -311,7 +318,7 @@ def _per_layer_weights(model):
     (dense/kernel), in _legacy_order."""
     weights = iter(model.get_weights())
     out = []
-    for entry in model.layers:
+    for entry in _listing(model):
         if type(entry).__name__ == "InputLayer":
             continue
         if _is_model(entry):

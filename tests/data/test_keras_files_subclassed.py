@@ -183,3 +183,44 @@ def test_h5_written_as_keras_writes_it_and_refused_on_load(tmp_path):
         with pytest.raises(Exception, match="subclassed model .*Keras 3 writes such .h5 files "
                                             "but cannot load them either"):
             keras.models.load_model(path, custom_objects={"Tickets": Tickets})
+
+
+KERAS_PREDICTS = """
+import sys, numpy as np, keras
+x = np.load(sys.argv[2])
+print(float(np.abs(keras.models.load_model(sys.argv[1]).predict(x, verbose=0)
+                   - np.load(sys.argv[3])).max()))
+"""
+
+
+@pytest.mark.parametrize("ext", [".keras", ".h5"])
+def test_a_nested_subclassed_model_is_written_as_its_traced_graph(ext, tmp_path):
+    """Inside a Sequential or functional model, a subclassed model (a block
+    in it, attributes in another order than call's) is written as the
+    functional model of its traced graph, its Input first: it loads here and
+    in Keras 3 with the same predictions."""
+    pytest.importorskip("h5py")
+
+    class Inner(keras.Model):
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            self.head = layers.Dense(3)
+            self.blk = scope["Block"]()
+
+        def call(self, x, training=False):
+            return self.head(self.blk(x, training=training))
+
+    x = np.random.RandomState(2).rand(6, 5).astype("float32")
+    np.save(tmp_path / "x.npy", x)
+    i = keras.Input((5,))
+    for name, model in (("seq", keras.Sequential([keras.Input((5,)), Inner(),
+                                                  layers.Dense(2)])),
+                        ("fun", keras.Model(i, layers.Dense(2)(Inner()(i))))):
+        path = tmp_path / (name + ext)
+        model.save(path)
+        mine = model.predict(x, verbose=0)
+        np.save(tmp_path / (name + ".npy"), mine)
+        back = keras.models.load_model(path)
+        np.testing.assert_array_equal(back.predict(x, verbose=0), mine)
+        out = run_keras(KERAS_PREDICTS, path, tmp_path / "x.npy", tmp_path / (name + ".npy"))
+        assert float(out.strip().splitlines()[-1]) < 1e-5
