@@ -1,7 +1,8 @@
 """Keras's own model files, written and read in Keras's layout, so that a
 model trained here opens in Keras 3 (and TensorFlow) and a Sequential or
 functional model saved by Keras loads here (nested models too; functional
-graphs of one or several inputs and outputs; several outputs predict only):
+graphs of one or several inputs and outputs; several outputs predict only;
+a top-level subclassed model: keras_subclassed.py):
 
 - ``.keras``: a zip of config.json (the architecture and compile settings as
   Keras serializes them), metadata.json and model.weights.h5 (each layer's

@@ -127,7 +127,7 @@ _MODE_CLASSES = ("Dropout", "SpatialDropout2D", "BatchNormalization", "RandomFli
 def _mode_layers(layer):
     """The layers under `layer` whose behaviour depends on training mode."""
     leaves = layer._leaves() if hasattr(layer, "_leaves") else [layer]
-    return [l for l in leaves if type(l).__name__ in _MODE_CLASSES]
+    return [leaf for leaf in leaves if type(leaf).__name__ in _MODE_CLASSES]
 
 
 def _fixed_mode(layer, training, what):
@@ -151,7 +151,7 @@ def _fixed_mode(layer, training, what):
                          "training=, or in a subclassed model's call with training=training, "
                          "the mode call is given)"
                          % (what, mode[0].name, type(mode[0]).__name__))
-    crop = [l for l in mode if type(l).__name__ == "RandomCrop"]
+    crop = [leaf for leaf in mode if type(leaf).__name__ == "RandomCrop"]
     if crop:
         raise ValueError("training: %s was called with training=False, but layer \"%s\" "
                          "(RandomCrop) changes the image's shape in training and not in "

@@ -20,8 +20,8 @@ name the argument and the flat index as before.
 Metrics besides the engine's accuracy (cnncuda/metrics.py) are updated on
 the host: fit then runs one step per ``train_range`` call, each after the
 training forward that step runs, read back (step_outputs,
-train_steps_with_outputs), and evaluate reads the outputs of its chunks. Without such metrics nothing of
-this runs.
+train_steps_with_outputs), and evaluate reads the outputs of its chunks.
+Without such metrics nothing of this runs.
 
 Every argument is checked before anything runs, so a bad call leaves the
 model as it was.

@@ -13,6 +13,6 @@ from .layers import Input
 from .models import Model, Sequential, load_model
 
 __all__ = ["activations", "backend", "callbacks", "datasets", "initializers", "layers", "losses",
-           "metrics", "models", "optimizers", "preprocessing", "regularizers", "saving", "utils", "Input",
-           "Model",
+           "metrics", "models", "optimizers", "preprocessing", "regularizers", "saving", "utils",
+           "Input", "Model",
            "Sequential", "load_model"]
