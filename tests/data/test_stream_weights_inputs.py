@@ -146,6 +146,17 @@ def test_weights_in_some_batches_only_and_weights_of_one():
              for i in range(0, 32, 8)]
     b.fit(iter(mixed), epochs=1, verbose=0)
     assert all(np.array_equal(u, v) for u, v in zip(a.get_weights(), b.get_weights()))
+    # weights from the third batch on: the network changes to the weighted
+    # one within the epoch, the weights and optimizer state carried
+    late = [(x[i:i + 8], y[i:i + 8]) if i < 16 else (x[i:i + 8], y[i:i + 8], w[i:i + 8])
+            for i in range(0, 32, 8)]
+    e, f = dense(), dense()
+    he = e.fit(x, y, sample_weight=np.concatenate([ones[:16], w[16:]]), batch_size=8,
+               epochs=1, shuffle=False, verbose=0)
+    hf = f.fit(iter(late), epochs=1, verbose=0)
+    np.testing.assert_allclose(hf.history["loss"], he.history["loss"], rtol=1e-6)
+    for u, v in zip(e.get_weights(), f.get_weights()):
+        np.testing.assert_allclose(u, v, rtol=1e-6, atol=1e-7)
     c.fit(tf.data.Dataset.from_tensor_slices((x, y, ones)).batch(8), epochs=1, verbose=0)
     d = dense()
     d.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
