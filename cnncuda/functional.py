@@ -34,7 +34,8 @@ inside an autoencoder) share their weights between those models
 import numpy as np
 
 from .exclusive import exclusive
-from .layers import InputLayer
+from .fixed_mode import inference_form
+from .layers import InputLayer, Layer
 from .models import Sequential, _subclass_from_bytes
 from .subclassing import check_no_custom_steps, snake_case, trace
 from .symbolic import KerasTensor
@@ -92,8 +93,10 @@ def _graph(inputs, outputs):
     """(the InputLayers, [the layers the output depends on, each after the
     layers it reads], [for each, the indices of the layers it reads, -1 -
     k for input k], Keras's list of the model's layers, InputLayers
-    included), walked back from the output."""
+    included, the ids of the layers whose call fixed training=False),
+    walked back from the output."""
     starts, ends = _inputs(inputs), _outputs(outputs)
+    inference = set()
     where = {id(t): -1 - k for k, t in enumerate(starts)}
     order, index, reads = [], {}, []
     calls = {}          # id(layer) -> the tensor its call in this graph made
@@ -123,6 +126,8 @@ def _graph(inputs, outputs):
                              "output: a layer shared within one model is not supported"
                              % layer.name)
         first_seen.append(layer)
+        if tensor._inference:
+            inference.add(id(layer))
         sources = [visit(t) for t in tensor._inputs]
         index[key] = len(order)
         order.append(layer)
@@ -144,7 +149,8 @@ def _graph(inputs, outputs):
     input_layers = [t._layer for t in starts]
     layers, reads, listing = _keras_order(order, reads, first_seen, input_layers)
     place = {id(layer): k for k, layer in enumerate(layers)}
-    return input_layers, layers, reads, listing, [place[id(order[i])] for i in ends_at]
+    return (input_layers, layers, reads, listing, [place[id(order[i])] for i in ends_at],
+            inference)
 
 
 def _keras_order(order, reads, first_seen, input_layers):
@@ -221,7 +227,8 @@ class Model(Sequential):
 
     def _adopt(self, inputs, outputs):
         """Takes the graph from `inputs` to `outputs` as the model's layers."""
-        input_layers, layers, reads, listing, ends = _graph(inputs, outputs)
+        input_layers, layers, reads, listing, ends, inference = _graph(inputs, outputs)
+        self._inference_calls = inference       # ids of layers run in inference mode for good
         self._input_layers = input_layers
         self._input_layer = input_layers[0]
         self._listing = listing
@@ -318,23 +325,6 @@ class Model(Sequential):
                 "graph, keras.Model(model.inputs, model.outputs).to_json()"
                 % type(self).__name__)
         return super().to_json(**kwargs)
-
-    def save(self, filepath, overwrite=True, include_optimizer=True, save_format=None):
-        """Sequential's; a subclassed model is not written to Keras's .keras
-        and .h5 files (cnncuda's own format keeps its class and config)."""
-        from . import keras_files
-        import os
-        if self._is_subclassed and isinstance(filepath, (str, os.PathLike)) and \
-                keras_files.is_keras_path(filepath) is not None:
-            raise NotImplementedError(
-                "%s.save(%r): a subclassed model is not written to Keras's .keras or .h5 "
-                "files (Keras would need the class's code to load it); save it in cnncuda's "
-                "format (a file name without .keras or .h5: load_model(path, "
-                "custom_objects={%r: %s})), or save the functional model of its traced "
-                "graph, keras.Model(model.inputs, model.outputs)"
-                % (type(self).__name__, os.fspath(filepath), type(self).__name__,
-                   type(self).__name__))
-        return super().save(filepath, overwrite, include_optimizer, save_format)
 
     def __reduce__(self):
         """Sequential's (a copy through the model file); a subclassed model's
@@ -459,6 +449,8 @@ class Model(Sequential):
                 dicts = [dict(d) for d in layer.engine_layers()]
                 if wanted != [start - 1]:
                     dicts[0]["inputs"] = wanted
+            if id(layer) in self._inference_calls:
+                dicts = inference_form(dicts)
             out.extend(dicts)
             ends.append(offset + len(out) - 1)
         if self._several_outputs:
@@ -528,13 +520,14 @@ class Model(Sequential):
 
     @classmethod
     def _from_chain(cls, input_shape, layers, name=None, seed=None, input_name=None,
-                    reads=None, inputs=None, outputs=None):
+                    reads=None, inputs=None, outputs=None, inference_calls=()):
         """The functional model of `layers` called on an Input of
         `input_shape`: one after the other, or each on the outputs `reads`
         names (indices into the layers, -1 - k input k); with `inputs`,
         [(name, shape)] of each of several Inputs, in the model's order;
         with `outputs`, the indices of the layers whose outputs are the
-        model's (else the last layer's)."""
+        model's (else the last layer's); `inference_calls`: the names of the
+        layers called with training=False."""
         from .layers import Input
         if inputs is None:
             tensors_in = [Input(shape=input_shape, name=input_name)]
@@ -544,19 +537,78 @@ class Model(Sequential):
         for i, layer in enumerate(layers):
             sources = [i - 1] if reads is None else reads[i]
             args = [tensors_in[-1 - j] if j < 0 else tensors[j] for j in sources]
-            tensors.append(layer(args if getattr(layer, "_merge", False) else args[0]))
+            arg = args if getattr(layer, "_merge", False) else args[0]
+            tensors.append(layer(arg))
+            if layer.name in inference_calls:       # (checked when first called)
+                tensors[-1]._inference = True
         ends = tensors[-1] if outputs is None else [tensors[k] for k in outputs]
         return cls(tensors_in if inputs is not None else tensors_in[0], ends, name=name,
                    seed=seed)
+
+    def __setattr__(self, name, value):
+        # a subclassed model tracks the layers its attributes hold, in the
+        # order Keras 3's tracker meets them (model.layers)
+        track = name not in _INTERNAL and self.__dict__.get("_subclassed") and \
+            isinstance(value, (Layer, Sequential, list, tuple, dict))
+        if track:
+            self._track_layers()        # what lists got since the last attribute first
+            names = self.__dict__.setdefault("_tracked_names", [])
+            if name not in names:
+                names.append(name)
+        object.__setattr__(self, name, value)
+        if track:
+            self._track_layers()
+
+    def _track_layers(self):
+        """Adds to the tracked layers those the tracked attributes hold now
+        (in lists, tuples and dict values too) that are not there yet: a
+        layer appended to a list later comes after those set before."""
+        out = self.__dict__.setdefault("_tracked", [])
+        seen = {id(layer) for layer in out}
+
+        def add(value):
+            if isinstance(value, (Layer, Sequential)):
+                if id(value) not in seen:
+                    seen.add(id(value))
+                    out.append(value)
+            elif isinstance(value, (list, tuple)):
+                for v in value:
+                    add(v)
+            elif isinstance(value, dict):
+                for v in value.values():
+                    add(v)
+        for name in self.__dict__.get("_tracked_names", ()):
+            add(self.__dict__.get(name))
+        return out
+
+    def _tracked_layers(self):
+        """A subclassed model's layers as Keras 3 lists them: those its
+        attributes hold, in the order they were tracked, each once; after
+        them any layer of the traced graph none holds."""
+        out = list(self._track_layers())
+        # a block in the graph is the functional model of its traced call
+        shown = {id(layer) for layer in out} | {
+            id(layer.__dict__["_block_traced"]) for layer in out
+            if "_block_traced" in getattr(layer, "__dict__", {})}
+        return out + [layer for layer in self._layers if id(layer) not in shown]
+
+    def _graph_listing(self):
+        """model.layers of the functional model the graph is (a subclassed
+        model's traced graph: its Input, then its layers as call runs them,
+        a block as the functional model of its call): what Keras's files
+        hold for a model nested in a Sequential or functional model."""
+        if self._is_subclassed:
+            return [self._input_layer] + list(self._layers)
+        return self.layers
 
     @property
     def layers(self):
         """The InputLayer, then the model's layers (Keras's functional order;
         with several inputs, each InputLayer in its place in that order); a
-        subclassed model's layers in the order its call runs them (no
-        InputLayer, as in Keras; none before it is built)."""
+        subclassed model's the layers its attributes hold, in the order they
+        were set (Keras 3's, before and after it is built; no InputLayer)."""
         if self._is_subclassed:
-            return list(self._layers)
+            return self._tracked_layers()
         if self._several_inputs:
             return list(self._listing)
         return [self._input_layer] + list(self._layers)
@@ -659,6 +711,9 @@ class Model(Sequential):
                                 for layer in self._input_layers]
         if self._several_outputs:
             config["outputs"] = list(self._ends)
+        if self._inference_calls:       # the calls with training=False (fixed_mode.py)
+            config["inference_calls"] = [layer.name for layer in self._layers
+                                         if id(layer) in self._inference_calls]
         return config
 
     def add(self, layer):
@@ -668,6 +723,11 @@ class Model(Sequential):
     def pop(self):
         raise AttributeError("'Functional' object has no attribute 'pop' (a functional model's "
                              "layers come from its graph)")
+
+
+# the model's own attributes that hold layers (not tracked as the user's)
+_INTERNAL = frozenset(("_layers", "_input_layer", "_input_layers", "_listing", "_tracked",
+                       "_tracked_names"))
 
 
 class Functional(Model):

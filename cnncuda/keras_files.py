@@ -2,7 +2,8 @@
 model trained here opens in Keras 3 (and TensorFlow) and a Sequential or
 functional model saved by Keras loads here (nested models too; functional
 graphs of one or several inputs and outputs; several outputs with a loss
-per output, loss_weights and metrics per output in their compile settings):
+per output, loss_weights and metrics per output in their compile settings;
+a top-level subclassed model: keras_subclassed.py):
 
 - ``.keras``: a zip of config.json (the architecture and compile settings as
   Keras serializes them), metadata.json and model.weights.h5 (each layer's
@@ -200,7 +201,7 @@ def _model_entry(model):
     inputs = model._input_layers
     place = {id(layer): i for i, layer in enumerate(model._layers)}
     entries = []
-    for entry in model.layers:      # Keras's order, each InputLayer in its place
+    for entry in _listing(model):   # Keras's order, each InputLayer in its place
         if id(entry) not in place:
             entries.append(dict(_input_entry([None] + list(entry._input_shape_arg), entry.name),
                                 name=entry.name, inbound_nodes=[]))
@@ -301,8 +302,15 @@ def _entries(model):
     """[(entry, path)]: the model's layers (Keras's ``model.layers``: a
     functional model's InputLayer first, nested models as one entry) with
     where a .keras file keeps each one's variables."""
-    entries = model.layers
+    entries = _listing(model)
     return list(zip(entries, _weight_paths([_class_of(e) for e in entries])))
+
+
+def _listing(model):
+    """model.layers, or for a subclassed model (nested in a Sequential or
+    functional model) its traced graph's, which the file holds."""
+    listing = getattr(model, "_graph_listing", None)
+    return listing() if listing is not None else model.layers
 
 
 def _count(entry):
@@ -329,7 +337,7 @@ def _per_layer_weights(model):
     (dense/kernel), in _legacy_order."""
     weights = iter(model.get_weights())
     out = []
-    for entry in model.layers:
+    for entry in _listing(model):
         if type(entry).__name__ == "InputLayer":
             continue
         if _is_model(entry):
@@ -408,10 +416,12 @@ def _nadam_u_product(beta_1, steps):
     return np.float32(u)
 
 
-def _optimizer_variables(model):
+def _optimizer_variables(model, order=None):
     """The compiled optimizer's variables as Keras 3 keeps them: iteration
     (int64), learning_rate (float32), the slots (float32, Keras's order),
-    and for Nadam its u_product."""
+    and for Nadam its u_product. `order`: the trainable weights (indices in
+    cnncuda's order) in Keras's order where it differs (a subclassed
+    model's, keras_subclassed.py)."""
     opt = _inner(model.optimizer)
     state = model._optimizer_state()
     shapes = [tuple(shape) for _, _, shape, trainable in model._weight_specs() if trainable]
@@ -422,6 +432,8 @@ def _optimizer_variables(model):
     out = [np.int64(model._iterations())]
     if opt.learning_rate_schedule is None:      # Keras keeps no variable for a schedule
         out.append(np.float32(opt.learning_rate))
+    if order is not None:
+        slots = [slots[t] for t in order]
     out += [np.asarray(slots[t][k], np.float32) for t, k in _slot_order(opt, len(shapes))]
     if opt.kind == "nadam":
         out.append(_nadam_u_product(opt.beta_1, int(state["steps"])))
@@ -435,14 +447,17 @@ def _loss_scale_state(model):
     return tuple(state) if state is not None else (model.optimizer.initial_scale, 0)
 
 
-def _load_optimizer_variables(model, group):
+def _load_optimizer_variables(model, group, keras_order=None):
     """Takes a .keras file's optimizer variables (group optimizer/vars) for
     the model's next network where they match its compiled optimizer (their
     count and shapes; a LossScaleOptimizer's four first, Keras's layout);
-    otherwise the optimizer starts afresh, as in Keras."""
+    otherwise the optimizer starts afresh, as in Keras. `keras_order`: as
+    _optimizer_variables' `order`."""
     opt = _inner(model.optimizer)
     wrapped = opt is not model.optimizer
     shapes = [tuple(shape) for _, _, shape, trainable in model._weight_specs() if trainable]
+    if keras_order is not None:
+        shapes = [shapes[t] for t in keras_order]
     order = _slot_order(opt, len(shapes))
     at = 4 if wrapped else 0                  # the wrapper's variables first
     first = at + (1 if opt.learning_rate_schedule is not None else 2)  # no lr variable
@@ -458,6 +473,11 @@ def _load_optimizer_variables(model, group):
         if a.shape != shapes[t]:
             return
         slots[t][k] = a
+    if keras_order is not None:       # back to cnncuda's order
+        mine = [None] * len(slots)
+        for position, t in enumerate(keras_order):
+            mine[t] = slots[position]
+        slots = mine
     model._carried_state = {"steps": iterations, "training_forwards": iterations,
                             "slots": slots}
     if wrapped:
@@ -502,7 +522,12 @@ def _h5_bytes(model):
 def save(model, path, kind):
     """Writes `model` to `path` as a Keras file of `kind` ('keras' or 'h5'),
     atomically (the old file stays whole if anything fails)."""
-    data = _keras_bytes(model) if kind == "keras" else _h5_bytes(model)
+    if getattr(model, "_is_subclassed", False):
+        from . import keras_subclassed
+        data = keras_subclassed.keras_bytes(model) if kind == "keras" \
+            else keras_subclassed.h5_bytes(model)
+    else:
+        data = _keras_bytes(model) if kind == "keras" else _h5_bytes(model)
     write_atomically(path, [data])
 
 
@@ -857,13 +882,21 @@ def _loss(entry):
     return losses.from_config(kind, {"from_logits": config.get("from_logits", False)})
 
 
-def load(path, data, kind, compile=True, device=None):
-    """The Sequential or functional model in Keras file `data` (the bytes of `path`)."""
+def load(path, data, kind, compile=True, device=None, classes=None):
+    """The model in Keras file `data` (the bytes of `path`): Sequential,
+    functional, or a subclassed model of a class in `classes` ({name:
+    class}, load_model's custom_objects) or registered
+    (keras_subclassed.py)."""
+    from . import keras_subclassed
     h5py = _h5py()
     if kind == "keras":
         with zipfile.ZipFile(io.BytesIO(data)) as z:
             config = json.loads(z.read("config.json"))
             f = h5py.File(io.BytesIO(z.read("model.weights.h5")), "r")
+            if keras_subclassed.is_subclassed_config(config):
+                with f:
+                    return keras_subclassed.load_keras(config, f, compile, device, classes,
+                                                       path)
 
             def weights_in(group):
                 def weights_of(entry, path):
@@ -883,6 +916,11 @@ def load(path, data, kind, compile=True, device=None):
                 return model
     with h5py.File(io.BytesIO(data), "r") as f:
         config = json.loads(_text(f.attrs["model_config"]))
+        if keras_subclassed.is_subclassed_config(config):
+            raise ValueError("the file holds a subclassed model (class %s); Keras 3 writes such "
+                             ".h5 files but cannot load them either (it reads the weights "
+                             "before the model is built): save it as .keras"
+                             % config.get("class_name"))
         training = json.loads(_text(f.attrs["training_config"])) \
             if "training_config" in f.attrs else None
         if training and training.get("metrics"):

@@ -35,6 +35,7 @@ from . import metrics as metrics_module
 from .checks import nonnegative_int, shape_str
 from .engine import make_net
 from .exclusive import exclusive
+from .fixed_mode import inference_form
 from .layers import InputLayer, Layer, deserialize
 from .utils import get_random_seed, unique_name
 
@@ -100,6 +101,9 @@ class Sequential:
     `model`'s layers, its weights shared with it (see _pull_shared)."""
 
     _class_name = "Sequential"      # Keras's class name, in configs and summaries
+    # ids of the layers a functional model's graph calls with training=False
+    # (fixed_mode.py); a Sequential has none
+    _inference_calls = frozenset()
 
     def __init__(self, layers=None, name=None, seed=None):
         if name is not None and (not isinstance(name, str) or not name):
@@ -228,6 +232,8 @@ class Sequential:
         if is_symbolic(x):
             if training is not None:
                 kwargs["training"] = training
+            if not self.built and not isinstance(x, (list, tuple)):
+                self.build(x.shape)         # as Keras builds a model called on a tensor
             return call_symbolic(self, x, kwargs, 'model "%s"' % self.name)
         if kwargs:
             raise TypeError("unexpected arguments %s" % ", ".join(sorted(kwargs)))
@@ -494,6 +500,8 @@ class Sequential:
                 dicts = entry._engine_block(start, start - 1 if out else source)
             else:
                 dicts = [dict(d) for d in entry.engine_layers()]
+            if id(entry) in self._inference_calls:
+                dicts = inference_form(dicts)
             if not out and dicts and source != start - 1 and "inputs" not in dicts[0]:
                 dicts[0]["inputs"] = [source]
             out.extend(dicts)
@@ -943,8 +951,9 @@ class Sequential:
             if kind == "train":
                 net = self._get_net(device, "train", len(x))
                 self._data_token = None     # the step may reuse the resident batch buffers
-                if host:    # the outputs before the step (see training.train_steps_with_outputs)
-                    training.update_host_metrics(self, host, metric_y, net.predict(x))
+                if host:    # the step's training forward (training.step_outputs)
+                    training.update_host_metrics(self, host, metric_y,
+                                                 training.step_outputs(self, net, x))
                 loss_sum, correct = net.train_batch(x, y)
             else:
                 net = self._get_net(device, "evaluate")
@@ -1338,7 +1347,8 @@ def _model_from_config(class_name, spec):
         from .functional import Model
         return Model._from_chain(shape, entries, name=spec["name"], seed=spec["seed"],
                                  input_name=spec.get("input_name"), reads=spec.get("reads"),
-                                 inputs=spec.get("inputs"), outputs=spec.get("outputs"))
+                                 inputs=spec.get("inputs"), outputs=spec.get("outputs"),
+                                 inference_calls=spec.get("inference_calls", ()))
     model = Sequential(name=spec["name"], seed=spec["seed"])
     if shape is not None:
         model.add(InputLayer(input_shape=shape, name="_input"))
@@ -1455,7 +1465,7 @@ def load_model(filepath, compile=True, device=None, custom_objects=None):
     classes = _custom_classes(custom_objects)
     if device is not None:
         config.engine_for(device)     # the caller's argument: its error is not the file's
-    model = _model_from_keras_file(filepath, compile, device)
+    model = _model_from_keras_file(filepath, compile, device, classes)
     if model is not None:
         return model
     header, weights, slots = saving.read_model_file(filepath)
@@ -1499,7 +1509,7 @@ def model_from_json(json_string, custom_objects=None):
                          % (type(err).__name__, err)) from None
 
 
-def _model_from_keras_file(filepath, compile, device):
+def _model_from_keras_file(filepath, compile, device, classes=None):
     """The model of a Keras .keras (zip) or .h5 (HDF5) file, known by its
     first bytes (keras_files.py), or None for any other file. Only a regular
     file is looked at: a pipe read here could not be read again."""
@@ -1512,7 +1522,7 @@ def _model_from_keras_file(filepath, compile, device):
         f.seek(0)
         data = f.read()
     try:
-        return keras_files.load(filepath, data, kind, compile, device)
+        return keras_files.load(filepath, data, kind, compile, device, classes)
     except ImportError:
         raise
     except Exception as err:     # h5py's and zipfile's errors, a layer refused, ...

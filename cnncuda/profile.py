@@ -188,7 +188,10 @@ def _layer_names(model):
     names = []
     if getattr(model, "_several_inputs", False):       # the inputs' slices first
         names = [layer.name for layer in model._input_layers]
-    for layer in model.layers:
+    # (a subclassed model's model.layers is in its attributes' order: the
+    # traced graph's in the engine's)
+    listed = model._layers if getattr(model, "_is_subclassed", False) else model.layers
+    for layer in listed:
         names.extend([layer.name] * len(layer.engine_layers()))
     # several outputs: the engine layers that pack them (functional.py)
     names.extend(["(outputs)"] * (len(model._engine_layers()) - len(names)))

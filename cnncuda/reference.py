@@ -1276,11 +1276,14 @@ class _BatchNorm(_Layer):
         # in training too, as Keras 3
         self.frozen = not bool(spec.get("trainable", True))
         self.trainable = [not self.frozen, not self.frozen, False, False]
+        # called with training=False (fixed_mode.py): inference mode in
+        # training too, gamma and beta trained through it
+        self.inference = bool(spec.get("inference", False))
         self._zero_grads()
 
     def forward(self, x, training, t):
         gamma, beta, mmean, mvar = self.weights
-        training = training and not self.frozen
+        training = training and not self.frozen and not self.inference
         self.x, self.training = x, training
         if not training:
             return batchnorm_forward_infer(x, gamma, beta, mmean, mvar, self.epsilon)

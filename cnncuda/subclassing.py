@@ -44,7 +44,7 @@ Keras's custom training (``train_step``, ``test_step``, ``predict_step``,
 import inspect
 import threading
 
-__all__ = ["trace", "block_model", "accepts_training", "check_no_custom_steps",
+__all__ = ["trace", "block_model", "accepts_training", "in_trace", "check_no_custom_steps",
            "CUSTOM_STEPS", "snake_case", "is_block"]
 
 # Model methods whose override means a custom training loop
@@ -67,6 +67,11 @@ def snake_case(name):
 def is_block(layer):
     """Whether `layer` is a Layer subclass of the user's with a call method."""
     return callable(getattr(type(layer), "call", None))
+
+
+def in_trace():
+    """Whether a subclassed model's or a block's call is being traced."""
+    return bool(getattr(_STATE, "modes", None))
 
 
 def accepts_training(training):
@@ -137,8 +142,8 @@ def trace(owner, shape):
         return out
     first = _run(owner, shape, True)
     second = _run(owner, shape, False)
-    (_, a_layers, a_reads, _, _), (_, b_layers, b_reads, _, _) = (_walk(owner, first),
-                                                                  _walk(owner, second))
+    (_, a_layers, a_reads, _, _, _), (_, b_layers, b_reads, _, _, _) = (
+        _walk(owner, first), _walk(owner, second))
     same = len(a_layers) == len(b_layers) and all(
         x is y for x, y in zip(a_layers, b_layers)) and a_reads == b_reads
     if not same:
@@ -154,7 +159,9 @@ def trace(owner, shape):
                    % ([x.name for x in a_layers], [x.name for x in b_layers]))
         raise ValueError("%s (%s) builds a different graph for training=True than for "
                          "training=False: %s" % (what, owner.name, why))
-    return second
+    # the trace with training=True: a call that fixes training=False differs
+    # from the mode there, so its output is marked (symbolic.call_symbolic)
+    return first
 
 
 def _walk(owner, traced):

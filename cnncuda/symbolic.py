@@ -14,7 +14,7 @@ layer and the tensors it was called on), which ``Model`` walks back from the
 outputs to the inputs (cnncuda/functional.py).
 """
 from .checks import shape_str
-from .subclassing import accepts_training
+from .subclassing import accepts_training, in_trace
 
 __all__ = ["KerasTensor", "is_symbolic", "call_symbolic"]
 
@@ -33,6 +33,7 @@ class KerasTensor:
             getattr(layer, "compute_dtype", "float32")
         self._layer = layer            # the layer that made it (an InputLayer for an Input)
         self._inputs = tuple(inputs)   # the tensors that layer was called on
+        self._inference = False        # the call fixed training=False (call_symbolic)
 
     @property
     def ndim(self):
@@ -123,29 +124,63 @@ def is_symbolic(value):
         all(isinstance(v, KerasTensor) for v in value)
 
 
+_MODE_CLASSES = ("Dropout", "SpatialDropout2D", "BatchNormalization", "RandomFlip",
+                 "RandomRotation", "RandomZoom", "RandomTranslation", "RandomContrast",
+                 "RandomCrop")
+
+
 def _mode_layers(layer):
     """The layers under `layer` whose behaviour depends on training mode."""
     leaves = layer._leaves() if hasattr(layer, "_leaves") else [layer]
-    return [l for l in leaves if type(l).__name__ in ("Dropout", "BatchNormalization")]
+    return [leaf for leaf in leaves if type(leaf).__name__ in _MODE_CLASSES]
+
+
+def _fixed_mode(layer, training, what):
+    """True where `layer` is called with training=False fixed in a
+    subclassed model's (or a block's) call, not the mode its trace passes
+    on: the layer then runs in inference mode for good (fixed_mode.py); a
+    fixed training=True there is refused. In a functional graph, Keras 3
+    passes the model call's own mode to every layer that takes training=
+    (fit's True, predict's and evaluate's False), over what the graph's
+    call said: there the layer follows the engine's mode."""
+    if training is None or not in_trace():
+        return False
+    mode = _mode_layers(layer)
+    if not mode or accepts_training(training):
+        return False
+    if training:
+        raise ValueError("training: %s was called with training=True, but layer \"%s\" (%s) "
+                         "would then run in training mode in evaluate and predict too "
+                         "(Monte-Carlo dropout): the engines run a network's layers in one "
+                         "mode, so a fixed training=True is not supported (call it without "
+                         "training=, or in a subclassed model's call with training=training, "
+                         "the mode call is given)"
+                         % (what, mode[0].name, type(mode[0]).__name__))
+    crop = [leaf for leaf in mode if type(leaf).__name__ == "RandomCrop"]
+    if crop:
+        raise ValueError("training: %s was called with training=False, but layer \"%s\" "
+                         "(RandomCrop) changes the image's shape in training and not in "
+                         "Keras's inference mode, which cnncuda cannot run (call it without "
+                         "training=)" % (what, crop[0].name))
+    return True
 
 
 def call_symbolic(layer, inputs, kwargs, what):
     """``layer(inputs, **kwargs)`` for symbolic inputs: the output's
-    KerasTensor. `what` names the callee in messages ('layer "dense"')."""
+    KerasTensor. `what` names the callee in messages ('layer "dense"').
+    A call with training=False fixed marks its output (``_inference``):
+    the model runs that call's layer in inference mode in training too."""
     for key in kwargs:
         if key != "training":
             raise TypeError("%s: unexpected argument %r in the call (cnncuda's layers take the "
                             "input tensor and training=)" % (what, key))
-    training = kwargs.get("training")
-    if training is not None:
-        mode = _mode_layers(layer)
-        if mode and not accepts_training(training):
-            raise ValueError("training: %s was called with training=%r, but layer \"%s\" (%s) "
-                             "runs in training mode during fit and in inference mode in "
-                             "evaluate and predict whatever the call says; a fixed mode is not "
-                             "supported (call it without training=, or in a subclassed model's "
-                             "call with training=training, the mode call is given)"
-                             % (what, training, mode[0].name, type(mode[0]).__name__))
+    fixed = _fixed_mode(layer, kwargs.get("training"), what)
+    out = _call(layer, inputs, what)
+    out._inference = fixed
+    return out
+
+
+def _call(layer, inputs, what):
     if isinstance(inputs, (list, tuple)):
         merge = getattr(layer, "_merge", False)
         if not merge:

@@ -18,10 +18,10 @@ it uploads them, so x is not converted or scanned in Python first. Errors
 name the argument and the flat index as before.
 
 Metrics besides the engine's accuracy (cnncuda/metrics.py) are updated on
-the host: fit then runs one step per ``train_range`` call, each after an
-inference-mode ``predict`` of its batch (train_steps_with_outputs), and
-evaluate reads the outputs of its chunks. Without such metrics nothing of
-this runs.
+the host: fit then runs one step per ``train_range`` call, each after the
+training forward that step runs, read back (step_outputs,
+train_steps_with_outputs), and evaluate reads the outputs of its chunks.
+Without such metrics nothing of this runs.
 
 Every argument is checked before anything runs, so a bad call leaves the
 model as it was.
@@ -72,16 +72,6 @@ def _shown(value):
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def refuse_weights(**arguments):
-    """sample_weight and class_weight with a dataset or generator: refused
-    before anything runs (arrays take them: sample_weights.py)."""
-    for arg, value in arguments.items():
-        if value is not None:
-            raise ValueError("%s: weighting samples is supported with arrays x and y, not with a "
-                             "dataset or generator; expected None, got %s"
-                             % (arg, _shown(value)))
-
-
 def validation_freq_check(value):
     """Keras's validation_freq: an int >= 1 (every that many epochs) or a
     list of 1-based epoch numbers."""
@@ -119,14 +109,6 @@ def sample_count(model, x):
     if hasattr(model, "_by_name") and (isinstance(x, dict) or model._several_inputs):
         x = model._by_name(x, "x")[0][0]        # (a functional model's named inputs)
     return len(np.asarray(x)) if np.ndim(x) else 1
-
-
-def refuse_stream_inputs(model, x):
-    """A dataset or generator for a model of several inputs is refused."""
-    if feed.is_stream(x) and getattr(model, "_several_inputs", False):
-        raise ValueError("x: a dataset, generator or Sequence is not supported for a model of "
-                         "several inputs (%d); give x as a list of arrays or a dict keyed by "
-                         "the Inputs' names" % len(model.inputs))
 
 
 def _data(model, x, y, x_arg="x", y_arg="y"):
@@ -184,17 +166,56 @@ def update_host_metrics(model, metrics, y, outputs):
         metric.update_state(y, outputs)
 
 
+_MODE_KINDS = ("dropout", "spatial_dropout2d", "random_flip", "random_rotation", "random_zoom",
+               "random_translation", "random_contrast", "random_crop")
+
+
+def _training_differs(model):
+    """Whether the model's training forward differs from its inference
+    forward (a dropout of rate > 0, a BatchNormalization that is not
+    frozen, an augmentation layer)."""
+    for d in model._engine_layers():
+        kind = d.get("kind")
+        if kind in ("dropout", "spatial_dropout2d"):
+            if d.get("rate", 0.0) > 0:
+                return True
+        elif kind in _MODE_KINDS or (kind == "batchnorm" and d.get("trainable", True)):
+            return True
+    return False
+
+
+def step_outputs(model, net, x, differs=None):
+    """The outputs of the training forward the next step runs on the batch
+    x (engine form), for the host metrics, as Keras 3 computes its training
+    metrics: the engine runs that forward (the masks and batch statistics
+    the step will use: the same training-forward count), then its counters
+    and its moving statistics are put back, so that the step runs as if it
+    had not (the same bits). Where the training forward is the inference
+    forward (no Dropout, BatchNormalization in training or augmentation),
+    or for a group of replicas, the inference outputs."""
+    from . import distribute
+    if differs is None:
+        differs = _training_differs(model)
+    if not differs or isinstance(net, distribute.ReplicaGroup):
+        return net.predict(x)
+    state = net.get_optimizer_state()
+    weights = net.get_weights()
+    try:
+        return net.forward(np.ascontiguousarray(x, dtype=np.float32), training=True)
+    finally:
+        net.set_weights(weights)
+        net.set_optimizer_state(state)
+
+
 def train_steps_with_outputs(model, net, x, y, order, start, count, batch, host):
-    """train_range's steps one at a time, each step's batch first read back
-    through an inference-mode forward with the weights the step starts from,
-    for the host metrics. The engines keep the training forward's outputs on
-    the device inside the fused step (the softmax and dense head fused into
-    the loss, CUDA graph replays), so they are not read back: a model with
-    Dropout, batch statistics or augmentation layers gives these metrics
-    from inference-mode outputs where Keras uses the training forward's."""
+    """train_range's steps one at a time, each step's batch first run
+    through the training forward that step will run (step_outputs), for the
+    host metrics; the engines keep the step's own outputs on the device
+    (the softmax and dense head fused into the loss, CUDA graph replays)."""
+    differs = _training_differs(model)
     for at in range(start, start + count, batch):
         rows = order[at:min(start + count, at + batch)]
-        update_host_metrics(model, host, y[rows], net.predict(x[rows]))
+        update_host_metrics(model, host, y[rows], step_outputs(model, net, x[rows], differs))
         net.train_range(at, len(rows), batch)
 
 
@@ -356,14 +377,13 @@ def fit(model, x, y, batch_size, epochs, verbose, callbacks, validation_split, v
     validation_freq = validation_freq_check(validation_freq)
     if validation_batch_size is not None:
         validation_batch_size = positive_int(validation_batch_size, "validation_batch_size")
-    refuse_stream_inputs(model, x)
     if feed.is_stream(x):       # a Dataset, a generator or a Sequence: data/feed.py
-        refuse_weights(sample_weight=sample_weight, class_weight=class_weight)
+        feed.refuse_weight_arguments(x, sample_weight, class_weight)
         feed.refuse_array_arguments(x, [("y", y, None), ("batch_size", batch_size, None),
                                         ("validation_split", split, 0.0)])
         return feed.fit(model, x, epochs, verbose, user_callbacks, validation_data, shuffle,
                         initial_epoch, steps_per_epoch, validation_steps,
-                        validation_batch_size, validation_freq)
+                        validation_batch_size, validation_freq, class_weight=class_weight)
     if steps_per_epoch is not None:
         steps_per_epoch = positive_int(steps_per_epoch, "steps_per_epoch")
     _unsupported(validation_steps=(validation_steps, None))
@@ -493,9 +513,8 @@ def evaluate(model, x, y, batch_size, verbose, sample_weight, steps, callbacks, 
     batch = 32 if batch_size is None else positive_int(batch_size, "batch_size")
     verbose = _verbose(verbose)
     user_callbacks = _callbacks(callbacks)
-    refuse_stream_inputs(model, x)
     if feed.is_stream(x):
-        refuse_weights(sample_weight=sample_weight)
+        feed.refuse_weight_arguments(x, sample_weight, None)
         feed.refuse_array_arguments(x, [("y", y, None), ("batch_size", batch_size, None)])
         return feed.evaluate(model, x, verbose, steps, user_callbacks, return_dict)
     _unsupported(steps=(steps, None))
@@ -535,7 +554,6 @@ def predict(model, x, batch_size, verbose, steps, callbacks):
     batch = 32 if batch_size is None else positive_int(batch_size, "batch_size")
     verbose = _verbose(verbose)
     user_callbacks = _callbacks(callbacks)
-    refuse_stream_inputs(model, x)
     if feed.is_stream(x):
         feed.refuse_array_arguments(x, [("batch_size", batch_size, None)])
         return feed.predict(model, x, verbose, steps, user_callbacks)

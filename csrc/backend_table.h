@@ -226,6 +226,15 @@ typedef cnn_status cnn_batchnorm_backward_infer_fn(cnn_ctx *ctx, const cnn_bn_de
                                                    const float *gamma,      /* (c) */
                                                    const float *moving_var, /* (c) */
                                                    float *dx);              /* like dy */
+/* the inference-mode statistics in the form batchnorm_backward takes them:
+ * save_mean = moving_mean, save_invstd = 1 / sqrt(moving_var + epsilon), per
+ * channel (a trainable layer run in inference mode in training: its gamma
+ * and beta gradients through batchnorm_backward) */
+typedef cnn_status cnn_batchnorm_infer_stats_fn(cnn_ctx *ctx, const cnn_bn_desc *d,
+                                                const float *moving_mean, /* (c) */
+                                                const float *moving_var,  /* (c) */
+                                                float *save_mean,         /* (c) */
+                                                float *save_invstd);      /* (c) */
 
 /* a weight's regularizer (Keras's L1L2) */
 typedef cnn_status cnn_regularize_fn(cnn_ctx *ctx, size_t count, float l1, float l2,
@@ -463,6 +472,7 @@ struct cnn_backend {
     cnn_batchnorm_forward_infer_fn *batchnorm_forward_infer;
     cnn_batchnorm_backward_fn *batchnorm_backward;
     cnn_batchnorm_backward_infer_fn *batchnorm_backward_infer;
+    cnn_batchnorm_infer_stats_fn *batchnorm_infer_stats;
 
     /* a weight's penalty l1 sum|p| + l2 sum p^2 (Keras's L1L2): where g is
      * not NULL, g += l1 sign(p) + (2 l2) p elementwise in float32 (sign(0)

@@ -510,6 +510,8 @@ typedef struct cnn_layer_spec {
                          skips the layer's weights (they keep their values and have no
                          optimizer slots); a frozen batchnorm normalizes with its moving
                          statistics in training too (Keras 3's inference mode) */
+    int inference;    /* batchnorm: inference mode in training too (Keras's training=False
+                         on its call), its gamma and beta trained (unless frozen) */
     float kernel_l1, kernel_l2; /* conv, dense: the kernel's regularizer (Keras's L1L2) */
     float bias_l1, bias_l2;     /* conv, dense: the bias's */
     /* augmentation layers (kh, kw: random_crop's height and width) */

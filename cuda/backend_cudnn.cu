@@ -168,6 +168,7 @@ extern "C" const cnn_backend cnn_backend_cudnn = {
     .batchnorm_forward_infer = cuda_batchnorm_forward_infer,
     .batchnorm_backward = cuda_batchnorm_backward,
     .batchnorm_backward_infer = cuda_batchnorm_backward_infer,
+    .batchnorm_infer_stats = cuda_batchnorm_infer_stats,
     .regularize = cuda_regularize,
     .loss_forward_backward = cuda_loss_forward_backward,
     .gather_batch = cuda_gather_batch,

@@ -102,6 +102,9 @@ cnn_batchnorm_backward_fn cuda_batchnorm_backward;
 /* batchnorm_backward_infer.cu */
 cnn_batchnorm_backward_infer_fn cuda_batchnorm_backward_infer;
 
+/* batchnorm_infer_stats.cu */
+cnn_batchnorm_infer_stats_fn cuda_batchnorm_infer_stats;
+
 /* regularize.cu */
 cnn_regularize_fn cuda_regularize;
 

@@ -43,12 +43,13 @@ import warnings
 
 import numpy as np
 
-from .. import config
+from .. import config, sample_weights
 from ..callbacks import CallbackList, History, ProgbarLogger
 from ..checks import positive_int
 from ..chunks import StepChunker
 from ..progbar import Progbar
 from .dataset import INFINITE, Dataset
+from . import batch_parts
 from .prefetch import Producer
 from .sequence import PyDataset
 
@@ -147,73 +148,33 @@ class _Batches:
         return not isinstance(self.x, (Dataset, PyDataset))
 
     def _split(self, element):
-        if isinstance(element, dict):
-            raise ValueError("%s: expected batches (x, y) or x, got a dict of %s (named inputs "
-                             "are not supported)" % (self.arg, ", ".join(sorted(element))))
-        if isinstance(element, tuple):
-            if len(element) == 3:
-                if element[2] is not None:
-                    raise ValueError("%s: expected batches (x, y), got (x, y, sample_weight) "
-                                     "(sample weights are not supported)" % self.arg)
-                element = element[:2]
-            if len(element) == 2:
-                return element[0], element[1]
-            if len(element) == 1:
-                return element[0], None
-            raise ValueError("%s: expected batches (x, y) or x, got a tuple of %d"
-                             % (self.arg, len(element)))
-        return element, None
-
-
-def _join_targets(parts):
-    """The targets of consecutive batches joined: arrays, or for a model
-    of several outputs a list (tuple) of arrays or a dict of them, joined
-    output by output (training._data packs them)."""
-    first = parts[0]
-    if isinstance(first, dict):
-        return {key: _join_targets([part[key] for part in parts]) for key in first}
-    if isinstance(first, (list, tuple)) and first and \
-            all(isinstance(one, np.ndarray) for one in first):
-        return [_join_targets([part[j] for part in parts]) for j in range(len(first))]
-    return np.concatenate([np.asarray(part) for part in parts]) if len(parts) > 1 \
-        else np.asarray(first)
-
-
-def _target_rows(ys, rows):
-    """Rows of a block's targets (_join_targets': an array, or a list or
-    dict of them, one per output)."""
-    if isinstance(ys, dict):
-        return {key: value[rows] for key, value in ys.items()}
-    if isinstance(ys, list):
-        return [value[rows] for value in ys]
-    return ys[rows]
+        return batch_parts.split(element, self.arg)
 
 
 def _blocks(batches, chunker, done_before=0):
-    """Groups consecutive batches of one size: yields (xs, ys, batch, count)
-    with `count` batches each, as many as chunker asks for and as fit in
-    _BLOCK_BYTES."""
-    pending, size = [], 0
+    """Groups consecutive batches of one size and structure (batch_parts):
+    yields (xs, ys, ws, batch, count) with `count` batches each, as many as
+    chunker asks for and as fit in _BLOCK_BYTES."""
+    pending, size, key = [], 0, None
 
     def flush():
-        xs = np.concatenate([np.asarray(b[0]) for b in pending]) if len(pending) > 1 \
-            else np.asarray(pending[0][0])
-        ys = None
-        if pending[0][1] is not None:
-            ys = _join_targets([b[1] for b in pending])
-        return xs, ys, len(pending[0][0]), len(pending)
+        xs, ys, ws = batch_parts.join(pending)
+        return xs, ys, ws, batch_parts.rows(pending[0][0]), len(pending)
 
     done = done_before
-    for xb, yb in batches:
-        xb = np.asarray(xb)
-        if pending and (len(xb) != len(pending[0][0]) or len(pending) >= chunker.next(done)
-                        or size + 4 * xb.size > _BLOCK_BYTES):
+    for xb, yb, wb in batches:
+        rows = batch_parts.rows(xb)
+        bytes_ = batch_parts.nbytes(xb)
+        this = (rows, batch_parts.signature(xb, yb, wb))
+        if pending and (this != key or len(pending) >= chunker.next(done)
+                        or size + bytes_ > _BLOCK_BYTES):
             block = flush()
-            done += block[3]
+            done += block[4]
             pending, size = [], 0
             yield block
-        pending.append((xb, yb))
-        size += 4 * xb.size
+        pending.append((xb, yb, wb))
+        size += bytes_
+        key = this
     if pending:
         yield flush()
 
@@ -275,10 +236,10 @@ class _Feed:
 
 def _contiguous(blocks):
     """Blocks whose arrays are C-contiguous, as the engine uploads them."""
-    for xs, ys, batch, count in blocks:
-        yield (np.ascontiguousarray(xs),
+    for xs, ys, ws, batch, count in blocks:
+        yield (batch_parts.contiguous(xs),
                ys if ys is None or not isinstance(ys, np.ndarray) else np.ascontiguousarray(ys),
-               batch, count)
+               ws, batch, count)
 
 
 def _check_pair(model, xb, yb, arg):
@@ -287,6 +248,50 @@ def _check_pair(model, xb, yb, arg):
         raise ValueError("%s: expected batches (x, y) to train or evaluate on, got batches of "
                          "x alone" % arg)
     return _data(model, xb, yb, arg, arg + "'s targets")
+
+
+def _check_batch(model, xb, yb, wb, arg, class_weight=None):
+    """A batch (or block) checked against the model, in the engine's form:
+    (x, the engine's targets, the targets the host metrics see). Weights
+    (the batch's sample_weight, or class_weight's of its targets) turn the
+    model's weighted mode on for the rest of the call (the caller restores
+    it: sample_weights.weighted): from then on every batch's targets are
+    given weighted, weight 1 where a batch has none."""
+    xb, yb = _check_pair(model, xb, yb, arg)
+    metric_y = yb
+    w = None
+    if wb is not None or class_weight is not None:
+        w = sample_weights.weights(model, yb, len(xb), wb, class_weight,
+                                   arg=arg + "'s sample_weight")
+        model._weighted = True
+    if model._weighted:
+        yb = sample_weights.weighted_targets(model, yb, w)
+    return xb, yb, metric_y
+
+
+def refuse_weight_arguments(x, sample_weight, class_weight):
+    """Keras 3's rules: a stream brings its own sample weights; class_weight
+    is taken with a Dataset or a PyDataset (applied to each batch), not with
+    a generator."""
+    kind = _kind(x)[2:]
+    if sample_weight is not None:
+        raise ValueError("When providing `x` as %s, `sample_weight` should not be passed. "
+                         "Instead, the sample weights should be included as part of the %s "
+                         "(batches (x, y, sample_weight)); got sample_weight=%s"
+                         % (_kind(x), kind, _shown(sample_weight)))
+    if class_weight is None:
+        return
+    if not isinstance(x, (Dataset, PyDataset)):
+        raise ValueError("Argument `class_weight` is not supported for Python generator inputs. "
+                         "Received: class_weight=%s" % _shown(class_weight))
+    if not isinstance(class_weight, dict):
+        raise TypeError("class_weight: expected a dict {class index: weight}, got %s"
+                        % _shown(class_weight))
+
+
+def _shown(value):
+    from ..training import _shown as shown
+    return shown(value)
 
 
 def _logs(model, loss_sum, correct, count, prefix=""):
@@ -319,12 +324,21 @@ def _steps(value, arg):
 
 def fit(model, x, epochs, verbose, callbacks, validation_data, shuffle, initial_epoch,
         steps_per_epoch, validation_steps, validation_batch_size, validation_freq,
-        overlap=True, stats=None):
+        overlap=True, stats=None, class_weight=None):
     """fit over a stream (training.fit checked the common arguments).
     `overlap`: the stream read on a producer thread while the engine trains
     (False: on the caller's thread, between the engine's calls; the
     results are the same). `stats`: a FeedStats that gathers where the
-    time went."""
+    time went. `class_weight`: weights each batch's samples by their class
+    (a Dataset's or PyDataset's, as Keras 3)."""
+    with sample_weights.weighted(model, class_weight is not None):
+        return _fit(model, x, epochs, verbose, callbacks, validation_data, shuffle,
+                    initial_epoch, steps_per_epoch, validation_steps, validation_freq, overlap,
+                    stats, class_weight)
+
+
+def _fit(model, x, epochs, verbose, callbacks, validation_data, shuffle, initial_epoch,
+         steps_per_epoch, validation_steps, validation_freq, overlap, stats, class_weight):
     steps_per_epoch = _steps(steps_per_epoch, "steps_per_epoch")
     validation_steps = _steps(validation_steps, "validation_steps")
     # validation_batch_size (checked by training.fit) changes nothing here:
@@ -341,13 +355,18 @@ def fit(model, x, epochs, verbose, callbacks, validation_data, shuffle, initial_
             if validation.infinite and validation_steps is None:
                 raise ValueError("validation_steps: expected the number of batches to "
                                  "evaluate: validation_data is infinite, got None")
-        elif isinstance(validation_data, (tuple, list)) and len(validation_data) == 2:
+        elif isinstance(validation_data, (tuple, list)) and len(validation_data) in (2, 3):
             vx, vy = _check_pair(model, validation_data[0], validation_data[1],
                                  "validation_data[0]")
-            validation = (vx, vy)
+            vw = None
+            if len(validation_data) == 3:
+                vw = sample_weights.weights(model, vy, len(vx), validation_data[2],
+                                            arg="validation_data[2]")
+            validation = (vx, vy, vw)
         else:
-            raise ValueError("validation_data: expected a tuple (x_val, y_val) or a dataset, "
-                             "got %s" % type(validation_data).__name__)
+            raise ValueError("validation_data: expected a tuple (x_val, y_val) or (x_val, "
+                             "y_val, val_sample_weight), or a dataset, got %s"
+                             % type(validation_data).__name__)
     device = config.resolve_device(model._device)
     steps = steps_per_epoch if steps_per_epoch is not None else source.steps
     history = History()
@@ -363,7 +382,7 @@ def fit(model, x, epochs, verbose, callbacks, validation_data, shuffle, initial_
         for epoch in range(initial_epoch, epochs):
             cbs.on_epoch_begin(epoch)
             logs, done = _train_epoch(model, device, source, steps_per_epoch, cbs, bar, per_batch,
-                                      feed)
+                                      feed, class_weight)
             source.end_epoch()
             if params["steps"] is None:
                 params["steps"] = done      # known after the first pass, as Keras learns it
@@ -374,7 +393,7 @@ def fit(model, x, epochs, verbose, callbacks, validation_data, shuffle, initial_
                 model.stop_training = True
             if validation is not None and done and should_validate(epoch, validation_freq):
                 cbs.on_test_begin()
-                val_logs = _evaluate_validation(model, model._net, validation, validation_steps,
+                val_logs = _evaluate_validation(model, device, validation, validation_steps,
                                                 feed)
                 cbs.on_test_end(val_logs)
                 logs.update(val_logs)
@@ -390,7 +409,7 @@ def fit(model, x, epochs, verbose, callbacks, validation_data, shuffle, initial_
     return history
 
 
-def _train_epoch(model, device, source, limit, cbs, bar, per_batch, feed):
+def _train_epoch(model, device, source, limit, cbs, bar, per_batch, feed, class_weight=None):
     """One epoch; the loss and accuracy sums stay on the engine (read
     without reset after each block, reset at the end), so they are summed
     as fit over arrays sums them. The blocks come from `feed` (made on its
@@ -404,16 +423,18 @@ def _train_epoch(model, device, source, limit, cbs, bar, per_batch, feed):
         return _contiguous(_blocks(source.epoch(limit), chunker))
     try:
         with contextlib.closing(feed.items(make)) as blocks:
-            for xs, ys, batch, count in blocks:
+            for xs, ys, ws, batch, count in blocks:
                 began = time.perf_counter()
+                if state.per_batch:
+                    state.cbs.on_train_batch_begin(state.done)
+                xs, ys, metric_y = _check_batch(model, xs, ys, ws, "x", class_weight)
                 # a schedule's rate is the engine's from one call to the next
                 # (chunks.RateChunker): the block is cut where it may change
                 at = 0
                 while at < count:
                     k = _constant_steps(model.optimizer, count - at)
                     rows = slice(at * batch, min((at + k) * batch, len(xs)))
-                    state.train(xs[rows], None if ys is None else _target_rows(ys, rows),
-                                batch, k)
+                    state.train(xs[rows], ys[rows], metric_y[rows], batch, k)
                     at += k
                 chunker.took(time.perf_counter() - began, count)
                 if bar is not None and (limit is None or state.done < limit) and bar.due():
@@ -450,12 +471,10 @@ class _EpochState:
     def logs(self):
         return _logs(self.model, self.loss_sum, self.correct, self.seen)
 
-    def train(self, xs, ys, batch, count):
-        """`count` batches of `batch` samples (the last one may be short)."""
+    def train(self, xs, ys, metric_y, batch, count):
+        """`count` batches of `batch` samples (the last one may be short),
+        checked (_check_batch); the host metrics see metric_y."""
         model = self.model
-        if self.per_batch:
-            self.cbs.on_train_batch_begin(self.done)
-        xs, ys = _check_pair(model, xs, ys, "x")
         new = model._get_net(self.device, "train", max(batch, _built_batch(model)))
         if self.net is not None and new is not self.net:
             part_loss, part_correct = self.net.read_sums(reset=True)
@@ -469,7 +488,7 @@ class _EpochState:
         net.set_order(np.arange(len(xs)))
         if self.host:        # see training.train_steps_with_outputs
             from ..training import train_steps_with_outputs
-            train_steps_with_outputs(model, net, xs, np.asarray(ys), np.arange(len(xs)), 0,
+            train_steps_with_outputs(model, net, xs, metric_y, np.arange(len(xs)), 0,
                                      len(xs), batch, self.host)
         else:
             net.train_range(0, len(xs), batch)
@@ -492,19 +511,27 @@ def _built_batch(model):
     return net.max_batch if net is not None else 1
 
 
-def _evaluate_validation(model, net, validation, steps, feed):
+def _evaluate_validation(model, device, validation, steps, feed):
     host = _host(model)
     if isinstance(validation, tuple):
-        loss_sum, correct = net.evaluate(validation[0], validation[1], x_arg="validation_data[0]")
-        _update(model, host, net, validation[0], validation[1], "validation_data[0]")
-        return _logs(model, loss_sum, correct, len(validation[0]), "val_")
+        vx, vy, vw = validation
+        metric_y = vy
+        if vw is not None:
+            model._weighted = True
+        if model._weighted:
+            vy = sample_weights.weighted_targets(model, vy, vw)
+        net = model._get_net(device, "evaluate")
+        loss_sum, correct = net.evaluate(vx, vy, x_arg="validation_data[0]")
+        _update(model, host, net, vx, metric_y, "validation_data[0]")
+        return _logs(model, loss_sum, correct, len(vx), "val_")
     loss_sum = correct = 0.0
     seen = 0
     with contextlib.closing(feed.items(lambda: validation.epoch(steps))) as batches:
-        for xb, yb in batches:
-            xb, yb = _check_pair(model, xb, yb, "validation_data")
+        for xb, yb, wb in batches:
+            xb, yb, metric_y = _check_batch(model, xb, yb, wb, "validation_data")
+            net = model._get_net(device, "evaluate")
             part_loss, part_correct = net.evaluate(xb, yb, x_arg="validation_data")
-            _update(model, host, net, xb, yb, "validation_data")
+            _update(model, host, net, xb, metric_y, "validation_data")
             loss_sum += part_loss
             correct += part_correct
             seen += len(xb)
@@ -514,7 +541,13 @@ def _evaluate_validation(model, net, validation, steps, feed):
 
 def evaluate(model, x, verbose, steps, callbacks, return_dict, overlap=True):
     """evaluate over a stream: the loss and metric over every sample of its
-    batches (`overlap` as fit's)."""
+    batches, each weighted by its batch's sample_weight where it has one
+    (`overlap` as fit's)."""
+    with sample_weights.weighted(model, False):
+        return _evaluate(model, x, verbose, steps, callbacks, return_dict, overlap)
+
+
+def _evaluate(model, x, verbose, steps, callbacks, return_dict, overlap):
     steps = _steps(steps, "steps")
     source = _Batches(x, "x")
     if source.infinite and steps is None:
@@ -529,12 +562,13 @@ def evaluate(model, x, verbose, steps, callbacks, return_dict, overlap=True):
     seen = done = 0
     with _Feed(overlap) as feed, \
             contextlib.closing(feed.items(lambda: source.epoch(steps))) as batches:
-        for xb, yb in batches:
+        for xb, yb, wb in batches:
             cbs.on_test_batch_begin(done)
-            xb, yb = _check_pair(model, xb, yb, "x")      # builds an unbuilt model from xb
+            # builds an unbuilt model from xb
+            xb, yb, metric_y = _check_batch(model, xb, yb, wb, "x")
             net = model._get_net(config.resolve_device(model._device), "evaluate")
             part_loss, part_correct = net.evaluate(xb, yb)
-            _update(model, host, net, xb, yb)
+            _update(model, host, net, xb, metric_y)
             loss_sum += part_loss
             correct += part_correct
             seen += len(xb)
@@ -560,7 +594,6 @@ def evaluate(model, x, verbose, steps, callbacks, return_dict, overlap=True):
 def predict(model, x, verbose, steps, callbacks, overlap=True):
     """predict over a stream: the outputs of every batch's x, in order
     (`overlap` as fit's)."""
-    from ..checks import check_x
     steps = _steps(steps, "steps")
     source = _Batches(x, "x")
     if source.infinite and steps is None:
@@ -573,10 +606,10 @@ def predict(model, x, verbose, steps, callbacks, overlap=True):
     parts, done = [], 0
     with _Feed(overlap) as feed, \
             contextlib.closing(feed.items(lambda: source.epoch(steps))) as batches:
-        for xb, _ in batches:
+        for xb, _, _ in batches:
             cbs.on_predict_batch_begin(done)
             model._build_from_data(xb)
-            xb = model._engine_x(check_x(xb, model.input_shape[1:], "x", finite=False))
+            xb = model._engine_data(xb, "x", finite=False)
             net = model._get_net(config.resolve_device(model._device), "predict", len(xb))
             parts.append(net.predict(xb, x_arg="x"))
             done += 1

@@ -8,10 +8,11 @@ gives ``tf.keras.losses.SparseCategoricalCrossentropy``, ``models.Sequential``,
 re-exports the cnncuda module of the same name.
 """
 from . import (activations, backend, callbacks, datasets, initializers, layers, losses, metrics,
-               mixed_precision, models, optimizers, preprocessing, regularizers, utils)
+               mixed_precision, models, optimizers, preprocessing, regularizers, saving, utils)
 from .layers import Input
 from .models import Model, Sequential, load_model
 
 __all__ = ["activations", "backend", "callbacks", "datasets", "initializers", "layers", "losses",
-           "metrics", "mixed_precision", "models", "optimizers", "preprocessing", "regularizers", "utils", "Input", "Model",
+           "metrics", "mixed_precision", "models", "optimizers", "preprocessing", "regularizers",
+           "saving", "utils", "Input", "Model",
            "Sequential", "load_model"]

@@ -136,6 +136,7 @@ static inline double cnn_cpu_sum(const float *restrict x, size_t len)
     .batchnorm_forward_infer = cpu_batchnorm_forward_infer, \
     .batchnorm_backward = cpu_batchnorm_backward, \
     .batchnorm_backward_infer = cpu_batchnorm_backward_infer, \
+    .batchnorm_infer_stats = cpu_batchnorm_infer_stats, \
     .regularize = cpu_regularize, \
     .loss_forward_backward = cpu_loss_forward_backward, \
     .regression_loss_forward_backward = cpu_regression_loss_forward_backward, \
@@ -238,6 +239,9 @@ cnn_batchnorm_backward_fn cpu_batchnorm_backward;
 
 /* batchnorm_backward_infer.c */
 cnn_batchnorm_backward_infer_fn cpu_batchnorm_backward_infer;
+
+/* batchnorm_infer_stats.c */
+cnn_batchnorm_infer_stats_fn cpu_batchnorm_infer_stats;
 
 /* regularize.c */
 cnn_regularize_fn cpu_regularize;

@@ -100,7 +100,8 @@ cnn_status net_run_forward(cnn_net *net, plan_kind which, const run_args *r)
         case STEP_BATCHNORM_FORWARD: {
             cnn_bn_desc d = L->bn;
             d.n = n;
-            if (r->training && !s->frozen) /* frozen: inference mode, as Keras 3 */
+            /* frozen, or called with training=False: inference mode, as Keras 3 */
+            if (r->training && !s->frozen && !s->inference)
                 CNN_TRY(be->batchnorm_forward_train(
                     ctx, &d, in, net->params + L->gamma_off, net->params + L->beta_off,
                     net->state + L->mean_off, net->state + L->var_off, y, L->save_mean,
@@ -235,10 +236,22 @@ cnn_status net_backward_step(cnn_net *net, const step *st, int n, const float *i
     case STEP_BATCHNORM_BACKWARD: {
         cnn_bn_desc d = L->bn;
         d.n = n;
-        if (L->spec.frozen)
+        if (L->spec.frozen) {
             CNN_TRY(be->batchnorm_backward_infer(ctx, &d, dy, net->params + L->gamma_off,
                                                  net->state + L->var_off, dx));
-        else
+        } else if (L->spec.inference) {
+            /* dgamma and dbeta: the training backward's, of the moving
+             * statistics (its dx, written first, is then replaced) */
+            CNN_TRY(be->batchnorm_infer_stats(ctx, &d, net->state + L->mean_off,
+                                              net->state + L->var_off, L->save_mean,
+                                              L->save_invstd));
+            CNN_TRY(be->batchnorm_backward(ctx, &d, in, dy, net->params + L->gamma_off,
+                                           L->save_mean, L->save_invstd, dx,
+                                           net->grads + L->gamma_off,
+                                           net->grads + L->beta_off));
+            CNN_TRY(be->batchnorm_backward_infer(ctx, &d, dy, net->params + L->gamma_off,
+                                                 net->state + L->var_off, dx));
+        } else
             CNN_TRY(be->batchnorm_backward(ctx, &d, in, dy, net->params + L->gamma_off,
                                            L->save_mean, L->save_invstd, dx,
                                            net->grads + L->gamma_off,

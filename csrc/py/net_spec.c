@@ -58,10 +58,11 @@ static int parse_layer(PyObject *d, int i, cnn_layer_spec *s, value_pool *per_ch
         return -1;
     }
     if (spec_parse_inputs(d, i, s) < 0) return -1;
-    int units, use_bias, trainable;
+    int units, use_bias, trainable, inference;
     double rate, momentum, epsilon, kernel_l1, kernel_l2, bias_l1, bias_l2;
     if (spec_dict_int(d, "units", 0, &units, i) < 0 || spec_dict_int(d, "use_bias", 1, &use_bias, i) < 0 ||
-        spec_dict_int(d, "trainable", 1, &trainable, i) < 0)
+        spec_dict_int(d, "trainable", 1, &trainable, i) < 0 ||
+        spec_dict_int(d, "inference", 0, &inference, i) < 0)
         return -1;
     char where[32];
     snprintf(where, sizeof where, "layers[%d]", i);
@@ -131,6 +132,7 @@ static int parse_layer(PyObject *d, int i, cnn_layer_spec *s, value_pool *per_ch
     s->momentum = (float)momentum;
     s->epsilon = (float)epsilon;
     s->frozen = trainable == 0;
+    s->inference = inference != 0;
     s->kernel_l1 = (float)kernel_l1;
     s->kernel_l2 = (float)kernel_l2;
     s->bias_l1 = (float)bias_l1;

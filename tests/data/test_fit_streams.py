@@ -413,12 +413,13 @@ def test_blocks_hold_at_most_the_block_bytes(monkeypatch):
     (a, ha, blocks_a), (b, hb, blocks_b) = runs
     assert blocks_b >= 10 and blocks_a >= 1        # 20 batches, at most 2 a block
     assert ha == hb and same_weights(a, b)
-    blocks = list(feed._blocks(((x[i:i + 8], y[i:i + 8]) for i in range(0, 80, 8)),
+    blocks = list(feed._blocks(((x[i:i + 8], y[i:i + 8], None) for i in range(0, 80, 8)),
                                feed.StepChunker(1.0, 100)))
-    assert all(4 * xs.size <= 2 * batch_bytes for xs, _, _, _ in blocks)
+    assert all(4 * xs.size <= 2 * batch_bytes for xs, _, _, _, _ in blocks)
     monkeypatch.setattr(feed, "_BLOCK_BYTES", batch_bytes // 2)     # a batch alone is larger
-    assert [c for _, _, _, c in feed._blocks(((x[i:i + 8], y[i:i + 8]) for i in range(0, 24, 8)),
-                                             feed.StepChunker(1.0, 100))] == [1, 1, 1]
+    assert [c for _, _, _, _, c in feed._blocks(((x[i:i + 8], y[i:i + 8], None)
+                                                 for i in range(0, 24, 8)),
+                                                feed.StepChunker(1.0, 100))] == [1, 1, 1]
 
 
 def test_a_stream_that_calls_its_own_model_is_refused_clearly():

@@ -173,8 +173,10 @@ def test_bad_weights_are_named():
     def gen():
         while True:
             yield x[:8], y[:8]
-    with pytest.raises(ValueError, match="class_weight: weighting samples is supported with "
-                                         "arrays"):
+    # Keras 3 takes class_weight with a Dataset or PyDataset, not a generator
+    # (tests/data/test_stream_weights_inputs.py)
+    with pytest.raises(ValueError, match="Argument `class_weight` is not supported for Python "
+                                         "generator inputs"):
         m.fit(gen(), steps_per_epoch=1, class_weight={0: 2.0}, verbose=0)
 
 

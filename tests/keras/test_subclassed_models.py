@@ -74,7 +74,9 @@ def test_the_quickstart_model_agrees_with_the_numpy_engine():
 
 def test_build_summary_and_weights_before_and_after():
     model = QuickstartModel()
-    assert not model.built and model.layers == [] and model.get_weights() == []
+    # Keras 3 lists the layers the attributes hold, before the model is built
+    assert not model.built and model.get_weights() == []
+    assert model.layers == [model.conv1, model.flatten, model.d1, model.drop, model.d2]
     model.build((None, 10, 10, 1))
     assert model.built and model.output_shape == (None, 10)
     assert model.input_shape == (None, 10, 10, 1)
@@ -460,13 +462,17 @@ def test_save_weights_load_weights_and_copies(tmp_path):
     assert np.array_equal(twin.predict(x, verbose=0), model.predict(x, verbose=0))
 
 
-def test_keras_files_are_refused_for_a_subclassed_model(tmp_path):
+def test_keras_files_of_a_subclassed_model(tmp_path):
+    """.keras and .h5 are written as Keras 3 writes them
+    (tests/data/test_keras_files_subclassed.py: both ways with Keras); to_json
+    is refused."""
+    pytest.importorskip("h5py")
     model, x, _ = fitted_scaled()
-    for name in ("m.keras", "m.h5"):
-        with pytest.raises(NotImplementedError, match=r"Scaled.save\('.*%s'\): a subclassed "
-                                                      r"model is not written to Keras's "
-                                                      % name.replace(".", r"\.")):
-            model.save(tmp_path / name)
+    model.save(tmp_path / "m.keras")
+    model.save(tmp_path / "m.h5")
+    loaded = keras.models.load_model(tmp_path / "m.keras", custom_objects={"Scaled": Scaled})
+    assert type(loaded) is Scaled
+    np.testing.assert_array_equal(loaded.predict(x, verbose=0), model.predict(x, verbose=0))
     with pytest.raises(NotImplementedError, match=r"Scaled.to_json: a subclassed model has no "
                                                   "Keras JSON"):
         model.to_json()
@@ -537,14 +543,22 @@ def test_a_graph_that_depends_on_training_is_refused():
         subclass(call)().build((None, 6))
 
 
-@pytest.mark.parametrize("fixed", [False, True])
-def test_a_fixed_training_mode_on_dropout_is_refused(fixed):
+def test_a_fixed_training_true_on_dropout_is_refused():
+    """training=False fixed runs (tests/keras/test_fixed_training_mode.py);
+    training=True would need training mode in predict."""
     def call(self, x, training=False):
-        return self.d(self.drop(x, training=fixed))
+        return self.d(self.drop(x, training=True))
     with pytest.raises(ValueError, match=r'training: layer "dropout.*" was called with '
-                                         r"training=%s, but layer \"dropout.*\" \(Dropout\) runs "
-                                         r"in training mode during fit" % fixed):
+                                         r"training=True, but layer \"dropout.*\" \(Dropout\) "
+                                         r"would then run in training mode in evaluate and "
+                                         r"predict too"):
         subclass(call)().build((None, 6))
+
+    def inference(self, x, training=False):
+        return self.d(self.drop(x, training=False))
+    model = subclass(inference)()
+    model.build((None, 6))
+    assert {"kind": "dropout", "rate": 0.0} in model._engine_layers()
 
 
 def test_a_custom_layer_with_weights_is_refused_naming_its_class():
@@ -607,3 +621,58 @@ def test_training_calls_on_the_gpu_engines_match_cpu(engine):
     np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
     for p, q in zip(cpu.get_weights(), gpu.get_weights(), strict=True):
         np.testing.assert_allclose(p, q, rtol=1e-4, atol=1e-6)
+
+
+TRACKING = """
+class Block(layers.Layer):
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.a, self.b = layers.Dense(2), layers.Dense(3)
+
+    def call(self, x):
+        return self.b(self.a(x))
+
+
+class Tracked(keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.d2 = layers.Dense(3, name="second")
+        self.d1 = layers.Dense(4, name="first")
+        self.stack = [layers.Dense(5, name="l0"), layers.Dropout(0.1, name="l1")]
+        self.named = {"x": layers.Dense(6, name="dx"), "a": layers.Dense(7, name="da")}
+        self.inner = keras.Sequential([layers.Dense(2, name="inner_d")], name="inner")
+        self.block = Block(name="blk")
+        self.count = 3
+        self.again = self.d1
+        self.stack.append(layers.Dense(5, name="l2"))
+
+    def call(self, x, training=False):
+        x = self.d1(x)
+        for layer in self.stack:
+            x = layer(x)
+        x = self.named["a"](self.named["x"](x))
+        return self.d2(self.block(self.inner(x)))
+
+
+m = Tracked()
+before = [(layer.name, type(layer).__name__) for layer in m.layers]
+m(np.zeros((2, 4), "float32"))
+after = [(layer.name, type(layer).__name__) for layer in m.layers]
+"""
+
+
+def test_model_layers_before_and_after_build_as_keras():
+    """model.layers of a subclassed model: the layers its attributes hold,
+    in the order they were set (lists, dict values, a nested model and a
+    block as one entry each, a layer held twice once), before and after it
+    is built, as Keras 3."""
+    import json
+    from conftest import run_keras
+    scope = {"keras": keras, "layers": layers, "np": np}
+    exec(TRACKING, scope)
+    out = run_keras("import json, numpy as np, keras\nfrom keras import layers\n" + TRACKING
+                    + "print(json.dumps([before, after]))")
+    want = json.loads(out.strip().splitlines()[-1])
+    got = [[list(t) for t in scope["before"]], [list(t) for t in scope["after"]]]
+    assert got == want
+    assert [name for name, _ in want[0]][:3] == ["second", "first", "l0"]
