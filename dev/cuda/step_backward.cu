@@ -12,17 +12,22 @@
 //   1  the backward and Adam: 6 kernels (head, dense1, conv3, conv2, conv1,
 //      Adam), a block per work item (1, 320, 512, 256, 96 and 480 blocks of
 //      256 threads at batch 32), on synthetic saved tensors
-//   2  the whole training step: step_forward's 5 kernels, then version 1's
+//   2  the same with Adam in the phases: 5 kernels; Adam for a layer's
+//      weights as extra blocks of the next phase's kernel (once the layer's
+//      data gradient, which reads them, is done), conv1's in its weight items
+//      (step_backward_adam_fused)
+//   3  the whole training step: step_forward's 5 kernels, then version 1's
 //      6, back to back on one stream, timed as one step; checked on the
 //      forward's own outputs (the forward as step_forward checks it, the
 //      backward and Adam from the run's saved tensors)
+//   4  the whole step with version 2's backward (10 kernels)
 //
 // The engine's own backward is not a version here (BENCHMARKS.md gives the
 // engine's step: about 140 us at batch 32 on an H100).
 //
-// Besides the versions' rows: version 1's six kernels timed alone
-// ("step_backward_phase" rows, version 1; each from the inputs the run
-// before left).
+// Besides the versions' rows: version 1's six kernels and version 2's four
+// phase + Adam kernels timed alone ("step_backward_phase" rows, versions 1
+// and 2; each from the inputs the run before left).
 #include "common.cuh"
 #include "step_backward_phases.cuh"
 #include "step_backward_reference.h"
@@ -131,26 +136,33 @@ struct Buffers {
 
 // ---------------------------------------------------------------- the versions
 
-bool run_v1(Buffers &b, Engine &e, int step)
+// The backward and Adam (fused: version 2's kernels) from the head (from =
+// 0) or after it (1).
+void launch_backward(Buffers &b, Engine &e, int step, bool fused, int from)
 {
-    step_backward_separate(b.bwd(), e.stream());
-    step_adam(b.adam(step), e.stream());
-    return launched("v1: the backward's kernels and Adam");
+    if (fused) {
+        step_backward_adam_fused(b.bwd(), b.adam(step), e.stream(), from);
+    } else {
+        step_backward_separate(b.bwd(), e.stream(), from);
+        step_adam(b.adam(step), e.stream());
+    }
 }
 
-bool run_v2(Buffers &b, Engine &e, int step)
+// version vi (from 0): 0 and 1 the backward, 2 and 3 the whole step
+bool run_version(size_t vi, Buffers &b, Engine &e, int step)
 {
-    stepfwd::step_forward_separate(b.fwd(), e.stream());
-    step_backward_separate(b.bwd(), e.stream());
-    step_adam(b.adam(step), e.stream());
-    return launched("v2: the forward's, the backward's kernels and Adam");
+    if (vi >= 2) stepfwd::step_forward_separate(b.fwd(), e.stream());
+    launch_backward(b, e, step, vi % 2 == 1, 0);
+    return launched(vi >= 2 ? "the step's kernels" : "the backward's kernels");
 }
 
 const char *const VERSION_NAMES[] = {
     "backward + Adam: 6 kernels (head, dense1, conv3, conv2, conv1, Adam), a block per item",
+    "backward with Adam in the phases: 5 kernels",
     "the whole step: forward 5 kernels + backward 5 + Adam, back to back",
+    "the whole step: forward 5 kernels + backward with Adam in the phases 5",
 };
-constexpr int N_VERSIONS = 2;
+constexpr int N_VERSIONS = 4;
 
 struct Case {
     int n;
@@ -173,9 +185,10 @@ void merge(Errors &into, const Errors &e)
     if (!e.failure.empty()) into.failure += (into.failure.empty() ? "" : "; ") + e.failure;
 }
 
-// Version 1: the head, then (integer inputs) the check's integer gh1, then
-// the other phases and Adam; per phase against the float64 reference.
-Errors check_v1(Case &c, Engine &eng)
+// Versions 1 and 2: the head, then (integer inputs) the check's integer
+// gh1, then the other phases and Adam; per phase against the float64
+// reference.
+Errors check_backward(Case &c, Engine &eng, bool fused)
 {
     Buffers &b = c.gpu;
     b.fill_outputs_nan();
@@ -183,30 +196,29 @@ Errors check_v1(Case &c, Engine &eng)
     Errors e;
     cudaStream_t st = eng.stream();
     step_head_only(b.bwd(), st);
-    if (!launched("v1: head")) return e.bad_at = 0, e;
+    if (!launched("head")) return e.bad_at = 0, e;
     CUDA_CHECK(cudaStreamSynchronize(st));
     const std::vector<float> gh1_head = b.gh1.download();
     if (c.fill == Fill::INTEGER) b.gh1.upload(c.in.gh1_int);
-    step_backward_separate(b.bwd(), st, 1);
-    step_adam(b.adam(c.in.step), st);
-    if (!launched("v1: dense1 .. conv1, Adam")) return e.bad_at = 0, e;
+    launch_backward(b, eng, c.in.step, fused, 1);
+    if (!launched("dense1 .. conv1, Adam")) return e.bad_at = 0, e;
     CUDA_CHECK(cudaStreamSynchronize(st));
     stepbref::BwdOutputs out = b.download_backward();
     out.gh1_head = gh1_head;
     return stepbref::compare_backward(out, c.in, c.fill == Fill::INTEGER, true);
 }
 
-// Version 2: the whole step on the forward's input; the forward against
+// Versions 3 and 4: the whole step on the forward's input; the forward against
 // step_forward's reference (integer inputs bit for bit), the backward and
 // Adam against the float64 backward from the run's saved tensors (to the
 // tolerance: the forward's integer activations give the head non-integers).
-Errors check_v2(Case &c, Engine &eng)
+Errors check_step(size_t vi, Case &c, Engine &eng)
 {
     Buffers &b = c.gpu;
     b.fill_outputs_nan();
     b.upload_step_inputs(c.in);
     Errors e;
-    if (!run_v2(b, eng, c.in.step)) return e.bad_at = 0, e;
+    if (!run_version(vi, b, eng, c.in.step)) return e.bad_at = 0, e;
     CUDA_CHECK(cudaStreamSynchronize(eng.stream()));
     stepref::Outputs fo;
     fo.p1 = b.p1.download(), fo.p2 = b.p2.download(), fo.a3 = b.a3.download(), fo.h1 = b.h1.download();
@@ -224,15 +236,16 @@ Errors check_v2(Case &c, Engine &eng)
     return e;
 }
 
-Errors check(size_t vi, Case &c, Engine &eng) { return vi == 0 ? check_v1(c, eng) : check_v2(c, eng); }
+Errors check(size_t vi, Case &c, Engine &eng)
+{
+    return vi < 2 ? check_backward(c, eng, vi == 1) : check_step(vi, c, eng);
+}
 
 double time_version(size_t vi, Case &c, Engine &eng)
 {
-    if (vi == 0) c.gpu.upload_backward_inputs(c.in);
+    if (vi < 2) c.gpu.upload_backward_inputs(c.in);
     else c.gpu.upload_step_inputs(c.in);
-    return time_median_ms(eng.stream(), [&] {
-        return vi == 0 ? run_v1(c.gpu, eng, c.in.step) : run_v2(c.gpu, eng, c.in.step);
-    });
+    return time_median_ms(eng.stream(), [&] { return run_version(vi, c.gpu, eng, c.in.step); });
 }
 
 // ---------------------------------------------------------------- the extra rows
@@ -266,6 +279,43 @@ void time_phases_v1(Report &rep, Case &c, Engine &eng)
     }
 }
 
+// Version 2's kernels alone: the head (as version 1's) and the four phases
+// with their Adam blocks.
+void time_phases_v2(Report &rep, Case &c, Engine &eng)
+{
+    c.gpu.upload_backward_inputs(c.in);
+    const BwdNet p = c.gpu.bwd();
+    const AdamNet a = c.gpu.adam(c.in.step);
+    cudaStream_t st = eng.stream();
+    const char *const names[] = {"dense1 + Adam on w5, b5", "conv3 + Adam on w4, b4", "conv2 + Adam on w3, b3",
+                                 "conv1 + Adam on w1, b1 (in its items), w2, b2"};
+    for (int ph = 0; ph < 4; ++ph) {
+        const double ms = time_median_ms(st, [&] {
+            switch (ph) {
+            case 0:
+                bwd_phase_adam_kernel<PH_DENSE1>
+                    <<<items_bdense1(p.n) + adam_range_blocks(a, 8, 10), STEP_THREADS, 0, st>>>(p, a, 8, 10);
+                break;
+            case 1:
+                bwd_phase_adam_kernel<PH_CONV3>
+                    <<<items_bconv3(p.n) + adam_range_blocks(a, 6, 8), STEP_THREADS, 0, st>>>(p, a, 6, 8);
+                break;
+            case 2:
+                bwd_phase_adam_kernel<PH_CONV2>
+                    <<<items_bconv2(p.n) + adam_range_blocks(a, 4, 6), STEP_THREADS, 0, st>>>(p, a, 4, 6);
+                break;
+            default:
+                bwd_phase_adam_kernel<PH_CONV1>
+                    <<<items_bconv1(p.n) + adam_range_blocks(a, 2, 4), STEP_THREADS, 0, st>>>(p, a, 2, 4);
+                break;
+            }
+            return launched(names[ph]);
+        });
+        rep.row({"step_backward_phase", 2, VERSION_NAMES[1], std::string(names[ph]) + ", " + describe(c), ms, 0.0,
+                 ms > 0});
+    }
+}
+
 } // namespace
 
 int main(int argc, char **argv)
@@ -285,5 +335,6 @@ int main(int argc, char **argv)
         [&](size_t vi, Case &c) { return time_version(vi, c, eng); }, describe, {},
         [&](size_t vi) {
             if (vi == 0) time_phases_v1(rep, timed, eng);
+            if (vi == 1) time_phases_v2(rep, timed, eng);
         });
 }

@@ -29,8 +29,10 @@
 // register by its thread and summed over the whole batch there: no split-K
 // pass, no atomics, the same bits run to run) first, then data-gradient
 // items (an image and a slice of its channels). Every sum runs in a fixed
-// order. No column matrices. The host emulation (dev/emu/run_step_backward.sh)
-// runs these kernels on the host.
+// order. No column matrices. Version 1 of step_backward.cu launches a
+// kernel per phase and Adam (step_backward_separate, step_adam); version 2
+// puts Adam in the phases (step_backward_adam_fused, below). The host
+// emulation (dev/emu/run_step_backward.sh) runs both on the host.
 #ifndef DEV_CUDA_STEP_BACKWARD_PHASES_CUH
 #define DEV_CUDA_STEP_BACKWARD_PHASES_CUH
 
@@ -95,6 +97,32 @@ static_assert(SMEM_BHEAD * 4 <= 48 * 1024 && SMEM_BCONV3 * 4 <= 48 * 1024 && SME
 static_assert(W3_CS * 9 <= STEP_THREADS && W2_CS * 9 <= STEP_THREADS && W1_SLICES * 9 < STEP_THREADS &&
                   DW4_ROWS * D1 == STEP_THREADS,
               "a weight item's outputs a thread each");
+
+// ---- Adam over the 10 weight tensors (w1, b1, ..., w5, b5) in one launch:
+// a thread an element; tensor k holds elements off[k] .. off[k+1] - 1.
+constexpr int N_PARAMS = 10;
+struct AdamNet {
+    float *w[N_PARAMS], *m[N_PARAMS], *v[N_PARAMS];
+    const float *g[N_PARAMS];
+    int off[N_PARAMS + 1];
+    float lr_t, beta_1, beta_2, epsilon; // lr_t: the step count's (host, from float64)
+};
+__host__ __device__ inline int params_total(const AdamNet &a) { return a.off[N_PARAMS]; }
+
+__device__ inline void adam_element(const AdamNet &a, int e)
+{
+    int k = 0;
+    while (k + 1 < N_PARAMS && e >= a.off[k + 1]) ++k;
+    const int j = e - a.off[k];
+    const float g = a.g[k][j];
+    // rounded operations (no contraction into fma), as cuda/adam.cu
+    const float mi = __fadd_rn(a.m[k][j], __fmul_rn(__fsub_rn(g, a.m[k][j]), __fsub_rn(1.0f, a.beta_1)));
+    const float vi =
+        __fadd_rn(a.v[k][j], __fmul_rn(__fsub_rn(__fmul_rn(g, g), a.v[k][j]), __fsub_rn(1.0f, a.beta_2)));
+    a.m[k][j] = mi;
+    a.v[k][j] = vi;
+    a.w[k][j] = __fsub_rn(a.w[k][j], __fdiv_rn(__fmul_rn(mi, a.lr_t), __fadd_rn(sqrtf(vi), a.epsilon)));
+}
 
 // ---- head: one block for the batch. dz in shared memory, then dw5 and db5
 // (a thread an output, the images in order), then gh1 (a thread an output,
@@ -322,8 +350,10 @@ __device__ inline void phase_bconv2(const BwdNet &p, int item, float *sm)
 // over the pooled positions q = t / 9, t / 9 + 28, ... of every image in
 // order (B1_IMGS images at a time staged in shared memory: an image's 225
 // pooled gradients of f, their argmax and x's channel c); then the first 9 threads add the 28
-// slices in order; item (f, 0)'s thread 255 db1[f].
-__device__ inline void phase_bconv1(const BwdNet &p, int item, float *sm)
+// slices in order; item (f, 0)'s thread 255 db1[f]. With adam (version 2),
+// the thread that writes a gradient of w1 or b1 then applies Adam to that
+// weight (conv1 has no data gradient: nothing else reads w1).
+__device__ inline void phase_bconv1(const BwdNet &p, int item, float *sm, const AdamNet *adam = nullptr)
 {
     const int n = p.n, t = threadIdx.x, f = item / C0, c = item % C0;
     constexpr int PQ = Q1 * Q1;
@@ -362,35 +392,13 @@ __device__ inline void phase_bconv1(const BwdNet &p, int item, float *sm)
         float s = 0.0f;
         for (int q = 0; q < W1_SLICES; ++q) s += part[q * 9 + t];
         p.dw1[((size_t)f * C0 + c) * 9 + t] = s;
+        if (adam) adam_element(*adam, adam->off[0] + (f * C0 + c) * 9 + t); // reads the dw1 just written
     }
-    if (bias) p.db1[f] = b;
+    if (bias) {
+        p.db1[f] = b;
+        if (adam) adam_element(*adam, adam->off[1] + f);
+    }
     __syncthreads();
-}
-
-// ---- Adam over the 10 weight tensors (w1, b1, ..., w5, b5) in one launch:
-// a thread an element; tensor k holds elements off[k] .. off[k+1] - 1.
-constexpr int N_PARAMS = 10;
-struct AdamNet {
-    float *w[N_PARAMS], *m[N_PARAMS], *v[N_PARAMS];
-    const float *g[N_PARAMS];
-    int off[N_PARAMS + 1];
-    float lr_t, beta_1, beta_2, epsilon; // lr_t: the step count's (host, from float64)
-};
-__host__ __device__ inline int params_total(const AdamNet &a) { return a.off[N_PARAMS]; }
-
-__device__ inline void adam_element(const AdamNet &a, int e)
-{
-    int k = 0;
-    while (k + 1 < N_PARAMS && e >= a.off[k + 1]) ++k;
-    const int j = e - a.off[k];
-    const float g = a.g[k][j];
-    // rounded operations (no contraction into fma), as cuda/adam.cu
-    const float mi = __fadd_rn(a.m[k][j], __fmul_rn(__fsub_rn(g, a.m[k][j]), __fsub_rn(1.0f, a.beta_1)));
-    const float vi =
-        __fadd_rn(a.v[k][j], __fmul_rn(__fsub_rn(__fmul_rn(g, g), a.v[k][j]), __fsub_rn(1.0f, a.beta_2)));
-    a.m[k][j] = mi;
-    a.v[k][j] = vi;
-    a.w[k][j] = __fsub_rn(a.w[k][j], __fdiv_rn(__fmul_rn(mi, a.lr_t), __fadd_rn(sqrtf(vi), a.epsilon)));
 }
 
 // ---- a kernel per phase, a block per item
@@ -426,6 +434,55 @@ __global__ void __launch_bounds__(STEP_THREADS) adam_kernel(AdamNet a)
 }
 
 inline int adam_blocks(const AdamNet &a) { return (params_total(a) + STEP_THREADS - 1) / STEP_THREADS; }
+
+// ---- version 2: Adam in the phases. A layer's weights may change only
+// after its data gradient (which reads them) is done, so Adam for dense2's
+// weights runs as extra blocks of dense1's kernel, dense1's in conv3's,
+// conv3's in conv2's, conv2's in conv1's, and conv1's in conv1's weight
+// items themselves (phase_bconv1). The extra blocks follow the phase's
+// items: block items + b takes the elements off[k0] + b * 256 ... of the
+// tensors k0 .. k1 - 1 (AdamNet's numbering: w1, b1, ..., w5, b5).
+constexpr int PH_DENSE1 = 1, PH_CONV3 = 2, PH_CONV2 = 3, PH_CONV1 = 4;
+__host__ __device__ inline int adam_range_blocks(const AdamNet &a, int k0, int k1)
+{
+    return (a.off[k1] - a.off[k0] + STEP_THREADS - 1) / STEP_THREADS;
+}
+template <int PH>
+__global__ void __launch_bounds__(STEP_THREADS) bwd_phase_adam_kernel(BwdNet p, AdamNet a, int k0, int k1)
+{
+    constexpr int SMEM = PH == PH_DENSE1 ? SMEM_BDENSE1
+                       : PH == PH_CONV3  ? SMEM_BCONV3
+                       : PH == PH_CONV2  ? SMEM_BCONV2
+                                         : SMEM_BCONV1;
+    __shared__ float4 sm4[(SMEM + 3) / 4];
+    float *sm = reinterpret_cast<float *>(sm4);
+    const int items = PH == PH_DENSE1 ? items_bdense1(p.n)
+                    : PH == PH_CONV3  ? items_bconv3(p.n)
+                    : PH == PH_CONV2  ? items_bconv2(p.n)
+                                      : items_bconv1(p.n);
+    const int item = blockIdx.x;
+    if (item < items) {
+        if (PH == PH_DENSE1) phase_bdense1(p, item, sm);
+        if (PH == PH_CONV3) phase_bconv3(p, item, sm);
+        if (PH == PH_CONV2) phase_bconv2(p, item, sm);
+        if (PH == PH_CONV1) phase_bconv1(p, item, sm, &a);
+        return;
+    }
+    const int e = a.off[k0] + (item - items) * STEP_THREADS + threadIdx.x;
+    if (e < a.off[k1]) adam_element(a, e);
+}
+
+// Version 2's launches from the head (from = 0) or after it (1).
+inline void step_backward_adam_fused(const BwdNet &p, const AdamNet &a, cudaStream_t st, int from = 0)
+{
+    if (from <= 0) bwd_head_kernel<<<items_bhead(p.n), STEP_THREADS, 0, st>>>(p);
+    const int b5 = adam_range_blocks(a, 8, 10), b4 = adam_range_blocks(a, 6, 8), b3 = adam_range_blocks(a, 4, 6),
+              b2 = adam_range_blocks(a, 2, 4);
+    bwd_phase_adam_kernel<PH_DENSE1><<<items_bdense1(p.n) + b5, STEP_THREADS, 0, st>>>(p, a, 8, 10);
+    bwd_phase_adam_kernel<PH_CONV3><<<items_bconv3(p.n) + b4, STEP_THREADS, 0, st>>>(p, a, 6, 8);
+    bwd_phase_adam_kernel<PH_CONV2><<<items_bconv2(p.n) + b3, STEP_THREADS, 0, st>>>(p, a, 4, 6);
+    bwd_phase_adam_kernel<PH_CONV1><<<items_bconv1(p.n) + b2, STEP_THREADS, 0, st>>>(p, a, 2, 4);
+}
 
 // The backward's launches on stream st, the head first (1 <= p.n <=
 // MAX_BATCH; the caller checks the launches' errors); from = 1 starts at

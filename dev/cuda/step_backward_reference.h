@@ -289,8 +289,22 @@ inline const char *const PARAM_NAMES[N_PARAMS] = {"dw1", "db1", "dw2", "db2", "d
 // integer one): bit for bit there; else everything to tolerance.
 inline Errors compare_backward(const BwdOutputs &got, const BwdInputs &in, bool exact, bool adam)
 {
-    const BwdReference ref(in, got);
     Errors e;
+    // an argmax outside its window (a forward that did not write it) would
+    // send the reference outside its planes: failed here instead
+    auto in_window = [&](const std::vector<int32_t> &arg, int q, int h) {
+        for (size_t o = 0; o < arg.size(); ++o) {
+            const int r = (int)(o / q % q), s = (int)(o % q), a = arg[o];
+            if (a < 0 || a / h < 2 * r || a / h > 2 * r + 1 || a % h < 2 * s || a % h > 2 * s + 1) return false;
+        }
+        return true;
+    };
+    if (!in_window(in.arg1, Q1, H1) || !in_window(in.arg2, Q2, H2)) {
+        e.failure = "a saved argmax outside its pooling window";
+        e.bad_at = 0;
+        return e;
+    }
+    const BwdReference ref(in, got);
     double worst = 0, head_worst = 0;
     if (exact && ref.magnitude >= 16777216.0) {
         char b[160];

@@ -13,6 +13,8 @@
 // itself: each gradient changed by one unit in the last place (integer
 // inputs) or by 1e-3 of its scale (uniform), an Adam output by 1e-3 of its
 // scale, or an element left unwritten, must fail.
+// Version 2's kernels (Adam in the phases: step_backward_adam_fused) run
+// on the same inputs and are held to the same checks.
 // Usage: step_backward_check [batches...] (default 32 1 5 33); exit status 1
 // on any failure.
 #include <cmath>
@@ -47,9 +49,10 @@ static std::string describe(const dev::Errors &e)
     return b + (e.failure.empty() ? std::string() : " | " + e.failure);
 }
 
-static void run_batch(int n, Fill fill, uint64_t seed)
+static void run_batch(int n, Fill fill, uint64_t seed, bool fused)
 {
     const char *kind = fill == Fill::INTEGER ? "integer" : "uniform";
+    const char *how = fused ? "v2 (Adam in the phases)" : "v1 (6 kernels)";
     stepbref::BwdInputs in(n, fill, seed);
     stepbref::BwdOutputs out;
     const float nan = std::nanf("");
@@ -66,10 +69,6 @@ static void run_batch(int n, Fill fill, uint64_t seed)
              out.grad[0].data(), out.grad[1].data(), out.grad[2].data(), out.grad[3].data(),
              out.grad[4].data(), out.grad[5].data(), out.grad[6].data(), out.grad[7].data(),
              out.grad[8].data(), out.grad[9].data()};
-    step_head_only(p, nullptr);
-    out.gh1_head = out.gh1;
-    if (fill == Fill::INTEGER) std::copy(in.gh1_int.begin(), in.gh1_int.end(), out.gh1.begin()); // p.gh1 stays valid
-    step_backward_separate(p, nullptr, 1);
     AdamNet a{};
     int off = 0;
     for (int k = 0; k < N_PARAMS; ++k) {
@@ -83,15 +82,24 @@ static void run_batch(int n, Fill fill, uint64_t seed)
     a.lr_t = (float)stepbref::adam_lr_t(in.step);
     a.beta_1 = (float)stepbref::BETA_1, a.beta_2 = (float)stepbref::BETA_2;
     a.epsilon = (float)stepbref::EPSILON;
-    step_adam(a, nullptr);
+    step_head_only(p, nullptr);
+    out.gh1_head = out.gh1;
+    if (fill == Fill::INTEGER) std::copy(in.gh1_int.begin(), in.gh1_int.end(), out.gh1.begin()); // p.gh1 stays valid
+    if (fused) {
+        step_backward_adam_fused(p, a, nullptr, 1);
+    } else {
+        step_backward_separate(p, nullptr, 1);
+        step_adam(a, nullptr);
+    }
 
     const bool exact = fill == Fill::INTEGER;
     const dev::Errors e = stepbref::compare_backward(out, in, exact, true);
     const stepbref::BwdReference ref(in, out);
     char tag[200];
-    snprintf(tag, sizeof tag, "batch %d, %s inputs (largest sum of |terms| %.3g)", n, kind, ref.magnitude);
+    snprintf(tag, sizeof tag, "batch %d, %s inputs, %s (largest sum of |terms| %.3g)", n, kind, how,
+             ref.magnitude);
     expect(dev::passes(fill, e), std::string(tag) + ": " + describe(e));
-    printf("%-60s %s  %s\n", tag, dev::passes(fill, e) ? "ok  " : "FAIL", describe(e).c_str());
+    printf("%-90s %s  %s\n", tag, dev::passes(fill, e) ? "ok  " : "FAIL", describe(e).c_str());
 
     // the check fails a wrong output
     auto must_fail = [&](const std::string &what_changed, auto change) {
@@ -147,7 +155,10 @@ int main(int argc, char **argv)
             fprintf(stderr, "step_backward_check: batch %d outside 1..%d\n", n, MAX_BATCH);
             return 2;
         }
-        for (Fill f : {Fill::INTEGER, Fill::UNIFORM}) run_batch(n, f, seed += 20);
+        for (Fill f : {Fill::INTEGER, Fill::UNIFORM}) {
+            seed += 20;
+            for (bool fused : {false, true}) run_batch(n, f, seed, fused);
+        }
     }
     printf("step_backward_check: %d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;

@@ -2,12 +2,15 @@
 needed. Version 1's six kernels (the seed CIFAR-10 CNN's training backward:
 the head with softmax and sparse cross-entropy's gradient and dense2's
 gradients, dense1, conv3 with pool2's backward, conv2 with pool1's, conv1's
-weight gradient, then Adam over all the weights) at batches 32, 1, 5 and 33,
+weight gradient, then Adam over all the weights), and version 2's (Adam in
+the phases: as extra blocks of the next phase's kernel, conv1's in its weight
+items) at batches 32, 1, 5 and 33,
 integer and uniform inputs, against the float64 reference phase by phase
 (integer inputs: every gradient past the head bit for bit); and the check
 fails each nudged gradient, each nudged Adam output and unwritten ones
 (dev/emu/step_backward_check.cpp). Then mutants of the kernels (a wrong mask,
-a tap off by one, a wrong Adam term, an image skipped) must fail. Skipped
+a tap off by one, a wrong Adam term, an image skipped, an Adam element
+missed in version 2) must fail. Skipped
 without g++ or on other than x86-64."""
 import os
 import platform
@@ -29,11 +32,12 @@ def test_step_backward_phases_emulation():
     run = subprocess.run(["bash", SCRIPT], capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stdout + run.stderr[-3000:]
     lines = run.stdout.splitlines()
-    assert lines[-1] == "step_backward_check: 376 checks, 0 failed", run.stdout
+    assert lines[-1] == "step_backward_check: 752 checks, 0 failed", run.stdout
     for batch in (32, 1, 5, 33):
         for kind in ("integer", "uniform"):
-            tag = "batch %d, %s inputs" % (batch, kind)
-            assert any(line.startswith(tag) and " ok " in line for line in lines), (tag, run.stdout)
+            for version in ("v1 (6 kernels)", "v2 (Adam in the phases)"):
+                tag = "batch %d, %s inputs, %s" % (batch, kind, version)
+                assert any(line.startswith(tag) and " ok " in line for line in lines), (tag, run.stdout)
 
 
 # (original, mutant): each must make the check fail at batch 5
@@ -47,6 +51,9 @@ MUTANTS = [
     ("acc = fmaf(gs[q], xs[as[q] + ki * H0 + kj], acc);", "acc = fmaf(gs[q], xs[as[q] + ki * H0 + kj + 1], acc);"),
     ("const int dy = y - (a >> 4), dx = x - (a & 15);", "const int dy = y - (a >> 4), dx = x - (a & 7);"),
     ("__fsub_rn(1.0f, a.beta_2)", "__fsub_rn(1.0f, a.beta_1)"),
+    # version 2 only: conv1's Adam in its weight items, the extra Adam blocks' range
+    ("adam_element(*adam, adam->off[0] + (f * C0 + c) * 9 + t);", "adam_element(*adam, adam->off[0] + (f * C0 + c) * 9);"),
+    ("if (e < a.off[k1]) adam_element(a, e);", "if (e < a.off[k1] - 1) adam_element(a, e);"),
 ]
 
 
