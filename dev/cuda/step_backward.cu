@@ -177,14 +177,6 @@ std::string describe(const Case &c)
     return "batch " + std::to_string(c.n) + " (seed CNN, 122.6k weights)";
 }
 
-void merge(Errors &into, const Errors &e)
-{
-    into.abs = std::max(into.abs, e.abs), into.rel = std::max(into.rel, e.rel);
-    into.bad_at = std::min(into.bad_at, e.bad_at);
-    into.mismatches += e.mismatches;
-    if (!e.failure.empty()) into.failure += (into.failure.empty() ? "" : "; ") + e.failure;
-}
-
 // Versions 1 and 2: the head, then (integer inputs) the check's integer
 // gh1, then the other phases and Adam; per phase against the float64
 // reference.
@@ -208,10 +200,8 @@ Errors check_backward(Case &c, Engine &eng, bool fused)
     return stepbref::compare_backward(out, c.in, c.fill == Fill::INTEGER, true);
 }
 
-// Versions 3 and 4: the whole step on the forward's input; the forward against
-// step_forward's reference (integer inputs bit for bit), the backward and
-// Adam against the float64 backward from the run's saved tensors (to the
-// tolerance: the forward's integer activations give the head non-integers).
+// Versions 3 and 4: the whole step on the forward's input
+// (stepbref::compare_step says how it is checked).
 Errors check_step(size_t vi, Case &c, Engine &eng)
 {
     Buffers &b = c.gpu;
@@ -224,16 +214,7 @@ Errors check_step(size_t vi, Case &c, Engine &eng)
     fo.p1 = b.p1.download(), fo.p2 = b.p2.download(), fo.a3 = b.a3.download(), fo.h1 = b.h1.download();
     fo.logits = b.logits.download(), fo.arg1 = b.arg1.download(), fo.arg2 = b.arg2.download();
     fo.probs = b.probs.download(), fo.loss = b.loss.download(), fo.loss_sum = b.loss_sum.download();
-    e = stepref::compare(fo, c.in.fw, stepref::WITH_ARGMAX | stepref::WITH_HEAD);
-    // the backward's inputs: the run's saved tensors
-    stepbref::BwdInputs saved = c.in;
-    saved.x = c.in.fw.x, saved.p1 = fo.p1, saved.arg1 = fo.arg1, saved.p2 = fo.p2, saved.arg2 = fo.arg2;
-    saved.a3 = fo.a3, saved.h1 = fo.h1, saved.probs = fo.probs;
-    for (const auto *t : {&saved.p1, &saved.p2, &saved.a3, &saved.h1, &saved.probs})
-        for (float f : *t)
-            if (!std::isfinite(f)) return e.bad_at = std::min(e.bad_at, (size_t)0), e;
-    merge(e, stepbref::compare_backward(b.download_backward(), saved, false, true));
-    return e;
+    return stepbref::compare_step(fo, b.download_backward(), c.in);
 }
 
 Errors check(size_t vi, Case &c, Engine &eng)

@@ -330,6 +330,36 @@ inline Errors compare_backward(const BwdOutputs &got, const BwdInputs &in, bool 
     return e;
 }
 
+// A whole step's outputs (versions 3 and 4): the forward's (fo) against
+// step_forward's reference (integer inputs bit for bit), then the backward
+// and Adam (bo) against the float64 backward from the run's own saved
+// tensors, to the tolerance (the forward's integer activations make the
+// head's gradients non-integers).
+inline Errors compare_step(const stepref::Outputs &fo, const BwdOutputs &bo, const BwdInputs &in)
+{
+    Errors e = stepref::compare(fo, in.fw, stepref::WITH_ARGMAX | stepref::WITH_HEAD);
+    BwdInputs saved = in;
+    saved.x = in.fw.x, saved.p1 = fo.p1, saved.arg1 = fo.arg1, saved.p2 = fo.p2, saved.arg2 = fo.arg2;
+    saved.a3 = fo.a3, saved.h1 = fo.h1, saved.probs = fo.probs;
+    const size_t n = in.n;
+    if (saved.p1.size() < n * F1 * Q1 * Q1 || saved.arg1.size() < n * F1 * Q1 * Q1 ||
+        saved.p2.size() < n * F2 * Q2 * Q2 || saved.arg2.size() < n * F2 * Q2 * Q2 ||
+        saved.a3.size() < n * D_IN || saved.h1.size() < n * D1 || saved.probs.size() < n * D2) {
+        e.failure += std::string(e.failure.empty() ? "" : "; ") + "a saved tensor missing";
+        e.bad_at = 0;
+        return e;
+    }
+    for (const auto *t : {&saved.p1, &saved.p2, &saved.a3, &saved.h1, &saved.probs})
+        for (float f : *t)
+            if (!std::isfinite(f)) return e.bad_at = 0, e; // the forward's compare said which
+    const Errors b = compare_backward(bo, saved, false, true);
+    e.abs = std::max(e.abs, b.abs), e.rel = std::max(e.rel, b.rel);
+    e.bad_at = std::min(e.bad_at, b.bad_at);
+    e.mismatches += b.mismatches;
+    if (!b.failure.empty()) e.failure += (e.failure.empty() ? "" : "; ") + b.failure;
+    return e;
+}
+
 } // namespace stepbref
 
 #endif

@@ -14,7 +14,9 @@
 // inputs) or by 1e-3 of its scale (uniform), an Adam output by 1e-3 of its
 // scale, or an element left unwritten, must fail.
 // Version 2's kernels (Adam in the phases: step_backward_adam_fused) run
-// on the same inputs and are held to the same checks.
+// on the same inputs and are held to the same checks; version 4 (the whole
+// step: step_forward's kernels then version 2's) on the forward's input,
+// checked as the GPU program checks it (stepbref::compare_step).
 // Usage: step_backward_check [batches...] (default 32 1 5 33); exit status 1
 // on any failure.
 #include <cmath>
@@ -144,6 +146,68 @@ static void run_batch(int n, Fill fill, uint64_t seed, bool fused)
     must_fail("unwritten dw1", [&](stepbref::BwdOutputs &b) { b.grad[0].back() = nan; });
 }
 
+// Version 4 (the whole step: step_forward's kernels, then version 2's) on
+// the forward's input, checked as step_backward.cu checks it
+// (stepbref::compare_step); then the step check fails a nudged activation
+// and a nudged gradient.
+static void run_step(int n, Fill fill, uint64_t seed)
+{
+    const char *kind = fill == Fill::INTEGER ? "integer" : "uniform";
+    stepbref::BwdInputs in(n, fill, seed);
+    const float nan = std::nanf("");
+    stepref::Outputs fo;
+    fo.p1.assign((size_t)n * F1 * Q1 * Q1, nan), fo.arg1.assign(fo.p1.size(), -7);
+    fo.p2.assign((size_t)n * F2 * Q2 * Q2, nan), fo.arg2.assign(fo.p2.size(), -7);
+    fo.a3.assign((size_t)n * D_IN, nan), fo.h1.assign((size_t)n * D1, nan);
+    fo.logits.assign((size_t)n * D2, nan), fo.probs.assign((size_t)n * D2, nan);
+    fo.loss.assign(n, nan), fo.loss_sum.assign(1, nan);
+    stepbref::BwdOutputs bo;
+    bo.gh1.assign((size_t)n * D1, nan), bo.g3.assign((size_t)n * D_IN, nan);
+    bo.gp2.assign(fo.p2.size(), nan), bo.gp1.assign(fo.p1.size(), nan);
+    AdamNet a{};
+    int off = 0;
+    for (int k = 0; k < N_PARAMS; ++k) {
+        bo.grad[k].assign(in.param(k).size(), nan);
+        bo.w[k] = in.param(k), bo.m[k] = in.m[k], bo.v[k] = in.v[k];
+        a.w[k] = bo.w[k].data(), a.m[k] = bo.m[k].data(), a.v[k] = bo.v[k].data(), a.g[k] = bo.grad[k].data();
+        a.off[k] = off;
+        off += (int)bo.w[k].size();
+    }
+    a.off[N_PARAMS] = off;
+    a.lr_t = (float)stepbref::adam_lr_t(in.step);
+    a.beta_1 = (float)stepbref::BETA_1, a.beta_2 = (float)stepbref::BETA_2;
+    a.epsilon = (float)stepbref::EPSILON;
+    // the weights the forward and the backward read: the step's own (Adam
+    // updates them last), as on the GPU
+    stepfwd::StepNet f{n, in.fw.x.data(), bo.w[0].data(), bo.w[1].data(), bo.w[2].data(), bo.w[3].data(),
+                       bo.w[4].data(), bo.w[5].data(), bo.w[6].data(), bo.w[7].data(), bo.w[8].data(),
+                       bo.w[9].data(), in.fw.labels.data(), fo.p1.data(), fo.arg1.data(), fo.p2.data(),
+                       fo.arg2.data(), fo.a3.data(), fo.h1.data(), fo.logits.data(), fo.probs.data(),
+                       fo.loss.data(), fo.loss_sum.data()};
+    BwdNet p{n,
+             in.fw.x.data(), fo.p1.data(), fo.arg1.data(), fo.p2.data(), fo.arg2.data(),
+             fo.a3.data(), fo.h1.data(), fo.probs.data(), in.fw.labels.data(),
+             bo.w[2].data(), bo.w[4].data(), bo.w[6].data(), bo.w[8].data(),
+             bo.gh1.data(), bo.g3.data(), bo.gp2.data(), bo.gp1.data(),
+             bo.grad[0].data(), bo.grad[1].data(), bo.grad[2].data(), bo.grad[3].data(),
+             bo.grad[4].data(), bo.grad[5].data(), bo.grad[6].data(), bo.grad[7].data(),
+             bo.grad[8].data(), bo.grad[9].data()};
+    stepfwd::step_forward_separate(f, nullptr);
+    step_backward_adam_fused(p, a, nullptr, 0);
+    bo.gh1_head = bo.gh1;
+    const dev::Errors e = stepbref::compare_step(fo, bo, in);
+    char tag[200];
+    snprintf(tag, sizeof tag, "batch %d, %s inputs, v4 (the whole step)", n, kind);
+    expect(dev::passes(fill, e), std::string(tag) + ": " + describe(e));
+    printf("%-90s %s  %s\n", tag, dev::passes(fill, e) ? "ok  " : "FAIL", describe(e).c_str());
+    stepref::Outputs bad_f = fo;
+    bad_f.a3[7] = std::nextafter(bad_f.a3[7], INFINITY) + 1e-3f * std::fabs(bad_f.a3[7]);
+    expect(!dev::passes(fill, stepbref::compare_step(bad_f, bo, in)), std::string(tag) + ": a wrong a3 passed");
+    stepbref::BwdOutputs bad_b = bo;
+    bad_b.grad[2][5] += 1e-2f * (1.0f + std::fabs(bad_b.grad[2][5]));
+    expect(!dev::passes(fill, stepbref::compare_step(fo, bad_b, in)), std::string(tag) + ": a wrong dw2 passed");
+}
+
 int main(int argc, char **argv)
 {
     std::vector<int> batches;
@@ -158,6 +222,7 @@ int main(int argc, char **argv)
         for (Fill f : {Fill::INTEGER, Fill::UNIFORM}) {
             seed += 20;
             for (bool fused : {false, true}) run_batch(n, f, seed, fused);
+            run_step(n, f, seed);
         }
     }
     printf("step_backward_check: %d checks, %d failed\n", checks, failures);

@@ -4,7 +4,8 @@ the head with softmax and sparse cross-entropy's gradient and dense2's
 gradients, dense1, conv3 with pool2's backward, conv2 with pool1's, conv1's
 weight gradient, then Adam over all the weights), and version 2's (Adam in
 the phases: as extra blocks of the next phase's kernel, conv1's in its weight
-items) at batches 32, 1, 5 and 33,
+items), and version 4 (the whole step: step_forward's kernels, then version
+2's, checked as the GPU program checks it) at batches 32, 1, 5 and 33,
 integer and uniform inputs, against the float64 reference phase by phase
 (integer inputs: every gradient past the head bit for bit); and the check
 fails each nudged gradient, each nudged Adam output and unwritten ones
@@ -32,10 +33,10 @@ def test_step_backward_phases_emulation():
     run = subprocess.run(["bash", SCRIPT], capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stdout + run.stderr[-3000:]
     lines = run.stdout.splitlines()
-    assert lines[-1] == "step_backward_check: 752 checks, 0 failed", run.stdout
+    assert lines[-1] == "step_backward_check: 776 checks, 0 failed", run.stdout
     for batch in (32, 1, 5, 33):
         for kind in ("integer", "uniform"):
-            for version in ("v1 (6 kernels)", "v2 (Adam in the phases)"):
+            for version in ("v1 (6 kernels)", "v2 (Adam in the phases)", "v4 (the whole step)"):
                 tag = "batch %d, %s inputs, %s" % (batch, kind, version)
                 assert any(line.startswith(tag) and " ok " in line for line in lines), (tag, run.stdout)
 
