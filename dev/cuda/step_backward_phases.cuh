@@ -271,10 +271,11 @@ __device__ inline void phase_bconv3(const BwdNet &p, int item, float *sm)
 // argmax and its 16 channels of p1): a pooled gradient meets the input at its argmax's
 // conv2 position (row a / 13, column a % 13) shifted by the tap; item
 // (f, 0)'s thread 255 db2[f]. Data item (image i, channels c0..c0+7): gp2[i],
-// arg2[i] and w2[:, c0..c0+7] in shared memory; a thread an output of the
-// 8 x 15 x 15 over the filters in order, for each the (at most 2 x 2)
+// arg2[i] (row and column packed) and w2[:, c0..c0+7] (tap-major) in shared
+// memory; thread t < 225 the position t of the 15 x 15 for all 8 channels
+// (8 accumulators): over the filters in order, for each the (at most 2 x 2)
 // pooled positions whose window reaches it, the tap where the argmax puts
-// it; masked by p1 > 0.
+// it (one check for 8 multiply-adds); masked by p1 > 0.
 __device__ inline void phase_bconv2(const BwdNet &p, int item, float *sm)
 {
     const int n = p.n, t = threadIdx.x;
@@ -321,27 +322,39 @@ __device__ inline void phase_bconv2(const BwdNet &p, int item, float *sm)
         const int a = p.arg2[(size_t)i * F2 * PQ + e];
         as[e] = (a / H2) * 16 + a % H2; // row and column in 4 bits each
     }
+    // the weights tap-major: ws[(f * 9 + tap) * 8 + cl], a tap's 8 channels in two 16-byte loads
     for (int e = t; e < F2 * X2_CS * 9; e += blockDim.x) {
-        const int f = e / (X2_CS * 9), rest = e % (X2_CS * 9);
-        ws[e] = p.w2[((size_t)f * F1 + c0) * 9 + rest];
+        const int f = e / (X2_CS * 9), cl = e % (X2_CS * 9) / 9, tap = e % 9;
+        ws[(f * 9 + tap) * X2_CS + cl] = p.w2[((size_t)f * F1 + c0) * 9 + e % (X2_CS * 9)];
     }
     __syncthreads();
-    for (int o = t; o < X2_CS * Q1 * Q1; o += blockDim.x) {
-        const int cl = o / (Q1 * Q1), y = o / Q1 % Q1, x = o % Q1;
+    static_assert(X2_CS == 8 && Q1 * Q1 <= STEP_THREADS, "conv2's data item: a thread a position, 8 channels");
+    if (t < Q1 * Q1) {
+        const int y = t / Q1, x = t % Q1;
         // pooled rows r whose conv rows 2r, 2r+1 reach input row y (y - 2 <= 2r + 1, 2r <= y)
         const int rlo = y >= 2 ? (y - 2) / 2 : 0, rhi = min(Q2 - 1, y / 2);
         const int slo = x >= 2 ? (x - 2) / 2 : 0, shi = min(Q2 - 1, x / 2);
-        float acc = 0.0f;
+        float acc[X2_CS];
+        for (int cl = 0; cl < X2_CS; ++cl) acc[cl] = 0.0f;
         for (int f = 0; f < F2; ++f)
             for (int r = rlo; r <= rhi; ++r)
                 for (int s = slo; s <= shi; ++s) {
                     const int q = f * PQ + r * Q2 + s, a = as[q];
                     const int dy = y - (a >> 4), dx = x - (a & 15);
                     if (dy < 0 || dy > 2 || dx < 0 || dx > 2) continue;
-                    acc = fmaf(gs[q], ws[(f * X2_CS + cl) * 9 + dy * 3 + dx], acc);
+                    const float gv = gs[q];
+                    const float *wt = ws + (f * 9 + dy * 3 + dx) * X2_CS;
+                    const float4 wa = *reinterpret_cast<const float4 *>(wt);
+                    const float4 wb = *reinterpret_cast<const float4 *>(wt + 4);
+                    acc[0] = fmaf(gv, wa.x, acc[0]), acc[1] = fmaf(gv, wa.y, acc[1]);
+                    acc[2] = fmaf(gv, wa.z, acc[2]), acc[3] = fmaf(gv, wa.w, acc[3]);
+                    acc[4] = fmaf(gv, wb.x, acc[4]), acc[5] = fmaf(gv, wb.y, acc[5]);
+                    acc[6] = fmaf(gv, wb.z, acc[6]), acc[7] = fmaf(gv, wb.w, acc[7]);
                 }
-        const size_t at = ((size_t)i * F1 + c0 + cl) * Q1 * Q1 + y * Q1 + x;
-        p.gp1[at] = p.p1[at] > 0.0f ? acc : 0.0f;
+        for (int cl = 0; cl < X2_CS; ++cl) {
+            const size_t at = ((size_t)i * F1 + c0 + cl) * Q1 * Q1 + t;
+            p.gp1[at] = p.p1[at] > 0.0f ? acc[cl] : 0.0f;
+        }
     }
     __syncthreads();
 }
