@@ -362,8 +362,8 @@ __device__ inline void phase_bconv2(const BwdNet &p, int item, float *sm)
 // ---- conv1. Item (filter f, input channel c): thread t < 252 the tap t % 9
 // over the pooled positions q = t / 9, t / 9 + 28, ... of every image in
 // order (B1_IMGS images at a time staged in shared memory: an image's 225
-// pooled gradients of f, their argmax and x's channel c); then the first 9 threads add the 28
-// slices in order; item (f, 0)'s thread 255 db1[f]. With adam (version 2),
+// pooled gradients of f, their argmax and x's channel c); then the first 9
+// threads add the 28 slices in order; item (f, 0)'s thread 255 db1[f]. With adam (version 2),
 // the thread that writes a gradient of w1 or b1 then applies Adam to that
 // weight (conv1 has no data gradient: nothing else reads w1).
 __device__ inline void phase_bconv1(const BwdNet &p, int item, float *sm, const AdamNet *adam = nullptr)
