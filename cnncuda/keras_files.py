@@ -487,21 +487,27 @@ def _load_optimizer_variables(model, group, keras_order=None):
     model._iterations_offset = 0
 
 
+def _write_h5_model_attrs(f, entry, compile_config):
+    """A legacy .h5 file's attributes: the model's config (`entry`'s
+    class_name and config) and, when compiled, Keras's training_config."""
+    f.attrs["backend"] = "cnncuda"
+    f.attrs["keras_version"] = "3.0.0"
+    f.attrs["model_config"] = json.dumps({"class_name": entry["class_name"],
+                                          "config": entry["config"]})
+    if compile_config is not None:
+        training = {k: v for k, v in compile_config.items() if k != "optimizer"}
+        training["optimizer_config"] = {"class_name": compile_config["optimizer"]["class_name"],
+                                        "config": compile_config["optimizer"]["config"]}
+        f.attrs["training_config"] = json.dumps(training)
+
+
 def _h5_bytes(model):
     h5py = _h5py()
     config = _keras_config(model)
     compile_config = config.pop("compile_config")
     data = io.BytesIO()
     with h5py.File(data, "w") as f:
-        f.attrs["backend"] = "cnncuda"
-        f.attrs["keras_version"] = "3.0.0"
-        f.attrs["model_config"] = json.dumps({"class_name": config["class_name"],
-                                              "config": config["config"]})
-        if compile_config is not None:
-            training = {k: v for k, v in compile_config.items() if k != "optimizer"}
-            training["optimizer_config"] = {"class_name": compile_config["optimizer"]["class_name"],
-                                            "config": compile_config["optimizer"]["config"]}
-            f.attrs["training_config"] = json.dumps(training)
+        _write_h5_model_attrs(f, config, compile_config)
         group = f.create_group("model_weights")
         named = _per_layer_weights(model)
         group.attrs["layer_names"] = [layer.name.encode() for layer, _ in named]

@@ -232,23 +232,14 @@ def h5_bytes(model):
     """The bytes of the .h5 file Keras 3 writes for a subclassed model:
     model_config, training_config, and model_weights by model.layers, each
     layer's weight names as Keras gives them."""
-    from .keras_files import _compile_config, _h5py, _is_model, _legacy_order
+    from .keras_files import _compile_config, _h5py, _is_model, _legacy_order, _write_h5_model_attrs
     h5py = _h5py()
     entry = config_entry(model)
     compile_config = _compile_config(model)
     arrays, _ = _leaf_arrays(model)
     data = io.BytesIO()
     with h5py.File(data, "w") as f:
-        f.attrs["backend"] = "cnncuda"
-        f.attrs["keras_version"] = "3.0.0"
-        f.attrs["model_config"] = json.dumps({"class_name": entry["class_name"],
-                                              "config": entry["config"]})
-        if compile_config is not None:
-            training = {k: v for k, v in compile_config.items() if k != "optimizer"}
-            training["optimizer_config"] = {
-                "class_name": compile_config["optimizer"]["class_name"],
-                "config": compile_config["optimizer"]["config"]}
-            f.attrs["training_config"] = json.dumps(training)
+        _write_h5_model_attrs(f, entry, compile_config)
         group = f.create_group("model_weights")
         named = []
         for layer in model.layers:
