@@ -173,16 +173,31 @@ class Initializer(ConfigObject):
 
 
 class Constant(Initializer):
-    """Every value ``value``."""
+    """Every value ``value``: a number, or as Keras 3 an array broadcast to
+    the weight's shape (the imbalanced-data tutorial's
+    ``Constant(np.log([pos / neg]))`` for a bias of one unit)."""
 
     def __init__(self, value=0.0):
-        self.value = _number(value, "value")
+        if isinstance(value, (list, tuple, np.ndarray)):
+            array = np.asarray(value, np.float64)
+            if array.dtype.kind not in "fiu" or not np.isfinite(array).all():
+                raise ValueError("value: expected finite numbers, got %r" % (value,))
+            self.value = array.astype(np.float32)
+        else:
+            self.value = _number(value, "value")
 
     def _draw(self, shape, key):
+        if isinstance(self.value, np.ndarray):
+            try:
+                return np.array(np.broadcast_to(self.value, shape), np.float32)
+            except ValueError:
+                raise ValueError("value: an array of shape %s does not broadcast to the "
+                                 "weight's shape %s" % (self.value.shape, tuple(shape))) from None
         return np.full(shape, self.value, np.float32)
 
     def get_config(self):
-        return {"value": self.value}
+        value = self.value
+        return {"value": value.tolist() if isinstance(value, np.ndarray) else value}
 
 
 class Zeros(Initializer):

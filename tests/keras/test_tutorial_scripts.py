@@ -3,7 +3,10 @@ public ones: TensorFlow's image classification with augmentation, the
 functional API's toy ResNet, overfit and underfit with regularizers, a
 frozen base under a new head, an autoencoder, Chollet's binary classifier on
 vectors, a one-hot classifier with initializers and other activations, the
-"quickstart for experts" subclassed model trained with fit), each
+"quickstart for experts" subclassed model trained with fit, Chollet's
+ticket model of three inputs and two outputs, the mixed-precision guide's
+model under mixed_float16, the imbalanced-data tutorial's classifier with
+class weights and Precision/Recall/AUC over a Dataset), each
 run with only its imports changed. Each runs on small data of the shapes
 the tutorial uses, on the `cpu` engine and on the NumPy reference engine
 (`numpy`), and the two Histories must agree: the same script, the same
@@ -216,6 +219,82 @@ logits = model(x_test[:5])
 logits_training = model(x_test[:5], training=True)
 """
 
+TICKET_MULTI_OUTPUT = """\
+import cnncuda as tf
+from cnncuda import keras
+from cnncuda.keras import layers
+tf.keras.utils.set_random_seed(5)
+vocabulary_size, num_tags, num_departments = 60, 8, 4
+title = keras.Input(shape=(vocabulary_size,), name="title")
+text_body = keras.Input(shape=(vocabulary_size,), name="text_body")
+tags = keras.Input(shape=(num_tags,), name="tags")
+features = layers.Concatenate()([title, text_body, tags])
+features = layers.Dense(32, activation="relu")(features)
+priority = layers.Dense(1, activation="sigmoid", name="priority")(features)
+department = layers.Dense(num_departments, activation="softmax", name="department")(features)
+model = keras.Model(inputs=[title, text_body, tags], outputs=[priority, department])
+model.compile(optimizer="rmsprop",
+              loss=["mean_squared_error", "categorical_crossentropy"],
+              metrics=[["mean_absolute_error"], ["accuracy"]])
+history = model.fit([title_data, text_body_data, tags_data],
+                    [priority_data, department_data], epochs=2, batch_size=16, verbose=0,
+                    validation_split=0.25)
+results = model.evaluate([title_data, text_body_data, tags_data],
+                         {"priority": priority_data, "department": department_data}, verbose=0)
+priority_preds, department_preds = model.predict(
+    {"title": title_data, "text_body": text_body_data, "tags": tags_data}, verbose=0)
+"""
+
+MIXED_PRECISION = """\
+import cnncuda as tf
+from cnncuda import keras
+from cnncuda.keras import layers, mixed_precision
+tf.keras.utils.set_random_seed(9)
+mixed_precision.set_global_policy("mixed_float16")
+inputs = keras.Input(shape=(64,), name="digits")
+x = layers.Dense(48, activation="relu", name="dense_1")(inputs)
+x = layers.Dense(48, activation="relu", name="dense_2")(x)
+x = layers.Dense(10, name="dense_logits")(x)
+outputs = layers.Activation("softmax", dtype="float32", name="predictions")(x)
+model = keras.Model(inputs=inputs, outputs=outputs)
+model.compile(loss="sparse_categorical_crossentropy", optimizer=keras.optimizers.RMSprop(),
+              metrics=["accuracy"])
+history = model.fit(x_train, y_train, batch_size=16, epochs=2, validation_split=0.2, verbose=0)
+policy_name = model.layers[1].dtype_policy.name
+compute_dtype = model.layers[1].compute_dtype
+output_dtype = model.layers[-1].compute_dtype
+loss_scale = float(model.optimizer.scale)
+mixed_precision.set_global_policy("float32")
+"""
+
+IMBALANCED = """\
+import numpy as np
+import cnncuda as tf
+from cnncuda import keras
+tf.keras.utils.set_random_seed(13)
+METRICS = [keras.metrics.BinaryAccuracy(name="accuracy"),
+           keras.metrics.Precision(name="precision"),
+           keras.metrics.Recall(name="recall"),
+           keras.metrics.AUC(name="auc")]
+neg, pos = np.bincount(train_labels.astype(int))
+initial_bias = np.log([pos / neg])
+model = keras.Sequential([
+    keras.layers.Dense(16, activation="relu", input_shape=(train_features.shape[-1],)),
+    keras.layers.Dropout(0.5),
+    keras.layers.Dense(1, activation="sigmoid",
+                       bias_initializer=keras.initializers.Constant(initial_bias)),
+])
+model.compile(optimizer=keras.optimizers.Adam(learning_rate=1e-3),
+              loss=keras.losses.BinaryCrossentropy(), metrics=METRICS)
+weight_for_0 = (1 / neg) * (len(train_labels) / 2.0)
+weight_for_1 = (1 / pos) * (len(train_labels) / 2.0)
+class_weight = {0: weight_for_0, 1: weight_for_1}
+train_ds = tf.data.Dataset.from_tensor_slices((train_features, train_labels)).shuffle(64, seed=3).batch(16)
+val_ds = tf.data.Dataset.from_tensor_slices((val_features, val_labels)).batch(16)
+history = model.fit(train_ds, epochs=2, validation_data=val_ds, class_weight=class_weight,
+                    verbose=0)
+"""
+
 
 def data():
     rng = np.random.default_rng(0)
@@ -238,6 +317,18 @@ def data():
                            "partial_y_train": rng.integers(0, 2, 128).astype(np.float32),
                            "x_val": (rng.random((64, 100)) < 0.1).astype(np.float32),
                            "y_val": rng.integers(0, 2, 64).astype(np.float32)},
+        "TICKET_MULTI_OUTPUT": {"title_data": rng.integers(0, 2, (48, 60)).astype(np.float32),
+                                "text_body_data": rng.integers(0, 2, (48, 60)).astype(np.float32),
+                                "tags_data": rng.integers(0, 2, (48, 8)).astype(np.float32),
+                                "priority_data": rng.random((48, 1)).astype(np.float32),
+                                "department_data": np.eye(4, dtype=np.float32)[
+                                    rng.integers(0, 4, 48)]},
+        "MIXED_PRECISION": {"x_train": rng.random((60, 64)).astype(np.float32),
+                            "y_train": rng.integers(0, 10, 60)},
+        "IMBALANCED": {"train_features": rng.standard_normal((96, 12)).astype(np.float32),
+                       "train_labels": (rng.random(96) < 0.15).astype(np.float32),
+                       "val_features": rng.standard_normal((32, 12)).astype(np.float32),
+                       "val_labels": (rng.random(32) < 0.15).astype(np.float32)},
         "SUBCLASSED_QUICKSTART": {"x_train": rng.integers(0, 256, (48, 14, 14), dtype=np.uint8),
                                   "y_train": rng.integers(0, 10, 48),
                                   "x_test": rng.integers(0, 256, (16, 14, 14), dtype=np.uint8),
@@ -248,7 +339,8 @@ def data():
 
 
 SCRIPTS = ["IMAGE_AUGMENTATION", "FUNCTIONAL_RESNET", "OVERFIT_UNDERFIT", "FROZEN_BASE",
-           "AUTOENCODER", "CHOLLET_BINARY", "ONE_HOT", "SUBCLASSED_QUICKSTART"]
+           "AUTOENCODER", "CHOLLET_BINARY", "ONE_HOT", "SUBCLASSED_QUICKSTART",
+           "TICKET_MULTI_OUTPUT", "MIXED_PRECISION", "IMBALANCED"]
 
 
 def run(name, engine):
@@ -282,3 +374,16 @@ def test_the_scripts_leave_what_the_tutorials_show():
     scope = run("SUBCLASSED_QUICKSTART", "cpu")
     assert scope["logits"].shape == scope["logits_training"].shape == (5, 10)
     assert not np.array_equal(scope["logits"], scope["logits_training"])     # dropout on
+    scope = run("TICKET_MULTI_OUTPUT", "cpu")
+    assert sorted(scope["history"].history) == [
+        "department_accuracy", "department_loss", "loss", "priority_loss",
+        "priority_mean_absolute_error", "val_department_accuracy", "val_department_loss",
+        "val_loss", "val_priority_loss", "val_priority_mean_absolute_error"]
+    assert len(scope["results"]) == 5
+    assert scope["priority_preds"].shape == (48, 1) and scope["department_preds"].shape == (48, 4)
+    scope = run("MIXED_PRECISION", "cpu")
+    assert (scope["policy_name"], scope["compute_dtype"], scope["output_dtype"]) == \
+        ("mixed_float16", "float16", "float32")
+    assert scope["loss_scale"] == 2.0 ** 15          # no overflow in 8 steps: no change
+    scope = run("IMBALANCED", "cpu")
+    assert {"precision", "recall", "auc", "val_auc"} <= set(scope["history"].history)

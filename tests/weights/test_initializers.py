@@ -102,6 +102,22 @@ def test_random_normal_uniform_truncated_moments():
     assert not initializers.Zeros()((4,)).any() and (initializers.Ones()((4,)) == 1).all()
 
 
+def test_constant_takes_an_array_broadcast_to_the_weight_as_keras_3():
+    """The imbalanced-data tutorial's Constant(np.log([pos / neg])) bias."""
+    bias = np.log([8 / 88])
+    model = Sequential([layers.Dense(1, activation="sigmoid", input_shape=(3,),
+                                     bias_initializer=initializers.Constant(bias))], seed=0)
+    assert np.array_equal(model.get_weights()[1], bias.astype(np.float32))
+    assert np.array_equal(initializers.Constant([[1.0, 2.0]])((3, 2)),
+                          np.array([[1, 2]] * 3, np.float32))
+    assert initializers.Constant(np.array([0.5, 1.5])).get_config() == {"value": [0.5, 1.5]}
+    with pytest.raises(ValueError, match=r"value: an array of shape \(3,\) does not broadcast "
+                                         r"to the weight's shape \(2,\)"):
+        initializers.Constant([1.0, 2.0, 3.0])((2,))
+    with pytest.raises(ValueError, match="value: expected finite numbers"):
+        initializers.Constant([1.0, np.inf])
+
+
 def test_orthogonal():
     for shape in ((30, 20), (20, 30), (3, 3, 4, 12)):
         w = initializers.Orthogonal(gain=2.0, seed=5)(shape).reshape(-1, shape[-1])
