@@ -51,14 +51,17 @@ def _ordinary_step(net, x, y, steps=20):
 def test_the_parts_add_up_to_a_step_on_the_host_engines(engine):
     """The parts (each step between two clock reads) against train_batch's
     median on the same network: within 0.6x-1.6x on a machine shared with
-    other work (1.01-1.09x measured on the 2-core development machine)."""
+    other work (1.01-1.09x measured on the 2-core development machine).
+    Each the fastest of five runs taken in turn: other work on the machine
+    (CI runs a second test session beside this one) only slows a run down,
+    so the fastest are the two figures least disturbed."""
     net, s = seed("lenet5", engine)
     x, y = synthetic_data("lenet5", 32, seed=1)
-    ratios = []
-    for _ in range(3):
-        parts = sum(seconds for _, seconds in net.profile(x, y, steps=10))
-        ratios.append(parts / _ordinary_step(net, x, y))
-    assert 0.6 <= float(np.median(ratios)) <= 1.6, ratios
+    parts, steps = [], []
+    for _ in range(5):
+        parts.append(sum(seconds for _, seconds in net.profile(x, y, steps=10)))
+        steps.append(_ordinary_step(net, x, y))
+    assert 0.6 <= min(parts) / min(steps) <= 1.6, (parts, steps)
 
 
 @pytest.mark.parametrize("engine", engine_params(GPU))
