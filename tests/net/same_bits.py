@@ -12,10 +12,13 @@ final weights (Keras layouts), of the optimizer state and of the predictions.
                                                    # device and recorded steps
 
 The cpu and omp entries were recorded at commit 2bb6fa8, before the core
-was reorganised into its step plan (csrc/net/). No GPU entries exist yet:
-record them from that commit on a GPU machine (a worktree of 2bb6fa8, built
-there, `record cuda cudnn` with and without CNNCUDA_GRAPHS=0), bring
-same_bits.json back, then run test_same_bits.py on this tree there.
+was reorganised into its step plan (csrc/net/). GPU entries are recorded
+the same way from an older commit on a GPU machine (a copy of that commit,
+built there, `record cuda cudnn` with and without CNNCUDA_GRAPHS=0), then
+test_same_bits.py runs on the new tree there: the NVIDIA H200 entries were
+recorded at 74a925d (2026-11-27), before mixed precision, the losses of
+several outputs and the inference-mode BatchNormalization, and the tree
+after them gave the same bits (20 passed).
 
 The GPU engines' entries are keyed by the device's name and by whether the
 training step is recorded (CNNCUDA_GRAPHS): kernels and cuDNN's algorithm
