@@ -50,18 +50,19 @@ def _ordinary_step(net, x, y, steps=20):
 @pytest.mark.parametrize("engine", engine_params(("cpu", "omp")))
 def test_the_parts_add_up_to_a_step_on_the_host_engines(engine):
     """The parts (each step between two clock reads) against train_batch's
-    median on the same network: within 0.6x-1.6x on a machine shared with
-    other work (1.01-1.09x measured on the 2-core development machine).
-    Each the fastest of five runs taken in turn: other work on the machine
-    (CI runs a second test session beside this one) only slows a run down,
-    so the fastest are the two figures least disturbed."""
+    median on the same network, each pair measured back to back, the median
+    of seven pairs: 1.01-1.09x on the 2-core development machine alone. CI
+    runs a second test session on the other core, and there omp's two
+    threads wait on each other: single pairs fell to 0.53-0.58 and one run
+    of the parts took a third of the others, so the bounds are 0.4x-1.6x
+    (a part missed or timed twice still falls outside them)."""
     net, s = seed("lenet5", engine)
     x, y = synthetic_data("lenet5", 32, seed=1)
-    parts, steps = [], []
-    for _ in range(5):
-        parts.append(sum(seconds for _, seconds in net.profile(x, y, steps=10)))
-        steps.append(_ordinary_step(net, x, y))
-    assert 0.6 <= min(parts) / min(steps) <= 1.6, (parts, steps)
+    ratios = []
+    for _ in range(7):
+        parts = sum(seconds for _, seconds in net.profile(x, y, steps=10))
+        ratios.append(parts / _ordinary_step(net, x, y))
+    assert 0.4 <= float(np.median(ratios)) <= 1.6, ratios
 
 
 @pytest.mark.parametrize("engine", engine_params(GPU))

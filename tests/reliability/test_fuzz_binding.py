@@ -294,7 +294,18 @@ def test_building_nets(spec, data_seed):
     event("trained and compared")
     loss_r, correct_r = ref.train_batch(x[:m].astype(np.float64), y)
     np.testing.assert_allclose(loss_c, loss_r, rtol=1e-3, atol=1e-4)
-    assert abs(correct_c - correct_r) <= 1
+    # the correct counts may differ by the samples whose two largest outputs
+    # tie but for rounding (a batch normalization of softmax outputs makes
+    # every sample of a batch of two such a tie): counted on a twin's
+    # training forward (the one train_batch ran: the same weights and batch
+    # statistics), one sample at least
+    ties = 1
+    if abs(correct_c - correct_r) > 1:
+        out = np.asarray(build(spec).forward(x[:m], training=True), np.float64).reshape(m, -1)
+        if out.shape[1] >= 2:
+            top = np.sort(out, axis=1)
+            ties = max(1, int(np.sum(top[:, -1] - top[:, -2] <= 1e-5 * scale_of(out))))
+    assert abs(correct_c - correct_r) <= ties
     lr = optimizer["learning_rate"]
     # Adam moves a weight by at most ~lr whatever the gradient; SGD by lr
     # times the gradient, whose float32 rounding (~1e-7 of its terms, even
