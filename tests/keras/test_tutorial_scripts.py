@@ -289,7 +289,8 @@ model.compile(optimizer=keras.optimizers.Adam(learning_rate=1e-3),
 weight_for_0 = (1 / neg) * (len(train_labels) / 2.0)
 weight_for_1 = (1 / pos) * (len(train_labels) / 2.0)
 class_weight = {0: weight_for_0, 1: weight_for_1}
-train_ds = tf.data.Dataset.from_tensor_slices((train_features, train_labels)).shuffle(64, seed=3).batch(16)
+train_ds = tf.data.Dataset.from_tensor_slices((train_features, train_labels))
+train_ds = train_ds.shuffle(64, seed=3).batch(16)
 val_ds = tf.data.Dataset.from_tensor_slices((val_features, val_labels)).batch(16)
 history = model.fit(train_ds, epochs=2, validation_data=val_ds, class_weight=class_weight,
                     verbose=0)
@@ -345,8 +346,11 @@ SCRIPTS = ["IMAGE_AUGMENTATION", "FUNCTIONAL_RESNET", "OVERFIT_UNDERFIT", "FROZE
 
 def run(name, engine):
     scope = dict(data()[name])
-    with cnncuda.device(engine):
-        exec(compile(globals()[name], name.lower() + ".py", "exec"), scope)
+    try:
+        with cnncuda.device(engine):
+            exec(compile(globals()[name], name.lower() + ".py", "exec"), scope)
+    finally:        # a script that fails midway leaves no policy behind
+        cnncuda.keras.mixed_precision.set_global_policy("float32")
     return scope
 
 
