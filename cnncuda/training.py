@@ -171,17 +171,22 @@ _MODE_KINDS = ("dropout", "spatial_dropout2d", "random_flip", "random_rotation",
 
 
 def _training_differs(model):
-    """Whether the model's training forward differs from its inference
-    forward (a dropout of rate > 0, a BatchNormalization that is not
-    frozen, an augmentation layer)."""
+    """How the model's training forward differs from its inference forward:
+    'statistics' where a BatchNormalization normalizes by the batch (and
+    moves its moving statistics), else 'masks' where a dropout of rate > 0
+    or an augmentation layer draws (the engine's training-forward count
+    moves), else None."""
+    masks = False
     for d in model._engine_layers():
         kind = d.get("kind")
-        if kind in ("dropout", "spatial_dropout2d"):
-            if d.get("rate", 0.0) > 0:
-                return True
-        elif kind in _MODE_KINDS or (kind == "batchnorm" and d.get("trainable", True)):
-            return True
-    return False
+        if kind == "batchnorm":
+            if d.get("trainable", True) and not d.get("inference", False):
+                return "statistics"
+        elif kind in ("dropout", "spatial_dropout2d"):
+            masks = masks or d.get("rate", 0.0) > 0
+        elif kind in _MODE_KINDS:
+            masks = True
+    return "masks" if masks else None
 
 
 def step_outputs(model, net, x, differs=None):
@@ -189,21 +194,23 @@ def step_outputs(model, net, x, differs=None):
     x (engine form), for the host metrics, as Keras 3 computes its training
     metrics: the engine runs that forward (the masks and batch statistics
     the step will use: the same training-forward count), then its counters
-    and its moving statistics are put back, so that the step runs as if it
-    had not (the same bits). Where the training forward is the inference
-    forward (no Dropout, BatchNormalization in training or augmentation),
-    or for a group of replicas, the inference outputs."""
+    (and, where a BatchNormalization moved them, its moving statistics) are
+    put back, so that the step runs as if it had not (the same bits). Where
+    the training forward is the inference forward (no Dropout,
+    BatchNormalization in training or augmentation), or for a group of
+    replicas, the inference outputs."""
     from . import distribute
     if differs is None:
         differs = _training_differs(model)
     if not differs or isinstance(net, distribute.ReplicaGroup):
         return net.predict(x)
-    state = net.get_optimizer_state()
-    weights = net.get_weights()
+    state = net.get_optimizer_state()       # the counters
+    weights = net.get_weights() if differs == "statistics" else None
     try:
         return net.forward(np.ascontiguousarray(x, dtype=np.float32), training=True)
     finally:
-        net.set_weights(weights)
+        if weights is not None:
+            net.set_weights(weights)
         net.set_optimizer_state(state)
 
 

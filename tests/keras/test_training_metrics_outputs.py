@@ -27,20 +27,24 @@ def data(n=24, seed=0):
     return x, (x[:, :2] * [1.0, -0.5] + 0.3).astype("float32")
 
 
-def regression(device="cpu", metrics=("mae",), seed=2, dropout=0.5):
-    m = keras.Sequential([layers.Dense(8, activation="relu", input_shape=(5,)),
-                          layers.BatchNormalization(), layers.Dropout(dropout),
-                          layers.Dense(2)], seed=seed)
+def regression(device="cpu", metrics=("mae",), seed=2, dropout=0.5, batchnorm=True):
+    m = keras.Sequential([layers.Dense(8, activation="relu", input_shape=(5,))] +
+                         ([layers.BatchNormalization()] if batchnorm else []) +
+                         [layers.Dropout(dropout), layers.Dense(2)], seed=seed)
     m.compile(optimizer=keras.optimizers.SGD(0.05), loss="mse", metrics=list(metrics),
               device=device)
     return m
 
 
+@pytest.mark.parametrize("batchnorm", [True, False], ids=["batchnorm", "dropout-only"])
 @pytest.mark.parametrize("engine", engine_params())
-def test_host_metrics_see_the_steps_training_forward(engine):
+def test_host_metrics_see_the_steps_training_forward(engine, batchnorm):
+    """With a BatchNormalization the forward's moving statistics are put
+    back after it; with dropout alone only the engine's counters."""
     device = device_of(engine)
     x, y = data()
-    plain, measured = regression(device, metrics=()), regression(device)
+    plain = regression(device, metrics=(), batchnorm=batchnorm)
+    measured = regression(device, batchnorm=batchnorm)
     before = copy.deepcopy(measured)     # its counters too: the next forward's masks
     h1 = plain.fit(x, y, batch_size=24, epochs=3, shuffle=False, verbose=0)
     h2 = measured.fit(x, y, batch_size=24, epochs=3, shuffle=False, verbose=0)
