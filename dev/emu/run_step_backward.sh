@@ -1,11 +1,12 @@
 #!/bin/bash
-# dev/emu/run_step_backward.sh [batches...]: builds the host emulation of
+# dev/emu/run_step_backward.sh [-x] [batches...]: builds the host emulation of
 # dev/cuda/step_backward_phases.cuh (the seed CNN's training backward and
 # Adam as phases; step_backward.cu's version 1 kernels) and runs
 # step_backward_check against the float64 reference of
 # dev/cuda/step_backward_reference.h (step_backward_check.cpp says what it
 # checks). No GPU needed: g++. Default: batches 32, 1, 5 and 33, each with
-# integer and uniform inputs. EMU_STEP_BWD_PHASES=file.cuh checks another
+# integer and uniform inputs; -x: stop after the first version that fails.
+# EMU_STEP_BWD_PHASES=file.cuh checks another
 # source in place of the working tree's (a mutant).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"

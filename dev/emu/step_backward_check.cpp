@@ -208,23 +208,38 @@ static void run_step(int n, Fill fill, uint64_t seed)
     expect(!dev::passes(fill, stepbref::compare_step(fo, bad_b, in)), std::string(tag) + ": a wrong dw2 passed");
 }
 
+// step_backward_check [-x] [batches...]: -x stops after the first version
+// (v1, v2 or v4 at one batch and kind of input) with a failed check -- all
+// a mutant's test needs to know
 int main(int argc, char **argv)
 {
     std::vector<int> batches;
-    for (int a = 1; a < argc; ++a) batches.push_back(atoi(argv[a]));
+    bool first_failure = false;
+    for (int a = 1; a < argc; ++a) {
+        if (std::string(argv[a]) == "-x") first_failure = true;
+        else batches.push_back(atoi(argv[a]));
+    }
     if (batches.empty()) batches = {32, 1, 5, 33};
-    uint64_t seed = 900;
     for (int n : batches) {
         if (n < 1 || n > MAX_BATCH) {
             fprintf(stderr, "step_backward_check: batch %d outside 1..%d\n", n, MAX_BATCH);
             return 2;
         }
+    }
+    uint64_t seed = 900;
+    for (int n : batches) {
         for (Fill f : {Fill::INTEGER, Fill::UNIFORM}) {
             seed += 20;
-            for (bool fused : {false, true}) run_batch(n, f, seed, fused);
+            for (bool fused : {false, true}) {
+                run_batch(n, f, seed, fused);
+                if (first_failure && failures) goto done;
+            }
             run_step(n, f, seed);
+            if (first_failure && failures) goto done;
         }
     }
-    printf("step_backward_check: %d checks, %d failed\n", checks, failures);
+done:
+    printf("step_backward_check: %d checks, %d failed%s\n", checks, failures,
+           first_failure && failures ? " (-x: stopped at the first version that failed)" : "");
     return failures ? 1 : 0;
 }

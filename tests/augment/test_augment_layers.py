@@ -45,6 +45,7 @@ def keras_configs():
     return json.loads(out.strip().splitlines()[-1])
 
 
+@pytest.mark.keras3
 @pytest.mark.parametrize("name", sorted(KERAS_ARGS))
 def test_configs_match_keras(keras_configs, name):
     for args, theirs in zip(KERAS_ARGS[name], keras_configs[name]):
@@ -161,6 +162,7 @@ def keras_transforms(tmp_path_factory):
     return dict(np.load(folder / "in.npz")), dict(np.load(folder / "out.npz"))
 
 
+@pytest.mark.keras3
 def test_flip_matches_keras(keras_transforms):
     d, keras_out = keras_transforms
     x, flips = d["x"], d["flip"]
@@ -174,6 +176,7 @@ def test_flip_matches_keras(keras_transforms):
         assert np.array_equal(ra.random_flip(x, 0, fh, fv, training=False), x)
 
 
+@pytest.mark.keras3
 @pytest.mark.parametrize("fill,interp", MODES)
 @pytest.mark.parametrize("kind", ["rotation", "zoom", "translation"])
 def test_affine_matches_keras(keras_transforms, kind, fill, interp):
@@ -194,6 +197,7 @@ def test_affine_matches_keras(keras_transforms, kind, fill, interp):
         assert close.mean() > 0.995, close.mean()
 
 
+@pytest.mark.keras3
 def test_contrast_and_crop_match_keras(keras_transforms):
     d, keras_out = keras_transforms
     x = d["x"]
@@ -294,6 +298,7 @@ def test_cnncuda_file_round_trip(tmp_path):
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.keras3
 @pytest.mark.parametrize("ext", [".keras", ".h5"])
 def test_keras_opens_ours(tmp_path, ext):
     """Saved here, opened by Keras 3 with the same layers, configs and
@@ -330,6 +335,7 @@ def test_keras_opens_ours(tmp_path, ext):
                                rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.keras3
 @pytest.mark.parametrize("ext", [".keras", ".h5"])
 def test_keras_files_load_here(tmp_path, ext):
     pytest.importorskip("h5py")

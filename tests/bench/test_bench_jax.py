@@ -89,19 +89,23 @@ def check_weights_are_checked():
 # lenet5: 'same' convolution, average pooling, sparse loss from logits;
 # tiny_mnist: max pooling, softmax, categorical loss from probabilities;
 # binary_100: sigmoid, binary loss from probabilities
+@pytest.mark.keras3
 @pytest.mark.parametrize("model", ["lenet5", "tiny_mnist", "binary_100"])
 def test_jax_trains_as_the_cpu_engine_does(child, model):
     child.apply(check_same_training, (model,))
 
 
+@pytest.mark.keras3
 def test_jax_row_in_a_run(child):
     child.apply(check_row_in_a_run)
 
 
+@pytest.mark.keras3
 def test_jax_tf32_row(child):
     child.apply(check_tf32_row)
 
 
+@pytest.mark.keras3
 def test_jax_weights_are_checked(child):
     child.apply(check_weights_are_checked)
 

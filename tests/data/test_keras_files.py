@@ -44,6 +44,7 @@ def trained(tmp_path):
     return model, x[:8]
 
 
+@pytest.mark.keras3
 @pytest.mark.parametrize("ext", [".keras", ".h5"])
 def test_a_model_saved_here_opens_in_keras(ext, tmp_path):
     model, x = trained(tmp_path)
@@ -63,6 +64,7 @@ def test_a_model_saved_here_opens_in_keras(ext, tmp_path):
                                rtol=0, atol=1e-6)
 
 
+@pytest.mark.keras3
 @pytest.mark.parametrize("ext", [".keras", ".h5"])
 def test_a_model_keras_saves_now_loads_here(ext, tmp_path):
     x, y = synthetic_data("lenet5", 32)

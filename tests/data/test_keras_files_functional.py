@@ -14,6 +14,7 @@ from cnncuda.keras import layers
 from test_keras_files import run_keras
 
 pytest.importorskip("h5py")
+pytestmark = pytest.mark.keras3
 RNG = np.random.default_rng(5)
 X = RNG.random((24, 8, 8, 2)).astype(np.float32)
 Y = RNG.integers(0, 4, 24)

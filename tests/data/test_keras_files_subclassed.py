@@ -85,6 +85,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.keras3
 def test_keras_file_both_ways_with_keras_and_training_goes_on(tmp_path):
     pytest.importorskip("h5py")
     x, y = data()
@@ -157,6 +158,7 @@ print(json.dumps({"config": json.loads(f.attrs["model_config"]),
 """
 
 
+@pytest.mark.keras3
 def test_h5_written_as_keras_writes_it_and_refused_on_load(tmp_path):
     h5py = pytest.importorskip("h5py")
     out = run_keras(KERAS_H5, tmp_path / "theirs.h5")
@@ -196,6 +198,7 @@ print(float(np.abs(keras.models.load_model(sys.argv[1]).predict(x, verbose=0)
 """
 
 
+@pytest.mark.keras3
 @pytest.mark.parametrize("ext", [".keras", ".h5"])
 def test_a_nested_subclassed_model_is_written_as_its_traced_graph(ext, tmp_path):
     """Inside a Sequential or functional model, a subclassed model (a block

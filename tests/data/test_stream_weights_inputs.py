@@ -76,6 +76,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.keras3
 def test_weighted_batches_and_class_weight_against_keras():
     x, y, w = data()
     m = dense()
@@ -292,6 +293,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.keras3
 def test_several_inputs_by_name_with_weights_against_keras():
     xa, xb, y, w = two_inputs_data(32)
     m = several_inputs()

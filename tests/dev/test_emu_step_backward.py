@@ -66,6 +66,8 @@ def test_step_backward_check_fails_mutants(tmp_path, original, mutant):
     path = tmp_path / "step_backward_phases.cuh"
     path.write_text(src.replace(original, mutant))
     env = dict(os.environ, EMU_STEP_BWD_PHASES=str(path))
-    run = subprocess.run(["bash", SCRIPT, "5"], capture_output=True, text=True, timeout=600, env=env)
+    # -x: the check stops after the first version that fails (a mutant needs one)
+    run = subprocess.run(["bash", SCRIPT, "-x", "5"], capture_output=True, text=True, timeout=600,
+                         env=env)
     assert run.returncode == 1, run.stdout + run.stderr[-2000:]
     assert "step_backward_check:" in run.stdout and ", 0 failed" not in run.stdout, run.stdout

@@ -236,6 +236,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.keras3
 def test_fit_callbacks_and_json_as_keras(tmp_path, capsys):
     keras_out = json.loads(run_keras(KERAS_SCRIPT.replace('sys.argv[1] if len(sys.argv) > 1 '
                                                           'else "."', repr(str(tmp_path)))))

@@ -75,6 +75,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.keras3
 def test_a_subclassed_models_fixed_inference_calls_against_keras():
     x, y = data()
     m = compiled(Fixed())
@@ -176,6 +177,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.keras3
 def test_a_functional_graphs_training_argument_follows_the_mode_as_keras():
     """Keras 3 passes the model call's mode to every layer of a functional
     graph: a BatchNormalization called with training=False there still
@@ -299,6 +301,7 @@ class TrainableBN(keras.Model):
         return self.d2(self.bn(self.d1(x), training=False))
 
 
+@pytest.mark.keras3
 def test_a_trainable_batchnorm_in_inference_mode_trains_gamma_and_beta_as_keras():
     x, y = data()
     m = compiled(TrainableBN(seed=6))

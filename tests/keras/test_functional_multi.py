@@ -217,6 +217,7 @@ KERAS_TICKETS = """
 """
 
 
+@pytest.mark.keras3
 def test_names_shapes_and_weights_match_keras():
     out = run_keras(KERAS_TICKETS + """
     print([l.name for l in model.layers])
@@ -230,6 +231,7 @@ def test_names_shapes_and_weights_match_keras():
     assert lines[2] == str([tuple(w.shape) for w in model.get_weights()])
 
 
+@pytest.mark.keras3
 @pytest.mark.parametrize("ext", [".keras", ".h5"])
 def test_saved_here_opens_in_keras_with_our_predictions(ext, tmp_path):
     pytest.importorskip("h5py")
@@ -256,6 +258,7 @@ def test_saved_here_opens_in_keras_with_our_predictions(ext, tmp_path):
     assert float(lines[1]) < 1e-5 and float(lines[2]) < 1e-5
 
 
+@pytest.mark.keras3
 @pytest.mark.parametrize("ext", [".keras", ".h5"])
 def test_saved_by_keras_loads_here_with_its_predictions(ext, tmp_path):
     pytest.importorskip("h5py")
@@ -392,6 +395,7 @@ def test_several_outputs_predict_on_each_engine_as_the_reference(engine):
     assert all(np.array_equal(a, b) for a, b in zip(mine([TITLE, IMAGE]), got))
 
 
+@pytest.mark.keras3
 def test_several_outputs_names_shapes_and_files_both_ways_with_keras(tmp_path):
     pytest.importorskip("h5py")
     model = two_headed()

@@ -64,7 +64,8 @@ def test_arguments_are_checked():
     assert keras.layers.GlobalAvgPool2D is keras.layers.GlobalAveragePooling2D
 
 
-@pytest.mark.parametrize("ext", [".keras", ".h5", ".cnncuda"])
+@pytest.mark.parametrize("ext", [pytest.param(".keras", marks=pytest.mark.keras3),
+                                 pytest.param(".h5", marks=pytest.mark.keras3), ".cnncuda"])
 def test_saved_here_loads_here_and_in_keras(ext, tmp_path):
     if ext != ".cnncuda":
         pytest.importorskip("h5py")
@@ -89,6 +90,7 @@ def test_saved_here_loads_here_and_in_keras(ext, tmp_path):
                                rtol=0, atol=1e-6)
 
 
+@pytest.mark.keras3
 def test_a_model_keras_saves_loads_here(tmp_path):
     pytest.importorskip("h5py")
     from data.test_keras_files import run_keras

@@ -105,6 +105,7 @@ def theirs(tmp_path_factory):
     return data
 
 
+@pytest.mark.keras3
 @pytest.mark.parametrize("name", NAMES)
 def test_functions_match_keras(theirs, name):
     x = grid()
@@ -113,6 +114,7 @@ def test_functions_match_keras(theirs, name):
     np.testing.assert_allclose(ours, theirs["y_" + name], rtol=2e-6, atol=1e-7)
 
 
+@pytest.mark.keras3
 def test_function_arguments_match_keras(theirs):
     x = grid()
     # XLA's float32 tanh reaches -1 sooner than NumPy's: far left, 0 against 1e-7 to 6e-7
@@ -127,6 +129,7 @@ def test_function_arguments_match_keras(theirs):
                                atol=1e-7)
 
 
+@pytest.mark.keras3
 @pytest.mark.parametrize("name", [n for n in NAMES if n != "linear"])
 @pytest.mark.parametrize("engine", ["numpy", "cpu"])
 def test_engines_match_keras_values_and_gradients(theirs, name, engine):
@@ -155,6 +158,7 @@ def our_layer(cls, kwargs, shape):
     return model, layer
 
 
+@pytest.mark.keras3
 @pytest.mark.parametrize("k", range(len(LAYERS)))
 def test_layers_match_keras(theirs, k):
     cls, kwargs, shape = LAYERS[k]
@@ -166,6 +170,7 @@ def test_layers_match_keras(theirs, k):
     assert mine == theirs["configs"][k]
 
 
+@pytest.mark.keras3
 def test_activation_layers_as_activations(theirs):
     """Dense(activation=LeakyReLU(0.2)), as Keras allows: the layer's
     formula, and Keras's config of it."""
@@ -237,6 +242,7 @@ def test_files_round_trip_here(tmp_path, ext):
     np.testing.assert_array_equal(back.predict(x, verbose=0), model.predict(x, verbose=0))
 
 
+@pytest.mark.keras3
 def test_files_cross_with_keras(tmp_path):
     """Our .keras and .h5 files open in Keras with our predictions, and
     Keras's files of the same model (our weights) load here with Keras's."""
@@ -336,6 +342,7 @@ def test_bad_arguments_are_refused():
         activations.get("nope")
 
 
+@pytest.mark.keras3
 @pytest.mark.parametrize("name", ["elu", "selu", "gelu", "silu", "swish", "softplus", "softsign",
                                   "leaky_relu", "relu6"])
 def test_tf_nn_functions(theirs, name):

@@ -66,6 +66,7 @@ def _model(channels, spec, loss, metrics, device="cpu", seed=2):
     return model
 
 
+@pytest.mark.keras3
 def test_history_matches_keras(tmp_path):
     cnncuda.keras.backend.clear_session()
     ours = []

@@ -65,6 +65,7 @@ def _batches(kind):
     return [(t1, p1, None), (t2, p2, w2)]
 
 
+@pytest.mark.keras3
 def test_the_objects_give_keras_numbers(tmp_path):
     cases = []
     for i, (cls, kwargs, kind) in enumerate(SPECS):
@@ -160,6 +161,7 @@ def _compiled(names):
     return [getattr(metrics, n)() if n[0].isupper() else n for n in names]
 
 
+@pytest.mark.keras3
 def test_fit_and_evaluate_give_keras_numbers_and_order(tmp_path):
     cnncuda.keras.backend.clear_session()       # the metrics' names as in a new process
     x, _, y = _data()
@@ -282,7 +284,8 @@ def test_bad_metrics_are_refused_by_name():
         model.evaluate(x, labels, verbose=0)
 
 
-@pytest.mark.parametrize("ext", [".keras", ".h5", ".cnncuda"])
+@pytest.mark.parametrize("ext", [pytest.param(".keras", marks=pytest.mark.keras3),
+                                 pytest.param(".h5", marks=pytest.mark.keras3), ".cnncuda"])
 def test_compiled_metrics_are_saved_and_loaded(ext, tmp_path):
     model = _model(metric_list=["accuracy", "mae", metrics.Precision(name="p", thresholds=0.4),
                                 metrics.AUC(num_thresholds=50, name="auc")])
@@ -327,6 +330,7 @@ def test_a_metric_of_several_thresholds_gives_a_list_and_the_bar_its_mean(capsys
     assert len(r) == 2
 
 
+@pytest.mark.keras3
 @pytest.mark.parametrize("ext", [".keras", ".h5"])
 def test_a_file_keras_compiled_with_metrics_loads_them(ext, tmp_path):
     path = str(tmp_path / ("k" + ext))

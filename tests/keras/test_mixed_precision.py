@@ -36,6 +36,7 @@ POLICY_PROBE = """
 """
 
 
+@pytest.mark.keras3
 def test_policies_match_keras():
     want = keras_answers(POLICY_PROBE)
     for name, (kname, compute, variable, cfg, rep) in want.items():
@@ -100,6 +101,7 @@ LAYER_PROBE = """
 """
 
 
+@pytest.mark.keras3
 def test_layer_and_model_dtype_attributes_match_keras():
     want = keras_answers(LAYER_PROBE)
     mixed_precision.set_global_policy("mixed_float16")
@@ -148,6 +150,7 @@ LSO_PROBE = """
 """
 
 
+@pytest.mark.keras3
 def test_loss_scale_optimizer_matches_keras():
     want = keras_answers(LSO_PROBE)
     o = mixed_precision.LossScaleOptimizer(tf.keras.optimizers.SGD(learning_rate=0.05))
@@ -261,6 +264,7 @@ def test_keras_file_round_trip_keeps_policies_and_the_wrapper(tmp_path, explicit
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.keras3
 def test_real_keras_reads_the_policies_and_the_scale(tmp_path):
     mixed_precision.set_global_policy("mixed_float16")
     m = tf.keras.Sequential([layers.Input((6,)), layers.Dense(4),

@@ -46,6 +46,7 @@ def _model(units, loss, metrics, device="cpu", seed=3, lr=0.01):
     return model
 
 
+@pytest.mark.keras3
 def test_history_matches_keras(tmp_path):
     cnncuda.keras.backend.clear_session()
     data = _housing()
@@ -126,6 +127,7 @@ def test_save_and_load_keep_the_loss(tmp_path, suffix):
     assert models.load_model(tmp_path / ("s" + suffix)).loss.kind == "mean_squared_error"
 
 
+@pytest.mark.keras3
 def test_keras_loads_the_saved_loss(tmp_path):
     data = _housing(n=20)
     model = _model(1, "Huber(delta=2.0)", ["mae"])
@@ -175,6 +177,7 @@ def _weighting(kind, n):
     return {"validation_data_weights": w[:20]}
 
 
+@pytest.mark.keras3
 def test_weighted_fit_and_evaluate_match_keras(tmp_path):
     """Keras 3: each sample's loss times its weight, divided by the number of
     samples; metrics unweighted; class_weight by the rounded target."""

@@ -57,6 +57,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.keras3
 @pytest.mark.parametrize("kind", ["sparse", "categorical"])
 def test_against_keras(kind):
     x, y, w = data()
@@ -212,6 +213,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.keras3
 def test_weights_with_host_metrics_as_keras():
     """Host-computed metrics ('mse', 'auc') beside sample weights: the loss
     weighted, the metrics given as `metrics=` unweighted, as Keras 3 (fit

@@ -41,6 +41,7 @@ def make(name, config):
     return getattr(S, name)(**config)
 
 
+@pytest.mark.keras3
 def test_values_match_keras():
     steps = list(range(0, 30)) + [100, 1001]
     out = run_keras("""
@@ -153,6 +154,7 @@ def test_a_user_schedule_and_a_stream():
     assert a.optimizer.learning_rate == pytest.approx(0.1 / 7)
 
 
+@pytest.mark.keras3
 def test_trains_as_keras_does():
     """SGD with momentum and an ExponentialDecay, in Keras 3 and here from
     the same weights: the step at iterations t uses schedule(t)."""
@@ -216,6 +218,7 @@ def test_configs_round_trip():
     assert again.learning_rate_schedule.get_config() == opt.learning_rate_schedule.get_config()
 
 
+@pytest.mark.keras3
 def test_keras_configs_are_keras_own():
     """get_config of each schedule and of an optimizer holding one equal
     Keras 3's (its serialized schedule)."""
@@ -251,6 +254,7 @@ def test_saved_and_loaded_training_goes_on_exactly(ext, tmp_path):
         assert same_arrays(u, v)
 
 
+@pytest.mark.keras3
 def test_keras_files_both_ways(tmp_path):
     """A .keras file written here opens in Keras 3 with the schedule and its
     iterations; one Keras wrote opens here with them."""

@@ -158,6 +158,7 @@ def _compare(got, want, rtol=1e-4):
         np.testing.assert_allclose(a, np.array(b, np.float32), rtol=1e-3, atol=1e-5)
 
 
+@pytest.mark.keras3
 def test_ticket_model_trains_as_keras3():
     """Chollet's ticket model: priority regression (mse, mae metric) and
     department classification (categorical CE, accuracy), three inputs."""
@@ -181,6 +182,7 @@ def test_ticket_model_trains_as_keras3():
     _compare(got, json.loads(out.strip().splitlines()[-1]))
 
 
+@pytest.mark.keras3
 def test_one_input_two_heads_train_as_keras3():
     """A classification head (sparse CE from logits) and a regression head
     (mse, loss weight 0.25) on one conv trunk; losses, weights and metrics
@@ -423,6 +425,7 @@ print(json.dumps({"loaded": got, "saved": saved, "by_name": by_name}))
 """
 
 
+@pytest.mark.keras3
 def test_keras3_files_of_several_outputs_load_compiled_both_ways(tmp_path):
     model = heads_compiled()
     model.save(tmp_path / "mine.keras")
@@ -613,6 +616,7 @@ print(json.dumps({"fit": fit, "eval": model.evaluate(x, y, verbose=0),
 """
 
 
+@pytest.mark.keras3
 def test_three_outputs_with_huber_binary_weights_and_a_penalty_train_as_keras3():
     model = three(keras)
     model.seed = 6

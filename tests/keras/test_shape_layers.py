@@ -51,6 +51,7 @@ def _plain(value):
     return json.loads(json.dumps(value))
 
 
+@pytest.mark.keras3
 def test_configs_and_output_shapes_are_keras():
     from data.test_keras_files import run_keras
     out = run_keras("""
@@ -115,7 +116,8 @@ def test_a_model_with_every_layer_trains_as_on_the_numpy_engine(engine):
                                rtol=1e-3, atol=1e-5)
 
 
-@pytest.mark.parametrize("ext", [".keras", ".h5", ".cnncuda"])
+@pytest.mark.parametrize("ext", [pytest.param(".keras", marks=pytest.mark.keras3),
+                                 pytest.param(".h5", marks=pytest.mark.keras3), ".cnncuda"])
 def test_saved_here_loads_here_and_in_keras_with_the_same_predictions(ext, tmp_path):
     if ext != ".cnncuda":
         pytest.importorskip("h5py")
@@ -142,6 +144,7 @@ def test_saved_here_loads_here_and_in_keras_with_the_same_predictions(ext, tmp_p
     np.testing.assert_allclose(np.load(tmp_path / "theirs.npy"), mine, rtol=0, atol=2e-6)
 
 
+@pytest.mark.keras3
 def test_a_model_keras_saves_with_them_loads_here(tmp_path):
     pytest.importorskip("h5py")
     from data.test_keras_files import run_keras
@@ -236,6 +239,7 @@ def test_arguments_are_checked():
             keras.Sequential([keras.Input((5,)), layer])
 
 
+@pytest.mark.keras3
 @pytest.mark.parametrize("engine", engine_params())
 def test_per_channel_rescaling_is_keras(engine, tmp_path):
     """Keras's per-channel Rescaling (ImageNet's mean and deviation), saved by

@@ -299,6 +299,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.keras3
 @pytest.mark.parametrize("engine", ["cpu", "numpy"])
 def test_training_calls_match_keras3_batchnorm(tmp_path, engine):
     model = BNModel(seed=2)
@@ -349,6 +350,7 @@ print(json.dumps(np.asarray(model(data["x"], training=False)).tolist()))
 """
 
 
+@pytest.mark.keras3
 def test_the_quickstart_model_predicts_as_keras3(tmp_path):
     model = QuickstartModel(seed=9)
     train(model, "cpu", epochs=1)
@@ -661,6 +663,7 @@ after = [(layer.name, type(layer).__name__) for layer in m.layers]
 """
 
 
+@pytest.mark.keras3
 def test_model_layers_before_and_after_build_as_keras():
     """model.layers of a subclassed model: the layers its attributes hold,
     in the order they were set (lists, dict values, a nested model and a

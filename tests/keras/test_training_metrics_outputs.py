@@ -84,6 +84,7 @@ print(json.dumps(m.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0).h
 """
 
 
+@pytest.mark.keras3
 def test_batch_statistics_metrics_as_keras():
     """BatchNormalization normalizes by the batch in the training forward:
     the training mae is Keras 3's."""

@@ -303,6 +303,7 @@ np.savez(sys.argv[4], **out)
 """
 
 
+@pytest.mark.keras3
 @pytest.mark.parametrize("name,config", [
     ("RMSprop", {"learning_rate": 0.01}),
     ("RMSprop", {"learning_rate": 0.01, "momentum": 0.6, "centered": True}),
@@ -374,6 +375,7 @@ np.savez(sys.argv[3], **out)
 """
 
 
+@pytest.mark.keras3
 @pytest.mark.parametrize("make", [
     lambda: optimizers.RMSprop(0.01, momentum=0.5, centered=True),
     lambda: optimizers.Adagrad(0.05), lambda: optimizers.Adadelta(1.0),

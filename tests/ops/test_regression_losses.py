@@ -116,6 +116,7 @@ def test_reference_gradient_matches_finite_differences(kind):
     assert loss_sum == pytest.approx(ref._regression_terms(kind, y, t, 0.7)[0].mean(axis=1).sum())
 
 
+@pytest.mark.keras3
 def test_values_match_keras(tmp_path):
     rng = np.random.default_rng(2)
     cases = {}

@@ -147,6 +147,7 @@ def test_freezing_after_compile_before_training_takes_effect():
     assert all(np.array_equal(a, b) for a, b in zip(before, m.layers[5].get_weights()))
 
 
+@pytest.mark.keras3
 def test_frozen_training_is_keras_3s(tmp_path):
     """A frozen BatchNormalization (inference mode) and a frozen Dense: the
     same weights and SGD steps give Keras 3's losses and weights."""

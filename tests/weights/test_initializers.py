@@ -208,6 +208,7 @@ def test_layer_configs_round_trip():
     assert back.bias_initializer == initializers.Constant(0.2)
 
 
+@pytest.mark.keras3
 def test_configs_are_keras_3s():
     """Every initializer's and regularizer's serialized form is the one Keras
     3 writes for the same arguments, and Keras's reads back here equal."""

@@ -127,6 +127,7 @@ def test_fit_trains_with_the_penalty_on_every_engine(engine):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.keras3
 def test_reported_losses_and_training_are_keras_3s(tmp_path):
     """Keras 3 adds the penalties to the loss that fit and evaluate report and
     to the gradient; the same model, weights and SGD steps give its numbers."""

@@ -58,6 +58,7 @@ def test_own_format_round_trip(tmp_path):
         assert np.array_equal(a, b)
 
 
+@pytest.mark.keras3
 @pytest.mark.parametrize("ext", [".keras", ".h5"])
 def test_keras_reads_them(ext, tmp_path):
     m, x, y = _model()
@@ -92,6 +93,7 @@ def test_keras_reads_them(ext, tmp_path):
         assert got["loss"] == pytest.approx(m.evaluate(x, y, verbose=0), rel=1e-5)
 
 
+@pytest.mark.keras3
 @pytest.mark.parametrize("ext", [".keras", ".h5"])
 def test_keras_files_with_them_load_here(ext, tmp_path):
     path = str(tmp_path / ("k" + ext))
