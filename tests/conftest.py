@@ -8,11 +8,12 @@ import importlib.util
 import os
 import shutil
 import subprocess
-import sys
 import textwrap
 
 import numpy as np
 import pytest
+
+import keras_child
 
 import cnncuda
 from cnncuda.engine import make_net
@@ -327,23 +328,21 @@ def assert_same_weights(a, b):
 
 
 # Keras 3 itself, in a child process, where the tests compare with it
+# (keras_child.py: forked from one Python that has imported Keras and JAX)
 @functools.lru_cache(maxsize=None)
 def keras_importable():
     """Whether a child Python imports Keras and JAX (a find_spec here may
     name the tests' own keras/ folder, a namespace package on sys.path)."""
     if importlib.util.find_spec("jax") is None:
         return False
-    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
-    return subprocess.run([sys.executable, "-c", "import keras, jax"], env=env,
-                          capture_output=True, timeout=300).returncode == 0
+    return keras_child.run("import keras, jax", [])[0] == 0
 
 
 def run_keras(code, *args):
-    """Runs `code` in a child Python with Keras (JAX on the CPU)."""
+    """Runs `code` in a child Python with Keras (JAX on the CPU), as
+    `python -c code args` would; its stdout."""
     if not keras_importable():
         pytest.skip("Keras and JAX are not installed (pip install -e '.[test]')")
-    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)] + [str(a) for a in args],
-                         env=env, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return out.stdout
+    status, out, err = keras_child.run(textwrap.dedent(code), [str(a) for a in args])
+    assert status == 0, err[-3000:]
+    return out

@@ -9,8 +9,6 @@ every slot must agree to rtol 1e-5, atol 1e-6 (float32 against float64),
 and the engines' omp against cpu bit for bit."""
 import importlib.util
 import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -20,6 +18,7 @@ import cnncuda as tf
 from cnncuda import optimizers
 from cnncuda import reference as ref
 from cnncuda.engine import make_net
+import keras_child
 from conftest import C_ENGINES, assert_close
 
 LOSS = {"kind": "sparse_categorical_crossentropy", "from_logits": True}
@@ -331,11 +330,9 @@ def test_the_reference_trains_as_keras_3(tmp_path, name, config):
     np.savez(data, x=x, y=y, **{"w%d" % i: w.astype(np.float32) for i, w in enumerate(start)})
     net.set_weights([w.astype(np.float32).astype(np.float64) for w in start])
     result = os.path.join(tmp_path, "out.npz")
-    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(KERAS_STEPS), data, name,
-                          repr(config), result, str(steps)],
-                         env=env, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
+    status, _, err = keras_child.run(textwrap.dedent(KERAS_STEPS),
+                                     [data, name, repr(config), result, str(steps)])
+    assert status == 0, err[-3000:]
     keras_out = np.load(result)
     for step in range(steps):
         net.train_batch(x[step], y[step])
@@ -401,11 +398,9 @@ def test_keras_files_carry_the_optimizer_state_both_ways(tmp_path, make):
         np.testing.assert_array_equal(a, b)
     data, result = os.path.join(tmp_path, "in.npz"), os.path.join(tmp_path, "out.npz")
     np.savez(data, x=x[:16], y=y[:16])
-    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(KERAS_CONTINUES), data, path,
-                          result], env=env, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert "Skipping variable loading" not in out.stderr, out.stderr[-2000:]
+    status, _, err = keras_child.run(textwrap.dedent(KERAS_CONTINUES), [data, path, result])
+    assert status == 0, err[-3000:]
+    assert "Skipping variable loading" not in err, err[-2000:]
     keras_out = np.load(result)
     assert int(keras_out["iterations"]) == 6
     loaded.fit(x[:16], y[:16], batch_size=16, shuffle=False, verbose=0)

@@ -214,10 +214,9 @@ def test_configs_are_keras_3s():
     3 writes for the same arguments, and Keras's reads back here equal."""
     import importlib.util
     import json
-    import os
-    import subprocess
-    import sys
     import textwrap
+
+    import keras_child
     from cnncuda import regularizers
     if importlib.util.find_spec("keras") is None or importlib.util.find_spec("jax") is None:
         pytest.skip("Keras and JAX are not installed (pip install -e '.[test]')")
@@ -231,11 +230,9 @@ def test_configs_are_keras_3s():
         I, R = keras.initializers, keras.regularizers
         print(json.dumps([keras.saving.serialize_keras_object(o) for o in %s]))
     """) % made
-    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
-    theirs = json.loads(out.stdout.strip().splitlines()[-1])
+    status, out, err = keras_child.run(code, [])
+    assert status == 0, err[-3000:]
+    theirs = json.loads(out.strip().splitlines()[-1])
     I, R = initializers, regularizers                    # noqa: E741, N806
     mine = eval(made)
     for obj, want in zip(mine, theirs):
