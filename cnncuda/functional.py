@@ -36,7 +36,8 @@ import numpy as np
 from .exclusive import exclusive
 from .fixed_mode import inference_form
 from .layers import InputLayer, Layer
-from .models import Sequential, _subclass_from_bytes
+from .model_loading import _subclass_from_bytes
+from .models import Sequential
 from .subclassing import check_no_custom_steps, snake_case, trace
 from .symbolic import KerasTensor
 from .utils import unique_name
