@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 # The zygote: imports, says whether it can fork, then serves one request a
 # line ({"code", "args", "env", "cwd", "stdout", "stderr"}) by forking: it
@@ -82,6 +83,7 @@ while True:
 '''
 
 _zygote = None   # the session's zygote: a Popen, or False where it cannot serve
+_pending = bytearray()  # what it answered past the last line read
 
 
 def keras_env():
@@ -95,8 +97,8 @@ def _start():
         _zygote = False
         if hasattr(os, "fork"):
             p = subprocess.Popen([sys.executable, "-c", ZYGOTE], stdin=subprocess.PIPE,
-                                 stdout=subprocess.PIPE, env=keras_env())
-            if p.stdout.readline() == b"ready\n":
+                                 stdout=subprocess.PIPE, env=keras_env(), bufsize=0)
+            if _line(p, 300) == b"ready":
                 _zygote = p
                 atexit.register(_stop)
             else:
@@ -116,10 +118,22 @@ def _stop():
 
 
 def _line(p, timeout):
-    """The zygote's next answer, or None after `timeout` seconds."""
-    if not select.select([p.stdout], [], [], timeout)[0]:
-        return None
-    return p.stdout.readline()
+    """The zygote's next answer line (without its newline), or None after
+    `timeout` seconds or at its end. Read from the pipe itself, a chunk at a
+    time: a buffered readline could take two answers at once and leave the
+    second where select does not see it."""
+    deadline = time.monotonic() + timeout
+    while b"\n" not in _pending:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([p.stdout], [], [], left)[0]:
+            return None
+        chunk = os.read(p.stdout.fileno(), 4096)
+        if not chunk:
+            return None
+        _pending.extend(chunk)
+    line, _, rest = bytes(_pending).partition(b"\n")
+    _pending[:] = rest
+    return line
 
 
 def run(code, args, timeout=300):
@@ -135,10 +149,12 @@ def run(code, args, timeout=300):
         request = dict(files, code=code, args=list(args), env=keras_env(), cwd=os.getcwd())
         z.stdin.write(json.dumps(request).encode() + b"\n")
         z.stdin.flush()
-        pid = int(_line(z, 60))
+        pid = _line(z, 60)
+        if pid is None:
+            raise RuntimeError("the Keras children's zygote stopped answering")
         status = _line(z, timeout)
         if status is None:  # the child hangs: killed, and the zygote answers for it
-            os.kill(pid, signal.SIGKILL)
+            os.kill(int(pid), signal.SIGKILL)
             _line(z, 60)
             raise subprocess.TimeoutExpired([sys.executable, "-c", "..."], timeout)
         with open(files["stdout"]) as f, open(files["stderr"]) as g:
