@@ -136,22 +136,33 @@ def _line(p, timeout):
     return line
 
 
+def _fresh(code, args, timeout):
+    out = subprocess.run([sys.executable, "-c", code] + list(args), env=keras_env(),
+                         capture_output=True, text=True, timeout=timeout)
+    return out.returncode, out.stdout, out.stderr
+
+
 def run(code, args, timeout=300):
     """(returncode, stdout, stderr) of `code` run as `python -c code args`
-    would run it, with Keras's environment (keras_env)."""
+    would run it, with Keras's environment (keras_env). A zygote that stops
+    answering (killed, out of memory) is dropped: this script and the rest
+    start their own Pythons."""
+    global _zygote
     z = _start()
     if not z:
-        out = subprocess.run([sys.executable, "-c", code] + list(args), env=keras_env(),
-                             capture_output=True, text=True, timeout=timeout)
-        return out.returncode, out.stdout, out.stderr
+        return _fresh(code, args, timeout)
     with tempfile.TemporaryDirectory() as d:
         files = {"stdout": os.path.join(d, "out"), "stderr": os.path.join(d, "err")}
         request = dict(files, code=code, args=list(args), env=keras_env(), cwd=os.getcwd())
-        z.stdin.write(json.dumps(request).encode() + b"\n")
-        z.stdin.flush()
-        pid = _line(z, 60)
+        try:
+            z.stdin.write(json.dumps(request).encode() + b"\n")
+            pid = _line(z, 60)
+        except OSError:
+            pid = None
         if pid is None:
-            raise RuntimeError("the Keras children's zygote stopped answering")
+            z.kill()
+            _zygote = False
+            return _fresh(code, args, timeout)
         status = _line(z, timeout)
         if status is None:  # the child hangs: killed, and the zygote answers for it
             os.kill(int(pid), signal.SIGKILL)
