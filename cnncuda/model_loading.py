@@ -1,8 +1,9 @@
 """Models from what holds them: load_model (cnncuda's files, Keras's .keras
 and .h5), model_from_json, and the copies that pickle and copy.deepcopy make
 (Sequential.__reduce__ and Model.__reduce__ name _model_from_bytes and
-_subclass_from_bytes). cnncuda.models re-exports them; models.py makes the
-files (Sequential.save, _file_parts)."""
+_subclass_from_bytes). cnncuda.models re-exports them; model_files.py
+writes the files. models.py imports this module at its end, so what this
+one needs of it is imported where it is used."""
 import os
 
 from . import config, keras_files, losses, optimizers, saving, several_outputs
