@@ -1611,6 +1611,13 @@ class NumpyNet:
     def training_forwards(self):
         return self._training_forwards
 
+    def set_training_forwards(self, n):
+        """The training-forward count (it keys the dropout masks); the step
+        count and the optimizer's arrays kept."""
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 0 <= n < 2**63:
+            raise ValueError("n: expected an int >= 0, got %r" % (n,))
+        self._training_forwards = int(n)
+
     # -- input checks -----------------------------------------------------
 
     def _check_loss_output(self):

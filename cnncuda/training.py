@@ -194,8 +194,10 @@ def step_outputs(model, net, x, differs=None):
     x (engine form), for the host metrics, as Keras 3 computes its training
     metrics: the engine runs that forward (the masks and batch statistics
     the step will use: the same training-forward count), then its counters
-    (and, where a BatchNormalization moved them, its moving statistics) are
-    put back, so that the step runs as if it had not (the same bits). Where
+    (the training-forward count alone: a forward moves no step and no
+    optimizer array; and, where a BatchNormalization moved them, its moving
+    statistics) are put back, so that the step runs as if it had not (the
+    same bits). Where
     the training forward is the inference forward (no Dropout,
     BatchNormalization in training or augmentation), or for a group of
     replicas, the inference outputs."""
@@ -204,14 +206,14 @@ def step_outputs(model, net, x, differs=None):
         differs = _training_differs(model)
     if not differs or isinstance(net, distribute.ReplicaGroup):
         return net.predict(x)
-    state = net.get_optimizer_state()       # the counters
+    forwards = net.training_forwards
     weights = net.get_weights() if differs == "statistics" else None
     try:
         return net.forward(np.ascontiguousarray(x, dtype=np.float32), training=True)
     finally:
         if weights is not None:
             net.set_weights(weights)
-        net.set_optimizer_state(state)
+        net.set_training_forwards(forwards)
 
 
 def train_steps_with_outputs(model, net, x, y, order, start, count, batch, host):

@@ -100,6 +100,7 @@ PyObject *Net_get_optimizer_state(NetObject *self, PyObject *noargs);
 PyObject *Net_get_loss_scale_state(NetObject *self, PyObject *noargs);
 PyObject *Net_set_loss_scale_state(NetObject *self, PyObject *arg);
 PyObject *Net_set_optimizer_state(NetObject *self, PyObject *state);
+PyObject *Net_set_training_forwards(NetObject *self, PyObject *arg);
 PyObject *Net_set_optimizer(NetObject *self, PyObject *optimizer);
 PyObject *Net_weight_info(NetObject *self, PyObject *noargs);
 

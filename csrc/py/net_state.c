@@ -272,6 +272,25 @@ done:
     return result;
 }
 
+/* set_training_forwards(n): the training-forward count (it keys the
+ * dropout masks and augmentation draws), the step count and the optimizer's
+ * arrays kept: a training forward run outside a step (the host metrics'
+ * look at the step's outputs, cnncuda/training.py) taken back without the
+ * round trip of the whole optimizer state. */
+PyObject *Net_set_training_forwards(NetObject *self, PyObject *arg)
+{
+    if (!net_ready(self)) return NULL;
+    long n = PyLong_Check(arg) && !PyBool_Check(arg) ? PyLong_AsLong(arg) : -1;
+    if (n < 0) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "n: expected an int >= 0, got %R", arg);
+        return NULL;
+    }
+    cnn_status st = cnn_net_set_counters(self->net, cnn_net_step_count(self->net), n);
+    if (st != CNN_OK) return cnn_raise_status(st);
+    Py_RETURN_NONE;
+}
+
 /* set_optimizer(optimizer): the optimizer dict of the constructor (the
  * same kind); its hyperparameters apply from the next step on. */
 PyObject *Net_set_optimizer(NetObject *self, PyObject *optimizer)

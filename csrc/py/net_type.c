@@ -370,6 +370,8 @@ static PyMethodDef Net_methods[] = {
      "get_optimizer_state() -> {'steps', 'training_forwards', 'slots'}."},
     {"set_optimizer_state", (PyCFunction)Net_set_optimizer_state, METH_O,
      "set_optimizer_state(state): all arrays are checked before any is written."},
+    {"set_training_forwards", (PyCFunction)Net_set_training_forwards, METH_O,
+     "set_training_forwards(n): the training-forward count (dropout masks), steps kept."},
     {"set_optimizer", (PyCFunction)Net_set_optimizer, METH_O,
      "set_optimizer(dict): the optimizer's hyperparameters from the next step on (same kind)."},
     {"weight_info", (PyCFunction)Net_weight_info, METH_NOARGS,

@@ -56,3 +56,31 @@ def test_bad_optimizer_state_changes_nothing(engine):
     assert a.get_optimizer_state()["steps"] == 0
     with pytest.raises(ValueError):
         a.set_optimizer_state({"steps": -1, "training_forwards": 0, "slots": good["slots"]})
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_training_forward_taken_back_by_its_count(engine):
+    """set_training_forwards puts back what a training forward outside a step
+    moved (the host metrics' look at the step's outputs): the next forward
+    draws the same dropout mask again, and the steps and Adam's arrays are
+    those of before."""
+    rng = np.random.default_rng(3)
+    x = rng.random((16, 6, 6, 2)).astype(np.float32)
+    y = rng.integers(0, 3, size=16)
+    net = build(engine, {"kind": "adam"})
+    net.train_batch(x, y)
+    before = net.get_optimizer_state()
+    first = net.forward(x, training=True)
+    assert net.training_forwards == before["training_forwards"] + 1
+    net.set_training_forwards(before["training_forwards"])
+    after = net.get_optimizer_state()
+    assert after["steps"] == before["steps"] == 1
+    assert after["training_forwards"] == before["training_forwards"]
+    for a, b in zip(sum(after["slots"], []), sum(before["slots"], [])):
+        assert np.array_equal(a, b)
+    assert np.array_equal(net.forward(x, training=True), first)
+    other = net.forward(x, training=True)           # a count not taken back: another mask
+    assert not np.array_equal(other, first)
+    for bad in (-1, 2**70, 2.5, "3", None, True):
+        with pytest.raises(ValueError, match="n: expected an int >= 0"):
+            net.set_training_forwards(bad)
