@@ -1,6 +1,6 @@
 // gemm.cu: the cuda engine's own SGEMM (no cuBLAS in this engine).
 //
-// C (m, n) = alpha op(A) op(B) + beta C, all row-major. Two kernels:
+// C (m, n) = alpha op(A) op(B) + beta C, all row-major. Three kernels:
 // gemm_wide_kernels.cuh, BM x 128 tiles with 8x8 outputs per thread (BM =
 // 32, 64 or 128, whichever pads m least), for large products (at least
 // WIDE_MIN_FMAS multiply-adds: the convolutions of the seed CNN at batch
@@ -8,10 +8,16 @@
 // with 4x4 outputs per thread, fitted to the product's m and n, for the
 // rest. Below the threshold the small tiles' many blocks fill the GPU
 // better: on an H100 (2026-11-25) the wide kernel was 10-40% slower on the
-// seed CNN's products at batch 32 (dev/cuda/sgemm v5 against v6). Both take
-// the convolution's fused layouts, bias and ReLU (cnn_sgemm_extra). This
-// file plans and launches them; cnn_cuda_sgemm_wide and _tile reach either
-// kernel on any product (dev/cuda's stages).
+// seed CNN's products at batch 32 (dev/cuda/sgemm v5 against v6). And
+// gemm_short_kernels.cuh for a K of at most 32 (a first convolution's
+// forward) above the threshold, in strict float32: one thread a column, no
+// tiles of K. A product of at most 32 columns above the threshold (a first
+// convolution's filter gradient) runs on the tile kernel with the wide
+// plan's slices (narrow_on_tile). The short and narrow paths give the bits
+// of the kernels they replace. All take the convolution's fused layouts,
+// bias and ReLU (cnn_sgemm_extra). This file plans and launches them;
+// cnn_cuda_sgemm_wide and _tile reach those two kernels on any product
+// (dev/cuda's stages).
 //
 // Precisions "tf32", "bf16", "fp16" (ctx->precision, on a GPU of compute
 // capability 8.0 or later): the wide kernel's tensor-core instances, which
@@ -25,6 +31,7 @@
 // blockIdx.z takes one slice of K and writes its partial tile to scratch;
 // a second kernel adds the slices in a fixed order (deterministic) into C.
 #include "gemm_kernels.cuh"
+#include "gemm_short_kernels.cuh"
 #include "gemm_wide_kernels.cuh"
 
 using namespace cnn_gemm;
@@ -54,82 +61,18 @@ int plan_slices(const cnn_cuda_impl *impl, int m, int n, int k, int tiles, int p
     return k > 0 ? (k + ks - 1) / ks : 1;
 }
 
-// The wide kernel's row tile for m rows: the one that pads m least, the
-// larger on a near tie (larger tiles read B fewer times).
+// The wide kernel's row tile for m rows: 32 for at most 32 rows; else 64
+// or 128, the one that pads m least, the larger on a near tie (larger tiles
+// read B fewer times). The 32-row tile (64 threads, 166 registers) lost
+// where it padded least: conv2's data gradient at batch 512 (288 rows) took
+// 204.8 us on it, 179.4 on the 64-row tile and 200.7 on the 128-row one
+// (H100, ncu, 2026-11-28; the epoch 0.117 -> 0.114 s).
 int wide_rows(int m)
 {
-    const double cost32 = (double)((m + 31) / 32 * 32) * 1.10;
+    if (m <= 32) return 32;
     const double cost64 = (double)((m + 63) / 64 * 64) * 1.03;
     const double cost128 = (double)((m + 127) / 128 * 128);
-    if (cost128 <= cost64 && cost128 <= cost32) return 128;
-    return cost64 <= cost32 ? 64 : 32;
-}
-
-template <int BM, int PREC>
-void launch_wide(cudaStream_t st, dim3 grid, int trans_a, int trans_b, int m, int n, int k,
-                 int k_slice, float alpha, const float *a, int lda, const float *b, int ldb,
-                 float beta, float *c, int ldc, float *partial, WideExtra x)
-{
-#define CNN_WIDE_ARGS m, n, k, k_slice, alpha, a, lda, b, ldb, beta, c, ldc, partial, x
-    if (!trans_a && !trans_b)
-        sgemm_wide<BM, false, false, PREC><<<grid, wide_threads(BM, PREC), 0, st>>>(CNN_WIDE_ARGS);
-    else if (trans_a && !trans_b)
-        sgemm_wide<BM, true, false, PREC><<<grid, wide_threads(BM, PREC), 0, st>>>(CNN_WIDE_ARGS);
-    else if (!trans_a && trans_b)
-        sgemm_wide<BM, false, true, PREC><<<grid, wide_threads(BM, PREC), 0, st>>>(CNN_WIDE_ARGS);
-    else
-        sgemm_wide<BM, true, true, PREC><<<grid, wide_threads(BM, PREC), 0, st>>>(CNN_WIDE_ARGS);
-#undef CNN_WIDE_ARGS
-}
-
-template <int PREC>
-void launch_wide_rows(cudaStream_t st, int bm, dim3 grid, int trans_a, int trans_b, int m, int n,
-                      int k, int k_slice, float alpha, const float *a, int lda, const float *b,
-                      int ldb, float beta, float *c, int ldc, float *partial, WideExtra x)
-{
-#define CNN_WIDE_ARGS st, grid, trans_a, trans_b, m, n, k, k_slice, alpha, a, lda, b, ldb, beta, c, ldc, partial, x
-    if (bm == 128) launch_wide<128, PREC>(CNN_WIDE_ARGS);
-    else if (bm == 64) launch_wide<64, PREC>(CNN_WIDE_ARGS);
-    else launch_wide<32, PREC>(CNN_WIDE_ARGS);
-#undef CNN_WIDE_ARGS
-}
-
-cnn_status sgemm_wide_path(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n, int k,
-                           float alpha, const float *a, int lda, const float *b, int ldb,
-                           float beta, float *c, int ldc, WideExtra x)
-{
-    const cnn_cuda_impl *impl = (const cnn_cuda_impl *)ctx->impl;
-    const int bm = wide_rows(m);
-    if ((m + bm - 1) / bm > 65535)
-        return cnn_set_error(CNN_ERR_VALUE, "sgemm: m = %d rows is too many for one grid", m);
-    const int tiles = ((n + WBN - 1) / WBN) * ((m + bm - 1) / bm);
-    int k_slice;
-    // split-K aims at two waves of one block an SM; for the 32-row tile
-    // (64 or 128 threads) of the blocks an SM holds (its launch bounds' 5).
-    // H100, b512 (ncu, call 19): conv1's
-    // filter gradient (32 x 27 over 460,800) ran as 262 blocks of 64
-    // threads, 4 warps an SM, 195 us; as 1,310 blocks 160 us (+3 us of
-    // sums). The 64-row products got slower with more slices (conv2's
-    // filter gradient 147 -> 157 us, conv3's 32 -> 45 us, its forward 27
-    // -> 44 us: more partial sums to write and add), so they keep one.
-    const int prec = cnn_cuda_sgemm_precision(ctx);
-    const int per_sm = bm > 32 ? 1 : wide_min_blocks(bm, prec);
-    const int slices = plan_slices(impl, m, n, k, tiles, per_sm, &k_slice);
-    float *partial = slices > 1 ? impl->scratch : nullptr;
-    dim3 grid((n + WBN - 1) / WBN, (m + bm - 1) / bm, slices);
-    cudaStream_t st = cnn_stream(ctx);
-#define CNN_ROWS_ARGS st, bm, grid, trans_a, trans_b, m, n, k, k_slice, alpha, a, lda, b, ldb, beta, c, ldc, partial, x
-    if (prec == CNN_PRECISION_TF32) launch_wide_rows<CNN_PRECISION_TF32>(CNN_ROWS_ARGS);
-    else if (prec == CNN_PRECISION_BF16) launch_wide_rows<CNN_PRECISION_BF16>(CNN_ROWS_ARGS);
-    else if (prec == CNN_PRECISION_FP16) launch_wide_rows<CNN_PRECISION_FP16>(CNN_ROWS_ARGS);
-    else launch_wide_rows<CNN_PRECISION_FLOAT32>(CNN_ROWS_ARGS);
-#undef CNN_ROWS_ARGS
-    CNN_CUDA_LAUNCHED("sgemm wide");
-    if (slices > 1) {
-        launch_sum_slices_wide(st, m, n, slices, partial, beta, c, ldc, x);
-        CNN_CUDA_LAUNCHED("sgemm wide split-k sum");
-    }
-    return CNN_OK;
+    return cost128 <= cost64 ? 128 : 64;
 }
 
 // The shaped tile for an (m, n) product: 16, 32 or 64 rows and 32 or 64
@@ -161,6 +104,98 @@ void launch_tile(cudaStream_t st, dim3 grid, int trans_a, int trans_b, int m, in
         sgemm_tile<false, true, TBM, TBN><<<grid, threads, 0, st>>>(CNN_SGEMM_ARGS);
     else if constexpr (TBM == BM && TBN == BN) // both transposed: 64x64 only (unused by the layers)
         sgemm_tile<true, true, BM, BN><<<grid, threads, 0, st>>>(CNN_SGEMM_ARGS);
+}
+
+// A product of at most 32 columns would leave 3/4 of the wide kernel's
+// 128-column tile idle (a first convolution's filter gradient: 32 x 27 over
+// 460,800 pixels at batch 512). In strict float32 it runs on the tile
+// kernel's 32 columns with the wide plan's slices of K: the same partial sums
+// in the same order, so the same bits, a quarter of the multiply-adds.
+bool narrow_on_tile(int prec, int trans_a, int trans_b, int n)
+{
+    return prec == CNN_PRECISION_FLOAT32 && n <= 32 && !(trans_a && trans_b);
+}
+
+template <int BM, int PREC>
+void launch_wide(cudaStream_t st, dim3 grid, int trans_a, int trans_b, int m, int n, int k,
+                 int k_slice, float alpha, const float *a, int lda, const float *b, int ldb,
+                 float beta, float *c, int ldc, float *partial, WideExtra x)
+{
+#define CNN_WIDE_ARGS m, n, k, k_slice, alpha, a, lda, b, ldb, beta, c, ldc, partial, x
+    if (!trans_a && !trans_b)
+        sgemm_wide<BM, false, false, PREC><<<grid, wide_threads(BM, PREC), 0, st>>>(CNN_WIDE_ARGS);
+    else if (trans_a && !trans_b)
+        sgemm_wide<BM, true, false, PREC><<<grid, wide_threads(BM, PREC), 0, st>>>(CNN_WIDE_ARGS);
+    else if (!trans_a && trans_b)
+        sgemm_wide<BM, false, true, PREC><<<grid, wide_threads(BM, PREC), 0, st>>>(CNN_WIDE_ARGS);
+    else
+        sgemm_wide<BM, true, true, PREC><<<grid, wide_threads(BM, PREC), 0, st>>>(CNN_WIDE_ARGS);
+#undef CNN_WIDE_ARGS
+}
+
+template <int PREC>
+void launch_wide_rows(cudaStream_t st, int bm, dim3 grid, int trans_a, int trans_b, int m, int n,
+                      int k, int k_slice, float alpha, const float *a, int lda, const float *b,
+                      int ldb, float beta, float *c, int ldc, float *partial, WideExtra x)
+{
+#define CNN_WIDE_ARGS st, grid, trans_a, trans_b, m, n, k, k_slice, alpha, a, lda, b, ldb, beta, c, ldc, partial, x
+    if (bm == 128) launch_wide<128, PREC>(CNN_WIDE_ARGS);
+    else if (bm == 64) launch_wide<64, PREC>(CNN_WIDE_ARGS);
+    else launch_wide<32, PREC>(CNN_WIDE_ARGS);
+#undef CNN_WIDE_ARGS
+}
+
+// narrow: a narrow product (narrow_on_tile) may go to the tile kernel (the
+// engine's choice; false for the wide kernel by name)
+cnn_status sgemm_wide_path(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n, int k,
+                           float alpha, const float *a, int lda, const float *b, int ldb,
+                           float beta, float *c, int ldc, WideExtra x, bool narrow)
+{
+    const cnn_cuda_impl *impl = (const cnn_cuda_impl *)ctx->impl;
+    const int bm = wide_rows(m);
+    if ((m + bm - 1) / bm > 65535)
+        return cnn_set_error(CNN_ERR_VALUE, "sgemm: m = %d rows is too many for one grid", m);
+    const int tiles = ((n + WBN - 1) / WBN) * ((m + bm - 1) / bm);
+    int k_slice;
+    // split-K aims at two waves of one block an SM; for the 32-row tile
+    // (64 or 128 threads) of the blocks an SM holds (its launch bounds' 5).
+    // H100, b512 (ncu, call 19): conv1's
+    // filter gradient (32 x 27 over 460,800) ran as 262 blocks of 64
+    // threads, 4 warps an SM, 195 us; as 1,310 blocks 160 us (+3 us of
+    // sums). The 64-row products got slower with more slices (conv2's
+    // filter gradient 147 -> 157 us, conv3's 32 -> 45 us, its forward 27
+    // -> 44 us: more partial sums to write and add), so they keep one.
+    const int prec = cnn_cuda_sgemm_precision(ctx);
+    const int per_sm = bm > 32 ? 1 : wide_min_blocks(bm, prec);
+    const int slices = plan_slices(impl, m, n, k, tiles, per_sm, &k_slice);
+    float *partial = slices > 1 ? impl->scratch : nullptr;
+    cudaStream_t st = cnn_stream(ctx);
+    if (narrow && narrow_on_tile(prec, trans_a, trans_b, n)) {
+        // the same slices of K, so the same partial sums and bits, on the
+        // tile kernel's 32 columns instead of 128 (narrow_on_tile)
+        const int tbm = shaped_rows(m);
+        const dim3 tgrid(1, (m + tbm - 1) / tbm, slices);
+#define CNN_TILE_ARGS st, tgrid, trans_a, trans_b, m, n, k, k_slice, alpha, a, lda, b, ldb, beta, c, ldc, partial, x
+        if (tbm == 64) launch_tile<64, 32>(CNN_TILE_ARGS);
+        else if (tbm == 32) launch_tile<32, 32>(CNN_TILE_ARGS);
+        else launch_tile<16, 32>(CNN_TILE_ARGS);
+#undef CNN_TILE_ARGS
+        CNN_CUDA_LAUNCHED("sgemm narrow");
+    } else {
+        dim3 grid((n + WBN - 1) / WBN, (m + bm - 1) / bm, slices);
+#define CNN_ROWS_ARGS st, bm, grid, trans_a, trans_b, m, n, k, k_slice, alpha, a, lda, b, ldb, beta, c, ldc, partial, x
+        if (prec == CNN_PRECISION_TF32) launch_wide_rows<CNN_PRECISION_TF32>(CNN_ROWS_ARGS);
+        else if (prec == CNN_PRECISION_BF16) launch_wide_rows<CNN_PRECISION_BF16>(CNN_ROWS_ARGS);
+        else if (prec == CNN_PRECISION_FP16) launch_wide_rows<CNN_PRECISION_FP16>(CNN_ROWS_ARGS);
+        else launch_wide_rows<CNN_PRECISION_FLOAT32>(CNN_ROWS_ARGS);
+#undef CNN_ROWS_ARGS
+        CNN_CUDA_LAUNCHED("sgemm wide");
+    }
+    if (slices > 1) {
+        launch_sum_slices_wide(st, m, n, slices, partial, beta, c, ldc, x);
+        CNN_CUDA_LAUNCHED("sgemm wide split-k sum");
+    }
+    return CNN_OK;
 }
 
 // The engine's 64x64 tile before the shaped tiles (scalar shared loads and
@@ -221,6 +256,30 @@ cnn_status sgemm_tile_path(cnn_ctx *ctx, int tile, int trans_a, int trans_b, int
     return CNN_OK;
 }
 
+// A short K (gemm_short_kernels.cuh): one thread a column of C, and where
+// the columns give fewer than two blocks an SM, the rows cut into groups (of
+// at least 8) to make up the difference.
+cnn_status sgemm_short_path(cnn_ctx *ctx, int trans_a, int m, int n, int k, float alpha,
+                            const float *a, int lda, const float *b, int ldb, float beta,
+                            float *c, int ldc, const WideExtra &x)
+{
+    const cnn_cuda_impl *impl = (const cnn_cuda_impl *)ctx->impl;
+    const int col_blocks = (n + SHORT_THREADS - 1) / SHORT_THREADS;
+    const int wanted = (2 * impl->sm_count + col_blocks - 1) / col_blocks;
+    const int groups = max(1, min(wanted, (m + 7) / 8));
+    const int rows = (m + groups - 1) / groups;
+    const dim3 grid((unsigned)col_blocks, (unsigned)((m + rows - 1) / rows));
+    cudaStream_t st = cnn_stream(ctx);
+    if (trans_a)
+        sgemm_short_k<true><<<grid, SHORT_THREADS, 0, st>>>(m, n, k, rows, alpha, a, lda, b, ldb,
+                                                            beta, c, ldc, x);
+    else
+        sgemm_short_k<false><<<grid, SHORT_THREADS, 0, st>>>(m, n, k, rows, alpha, a, lda, b,
+                                                             ldb, beta, c, ldc, x);
+    CNN_CUDA_LAUNCHED("sgemm short k");
+    return CNN_OK;
+}
+
 constexpr double WIDE_MIN_FMAS = 134217728.0; // 2^27
 
 } // namespace
@@ -269,7 +328,8 @@ cnn_status cnn_cuda_sgemm_wide(cnn_ctx *ctx, int trans_a, int trans_b, int m, in
     if (m <= 0 || n <= 0) return CNN_OK;
     const WideExtra x = extra ? *extra : NO_EXTRA;
     CNN_TRY(check_extra(x, true, trans_a, trans_b, beta));
-    return sgemm_wide_path(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, x);
+    return sgemm_wide_path(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, x,
+                           false);
 }
 
 cnn_status cnn_cuda_sgemm_tile(cnn_ctx *ctx, int tile, int trans_a, int trans_b, int m, int n,
@@ -290,9 +350,22 @@ cnn_status cnn_cuda_sgemm_ex(cnn_ctx *ctx, int trans_a, int trans_b, int m, int 
                              float alpha, const float *a, int lda, const float *b, int ldb,
                              float beta, float *c, int ldc, const cnn_sgemm_extra *extra)
 {
-    if (cnn_cuda_sgemm_wide_fits(m, n, k))
-        return cnn_cuda_sgemm_wide(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta,
-                                   c, ldc, extra);
+    if (m <= 0 || n <= 0) return CNN_OK;
+    const WideExtra x = extra ? *extra : NO_EXTRA;
+    const bool wide = cnn_cuda_sgemm_wide_fits(m, n, k);
+    // a short K above the wide threshold in float32 (below it the tile
+    // kernel was as fast or faster: 7.3 against 8.6 us for the seed CNN's
+    // conv1 forward at batch 32, H100, 2026-11-28; BENCHMARKS.md)
+    if (wide && cnn_cuda_sgemm_precision(ctx) == CNN_PRECISION_FLOAT32 &&
+        short_k_fits(m, k, trans_b, x.ap, x.row_sums)) {
+        CNN_TRY(check_extra(x, false, trans_a, trans_b, beta));
+        return sgemm_short_path(ctx, trans_a, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, x);
+    }
+    if (wide) {
+        CNN_TRY(check_extra(x, true, trans_a, trans_b, beta));
+        return sgemm_wide_path(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                               ldc, x, true);
+    }
     return cnn_cuda_sgemm_tile(ctx, CNN_TILE_SHAPED, trans_a, trans_b, m, n, k, alpha, a, lda, b,
                                ldb, beta, c, ldc, extra);
 }

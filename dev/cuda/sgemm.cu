@@ -1,7 +1,8 @@
 // sgemm.cu: the SGEMM stages, checked against a CPU reference and timed at
 // the GEMM shapes of the seed CIFAR-10 CNN at batch 32 (the convolutions as
 // the engine's batched im2col GEMMs, and the dense layers), and at conv2's
-// three products at batch 512 (timed apart: "total batch 512").
+// three products and conv1's two at batch 512 (timed apart: "total batch
+// 512").
 //
 //   ./sgemm          every version
 //   ./sgemm 3        version 3 only
@@ -26,6 +27,11 @@
 //      product, mma.sync m16n8k8 on operands rounded to TF32, fp32 sums
 //  10  the engine with precision "tf32": 8, with the products of >= 2^27
 //      multiply-adds on version 9's kernel (at batch 32: none of them)
+//  11  the engine's own entry, cnn_cuda_sgemm: 8, with a K of at most 32
+//      above 2^27 multiply-adds on the short kernel (one thread a column) and
+//      products of at most 32 columns above 2^27 on the tile kernel with the
+//      wide kernel's slices;
+//      checked to give version 8's bits on every product
 // Versions 9 and 10 need compute capability 8.0; on an older GPU they are
 // skipped (said so; not a failure).
 //
@@ -116,6 +122,8 @@ const Version VERSIONS[] = {
                                                                    : Precision::FP32;
      },
      true},
+    {"engine cnn_cuda_sgemm: 8, above 2^27 K <= 32 on the short kernel, <= 32 columns on the tile",
+     [](const stages::Gemm &g, Engine &e) { return stages::sgemm_v11(g, e.ctx); }, fp32, false},
 };
 constexpr int N_VERSIONS = sizeof VERSIONS / sizeof VERSIONS[0];
 
@@ -163,6 +171,36 @@ void print_shares(size_t vi)
     }
 }
 
+// Version 11 (the engine's entry) against version 8 (the kernels it had
+// before the short and narrow paths), bit for bit on every case: the short
+// kernel's chains and the narrow product's slices are those of the kernels
+// they replace. Returns the number of cases that differ.
+int same_bits_as_version_8(Cases<Case> &cases, Engine &eng)
+{
+    int checked = 0, differ = 0;
+    for (auto *list : {&cases.seed, &cases.odd, &cases.large})
+        for (auto &cp : *list) {
+            Case &c = *cp;
+            std::vector<float> out[2];
+            for (int v = 0; v < 2; ++v) {
+                c.reset_c();
+                const bool ok = v == 0 ? stages::sgemm_v8(c.gemm(), eng.ctx)
+                                       : stages::sgemm_v11(c.gemm(), eng.ctx);
+                if (!ok) return ++differ;
+                CUDA_CHECK(cudaStreamSynchronize(eng.stream()));
+                out[v] = c.dc.download();
+            }
+            ++checked;
+            if (memcmp(out[0].data(), out[1].data(), out[0].size() * sizeof(float)) != 0) {
+                ++differ;
+                printf("  CHECK FAILED: version 11 differs from version 8 at %s\n",
+                       sgemm::describe(c.s).c_str());
+            }
+        }
+    printf("version 11 against version 8, bit for bit: %d products, %d differ\n", checked, differ);
+    return differ;
+}
+
 } // namespace
 
 int main(int argc, char **argv)
@@ -195,11 +233,13 @@ int main(int argc, char **argv)
         for (const Shape &s : sgemm::large_shapes())
             for (Fill f : {Fill::INTEGER, Fill::UNIFORM}) cases.large.emplace_back(new Case(s, f, seed += 3));
     }
-    return run_versions(
+    const int status = run_versions(
         rep, opt, names, cases, [&](size_t vi, Case &c) { return check(vi, c, eng); },
         [&](size_t vi, Case &c) {
             const stages::Gemm g = c.gemm();
             return time_median_ms(eng.stream(), [&] { return VERSIONS[vi].run(g, eng); });
         },
         [](const Case &c) { return sgemm::describe(c.s); }, skip, print_shares);
+    const int differ = opt.version == 0 || opt.version == 11 ? same_bits_as_version_8(cases, eng) : 0;
+    return status ? status : differ ? 1 : 0;
 }

@@ -64,6 +64,9 @@ inline std::vector<Shape> large_shapes()
         {"b512 conv2 forward W(64,288) col(288,86528)", false, false, 64, 86528, 288, 1, 0, 0},
         {"b512 conv2 dW t(64,86528) col^T", false, true, 64, 288, 86528, 1, 0, 0},
         {"b512 conv2 dcol W^T(288,64) t(64,86528)", true, false, 288, 86528, 64, 1, 0, 0},
+        // the first convolution's two products (K = 27; dW 32 x 27)
+        {"b512 conv1 forward W(32,27) col(27,460800)", false, false, 32, 460800, 27, 1, 0, 0},
+        {"b512 conv1 dW t(32,460800) col^T", false, true, 32, 27, 460800, 1, 0, 0},
     };
 }
 

@@ -392,6 +392,24 @@ inline bool sgemm_v10(const Gemm &g, cnn_ctx *ctx)
                           "sgemm v10 (cnn_cuda_sgemm, auto, shaped tiles, tf32)");
 }
 
+// ---- version 11: the engine's own entry, cnn_cuda_sgemm (cuda/gemm.cu):
+// version 8, and a K of at most 32 above 2^27 multiply-adds (the first
+// convolution's forward at batch 512: 27) on the short kernel (cuda/gemm_short_kernels.cuh: one thread a column,
+// op(A) in shared memory, no tiles of K), and a product of at most 32
+// columns above 2^27 multiply-adds (the first convolution's filter
+// gradient at batch 512: 32 x 27) on the tile kernel's 32 columns with the
+// wide kernel's slices of K instead of a quarter of its 128. The same bits
+// as version 8 on every product (sgemm.cu checks it).
+inline bool sgemm_v11(const Gemm &g, cnn_ctx *ctx)
+{
+    const int saved_precision = ctx->precision;
+    ctx->precision = CNN_PRECISION_FLOAT32;
+    const cnn_status s = cnn_cuda_sgemm(ctx, g.ta, g.tb, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b,
+                                        g.ldb, g.beta, g.c, g.ldc);
+    ctx->precision = saved_precision;
+    return dev::engine_ok(s, "sgemm v11 (cnn_cuda_sgemm)");
+}
+
 } // namespace stages
 
 #endif

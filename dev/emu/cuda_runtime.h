@@ -1,8 +1,9 @@
 // Host emulation of the CUDA features dense_head.cu uses (and pool.cu,
 // dev/cuda/pool_im2col_kernels.cuh, gather.cu, gather_im2col.cu,
-// conv2d_kernels.cuh's im2col and the augmentation kernels, random_*.cu:
-// 1-d blocks on 1-d or 2-d
-// grids): threads are fibers
+// conv2d_kernels.cuh's im2col, the augmentation kernels, random_*.cu, and
+// the float32 SGEMM kernels of gemm_wide_kernels.cuh, gemm_kernels.cuh and
+// gemm_short_kernels.cuh: 1-d blocks on grids of 1 to 3 dimensions):
+// threads are fibers
 // (own stacks, switched with setjmp), __syncthreads a block barrier (checked: every live thread at
 // the same line), warp shuffles a two-phase warp barrier. Blocks run one
 // after another; within a phase the fibers run in a random order.
@@ -21,6 +22,7 @@ struct dim3 {
 };
 struct alignas(16) float4 { float x, y, z, w; };
 struct alignas(8) float2 { float x, y; };
+static inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 struct alignas(16) uint4 { unsigned x, y, z, w; }; // gather.cu's 16-byte unit
 
 typedef int cudaError_t;
@@ -49,7 +51,7 @@ static inline cudaError_t cudaMemsetAsync(void *p, int v, size_t bytes, cudaStre
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 #define __shared__ static
-#define __align__(n) alignas(n)
+#define __align__(n) __attribute__((aligned(n)))
 
 namespace emu {
 struct fiber_state;
@@ -92,6 +94,7 @@ static inline unsigned atomicAdd(unsigned *p, unsigned v) { unsigned o = *p; *p 
 static inline void __threadfence() {}
 
 #define EMU_LAUNCH(kernel, g, b, ...) emu::run_grid(dim3(g), dim3(b), [&]() { kernel(__VA_ARGS__); })
+static inline unsigned __float_as_uint(float v) { unsigned r; memcpy(&r, &v, 4); return r; }
 static inline float __fmul_rn(float a, float b) { volatile float r = a * b; return r; }
 static inline float __fadd_rn(float a, float b) { volatile float r = a + b; return r; }
 static inline float __fsub_rn(float a, float b) { volatile float r = a - b; return r; }

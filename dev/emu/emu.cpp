@@ -93,16 +93,16 @@ void run_grid(dim3 g, dim3 b, std::function<void()> body)
     bdim = b;
     body_p = &body;
     const unsigned nt = b.x * b.y * b.z;
-    if (b.y != 1 || b.z != 1 || g.z != 1) fail("1-d blocks and 1-d or 2-d grids only");
+    if (b.y != 1 || b.z != 1) fail("1-d blocks only");
     if (fibers.size() < nt) {
         fibers.resize(nt);
         for (auto &f : fibers) f.stack.resize(1 << 16);
     }
     smem_buf.assign(1 << 14, 0.0f);
     std::vector<unsigned> order(nt);
-    for (unsigned long long bb = 0; bb < (unsigned long long)g.x * g.y; ++bb) {
-        const unsigned bx = (unsigned)(bb % g.x), by = (unsigned)(bb / g.x); // x fastest
-        bid = uint3{bx, by, 0};
+    for (unsigned long long bb = 0; bb < (unsigned long long)g.x * g.y * g.z; ++bb) {
+        const unsigned bx = (unsigned)(bb % g.x), by = (unsigned)(bb / g.x % g.y); // x fastest
+        bid = uint3{bx, by, (unsigned)(bb / ((unsigned long long)g.x * g.y))};
         std::fill(smem_buf.begin(), smem_buf.end(), std::nanf(""));
         for (unsigned t = 0; t < nt; ++t) {
             fiber_state &f = fibers[t];

@@ -7,9 +7,16 @@ three products (forward, filter gradient, data gradient) all have the same
 count of multiply-adds, f * N*oh*ow * c*kh*kw, so a layer takes one kernel
 for all three; a dense layer's likewise (batch * fan_in * units).
 
+Above 2^27, a K of at most 32 runs on the short kernel (one thread a
+column) and a product of at most 32 columns on the tile kernel with the wide
+kernel's slices of K (narrow), both with the bits of the kernels they
+replace (dev/cuda's sgemm checks that bit for bit, dev/emu's gemm_shapes on
+the host).
+
 The shapes are odd: ragged edges, split-K, strides and uneven padding, on
 the tile kernel (CONV_CASES) and on each row tile of the wide kernel (32,
-64 and 128 rows: WIDE_CONV_CASES, sized past 2^27). dev/cuda's sgemm
+64 and 128 rows), the short kernel and the narrow products
+(WIDE_CONV_CASES, sized past 2^27). dev/cuda's sgemm
 program checks both kernels on every product of its odd shapes as well
 (cnn_cuda_sgemm_wide and _tile reach either whatever the size).
 """
@@ -35,10 +42,14 @@ CONV_CASES = [
 
 WIDE_CONV_CASES = [
     ((15, 15, 32), 64, (3, 3), (1, 1), "valid", 48),   # 64 x 8112 x 288: 64-row tiles
-    ((33, 33, 16), 24, (3, 3), (1, 1), "valid", 45),   # 24 filters, 144 rows of dcol: 32-row tiles
-    ((21, 19, 5), 125, (3, 2), (2, 2), "same", 340),   # 125 filters: 128-row tiles; stride 2,
+    ((33, 33, 16), 24, (3, 3), (1, 1), "valid", 45),   # 24 filters: 32-row tiles; dcol (144 rows,
+                                                       # K = 24) on the short kernel, A transposed
+    ((21, 19, 8), 125, (3, 2), (2, 2), "same", 340),   # 125 filters: 128-row tiles; stride 2,
                                                        # uneven padding
-    ((30, 30, 3), 8, (3, 3), (1, 1), "valid", 800),    # dW 8 x 27 over 627,200: split-K
+    ((21, 19, 5), 125, (3, 2), (2, 2), "same", 340),   # K = 30: the forward on the short kernel
+                                                       # (125 rows), dW (125 x 30) narrow
+    ((30, 30, 3), 8, (3, 3), (1, 1), "valid", 800),    # dW 8 x 27 over 627,200: narrow, split-K;
+                                                       # the forward on the short kernel
 ]
 
 WIDE_DENSE_CASES = [(1100, 257, 480), (2049, 130, 600)]   # fan_in, units, batch

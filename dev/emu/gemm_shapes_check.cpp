@@ -1,0 +1,260 @@
+// gemm_shapes_check.cpp: a host emulation check of the SGEMM kernels that
+// gemm.cu gives to products of unusual shape, run by run_gemm_shapes.sh:
+//   short K  (cuda/gemm_short_kernels.cuh: K <= 32, one thread a column)
+//            against the float32 wide kernel and the tile kernel on the same
+//            product, bit for bit, with every extra it takes (A either way
+//            round, B and C plain or batched, the bias by row or by column,
+//            the ReLU, alpha, beta), and against float64 within float32's
+//            rounding (so a fault shared by all three kernels shows too);
+//   narrow   (gemm.cu's narrow_on_tile: n <= 32 on the tile kernel's 32
+//            columns with the wide plan's slices of K) against the wide
+//            kernel on the same slices: the partial tiles, or C where there
+//            is one slice, bit for bit (A plain or batched, B either way).
+// Random odd sizes; every output starts as NaN; one row of A and one column
+// of B hold values whose products round to -0 (the short kernel's last
+// acc + 0, where the tiled kernels' chains run on past K, must show).
+// Usage: gemm_shapes_check [random shapes] [seed]; exit 1 on a failure.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+// the wide header first: run_gemm_shapes.sh's copy, its launch rewritten
+// (the short header's own include of it is then skipped by its guard)
+#include "gemm_wide_kernels.cuh"
+#include "gemm_kernels.cuh"
+#include "gemm_short_kernels.cuh"
+
+using namespace cnn_gemm;
+
+static std::mt19937_64 rng;
+static long long checks = 0, failures = 0;
+
+static int pick(int lo, int hi) { return lo + (int)(rng() % (unsigned)(hi - lo + 1)); }
+
+static void fail(const std::string &what)
+{
+    if (++failures <= 20) printf("CHECK FAILED %s\n", what.c_str());
+}
+
+static std::vector<float> uniform(size_t count)
+{
+    std::vector<float> v(count);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    for (auto &e : v) e = u(rng);
+    return v;
+}
+
+static void same_bits(const std::vector<float> &got, const std::vector<float> &want,
+                      const std::string &what)
+{
+    ++checks;
+    for (size_t i = 0; i < got.size(); ++i)
+        if (memcmp(&got[i], &want[i], 4) != 0) {
+            fail(what + ": element " + std::to_string(i) + " " + std::to_string(got[i]) +
+                 " against " + std::to_string(want[i]));
+            return;
+        }
+}
+
+// A product's operands as stored: A (m, k) or (k, m); B (k, n) plain, or
+// batched (n / p images of (k, p)), or (n, k) transposed; C (m, n) plain or
+// batched (n / p images of (m, p)).
+struct product {
+    int m, n, k, ta, tb, ap, bp, cp;
+    float alpha, beta;
+    std::string str() const
+    {
+        char s[160];
+        snprintf(s, sizeof s, "m%d n%d k%d ta%d tb%d ap%d bp%d cp%d alpha %g beta %g", m, n, k,
+                 ta, tb, ap, bp, cp, alpha, beta);
+        return s;
+    }
+    // the leading dimensions (a batched operand ignores its own: the engine
+    // passes the plain layout's there too)
+    int lda() const { return ta ? m : k; }
+    int ldb() const { return tb ? k : n; }
+    int ldc() const { return n; }
+    float a_at(const std::vector<float> &a, int i, int kk) const
+    {
+        if (ap > 0) return a[((size_t)(kk / ap) * m + i) * ap + kk % ap];
+        return ta ? a[(size_t)kk * m + i] : a[(size_t)i * k + kk];
+    }
+    float b_at(const std::vector<float> &b, int kk, int j) const
+    {
+        if (bp > 0) return b[((size_t)(j / bp) * k + kk) * bp + j % bp];
+        return tb ? b[(size_t)j * k + kk] : b[(size_t)kk * n + j];
+    }
+    size_t c_index(int i, int j) const
+    {
+        return cp > 0 ? ((size_t)(j / cp) * m + i) * cp + j % cp : (size_t)i * n + j;
+    }
+};
+
+template <int BM, bool TA, bool TB>
+static void wide(const product &p, int k_slice, int slices, const float *a, const float *b,
+                 float *c, float *partial, WideExtra x)
+{
+    dim3 grid((p.n + WBN - 1) / WBN, (p.m + BM - 1) / BM, slices);
+    EMU_LAUNCH((sgemm_wide<BM, TA, TB, CNN_PRECISION_FLOAT32>), grid,
+               wide_threads(BM, CNN_PRECISION_FLOAT32), p.m, p.n, p.k, k_slice, p.alpha, a,
+               p.lda(), b, p.ldb(), p.beta, c, p.ldc(), slices > 1 ? partial : nullptr, x);
+}
+
+template <int TBM, int TBN, bool TA, bool TB>
+static void tile(const product &p, int k_slice, int slices, const float *a, const float *b,
+                 float *c, float *partial, WideExtra x)
+{
+    dim3 grid((p.n + TBN - 1) / TBN, (p.m + TBM - 1) / TBM, slices);
+    EMU_LAUNCH((sgemm_tile<TA, TB, TBM, TBN>), grid, (TBM / 4) * (TBN / 4), p.m, p.n, p.k,
+               k_slice, p.alpha, a, p.lda(), b, p.ldb(), p.beta, c, p.ldc(),
+               slices > 1 ? partial : nullptr, x);
+}
+
+// one slice: k rounded up to 16, as gemm.cu's plan_slices
+static int one_slice(int k) { return (k + 15) / 16 * 16; }
+
+static void check_short(const product &p)
+{
+    const size_t a_size = (size_t)p.m * p.k, c_size = (size_t)p.m * p.n;
+    auto a = uniform(a_size), b = uniform((size_t)p.k * p.n), bias = uniform(std::max(p.m, p.n));
+    // a row of A and a column of B whose products round to -0
+    const int zi = pick(0, p.m - 1), zj = pick(0, p.n - 1);
+    for (int kk = 0; kk < p.k; ++kk) {
+        const float s = kk % 2 ? 1e-30f : -1e-30f;
+        (p.ta ? a[(size_t)kk * p.m + zi] : a[(size_t)zi * p.k + kk]) = s;
+        (p.bp > 0 ? b[((size_t)(zj / p.bp) * p.k + kk) * p.bp + zj % p.bp]
+                  : b[(size_t)kk * p.n + zj]) = -s;
+    }
+    const auto c0 = uniform(c_size);
+    for (int e = 0; e < 4; ++e) {
+        WideExtra x = {};
+        x.bp = p.bp;
+        x.cp = p.cp;
+        if (e >= 1) x.bias = bias.data();
+        x.bias_columns = e == 2;
+        x.relu = e == 3;
+        const std::string name = p.str() + " extra " + std::to_string(e);
+        std::vector<float> cs = c0, cw = c0, ct = c0;
+        if (p.beta == 0.0f) cs.assign(c_size, NAN), cw.assign(c_size, NAN), ct.assign(c_size, NAN);
+        const int ks = one_slice(p.k);
+        // the rows in one block or in groups (gemm.cu cuts them where the
+        // columns give too few blocks)
+        const int rows = e % 2 ? p.m : std::max(1, p.m / 3);
+        const dim3 grid((p.n + SHORT_THREADS - 1) / SHORT_THREADS, (p.m + rows - 1) / rows);
+        if (p.ta) {
+            EMU_LAUNCH((sgemm_short_k<true>), grid, SHORT_THREADS, p.m, p.n, p.k, rows, p.alpha, a.data(), p.lda(), b.data(),
+                       p.ldb(), p.beta, cs.data(), p.ldc(), x);
+            wide<64, true, false>(p, ks, 1, a.data(), b.data(), cw.data(), nullptr, x);
+            tile<32, 64, true, false>(p, ks, 1, a.data(), b.data(), ct.data(), nullptr, x);
+        } else {
+            EMU_LAUNCH((sgemm_short_k<false>), grid, SHORT_THREADS, p.m, p.n, p.k, rows, p.alpha, a.data(), p.lda(), b.data(),
+                       p.ldb(), p.beta, cs.data(), p.ldc(), x);
+            wide<32, false, false>(p, ks, 1, a.data(), b.data(), cw.data(), nullptr, x);
+            tile<16, 32, false, false>(p, ks, 1, a.data(), b.data(), ct.data(), nullptr, x);
+        }
+        same_bits(cs, cw, "short K against the wide kernel " + name);
+        same_bits(cs, ct, "short K against the tile kernel " + name);
+        // float64: alpha sum + bias, ReLU, + beta c0
+        ++checks;
+        for (int i = 0; i < p.m; ++i)
+            for (int j = 0; j < p.n; ++j) {
+                double s = 0.0, mag = 0.0;
+                for (int kk = 0; kk < p.k; ++kk) {
+                    const double t = (double)p.a_at(a, i, kk) * p.b_at(b, kk, j);
+                    s += t;
+                    mag += fabs(t);
+                }
+                double v = p.alpha * s;
+                if (x.bias) v += x.bias_columns ? bias[j] : bias[i];
+                if (x.relu && v < 0.0) v = 0.0;
+                const size_t o = p.c_index(i, j);
+                if (p.beta != 0.0f) v += (double)p.beta * c0[o];
+                const double tol = 1e-6 * (fabs(p.alpha) * mag + 1.0 + fabs(p.beta * c0[o]));
+                if (!(fabs(cs[o] - v) <= tol)) {
+                    fail("short K against float64 " + name + " at (" + std::to_string(i) + ", " +
+                         std::to_string(j) + ")");
+                    i = p.m;
+                    break;
+                }
+            }
+        // the -0 row and column: -0 only with nothing added after the sum
+        if (!x.bias && p.beta == 0.0f && p.alpha > 0.0f && p.k % 16 != 0) {
+            ++checks;
+            if (std::signbit(cs[p.c_index(zi, zj)]))
+                fail("short K: -0 kept where the tiled chains give +0 " + name);
+        }
+    }
+}
+
+static void check_narrow(const product &p)
+{
+    auto a = uniform((size_t)p.m * p.k), b = uniform((size_t)p.k * p.n);
+    for (int slices_wanted : {1, 2, 5}) {
+        int ks = (p.k + slices_wanted - 1) / slices_wanted;
+        ks = (ks + 15) / 16 * 16;
+        const int slices = (p.k + ks - 1) / ks;
+        const size_t out = slices > 1 ? (size_t)slices * p.m * p.n : (size_t)p.m * p.n;
+        std::vector<float> cw((size_t)p.m * p.n, NAN), ct = cw, pw(out, NAN), pt(out, NAN);
+        WideExtra x = {};
+        x.ap = p.ap;
+        const int bm = p.m <= 32 ? 32 : 64;
+        const std::string name = p.str() + " slices " + std::to_string(slices);
+        if (p.tb) {
+            if (bm == 32) wide<32, false, true>(p, ks, slices, a.data(), b.data(), cw.data(), pw.data(), x);
+            else wide<64, false, true>(p, ks, slices, a.data(), b.data(), cw.data(), pw.data(), x);
+            if (p.m <= 16) tile<16, 32, false, true>(p, ks, slices, a.data(), b.data(), ct.data(), pt.data(), x);
+            else if (p.m <= 32) tile<32, 32, false, true>(p, ks, slices, a.data(), b.data(), ct.data(), pt.data(), x);
+            else tile<64, 32, false, true>(p, ks, slices, a.data(), b.data(), ct.data(), pt.data(), x);
+        } else {
+            if (bm == 32) wide<32, false, false>(p, ks, slices, a.data(), b.data(), cw.data(), pw.data(), x);
+            else wide<64, false, false>(p, ks, slices, a.data(), b.data(), cw.data(), pw.data(), x);
+            if (p.m <= 16) tile<16, 32, false, false>(p, ks, slices, a.data(), b.data(), ct.data(), pt.data(), x);
+            else if (p.m <= 32) tile<32, 32, false, false>(p, ks, slices, a.data(), b.data(), ct.data(), pt.data(), x);
+            else tile<64, 32, false, false>(p, ks, slices, a.data(), b.data(), ct.data(), pt.data(), x);
+        }
+        if (slices > 1) same_bits(pt, pw, "narrow partials " + name);
+        else same_bits(ct, cw, "narrow " + name);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    const int shapes = argc > 1 ? atoi(argv[1]) : 40;
+    rng.seed(argc > 2 ? atoll(argv[2]) : 7);
+    // the seed CNN's conv1 forward at a batch of 1 (27 of K, 900 pixels, C
+    // batched) and its filter gradient at a batch of 2
+    check_short({32, 900, 27, 0, 0, 0, 900, 900, 1.0f, 0.0f});
+    check_narrow({32, 27, 1800, 0, 1, 900, 0, 0, 1.0f, 0.0f});
+    for (int s = 0; s < shapes; ++s) {
+        product p = {};
+        p.m = pick(1, 70);
+        p.k = pick(1, 32);
+        p.n = pick(1, 300);
+        p.ta = pick(0, 1);
+        if (pick(0, 1)) p.bp = pick(1, 40), p.n = p.bp * pick(1, 6);
+        if (pick(0, 1)) p.cp = p.bp > 0 ? p.bp : pick(1, 40), p.n = p.n / p.cp * p.cp;
+        if (p.n < 1) p.n = p.cp > 0 ? p.cp : 1;
+        if (p.bp > 0 && p.n % p.bp) p.bp = 0;
+        p.alpha = pick(0, 3) ? 1.0f : 0.75f;
+        p.beta = pick(0, 2) ? 0.0f : 0.5f;
+        check_short(p);
+
+        product q = {};
+        q.m = pick(1, 64);
+        q.n = pick(1, 32);
+        q.k = pick(1, 600);
+        q.tb = pick(0, 1);
+        if (pick(0, 1)) {
+            q.ap = pick(1, 50);
+            q.k = q.ap * pick(1, 12);
+        }
+        q.alpha = pick(0, 3) ? 1.0f : -1.5f;
+        check_narrow(q);
+    }
+    printf("gemm_shapes_check: %lld checks over %d shapes, %lld failed\n", checks, 2 * shapes + 2,
+           failures);
+    return failures ? 1 : 0;
+}
