@@ -56,10 +56,22 @@ __global__ void chunk_sums_kernel(int n, int c, int hw, int per, const float *__
     const int first = blockIdx.x * per;
     const int images = min(per, n - first);
     const size_t count = (size_t)images * hw;
+    // element e of the chunk is image first + e / hw, pixel e % hw: followed
+    // from one element to the next without dividing (a 64-bit division an
+    // element made the pass instruction-bound: 44 us for conv1's 59 MB at
+    // batch 512 on an H100), the sum in the same order
+    const int step_i = blockDim.x / hw, step_p = blockDim.x % hw;
+    int i = threadIdx.x / hw, p = threadIdx.x % hw;
     float sum = 0.0f;
+#pragma unroll 4 // loads ahead of the adds, which stay in order
     for (size_t e = threadIdx.x; e < count; e += blockDim.x) {
-        const size_t i = first + e / hw, p = e % hw;
-        sum += x[(i * c + ch) * hw + p];
+        sum += x[((size_t)(first + i) * c + ch) * hw + p];
+        i += step_i;
+        p += step_p;
+        if (p >= hw) {
+            p -= hw;
+            ++i;
+        }
     }
     partial[threadIdx.x] = sum;
     __syncthreads();
@@ -77,6 +89,7 @@ __global__ void add_chunks_kernel(int c, int chunks, const float *__restrict__ p
     cnn_kernel_begin();
     CNN_GRID_LOOP(ch, c) {
         float sum = 0.0f;
+#pragma unroll 8 // loads ahead of the adds, which stay in order
         for (int k = 0; k < chunks; ++k) sum += part[ch * (size_t)chunks + k];
         out[ch] = sum;
     }
