@@ -215,16 +215,39 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
     // row i = tid % BM, columns tid / BM + q * T / BM (2q; TF32: 4q). B (k, n): columns
     // (tid + q * T) % 128, rows (tid + q * T) / 128; B (n, k): column
     // kk = tid % 16, rows tid / 16 + q * T / 16.
+    // The copies' addresses: for each operand a pointer to the thread's
+    // first element of the step's tile, moved on at each step, plus a fixed
+    // offset per copy; whether a copy is inside the matrix: its row (or
+    // column) once, its k per step. (Worked out per copy, with A's layout
+    // tested at each, the copies took a third of the kernel's instructions:
+    // ncu, conv2's forward at batch 512, 2026-11-28.)
     // A batched (ap = P): column gk of op(A) is image gk / P, pixel gk % P,
     // followed step by step without a division.
-    const int a_kk = TRANS_A ? 0 : tid % WBK;
+    constexpr int A_Q = TRANS_A ? T / BM : T / WBK;   // rows (A) or k (A^T) between copies
+    const int a_i = TRANS_A ? tid % BM : tid / WBK;   // the first copy's row of op(A) in the tile
+    const int a_kk = TRANS_A ? tid / BM : tid % WBK;  // and its k in the step
+    const bool a_batched = !TRANS_A && x.ap > 0;
     int a_img = 0, a_pix = 0;
-    if (!TRANS_A && x.ap > 0) {
+    if (a_batched) {
         const int gk = k_begin + a_kk;
         a_img = gk / x.ap;
         a_pix = gk - a_img * x.ap;
     }
-    // B not transposed: the offsets of this thread's columns (rows added per step)
+    // A^T: the rows of op(A) (columns of the stored A) are fixed; A: the
+    // rows of each copy, a bit each
+    unsigned a_rows_in = 0;
+#pragma unroll
+    for (int q = 0; q < EA; ++q)
+        if (row0 + a_i + (TRANS_A ? 0 : q * A_Q) < m) a_rows_in |= 1u << q;
+    const size_t a_q = TRANS_A ? (size_t)A_Q * lda : (size_t)A_Q * (a_batched ? x.ap : lda);
+    // the thread's first element of the step's tile of A
+    auto a_first = [&](int k0) -> const float * {
+        if (TRANS_A) return a + (size_t)(k0 + a_kk) * lda + (row0 + a_i);
+        if (a_batched) return a + ((size_t)a_img * m + row0 + a_i) * x.ap + a_pix;
+        return a + (size_t)(row0 + a_i) * lda + (k0 + a_kk);
+    };
+    // B not transposed: the offsets of this thread's columns (rows added per
+    // step); B transposed: its column kk = tid % 16, rows tid / 16 + q T / 16
     size_t b_col[NJ];
     bool b_in[NJ];
 #pragma unroll
@@ -235,43 +258,49 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
         if (!TRANS_B && b_in[u]) b_col[u] = x.bp > 0 ? wide_offset(0, gj, k, 0, x.bp) : (size_t)gj;
     }
     const size_t b_row_step = x.bp > 0 ? (size_t)x.bp : (size_t)ldb;
+    constexpr int B_Q = T / WBK; // B transposed: rows between copies
+    unsigned b_rows_in = 0;
+    if (TRANS_B) {
+#pragma unroll
+        for (int q = 0; q < EB; ++q)
+            if (col0 + tid / WBK + q * B_Q < n) b_rows_in |= 1u << q;
+    }
+    const size_t b_q = (size_t)B_Q * ldb;
 
     int k_next = k_begin; // the k of the next tile to copy
     auto issue = [&](int stage) {
         const int k0 = k_next;
+        const float *a_at = a_first(k0);
+        const bool a_k_in = TRANS_A || k0 + a_kk < k_end;
 #pragma unroll
         for (int q = 0; q < EA; ++q) {
-            if (TRANS_A) {
-                const int i = tid % BM, kk = tid / BM + q * (T / BM);
-                const int gi = row0 + i, gk = k0 + kk;
-                const bool ok = gi < m && gk < k_end;
-                wide_copy(&as[stage][kk][i], ok ? a + (size_t)gk * lda + gi : a, ok);
-            } else {
-                const int i = tid / WBK + q * (T / WBK), gi = row0 + i, gk = k0 + a_kk;
-                const bool ok = gi < m && gk < k_end;
-                const float *src = a;
-                if (ok)
-                    src = x.ap > 0 ? a + ((size_t)a_img * m + gi) * x.ap + a_pix
-                                   : a + (size_t)gi * lda + gk;
-                wide_copy(&as[stage][a_kk][i], src, ok);
-            }
+            const bool ok = TRANS_A ? (a_rows_in & 1u) && k0 + a_kk + q * A_Q < k_end
+                                    : (a_rows_in >> q & 1u) && a_k_in;
+            float *dst = TRANS_A ? &as[stage][a_kk + q * A_Q][a_i] : &as[stage][a_kk][a_i + q * A_Q];
+            wide_copy(dst, ok ? a_at + q * a_q : a, ok);
         }
+        if (TRANS_B) {
+            const float *b_at = b + (size_t)(col0 + tid / WBK) * ldb + (k0 + tid % WBK);
+            const bool b_k_in = k0 + tid % WBK < k_end;
 #pragma unroll
-        for (int q = 0; q < EB; ++q) {
-            if (TRANS_B) {
-                const int kk = tid % WBK, j = tid / WBK + q * (T / WBK);
-                const int gj = col0 + j, gk = k0 + kk;
-                const bool ok = gj < n && gk < k_end;
-                wide_copy(&bs[stage][kk][j], ok ? b + (size_t)gj * ldb + gk : b, ok);
-            } else {
+            for (int q = 0; q < EB; ++q) {
+                const bool ok = (b_rows_in >> q & 1u) && b_k_in;
+                wide_copy(&bs[stage][tid % WBK][tid / WBK + q * B_Q], ok ? b_at + q * b_q : b,
+                          ok);
+            }
+        } else {
+            const float *b_at[NJ];
+#pragma unroll
+            for (int u = 0; u < NJ; ++u) b_at[u] = b + b_col[u] + (size_t)k0 * b_row_step;
+#pragma unroll
+            for (int q = 0; q < EB; ++q) {
                 const int l = tid + q * T, j = l % WBN, kk = l / WBN, u = q % NJ;
-                const int gk = k0 + kk;
-                const bool ok = b_in[u] && gk < k_end;
-                wide_copy(&bs[stage][kk][j], ok ? b + b_col[u] + (size_t)gk * b_row_step : b, ok);
+                const bool ok = b_in[u] && k0 + kk < k_end;
+                wide_copy(&bs[stage][kk][j], ok ? b_at[u] + (size_t)kk * b_row_step : b, ok);
             }
         }
         k_next += WBK;
-        if (!TRANS_A && x.ap > 0) {
+        if (a_batched) {
             a_pix += WBK;
             while (a_pix >= x.ap) {
                 a_pix -= x.ap;

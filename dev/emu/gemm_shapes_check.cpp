@@ -10,6 +10,8 @@
 //            columns with the wide plan's slices of K) against the wide
 //            kernel on the same slices: the partial tiles, or C where there
 //            is one slice, bit for bit (A plain or batched, B either way).
+// The wide kernel runs on each of its row tiles (32, 64, 128), so these also
+// check its copies from every layout against two other kernels.
 // Random odd sizes; every output starts as NaN; one row of A and one column
 // of B hold values whose products round to -0 (the short kernel's last
 // acc + 0, where the tiled kernels' chains run on past K, must show).
@@ -147,12 +149,14 @@ static void check_short(const product &p)
         if (p.ta) {
             EMU_LAUNCH((sgemm_short_k<true>), grid, SHORT_THREADS, p.m, p.n, p.k, rows, p.alpha, a.data(), p.lda(), b.data(),
                        p.ldb(), p.beta, cs.data(), p.ldc(), x);
-            wide<64, true, false>(p, ks, 1, a.data(), b.data(), cw.data(), nullptr, x);
+            if (p.m > 35) wide<32, true, false>(p, ks, 1, a.data(), b.data(), cw.data(), nullptr, x);
+            else wide<64, true, false>(p, ks, 1, a.data(), b.data(), cw.data(), nullptr, x);
             tile<32, 64, true, false>(p, ks, 1, a.data(), b.data(), ct.data(), nullptr, x);
         } else {
             EMU_LAUNCH((sgemm_short_k<false>), grid, SHORT_THREADS, p.m, p.n, p.k, rows, p.alpha, a.data(), p.lda(), b.data(),
                        p.ldb(), p.beta, cs.data(), p.ldc(), x);
-            wide<32, false, false>(p, ks, 1, a.data(), b.data(), cw.data(), nullptr, x);
+            if (p.m > 35) wide<128, false, false>(p, ks, 1, a.data(), b.data(), cw.data(), nullptr, x);
+            else wide<32, false, false>(p, ks, 1, a.data(), b.data(), cw.data(), nullptr, x);
             tile<16, 32, false, false>(p, ks, 1, a.data(), b.data(), ct.data(), nullptr, x);
         }
         same_bits(cs, cw, "short K against the wide kernel " + name);
@@ -200,17 +204,19 @@ static void check_narrow(const product &p)
         std::vector<float> cw((size_t)p.m * p.n, NAN), ct = cw, pw(out, NAN), pt(out, NAN);
         WideExtra x = {};
         x.ap = p.ap;
-        const int bm = p.m <= 32 ? 32 : 64;
+        const int bm = p.m <= 32 ? 32 : p.m <= 48 ? 64 : 128;
         const std::string name = p.str() + " slices " + std::to_string(slices);
         if (p.tb) {
             if (bm == 32) wide<32, false, true>(p, ks, slices, a.data(), b.data(), cw.data(), pw.data(), x);
-            else wide<64, false, true>(p, ks, slices, a.data(), b.data(), cw.data(), pw.data(), x);
+            else if (bm == 64) wide<64, false, true>(p, ks, slices, a.data(), b.data(), cw.data(), pw.data(), x);
+            else wide<128, false, true>(p, ks, slices, a.data(), b.data(), cw.data(), pw.data(), x);
             if (p.m <= 16) tile<16, 32, false, true>(p, ks, slices, a.data(), b.data(), ct.data(), pt.data(), x);
             else if (p.m <= 32) tile<32, 32, false, true>(p, ks, slices, a.data(), b.data(), ct.data(), pt.data(), x);
             else tile<64, 32, false, true>(p, ks, slices, a.data(), b.data(), ct.data(), pt.data(), x);
         } else {
             if (bm == 32) wide<32, false, false>(p, ks, slices, a.data(), b.data(), cw.data(), pw.data(), x);
-            else wide<64, false, false>(p, ks, slices, a.data(), b.data(), cw.data(), pw.data(), x);
+            else if (bm == 64) wide<64, false, false>(p, ks, slices, a.data(), b.data(), cw.data(), pw.data(), x);
+            else wide<128, false, false>(p, ks, slices, a.data(), b.data(), cw.data(), pw.data(), x);
             if (p.m <= 16) tile<16, 32, false, false>(p, ks, slices, a.data(), b.data(), ct.data(), pt.data(), x);
             else if (p.m <= 32) tile<32, 32, false, false>(p, ks, slices, a.data(), b.data(), ct.data(), pt.data(), x);
             else tile<64, 32, false, false>(p, ks, slices, a.data(), b.data(), ct.data(), pt.data(), x);
