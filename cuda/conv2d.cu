@@ -9,8 +9,8 @@
 //   forward          y = W (f, K) col (K, NP) + b, the bias (and the ReLU of
 //                    conv2d_forward_relu) added as the GEMM stores y
 //   backward filter  dW (f, K) = dy col^T; db the per-channel sums of dy (on
-//                    the tile kernel the product's column of ones: no pass
-//                    of its own)
+//                    the tile kernel, narrow products included, the
+//                    product's column of ones: no pass of its own)
 //   backward data    dcol (K, NP) = W^T dy;  dx by col2im
 // The workspace is the layer's own and holds col for the largest batch. As
 // cnn.h allows, the backward filter reuses the column matrix the forward
@@ -115,7 +115,9 @@ cnn_status cuda_conv2d_backward_filter(cnn_ctx *ctx, const cnn_conv_desc *d, con
     const float *col = (const float *)ws;
     const int p = d->oh * d->ow;
     // A = dy (n, f, P); on the tile kernel, db as the product's column of ones
-    const bool sums_in_gemm = db && !cnn_cuda_sgemm_wide_fits(d->f, k, np);
+    // (conv1's at batch 512 too, its 27 columns a narrow product: H100, ncu,
+    // the channel sums' 46 us a step gone, the product 76 -> 81 us)
+    const bool sums_in_gemm = db && cnn_cuda_sgemm_row_sums_fit(ctx, d->f, k, np);
     const cnn_sgemm_extra extra = {p, 0, 0, nullptr, 0, 0, sums_in_gemm ? db : nullptr};
     CNN_TRY(cnn_cuda_sgemm_ex(ctx, 0, 1, d->f, k, np, 1.0f, dy, np, col, np, 0.0f, dw, k, &extra));
     if (db && !sums_in_gemm) CNN_TRY(cnn_cuda_channel_sums(ctx, d->n, d->f, p, dy, db));

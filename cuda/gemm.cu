@@ -13,8 +13,10 @@
 // forward) above the threshold, in strict float32: one thread a column, no
 // tiles of K. A product of at most 32 columns above the threshold (a first
 // convolution's filter gradient) runs on the tile kernel with the wide
-// plan's slices (narrow_on_tile). The short and narrow paths give the bits
-// of the kernels they replace. All take the convolution's fused layouts,
+// plan's slices (narrow_on_tile), with the column of ones of the row sums
+// where asked (a convolution's bias gradient). The short and narrow paths
+// give the bits of the kernels they replace (the row sums are the tile
+// kernel's). All take the convolution's fused layouts,
 // bias and ReLU (cnn_sgemm_extra). This file plans and launches them;
 // cnn_cuda_sgemm_wide and _tile reach those two kernels on any product
 // (dev/cuda's stages).
@@ -155,7 +157,10 @@ cnn_status sgemm_wide_path(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n,
     const int bm = wide_rows(m);
     if ((m + bm - 1) / bm > 65535)
         return cnn_set_error(CNN_ERR_VALUE, "sgemm: m = %d rows is too many for one grid", m);
-    const int tiles = ((n + WBN - 1) / WBN) * ((m + bm - 1) / bm);
+    // the product's columns with the column of ones (row sums: the narrow
+    // path only, cnn_cuda_sgemm_ex checks)
+    const int nc = x.row_sums ? n + 1 : n;
+    const int tiles = ((nc + WBN - 1) / WBN) * ((m + bm - 1) / bm);
     int k_slice;
     // split-K aims at two waves of one block an SM; for the 32-row tile
     // (64 or 128 threads) of the blocks an SM holds (its launch bounds' 5).
@@ -167,10 +172,10 @@ cnn_status sgemm_wide_path(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n,
     // -> 44 us: more partial sums to write and add), so they keep one.
     const int prec = cnn_cuda_sgemm_precision(ctx);
     const int per_sm = bm > 32 ? 1 : wide_min_blocks(bm, prec);
-    const int slices = plan_slices(impl, m, n, k, tiles, per_sm, &k_slice);
+    const int slices = plan_slices(impl, m, nc, k, tiles, per_sm, &k_slice);
     float *partial = slices > 1 ? impl->scratch : nullptr;
     cudaStream_t st = cnn_stream(ctx);
-    if (narrow && narrow_on_tile(prec, trans_a, trans_b, n)) {
+    if (narrow && narrow_on_tile(prec, trans_a, trans_b, nc)) {
         // the same slices of K, so the same partial sums and bits, on the
         // tile kernel's 32 columns instead of 128 (narrow_on_tile)
         const int tbm = shaped_rows(m);
@@ -192,7 +197,7 @@ cnn_status sgemm_wide_path(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n,
         CNN_CUDA_LAUNCHED("sgemm wide");
     }
     if (slices > 1) {
-        launch_sum_slices_wide(st, m, n, slices, partial, beta, c, ldc, x);
+        launch_sum_slices_wide(st, m, nc, slices, partial, beta, c, ldc, x);
         CNN_CUDA_LAUNCHED("sgemm wide split-k sum");
     }
     return CNN_OK;
@@ -300,6 +305,12 @@ bool cnn_cuda_sgemm_wide_fits(int m, int n, int k)
     return (double)m * n * k >= WIDE_MIN_FMAS;
 }
 
+bool cnn_cuda_sgemm_row_sums_fit(cnn_ctx *ctx, int m, int n, int k)
+{
+    return !cnn_cuda_sgemm_wide_fits(m, n, k) ||
+           narrow_on_tile(cnn_cuda_sgemm_precision(ctx), 0, 1, n + 1);
+}
+
 namespace {
 
 const WideExtra NO_EXTRA = {0, 0, 0, nullptr, 0, 0, nullptr};
@@ -362,7 +373,10 @@ cnn_status cnn_cuda_sgemm_ex(cnn_ctx *ctx, int trans_a, int trans_b, int m, int 
         return sgemm_short_path(ctx, trans_a, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, x);
     }
     if (wide) {
-        CNN_TRY(check_extra(x, true, trans_a, trans_b, beta));
+        // row sums on the narrow path's tile kernel (its column of ones)
+        const bool narrow_sums =
+            x.row_sums && narrow_on_tile(cnn_cuda_sgemm_precision(ctx), trans_a, trans_b, n + 1);
+        CNN_TRY(check_extra(x, !narrow_sums, trans_a, trans_b, beta));
         return sgemm_wide_path(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
                                ldc, x, true);
     }

@@ -9,7 +9,10 @@
 //   narrow   (gemm.cu's narrow_on_tile: n <= 32 on the tile kernel's 32
 //            columns with the wide plan's slices of K) against the wide
 //            kernel on the same slices: the partial tiles, or C where there
-//            is one slice, bit for bit (A plain or batched, B either way).
+//            is one slice, bit for bit (A plain or batched, B either way);
+//            with B transposed, also with the row sums (the column of ones:
+//            a convolution's bias gradient) against float64, the n columns
+//            keeping their bits.
 // The wide kernel runs on each of its row tiles (32, 64, 128), so these also
 // check its copies from every layout against two other kernels.
 // Random odd sizes; every output starts as NaN; one row of A and one column
@@ -223,6 +226,36 @@ static void check_narrow(const product &p)
         }
         if (slices > 1) same_bits(pt, pw, "narrow partials " + name);
         else same_bits(ct, cw, "narrow " + name);
+        if (!p.tb || p.n + 1 > 32) continue; // gemm.cu: n + 1 columns narrow
+        // with the row sums (a convolution's bias gradient): the tile
+        // kernel's column of ones after the n columns, which keep their bits
+        const int nc = p.n + 1;
+        std::vector<float> cr((size_t)p.m * p.n, NAN), sums(p.m, NAN),
+            pr(slices > 1 ? (size_t)slices * p.m * nc : 0, NAN);
+        x.row_sums = sums.data();
+        const product &pn = p; // n columns: the kernel adds the column of ones
+        if (p.m <= 16) tile<16, 32, false, true>(pn, ks, slices, a.data(), b.data(), cr.data(), pr.data(), x);
+        else if (p.m <= 32) tile<32, 32, false, true>(pn, ks, slices, a.data(), b.data(), cr.data(), pr.data(), x);
+        else tile<64, 32, false, true>(pn, ks, slices, a.data(), b.data(), cr.data(), pr.data(), x);
+        ++checks;
+        bool ok = true;
+        for (int z = 0; z < slices && ok; ++z)
+            for (int i = 0; i < p.m && ok; ++i) {
+                const int k0 = z * ks, k1 = std::min(p.k, k0 + ks);
+                double want = 0.0, mag = 0.0;
+                for (int kk = k0; kk < k1; ++kk) {
+                    want += p.alpha * (double)p.a_at(a, i, kk);
+                    mag += fabs(p.alpha * (double)p.a_at(a, i, kk));
+                }
+                const float got = slices > 1 ? pr[((size_t)z * p.m + i) * nc + p.n] : sums[i];
+                if (!(fabs(got - want) <= 1e-5 * mag + 1e-30)) ok = false;
+                for (int j = 0; j < p.n && ok; ++j) {
+                    const float w = slices > 1 ? pw[((size_t)z * p.m + i) * p.n + j] : cw[(size_t)i * p.n + j];
+                    const float g = slices > 1 ? pr[((size_t)z * p.m + i) * nc + j] : cr[(size_t)i * p.n + j];
+                    if (memcmp(&w, &g, 4) != 0) ok = false;
+                }
+            }
+        if (!ok) fail("narrow with row sums " + name);
     }
 }
 

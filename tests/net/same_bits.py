@@ -18,7 +18,13 @@ built there, `record cuda cudnn` with and without CNNCUDA_GRAPHS=0), then
 test_same_bits.py runs on the new tree there: the NVIDIA H200 entries were
 recorded at 74a925d (2026-11-27), before mixed precision, the losses of
 several outputs and the inference-mode BatchNormalization, and the tree
-after them gave the same bits (20 passed).
+after them gave the same bits (20 passed). On 2026-11-28 a convolution's bias
+gradient above the wide threshold with at most 31 columns of filter gradient
+became that product's row sums (cuda/conv2d.cu) instead of the channel sums:
+a deliberate change of summation order, which among the seed networks at this
+batch reaches imagenette_cnn's first convolution only. Its cuda entries were
+re-recorded on the H100 (every other entry came out the same) and removed for
+the H200, where they skip until recorded there.
 
 The GPU engines' entries are keyed by the device's name and by whether the
 training step is recorded (CNNCUDA_GRAPHS): kernels and cuDNN's algorithm
