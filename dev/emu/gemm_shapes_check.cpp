@@ -158,7 +158,8 @@ static void check_short(const product &p)
         } else {
             EMU_LAUNCH((sgemm_short_k<false>), grid, SHORT_THREADS, p.m, p.n, p.k, rows, p.alpha, a.data(), p.lda(), b.data(),
                        p.ldb(), p.beta, cs.data(), p.ldc(), x);
-            if (p.m > 35) wide<128, false, false>(p, ks, 1, a.data(), b.data(), cw.data(), nullptr, x);
+            if (p.m > 50) wide<128, false, false>(p, ks, 1, a.data(), b.data(), cw.data(), nullptr, x);
+            else if (p.m > 16) wide<64, false, false>(p, ks, 1, a.data(), b.data(), cw.data(), nullptr, x);
             else wide<32, false, false>(p, ks, 1, a.data(), b.data(), cw.data(), nullptr, x);
             tile<16, 32, false, false>(p, ks, 1, a.data(), b.data(), ct.data(), nullptr, x);
         }
