@@ -7,24 +7,11 @@ counters and ticket against gather.cu's, a second launch giving the next
 batch, the size_t and unsigned loops on full and small grids, and the host
 entry's refusals (dev/emu/gather_im2col_check.cpp). Skipped without
 g++/gcc or on other than x86-64."""
-import os
-import platform
-import shutil
-import subprocess
-
-import pytest
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from emulation import run_emulation
 
 
 def test_gather_im2col_emulation():
-    if (platform.machine() not in ("x86_64", "AMD64") or not shutil.which("g++")
-            or not shutil.which("gcc")):
-        pytest.skip("the emulation needs g++ and gcc on x86-64")
-    run = subprocess.run(["bash", os.path.join(ROOT, "dev", "emu", "run_gather_im2col.sh"),
-                          "500", "5", "40000", "1"], capture_output=True, text=True,
-                         timeout=600)
-    assert run.returncode == 0, run.stdout + run.stderr[-3000:]
+    run = run_emulation("run_gather_im2col.sh", 500, 5, 40000, 1, tools=("g++", "gcc"))
     assert " 0 failures" in run.stdout, run.stdout
     assert "505 shapes" in run.stdout, run.stdout
     assert run.stderr.count("refused ") == 23, run.stderr[-3000:]

@@ -6,20 +6,12 @@ The kernel before the rewrite is kept in the tree
 (dev/emu/reference/dense_head_62fe45f.cu), so no git history is needed.
 Skipped without g++ or on other than x86-64."""
 import os
-import platform
-import shutil
-import subprocess
 
-import pytest
+from emulation import ROOT, run_emulation
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BASELINE = os.path.join(ROOT, "dev", "emu", "reference", "dense_head_62fe45f.cu")
 
 
 def test_head_backward_emulation():
-    if platform.machine() not in ("x86_64", "AMD64") or not shutil.which("g++"):
-        pytest.skip("the emulation needs g++ on x86-64")
-    run = subprocess.run(["bash", os.path.join(ROOT, "dev", "emu", "run_head.sh"), "40",
-                          "300000", "11", BASELINE], capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stdout + run.stderr[-3000:]
+    run = run_emulation("run_head.sh", 40, 300000, 11, BASELINE)
     assert " 0 failures" in run.stdout, run.stdout

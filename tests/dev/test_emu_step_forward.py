@@ -7,22 +7,11 @@ inputs: the activations and logits bit for bit); and the check fails nudged
 outputs, an unwritten one and a moved argmax
 (dev/emu/step_forward_check.cpp). Skipped without g++ or on other than
 x86-64."""
-import os
-import platform
-import shutil
-import subprocess
-
-import pytest
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from emulation import run_emulation
 
 
 def test_step_forward_phases_emulation():
-    if platform.machine() not in ("x86_64", "AMD64") or not shutil.which("g++"):
-        pytest.skip("the emulation needs g++ on x86-64")
-    run = subprocess.run(["bash", os.path.join(ROOT, "dev", "emu", "run_step_forward.sh")],
-                         capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stdout + run.stderr[-3000:]
+    run = run_emulation("run_step_forward.sh")
     lines = run.stdout.splitlines()
     assert lines[-1] == "step_forward_check: 88 checks, 0 failed", run.stdout
     for batch in (32, 1, 5, 33):
