@@ -197,6 +197,26 @@ static void check_short(const product &p)
     }
 }
 
+// The wide kernel (A not transposed) on its bm-row tile.
+template <bool TB>
+static void wide_rows_of(int bm, const product &p, int k_slice, int slices, const float *a,
+                         const float *b, float *c, float *partial, WideExtra x)
+{
+    if (bm == 32) wide<32, false, TB>(p, k_slice, slices, a, b, c, partial, x);
+    else if (bm == 64) wide<64, false, TB>(p, k_slice, slices, a, b, c, partial, x);
+    else wide<128, false, TB>(p, k_slice, slices, a, b, c, partial, x);
+}
+
+// The tile kernel on gemm.cu's narrow tile: 16, 32 or 64 rows by 32 columns.
+template <bool TB>
+static void narrow_tile(const product &p, int k_slice, int slices, const float *a,
+                        const float *b, float *c, float *partial, WideExtra x)
+{
+    if (p.m <= 16) tile<16, 32, false, TB>(p, k_slice, slices, a, b, c, partial, x);
+    else if (p.m <= 32) tile<32, 32, false, TB>(p, k_slice, slices, a, b, c, partial, x);
+    else tile<64, 32, false, TB>(p, k_slice, slices, a, b, c, partial, x);
+}
+
 static void check_narrow(const product &p)
 {
     auto a = uniform((size_t)p.m * p.k), b = uniform((size_t)p.k * p.n);
@@ -211,19 +231,11 @@ static void check_narrow(const product &p)
         const int bm = p.m <= 32 ? 32 : p.m <= 48 ? 64 : 128;
         const std::string name = p.str() + " slices " + std::to_string(slices);
         if (p.tb) {
-            if (bm == 32) wide<32, false, true>(p, ks, slices, a.data(), b.data(), cw.data(), pw.data(), x);
-            else if (bm == 64) wide<64, false, true>(p, ks, slices, a.data(), b.data(), cw.data(), pw.data(), x);
-            else wide<128, false, true>(p, ks, slices, a.data(), b.data(), cw.data(), pw.data(), x);
-            if (p.m <= 16) tile<16, 32, false, true>(p, ks, slices, a.data(), b.data(), ct.data(), pt.data(), x);
-            else if (p.m <= 32) tile<32, 32, false, true>(p, ks, slices, a.data(), b.data(), ct.data(), pt.data(), x);
-            else tile<64, 32, false, true>(p, ks, slices, a.data(), b.data(), ct.data(), pt.data(), x);
+            wide_rows_of<true>(bm, p, ks, slices, a.data(), b.data(), cw.data(), pw.data(), x);
+            narrow_tile<true>(p, ks, slices, a.data(), b.data(), ct.data(), pt.data(), x);
         } else {
-            if (bm == 32) wide<32, false, false>(p, ks, slices, a.data(), b.data(), cw.data(), pw.data(), x);
-            else if (bm == 64) wide<64, false, false>(p, ks, slices, a.data(), b.data(), cw.data(), pw.data(), x);
-            else wide<128, false, false>(p, ks, slices, a.data(), b.data(), cw.data(), pw.data(), x);
-            if (p.m <= 16) tile<16, 32, false, false>(p, ks, slices, a.data(), b.data(), ct.data(), pt.data(), x);
-            else if (p.m <= 32) tile<32, 32, false, false>(p, ks, slices, a.data(), b.data(), ct.data(), pt.data(), x);
-            else tile<64, 32, false, false>(p, ks, slices, a.data(), b.data(), ct.data(), pt.data(), x);
+            wide_rows_of<false>(bm, p, ks, slices, a.data(), b.data(), cw.data(), pw.data(), x);
+            narrow_tile<false>(p, ks, slices, a.data(), b.data(), ct.data(), pt.data(), x);
         }
         if (slices > 1) same_bits(pt, pw, "narrow partials " + name);
         else same_bits(ct, cw, "narrow " + name);
@@ -234,10 +246,8 @@ static void check_narrow(const product &p)
         std::vector<float> cr((size_t)p.m * p.n, NAN), sums(p.m, NAN),
             pr(slices > 1 ? (size_t)slices * p.m * nc : 0, NAN);
         x.row_sums = sums.data();
-        const product &pn = p; // n columns: the kernel adds the column of ones
-        if (p.m <= 16) tile<16, 32, false, true>(pn, ks, slices, a.data(), b.data(), cr.data(), pr.data(), x);
-        else if (p.m <= 32) tile<32, 32, false, true>(pn, ks, slices, a.data(), b.data(), cr.data(), pr.data(), x);
-        else tile<64, 32, false, true>(pn, ks, slices, a.data(), b.data(), cr.data(), pr.data(), x);
+        // (n columns given: the kernel adds the column of ones)
+        narrow_tile<true>(p, ks, slices, a.data(), b.data(), cr.data(), pr.data(), x);
         ++checks;
         bool ok = true;
         for (int z = 0; z < slices && ok; ++z)
