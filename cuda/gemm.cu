@@ -2,7 +2,8 @@
 //
 // C (m, n) = alpha op(A) op(B) + beta C, all row-major. Three kernels:
 // gemm_wide_kernels.cuh, BM x 128 tiles with 8x8 outputs per thread (BM =
-// 32, 64 or 128, whichever pads m least), for large products (at least
+// 32 for at most 32 rows, else 64 or 128, whichever pads m least:
+// wide_rows), for large products (at least
 // WIDE_MIN_FMAS multiply-adds: the convolutions of the seed CNN at batch
 // 512); gemm_kernels.cuh, tiles of 16, 32 or 64 rows by 32 or 64 columns
 // with 4x4 outputs per thread, fitted to the product's m and n, for the

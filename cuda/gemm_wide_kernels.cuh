@@ -234,8 +234,10 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
     // first element of the step's tile, moved on at each step, plus a fixed
     // offset per copy; whether a copy is inside the matrix: its row (or
     // column) once, its k per step. (Worked out per copy, with A's layout
-    // tested at each, the copies took a third of the kernel's instructions:
-    // ncu, conv2's forward at batch 512, 2026-11-28.)
+    // tested at each, they cost conv2's forward at batch 512 3% more
+    // instructions, and its filter gradient 40 more registers: ncu, H100,
+    // 2026-11-28. 39% of the kernel's instructions are still not its
+    // multiply-adds: BENCHMARKS.md.)
     // A batched (ap = P): column gk of op(A) is image gk / P, pixel gk % P,
     // followed step by step without a division.
     constexpr int A_Q = TRANS_A ? T / BM : T / WBK;   // rows (A) or k (A^T) between copies
