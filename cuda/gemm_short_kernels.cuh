@@ -1,8 +1,8 @@
 // gemm_short_kernels.cuh: the cuda engine's SGEMM kernel for products with a
 // short K (at most SHORT_K = 32): a first convolution's forward (K = 27 for a
 // 3x3 kernel over three channels: the seed CNN's conv1; 25 in LeNet-5, 9 in
-// tiny MNIST) and the data gradient of a convolution after a layer of at most
-// 32 filters. gemm.cu chooses it in strict float32 for products of at least
+// tiny MNIST) and the data gradient of a convolution of at most 32 filters
+// (K = its filters). gemm.cu chooses it in strict float32 for products of at least
 // 2^27 multiply-adds (below, the tile kernel was as fast); in a header so
 // that the host emulation (dev/emu/gemm_shapes_check.cpp) runs the very
 // kernel.
@@ -14,8 +14,9 @@
 // their 16, so each block fills its pipeline, multiplies twice and drains,
 // and the wide one's 128-column tile stores C in 16-byte strides (H100,
 // batch 512, conv1's forward: 0.4 G multiply-adds and 109 MB moved, 129.9 us
-// on the wide kernel, 59.1 here; ncu 2026-11-28). Here op(A) (m x K, at most SHORT_A_FLOATS) sits in shared
-// memory, each thread takes one column j of C: its K values of op(B) once
+// on the wide kernel, 59.1 here; ncu 2026-11-28). Here op(A) (m x K, at most
+// SHORT_A_FLOATS) sits in shared memory, each thread takes one column j of
+// C: its K values of op(B) once
 // into registers (a warp reads consecutive addresses), then the rows four at
 // a time, op(A)'s rows read as 16-byte broadcasts, and C's column stored row
 // by row (a warp writes consecutive addresses).
