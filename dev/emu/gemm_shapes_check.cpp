@@ -20,12 +20,8 @@
 // acc + 0, where the tiled kernels' chains run on past K, must show).
 // Usage: gemm_shapes_check [random shapes] [seed]; exit 1 on a failure.
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <random>
-#include <string>
-#include <vector>
 
+#include "check_common.h"
 // the wide header first: run_gemm_shapes.sh's copy, its launch rewritten
 // (the short header's own include of it is then skipped by its guard)
 #include "gemm_wide_kernels.cuh"
@@ -33,16 +29,6 @@
 #include "gemm_short_kernels.cuh"
 
 using namespace cnn_gemm;
-
-static std::mt19937_64 rng;
-static long long checks = 0, failures = 0;
-
-static int pick(int lo, int hi) { return lo + (int)(rng() % (unsigned)(hi - lo + 1)); }
-
-static void fail(const std::string &what)
-{
-    if (++failures <= 20) printf("CHECK FAILED %s\n", what.c_str());
-}
 
 static std::vector<float> uniform(size_t count)
 {
@@ -57,7 +43,7 @@ static void same_bits(const std::vector<float> &got, const std::vector<float> &w
 {
     ++checks;
     for (size_t i = 0; i < got.size(); ++i)
-        if (memcmp(&got[i], &want[i], 4) != 0) {
+        if (!same(got[i], want[i])) {
             fail(what + ": element " + std::to_string(i) + " " + std::to_string(got[i]) +
                  " against " + std::to_string(want[i]));
             return;
@@ -126,7 +112,7 @@ static void check_short(const product &p)
     const size_t a_size = (size_t)p.m * p.k, c_size = (size_t)p.m * p.n;
     auto a = uniform(a_size), b = uniform((size_t)p.k * p.n), bias = uniform(std::max(p.m, p.n));
     // a row of A and a column of B whose products round to -0
-    const int zi = pick(0, p.m - 1), zj = pick(0, p.n - 1);
+    const int zi = irange(0, p.m - 1), zj = irange(0, p.n - 1);
     for (int kk = 0; kk < p.k; ++kk) {
         const float s = kk % 2 ? 1e-30f : -1e-30f;
         (p.ta ? a[(size_t)kk * p.m + zi] : a[(size_t)zi * p.k + kk]) = s;
@@ -263,7 +249,7 @@ static void check_narrow(const product &p)
                 for (int j = 0; j < p.n && ok; ++j) {
                     const float w = slices > 1 ? pw[((size_t)z * p.m + i) * p.n + j] : cw[(size_t)i * p.n + j];
                     const float g = slices > 1 ? pr[((size_t)z * p.m + i) * nc + j] : cr[(size_t)i * p.n + j];
-                    if (memcmp(&w, &g, 4) != 0) ok = false;
+                    if (!same(w, g)) ok = false;
                 }
             }
         if (!ok) fail("narrow with row sums " + name);
@@ -280,28 +266,28 @@ int main(int argc, char **argv)
     check_narrow({32, 27, 1800, 0, 1, 900, 0, 0, 1.0f, 0.0f});
     for (int s = 0; s < shapes; ++s) {
         product p = {};
-        p.m = pick(1, 70);
-        p.k = pick(1, 32);
-        p.n = pick(1, 300);
-        p.ta = pick(0, 1);
-        if (pick(0, 1)) p.bp = pick(1, 40), p.n = p.bp * pick(1, 6);
-        if (pick(0, 1)) p.cp = p.bp > 0 ? p.bp : pick(1, 40), p.n = p.n / p.cp * p.cp;
+        p.m = irange(1, 70);
+        p.k = irange(1, 32);
+        p.n = irange(1, 300);
+        p.ta = irange(0, 1);
+        if (irange(0, 1)) p.bp = irange(1, 40), p.n = p.bp * irange(1, 6);
+        if (irange(0, 1)) p.cp = p.bp > 0 ? p.bp : irange(1, 40), p.n = p.n / p.cp * p.cp;
         if (p.n < 1) p.n = p.cp > 0 ? p.cp : 1;
         if (p.bp > 0 && p.n % p.bp) p.bp = 0;
-        p.alpha = pick(0, 3) ? 1.0f : 0.75f;
-        p.beta = pick(0, 2) ? 0.0f : 0.5f;
+        p.alpha = irange(0, 3) ? 1.0f : 0.75f;
+        p.beta = irange(0, 2) ? 0.0f : 0.5f;
         check_short(p);
 
         product q = {};
-        q.m = pick(1, 64);
-        q.n = pick(1, 32);
-        q.k = pick(1, 600);
-        q.tb = pick(0, 1);
-        if (pick(0, 1)) {
-            q.ap = pick(1, 50);
-            q.k = q.ap * pick(1, 12);
+        q.m = irange(1, 64);
+        q.n = irange(1, 32);
+        q.k = irange(1, 600);
+        q.tb = irange(0, 1);
+        if (irange(0, 1)) {
+            q.ap = irange(1, 50);
+            q.k = q.ap * irange(1, 12);
         }
-        q.alpha = pick(0, 3) ? 1.0f : -1.5f;
+        q.alpha = irange(0, 3) ? 1.0f : -1.5f;
         check_narrow(q);
     }
     printf("gemm_shapes_check: %lld checks over %d shapes, %lld failed\n", checks, 2 * shapes + 2,
