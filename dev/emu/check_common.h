@@ -3,7 +3,8 @@
 // the random generator, the check and failure counters, the NaN sentinel,
 // buffers with guard zones and their bit-for-bit comparison, conv2d.cu's
 // column matrix from its comment, a refusal's check, and main()'s loop over
-// the fixed and random shapes. Each program is one translation unit: everything here is static.
+// the fixed and random shapes. Each program is one translation unit:
+// everything here is static.
 #ifndef EMU_CHECK_COMMON_H
 #define EMU_CHECK_COMMON_H
 
