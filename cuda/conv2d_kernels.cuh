@@ -96,23 +96,28 @@ __global__ void col2im_kernel(cnn_conv_desc d, const float *__restrict__ col,
 // np = n*P (32-bit index arithmetic; UNIT: strides of 1, no remainders).
 // col2im32_kernel writes it for every element of dx; conv2d_pool_backward.cu
 // for the elements a pooling layer's backward reads.
-template <bool UNIT>
+// KH, KW > 0: the kernel's size known at compile time (d.kh, d.kw not
+// read; the loops unrolled), the same terms in the same order.
+template <bool UNIT, int KH = 0, int KW = 0>
 __device__ __forceinline__ float col2im_sum32(const cnn_conv_desc &d,
                                               const float *__restrict__ base, int np, int ch,
                                               int row, int column)
 {
+    const int kh = KH > 0 ? KH : d.kh, kw = KW > 0 ? KW : d.kw;
     float sum = 0.0f;
-    for (int ki = 0; ki < d.kh; ++ki) {
+#pragma unroll
+    for (int ki = 0; ki < kh; ++ki) {
         const int rr = row + d.pad_top - ki; // = r * sh
         if (rr < 0 || (!UNIT && rr % d.sh)) continue;
         const int r = UNIT ? rr : rr / d.sh;
         if (r >= d.oh) continue;
-        for (int kj = 0; kj < d.kw; ++kj) {
+#pragma unroll
+        for (int kj = 0; kj < kw; ++kj) {
             const int cc = column + d.pad_left - kj; // = s * sw
             if (cc < 0 || (!UNIT && cc % d.sw)) continue;
             const int s = UNIT ? cc : cc / d.sw;
             if (s >= d.ow) continue;
-            const int k = (ch * d.kh + ki) * d.kw + kj;
+            const int k = (ch * kh + ki) * kw + kj;
             sum += base[(size_t)k * np + r * d.ow + s];
         }
     }

@@ -8,94 +8,84 @@
 // backward (pool.cu), which reads dpool and the argmax and writes the
 // gradient of the pool's input. Where the pool's windows do not overlap
 // (pool no larger than the stride, pads >= 0: pool.cu's disjoint case) each
-// element of dpool feeds one window only: here each thread, one per element
-// of the pool's OUTPUT (n, c, oh, ow), forms dpool[r, s] itself, the sum
-// col2im forms (col2im_sum32, conv2d_kernels.cuh: the same terms in the same
-// order), and writes the part of the pool's input it owns (its window, and
-// the rows and columns after it up to the next window), applying the pool's
-// backward as pool.cu does: 0 + v where the element is the window's argmax
-// (max) or 0 + v / count (average, count the window's in-image elements),
-// 0 where it is not, or where the ReLU before the pool (whose output is the
-// pool's input) is not > 0, or outside every window. The same bits as the
-// two kernels (and as the ReLU's backward after an average pool's), and
-// dpool is never written: one launch and dpool's trip through memory fewer.
+// element of dpool feeds one window only, so both run as one kernel
+// (conv2d_pool_backward_kernels.cuh) that forms each dpool[r, s] itself, the
+// sum col2im forms (col2im_sum32, conv2d_kernels.cuh: the same terms in the
+// same order), and writes the gradient of the pool's input, applying the
+// pool's backward as pool.cu does: 0 + v where the element is the window's
+// argmax (max) or 0 + v / count (average, count the window's in-image
+// elements), 0 where it is not, or where the ReLU before the pool (whose
+// output is the pool's input) is not > 0, or outside every window. The same
+// bits as the two kernels (and as the ReLU's backward after an average
+// pool's), and dpool is never written: one launch and dpool's trip through
+// memory fewer. Where a plane's share of dcol fits shared memory and the
+// batch is large (the seed CIFAR-10 CNN's both at batch 512), whole planes
+// a block (col2im_pool_backward_planes: dcol read and dx written
+// coalesced); else a thread a pool output (col2im_pool_backward_kernel).
+// H100, seed CIFAR-10 CNN: BENCHMARKS.md.
 // (A first version ran one thread per element of the pool's INPUT: in a max
 // window only the argmax's lane summed, and it was slower than the two
-// kernels apart on an H100: BENCHMARKS.md.)
-#include "conv2d_kernels.cuh"
+// kernels apart on an H100.)
+#include "conv2d_pool_backward_kernels.cuh"
 #include "cuda_ops.h"
-#include "pool_geom.cuh"
+
+using namespace cnn_pool_col;
 
 namespace {
 
-// One thread per element o of the pool's output (n, c, g.oh, g.ow), which is
-// the convolution's input: it forms that element's col2im sum once (as
-// col2im32_kernel does, the lanes of a warp on neighbouring elements), then
-// writes every element of the pool's input that it owns: the rows from its
-// window's first (r sh - pad_top, at least 0; 0 for r = 0) up to the next
-// window's first (h for the last r), the same for the columns, so that the
-// owners partition the input (rows in the padding, in gaps between windows
-// or past the last window are written 0 by the nearest owner before them).
-// An owned element in the window gets the pool's backward of v: 0 + v where
-// it is the argmax (max), 0 + v / count (average), in both cases 0 where the
-// ReLU's output there is not > 0; 0 outside the window. Grid-stride, total
-// <= INT32_MAX. d: the convolution, whose input (n, c, d.h = g.oh, d.w =
-// g.ow) is the pool's output. MAX: max pooling (argmax), else average. UNIT:
-// the convolution's strides are 1 (col2im32_kernel's UNIT).
-template <bool MAX, bool UNIT>
-__global__ void col2im_pool_backward_kernel(unsigned total, cnn_conv_desc d, pool_geom g,
-                                            const float *__restrict__ col,
-                                            const int32_t *__restrict__ argmax,
-                                            const float *__restrict__ relu_y,
-                                            float *__restrict__ dx)
+// Shared memory a block of col2im_pool_backward_planes takes where it can
+// (4096 floats: eight blocks of 256 threads an SM), and at most (the 48 KB
+// a launch takes without asking).
+constexpr size_t PLANES_SMEM_FLOATS = 4096, PLANES_SMEM_MAX_FLOATS = 12288;
+
+// The plane kernel only where a thread a pool output would take at least
+// this many blocks an SM (two waves of 8): at batch 512 it paid, at batch
+// 32 it lost (H100, seed CIFAR-10 CNN: conv2's 14,400 blocks, 109 an SM,
+// 126.1 -> 117.2 us; conv3's 35 an SM, 50.7 -> 39.6; at batch 32, 7 and 2
+// an SM, the epochs 0.233 -> 0.235 s, LeNet-5's 0.191 -> 0.194).
+constexpr long long PLANES_MIN_BLOCKS_PER_SM = 16;
+
+// Planes a block for col2im_pool_backward_planes: the largest divisor of c
+// whose shared memory fits PLANES_SMEM_FLOATS and that leaves the grid two
+// blocks an SM where it can; 1 where only one plane fits
+// PLANES_SMEM_MAX_FLOATS; 0 where none does or the grid of a thread a pool
+// output is short (PLANES_MIN_BLOCKS_PER_SM): then col2im_pool_backward_kernel.
+int plane_group(const cnn_cuda_impl *impl, const cnn_conv_desc &d, const pool_geom &g)
 {
-    cnn_kernel_begin();
-    const unsigned in_plane = (unsigned)g.h * g.w, out_plane = (unsigned)g.oh * g.ow;
-    const int p = d.oh * d.ow, np = d.n * p;
-    for (unsigned o = blockIdx.x * blockDim.x + threadIdx.x; o < total;
-         o += blockDim.x * gridDim.x) {
-        const unsigned q = o / out_plane; // the plane: image q / c, channel q % c
-        const int mo = (int)(o - q * out_plane);
-        const int r = mo / g.ow, s = mo - r * g.ow;
-        const int image = (int)(q / (unsigned)d.c), ch = (int)(q - (unsigned)image * d.c);
-        const float v = cnn_conv2d::col2im_sum32<UNIT>(d, col + (size_t)image * p, np, ch, r, s);
-        const int top = r * g.sh - g.pad_top, left = s * g.sw - g.pad_left; // the window
-        int win_r0, win_r1, win_c0, win_c1; // it clipped to the image
-        window(r, g.sh, g.pad_top, g.ph, g.h, &win_r0, &win_r1);
-        window(s, g.sw, g.pad_left, g.pw, g.w, &win_c0, &win_c1);
-        const int rows0 = r == 0 ? 0 : min(max(top, 0), g.h);
-        const int rows1 = r == g.oh - 1 ? g.h : min(max(top + g.sh, 0), g.h);
-        const int cols0 = s == 0 ? 0 : min(max(left, 0), g.w);
-        const int cols1 = s == g.ow - 1 ? g.w : min(max(left + g.sw, 0), g.w);
-        float grad; // what an element of the window that passes gradient gets
-        int mark = -1; // max: the argmax's index in the plane
-        if (MAX) {
-            grad = 0.0f + v;
-            mark = argmax[o];
-        } else { // as pool.cu's avg_pool_backward_kernel: over the clipped window's count
-            grad = 0.0f + v / (float)((win_r1 - win_r0) * (win_c1 - win_c0));
-        }
-        const unsigned plane0 = q * in_plane;
-        for (int i = rows0; i < rows1; ++i) {
-            for (int j = cols0; j < cols1; ++j) {
-                const int me = i * g.w + j;
-                const unsigned e = plane0 + (unsigned)me;
-                const bool in_window = i >= win_r0 && i < win_r1 && j >= win_c0 && j < win_c1;
-                const bool passes = in_window && (!MAX || mark == me) &&
-                                    (!relu_y || relu_y[e] > 0.0f);
-                dx[e] = passes ? grad : 0.0f;
-            }
-        }
-    }
+    const long long outputs = (long long)d.n * d.c * g.oh * g.ow;
+    if (outputs < PLANES_MIN_BLOCKS_PER_SM * CNN_THREADS * impl->sm_count) return 0;
+    if (plane_group_floats(d, g, 1) > PLANES_SMEM_MAX_FLOATS) return 0;
+    const long long planes = (long long)d.n * d.c;
+    const long long most = max(1LL, planes / (2LL * impl->sm_count));
+    int best = 1;
+    for (int pb = 2; pb <= d.c && pb <= most; ++pb)
+        if (d.c % pb == 0 && plane_group_floats(d, g, pb) <= PLANES_SMEM_FLOATS) best = pb;
+    return best;
 }
 
 template <bool MAX>
 void launch(cnn_ctx *ctx, unsigned total, const cnn_conv_desc *d, const pool_geom &g,
             const float *col, const int32_t *argmax, const float *y, float *dx)
 {
-    const unsigned blocks = cnn_blocks(total, CNN_THREADS); // total: the pool's outputs
     cudaStream_t st = cnn_stream(ctx);
-    if (d->sh == 1 && d->sw == 1)
+    const bool unit = d->sh == 1 && d->sw == 1;
+    const int pb = plane_group((const cnn_cuda_impl *)ctx->impl, *d, g);
+    if (pb > 0) {
+        const unsigned blocks = (unsigned)((long long)d->n * d->c / pb);
+        const size_t smem = plane_group_floats(*d, g, pb) * sizeof(float);
+        if (unit && d->kh == 3 && d->kw == 3) // the sums unrolled
+            col2im_pool_backward_planes<MAX, true, 3, 3><<<blocks, CNN_THREADS, smem, st>>>(
+                *d, g, pb, col, argmax, y, dx);
+        else if (unit)
+            col2im_pool_backward_planes<MAX, true><<<blocks, CNN_THREADS, smem, st>>>(
+                *d, g, pb, col, argmax, y, dx);
+        else
+            col2im_pool_backward_planes<MAX, false><<<blocks, CNN_THREADS, smem, st>>>(
+                *d, g, pb, col, argmax, y, dx);
+        return;
+    }
+    const unsigned blocks = cnn_blocks(total, CNN_THREADS); // total: the pool's outputs
+    if (unit)
         col2im_pool_backward_kernel<MAX, true><<<blocks, CNN_THREADS, 0, st>>>(total, *d, g, col,
                                                                                argmax, y, dx);
     else

@@ -39,6 +39,10 @@ namespace cnn_gemm {
 namespace { // internal linkage: every .cu that includes this has its own copy
 
 constexpr int WBN = 128, WBK = 16;
+// the epilogue's rows of C in shared memory at a time (a 128-row tile in
+// two passes: its 67 KB would pass the 48 KB of static shared memory), and
+// their padding
+constexpr int WIDE_CROWS = 64, WIDE_CPAD = 4;
 
 // threads of a BM-row tile: (bm / 8) * (WBN / 8) with 8x8 outputs each in
 // fp32; on tensor cores (mma: a precision other than CNN_PRECISION_FLOAT32,
@@ -209,6 +213,9 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
     constexpr bool TF32 = PREC == CNN_PRECISION_TF32;
     constexpr bool MMA = PREC != CNN_PRECISION_FLOAT32;   // on tensor cores
     constexpr int T = wide_threads(BM, PREC), S = wide_stages(BM);
+    // the tile of C stored through shared memory (the epilogue says why not
+    // in the forward)
+    constexpr bool STAGE_C = TRANS_A || TRANS_B;
     constexpr int EA = BM * WBK / T;      // 8 (TF32: 4)
     constexpr int EB = WBN * WBK / T;     // 32, 16 or 8 (TF32: 16, 8 or 4)
     constexpr int NJ = T >= WBN ? 1 : WBN / T; // distinct columns of B (not transposed) per thread
@@ -216,8 +223,19 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
     // (rows t, 8 floats each) with 8; the 16-bit ones' (rows 2t or 2t + 1,
     // a stride of two rows) with 4, as the float32 kernel's float4 reads
     constexpr int PAD = TF32 ? 8 : 4;
-    __shared__ __align__(16) float as[S][WBK][BM + PAD];  // as[kk][i] = op(A)(row0 + i, k0 + kk)
-    __shared__ __align__(16) float bs[S][WBK][WBN + PAD]; // bs[kk][j] = op(B)(k0 + kk, col0 + j)
+    // as[kk][i] = op(A)(row0 + i, k0 + kk), bs[kk][j] = op(B)(k0 + kk, col0 + j);
+    // after the last step the same memory holds the tile of C on its way out
+    // (cs: CR rows at a time)
+    constexpr int CR = BM < WIDE_CROWS ? BM : WIDE_CROWS;
+    typedef float ATiles[S][WBK][BM + PAD];
+    typedef float BTiles[S][WBK][WBN + PAD];
+    typedef float CRows[CR][WBN + WIDE_CPAD];
+    constexpr size_t AB_FLOATS = sizeof(ATiles) / 4 + sizeof(BTiles) / 4;
+    constexpr size_t SMEM_FLOATS = AB_FLOATS > sizeof(CRows) / 4 ? AB_FLOATS : sizeof(CRows) / 4;
+    __shared__ __align__(16) float smem[SMEM_FLOATS];
+    ATiles &as = *reinterpret_cast<ATiles *>(smem);
+    BTiles &bs = *reinterpret_cast<BTiles *>(smem + sizeof(ATiles) / 4);
+    CRows &cs = *reinterpret_cast<CRows *>(smem);
     const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * WBN;
     const int k_begin = blockIdx.z * k_slice;
@@ -470,36 +488,93 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
         }
     }
 
-    // the columns' offsets in C, once (a division each where C is batched)
-    size_t c_col[CC];
-    bool c_in[CC];
-    int c_gj[CC];
-#pragma unroll
-    for (int s = 0; s < CC; ++s) {
-        const int gj = col0 + col_of(s);
-        c_gj[s] = gj;
-        c_in[s] = gj < n;
-        c_col[s] = c_in[s] ? (partial ? (size_t)gj : wide_offset(0, gj, m, ldc, x.cp)) : 0;
-    }
-    const size_t c_row_step = partial ? (size_t)n : x.cp > 0 ? (size_t)x.cp : (size_t)ldc;
+    // The epilogue. Each output: alpha * its sum into partial (split-K), or
+    // into C with the bias (bv: the row's; by column read here), the ReLU and
+    // beta C.
     float *out0 = partial ? partial + (size_t)blockIdx.z * m * n : c;
+    const size_t c_row_step = partial ? (size_t)n : x.cp > 0 ? (size_t)x.cp : (size_t)ldc;
+    auto put = [&](float *out, float sum, int gj, float bv) {
+        float v = alpha * sum;
+        if (partial) {
+            *out = v;
+            return;
+        }
+        if (x.bias) v += x.bias_columns ? x.bias[gj] : bv;
+        if (x.relu) v = v < 0.0f ? 0.0f : v;
+        *out = beta == 0.0f ? v : v + beta * *out;
+    };
+    auto row_bias = [&](int gi) { return x.bias && !partial && !x.bias_columns ? x.bias[gi] : 0.0f; };
+    // where column gj of C starts (a division where C is batched)
+    auto column_at = [&](int gj) {
+        return partial ? (size_t)gj : wide_offset(0, gj, m, ldc, x.cp);
+    };
+    if constexpr (!STAGE_C) {
+        // the forward's (A and B not transposed: a convolution's, whose C is
+        // y in NCHW), from the registers: through shared memory (below) it
+        // was no faster (H200, batch 512: conv2's 117.8 -> 118.3 us, conv3's
+        // 23.6 -> 26.4; its rows of 32 columns span images)
+        size_t c_col[CC];
 #pragma unroll
-    for (int r = 0; r < RR; ++r) {
-        const int gi = row0 + row_of(r);
-        if (gi >= m) continue;
-        const float bv = x.bias && !partial && !x.bias_columns ? x.bias[gi] : 0.0f;
+        for (int s = 0; s < CC; ++s) c_col[s] = col0 + col_of(s) < n ? column_at(col0 + col_of(s)) : 0;
 #pragma unroll
-        for (int s = 0; s < CC; ++s) {
-            if (!c_in[s]) continue;
-            float *out = out0 + c_col[s] + (size_t)gi * c_row_step;
-            float v = alpha * acc[r][s];
-            if (partial) {
-                *out = v;
-                continue;
+        for (int r = 0; r < RR; ++r) {
+            const int gi = row0 + row_of(r);
+            if (gi >= m) continue;
+            const float bv = row_bias(gi);
+#pragma unroll
+            for (int s = 0; s < CC; ++s)
+                if (col0 + col_of(s) < n)
+                    put(out0 + c_col[s] + (size_t)gi * c_row_step, acc[r][s], col0 + col_of(s), bv);
+        }
+    } else {
+        // through shared memory: each thread's outputs (rows of 4
+        // consecutive columns, 4 floats apart across a warp: stored from the
+        // registers, a store uses a quarter of each 32-byte sector) put in
+        // cs, CR rows of the tile at a time, then stored a row at a time,
+        // the threads of a warp on 32 consecutive columns (H200, batch 512:
+        // conv2's data gradient 171.1 -> 159.7 us, conv3's 44.2 -> 35.7)
+        constexpr int TW = T < WBN ? T : WBN; // threads along a row
+        constexpr int SC = WBN / TW;          // columns a thread stores (2 when T = 64)
+        constexpr int SR = T / TW;            // rows stored at once
+        const int sj = tid % TW, si = tid / TW;
+        wide_wait<0>();
+        __syncthreads(); // every thread done with the last step's tiles
+#pragma unroll
+        for (int pass = 0; pass < BM / CR; ++pass) {
+            if (pass > 0) __syncthreads(); // the rows before stored
+#pragma unroll
+            for (int r = 0; r < RR; ++r) {
+                const int i = row_of(r) - pass * CR;
+                if (i < 0 || i >= CR) continue;
+                if constexpr (MMA) { // columns 2 t + e: pairs
+#pragma unroll
+                    for (int s = 0; s < CC; s += 2)
+                        *reinterpret_cast<float2 *>(&cs[i][col_of(s)]) =
+                            make_float2(acc[r][s], acc[r][s + 1]);
+                } else { // columns tx 4 + [0, 4) and 64 + tx 4 + [0, 4): float4s
+#pragma unroll
+                    for (int s = 0; s < CC; s += 4)
+                        *reinterpret_cast<float4 *>(&cs[i][col_of(s)]) =
+                            make_float4(acc[r][s], acc[r][s + 1], acc[r][s + 2], acc[r][s + 3]);
+                }
             }
-            if (x.bias) v += x.bias_columns ? x.bias[c_gj[s]] : bv;
-            if (x.relu) v = v < 0.0f ? 0.0f : v;
-            *out = beta == 0.0f ? v : v + beta * *out;
+            __syncthreads();
+            // the thread's columns in C (worked out here, where the sums are
+            // no longer held: fewer registers)
+            size_t c_col[SC];
+#pragma unroll
+            for (int u = 0; u < SC; ++u)
+                c_col[u] = col0 + sj + u * TW < n ? column_at(col0 + sj + u * TW) : 0;
+            for (int i = si; i < CR; i += SR) {
+                const int gi = row0 + pass * CR + i;
+                if (gi >= m) break;
+                const float bv = row_bias(gi);
+#pragma unroll
+                for (int u = 0; u < SC; ++u)
+                    if (col0 + sj + u * TW < n)
+                        put(out0 + c_col[u] + (size_t)gi * c_row_step, cs[i][sj + u * TW],
+                            col0 + sj + u * TW, bv);
+            }
         }
     }
 }

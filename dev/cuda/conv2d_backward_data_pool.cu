@@ -21,16 +21,26 @@
 //      pool_col_stages.cuh): one thread per element of the pool's INPUT,
 //      which forms the col2im sum of its window's dpool element itself when
 //      it is the window's argmax and its y > 0
-//   3  the engine: cuda_conv2d_backward_data_pool (cuda/conv2d_pool_backward.cu,
-//      since 2026-11-25): one thread per element of the pool's OUTPUT, which
-//      forms its col2im sum once and writes the part of the pool's input it
-//      owns
+//   3  the engine's kernel from 2026-11-25 to 2026-11-27, still its kernel
+//      for planes too large for shared memory
+//      (cnn_pool_col::col2im_pool_backward_kernel,
+//      cuda/conv2d_pool_backward_kernels.cuh): one thread per element of the
+//      pool's OUTPUT, which forms its col2im sum once and writes the part of
+//      the pool's input it owns
+//   4  whole planes a block (cnn_pool_col::col2im_pool_backward_planes,
+//      launched here with the plane group the engine picks at large
+//      batches): the block's rows of dcol read into shared memory, the
+//      col2im sums and the windows' values from there, the planes of dx
+//      written contiguously
+//   5  the engine: cuda_conv2d_backward_data_pool (cuda/conv2d_pool_backward.cu),
+//      which runs 4 at large batches and 3 at these (batch 32)
 // The argmax comes from the engine's max pool forward (cuda_pool_forward) on
 // a random ReLU output y, checked against the host's. Odd shapes also check
 // average pooling (cuda_pool_backward(_relu) in version 1, the fused
 // kernels' MAX = false instantiations) and a pool with no ReLU before it.
 #include "common.cuh"
 #include "conv2d_kernels.cuh"
+#include "conv2d_pool_backward_kernels.cuh"
 #include "conv_cases.cuh"
 #include "pool_col_cases.cuh"
 #include "pool_col_stages.cuh"
@@ -102,8 +112,60 @@ bool v2(const PoolColCase &c, Buffers &m, Engine &e)
     return launched("col2im_pool_backward (one thread per pool input)");
 }
 
-// ---- version 3: the engine.
+// ---- version 3: one thread per pool output (the engine's kernel for planes
+// too large for shared memory).
 bool v3(const PoolColCase &c, Buffers &m, Engine &e)
+{
+    if (!dcol(c, m, e)) return false;
+    const pool_geom g = geom_of(&c.p);
+    const unsigned outputs = (unsigned)pool_out_count(c.p);
+    const unsigned blocks = cnn_blocks(outputs, CNN_THREADS);
+    const bool max = c.p.mode == CNN_POOL_MAX, unit = c.d.sh == 1 && c.d.sw == 1;
+#define CNN_V3(M, U)                                                                       \
+    cnn_pool_col::col2im_pool_backward_kernel<M, U><<<blocks, CNN_THREADS, 0, e.stream()>>>( \
+        outputs, c.d, g, m.ws.p, argmax_of(c, m), relu_of(c, m), m.dx.p)
+    if (max && unit) CNN_V3(true, true);
+    else if (max) CNN_V3(true, false);
+    else if (unit) CNN_V3(false, true);
+    else CNN_V3(false, false);
+#undef CNN_V3
+    return launched("col2im_pool_backward_kernel (one thread per pool output)");
+}
+
+// ---- version 4: whole planes a block, the largest group of planes that
+// divides c and fits 16 KB of shared memory (conv2d_pool_backward.cu's
+// plane_group at large batches; at least one plane, which must fit 48 KB).
+bool v4(const PoolColCase &c, Buffers &m, Engine &e)
+{
+    if (!dcol(c, m, e)) return false;
+    const pool_geom g = geom_of(&c.p);
+    int pb = 1;
+    for (int k = 2; k <= c.d.c; ++k)
+        if (c.d.c % k == 0 && cnn_pool_col::plane_group_floats(c.d, g, k) <= 4096) pb = k;
+    const size_t smem = cnn_pool_col::plane_group_floats(c.d, g, pb) * sizeof(float);
+    if (smem > 48 * 1024) {
+        fprintf(stderr, "v4: one plane needs %zu bytes of shared memory\n", smem);
+        return false;
+    }
+    const unsigned blocks = (unsigned)(c.d.n * c.d.c / pb);
+    const bool max = c.p.mode == CNN_POOL_MAX, unit = c.d.sh == 1 && c.d.sw == 1;
+    const bool k33 = unit && c.d.kh == 3 && c.d.kw == 3;
+#define CNN_V4(M, U, KH, KW)                                                                 \
+    cnn_pool_col::col2im_pool_backward_planes<M, U, KH, KW><<<blocks, CNN_THREADS, smem,     \
+                                                              e.stream()>>>(                 \
+        c.d, g, pb, m.ws.p, argmax_of(c, m), relu_of(c, m), m.dx.p)
+    if (max && k33) CNN_V4(true, true, 3, 3);
+    else if (max && unit) CNN_V4(true, true, 0, 0);
+    else if (max) CNN_V4(true, false, 0, 0);
+    else if (k33) CNN_V4(false, true, 3, 3);
+    else if (unit) CNN_V4(false, true, 0, 0);
+    else CNN_V4(false, false, 0, 0);
+#undef CNN_V4
+    return launched("col2im_pool_backward_planes (whole planes a block)");
+}
+
+// ---- version 5: the engine.
+bool v5(const PoolColCase &c, Buffers &m, Engine &e)
 {
     return engine_ok(cuda_conv2d_backward_data_pool(e.ctx, &c.d, &c.p, m.dy.p, m.w.p, argmax_of(c, m),
                                                     relu_of(c, m), m.dx.p, m.ws.p),
@@ -118,7 +180,9 @@ struct Version {
 const Version VERSIONS[] = {
     {"GEMM + engine kernels apart: col2im32, pool backward with ReLU mask", v1},
     {"GEMM + first fused kernel: one thread per pool input element", v2},
-    {"engine cuda_conv2d_backward_data_pool: one thread per pool output", v3},
+    {"GEMM + one thread per pool output (the engine's kernel for large planes)", v3},
+    {"GEMM + whole planes a block (the engine's kernel at large batches)", v4},
+    {"engine cuda_conv2d_backward_data_pool", v5},
 };
 constexpr int N_VERSIONS = sizeof VERSIONS / sizeof VERSIONS[0];
 

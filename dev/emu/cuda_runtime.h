@@ -23,6 +23,7 @@ struct dim3 {
 struct alignas(16) float4 { float x, y, z, w; };
 struct alignas(8) float2 { float x, y; };
 static inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+static inline float2 make_float2(float x, float y) { return {x, y}; }
 struct alignas(16) uint4 { unsigned x, y, z, w; }; // gather.cu's 16-byte unit
 
 typedef int cudaError_t;

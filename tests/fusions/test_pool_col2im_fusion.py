@@ -78,13 +78,19 @@ def test_gpu_networks_same_bits_fused_or_not(engine, name, batch, fuse_relu, mon
     assert_same_bits(fused, plain)
 
 
+@pytest.mark.parametrize("name", ["max_relu", "avg_relu"])
 @pytest.mark.parametrize("engine", CUDA)
-def test_gpu_the_wide_kernel_path_same_bits(engine, monkeypatch):
+def test_gpu_the_wide_kernel_path_same_bits(engine, name, monkeypatch):
     """At batch 3,100 the second convolution of max_relu (33 x 93,000 x 45
     multiply-adds) takes the wide SGEMM kernel: the fused call forms dcol
-    there as conv2d_backward_data does."""
-    assert_same_bits(train(engine, NETWORKS["max_relu"], 3100, True, monkeypatch),
-                     train(engine, NETWORKS["max_relu"], 3100, False, monkeypatch))
+    there as conv2d_backward_data does. And the pairs with over 16 blocks
+    an SM of pool outputs take the kernel with whole planes a block
+    (col2im_pool_backward_planes): both of max_relu's (the 3x3 instance
+    over 5 channels, the generic one over 33: plane groups dividing odd
+    counts), avg_relu's first (average pooling, a convolution with strides
+    2 after it)."""
+    assert_same_bits(train(engine, NETWORKS[name], 3100, True, monkeypatch),
+                     train(engine, NETWORKS[name], 3100, False, monkeypatch))
 
 
 @pytest.mark.parametrize("name", ["max_relu", "pool_first"])
