@@ -503,10 +503,12 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
         if (x.relu) v = v < 0.0f ? 0.0f : v;
         *out = beta == 0.0f ? v : v + beta * *out;
     };
-    auto row_bias = [&](int gi) { return x.bias && !partial && !x.bias_columns ? x.bias[gi] : 0.0f; };
-    // where column gj of C starts (a division where C is batched)
+    auto row_bias = [&](int gi) {
+        return x.bias && !partial && !x.bias_columns ? x.bias[gi] : 0.0f;
+    };
+    // where column gj of C starts (a division where C is batched); 0 past n
     auto column_at = [&](int gj) {
-        return partial ? (size_t)gj : wide_offset(0, gj, m, ldc, x.cp);
+        return gj >= n ? 0 : partial ? (size_t)gj : wide_offset(0, gj, m, ldc, x.cp);
     };
     if constexpr (!STAGE_C) {
         // the forward's (A and B not transposed: a convolution's, whose C is
@@ -515,7 +517,7 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
         // 23.6 -> 26.4; its rows of 32 columns span images)
         size_t c_col[CC];
 #pragma unroll
-        for (int s = 0; s < CC; ++s) c_col[s] = col0 + col_of(s) < n ? column_at(col0 + col_of(s)) : 0;
+        for (int s = 0; s < CC; ++s) c_col[s] = column_at(col0 + col_of(s));
 #pragma unroll
         for (int r = 0; r < RR; ++r) {
             const int gi = row0 + row_of(r);
@@ -563,8 +565,7 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
             // no longer held: fewer registers)
             size_t c_col[SC];
 #pragma unroll
-            for (int u = 0; u < SC; ++u)
-                c_col[u] = col0 + sj + u * TW < n ? column_at(col0 + sj + u * TW) : 0;
+            for (int u = 0; u < SC; ++u) c_col[u] = column_at(col0 + sj + u * TW);
             for (int i = si; i < CR; i += SR) {
                 const int gi = row0 + pass * CR + i;
                 if (gi >= m) break;

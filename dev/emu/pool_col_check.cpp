@@ -167,17 +167,28 @@ static void run_case(const shape &s)
     const float *relu = s.relu ? y.data() : nullptr;
     const bool max = p.mode == CNN_POOL_MAX, unit = d.sh == 1 && d.sw == 1;
     const std::string tag = describe(s);
+    // the kernels as the engine launches them (the plane kernel with pb
+    // planes a block and `threads` threads; k33: its 3x3 instance)
+#define LAUNCH(kernel, ...)                                                                        \
+    EMU_LAUNCH(kernel, blocks, threads, __VA_ARGS__, col.data(), argmax.data(), relu, dx.data())
     auto per_output = [&](unsigned blocks, guarded<float> &dx) {
         const unsigned outputs = (unsigned)(planes * op);
-#define PER_OUTPUT(M, U)                                                                           \
-    EMU_LAUNCH((col2im_pool_backward_kernel<M, U>), blocks, CNN_THREADS, outputs, d, g, col.data(), \
-               argmax.data(), relu, dx.data())
-        if (max && unit) PER_OUTPUT(true, true);
-        else if (max) PER_OUTPUT(true, false);
-        else if (unit) PER_OUTPUT(false, true);
-        else PER_OUTPUT(false, false);
-#undef PER_OUTPUT
+        const int threads = CNN_THREADS;
+        if (max && unit) LAUNCH((col2im_pool_backward_kernel<true, true>), outputs, d, g);
+        else if (max) LAUNCH((col2im_pool_backward_kernel<true, false>), outputs, d, g);
+        else if (unit) LAUNCH((col2im_pool_backward_kernel<false, true>), outputs, d, g);
+        else LAUNCH((col2im_pool_backward_kernel<false, false>), outputs, d, g);
     };
+    auto plane_kernel = [&](int pb, int threads, bool k33, guarded<float> &dx) {
+        const unsigned blocks = (unsigned)(planes / pb);
+        if (k33 && max) LAUNCH((col2im_pool_backward_planes<true, true, 3, 3>), d, g, pb);
+        else if (k33) LAUNCH((col2im_pool_backward_planes<false, true, 3, 3>), d, g, pb);
+        else if (max && unit) LAUNCH((col2im_pool_backward_planes<true, true>), d, g, pb);
+        else if (max) LAUNCH((col2im_pool_backward_planes<true, false>), d, g, pb);
+        else if (unit) LAUNCH((col2im_pool_backward_planes<false, true>), d, g, pb);
+        else LAUNCH((col2im_pool_backward_planes<false, false>), d, g, pb);
+    };
+#undef LAUNCH
     guarded<float> ref(total, 64, sentinel_f());
     per_output(cnn_blocks(planes * op, CNN_THREADS), ref);
     compare("per-output kernel against the plain loop", ref, want.data(), sentinel_f(), tag);
@@ -186,38 +197,21 @@ static void run_case(const shape &s)
     compare("per-output kernel on one block against the plain loop", small, want.data(),
             sentinel_f(), tag);
     int groups = 0;
+    const bool has_k33 = unit && d.kh == 3 && d.kw == 3; // the engine's 3x3 instance too
     for (int pb = 1; pb <= p.c; ++pb) {
         if (p.c % pb || plane_group_floats(d, g, pb) > 12288) continue;
         groups++;
-        for (int threads : {CNN_THREADS, 96, 32}) {
-            guarded<float> dx(total, 64, sentinel_f());
-            const unsigned blocks = (unsigned)(planes / pb);
-#define PLANES3(M, OUT)                                                                            \
-    EMU_LAUNCH((col2im_pool_backward_planes<M, true, 3, 3>), blocks, threads, d, g, pb, col.data(), \
-               argmax.data(), relu, OUT.data())
-#define PLANES(M, U)                                                                               \
-    EMU_LAUNCH((col2im_pool_backward_planes<M, U>), blocks, threads, d, g, pb, col.data(),          \
-               argmax.data(), relu, dx.data())
-            if (max && unit) PLANES(true, true);
-            else if (max) PLANES(true, false);
-            else if (unit) PLANES(false, true);
-            else PLANES(false, false);
-            compare(("plane kernel, " + std::to_string(pb) + " planes a block, " +
-                     std::to_string(threads) + " threads, against the per-output kernel")
-                        .c_str(),
-                    dx, ref.data(), sentinel_f(), tag);
-            if (unit && d.kh == 3 && d.kw == 3) { // the engine's 3x3 instance too
-                guarded<float> dx3(total, 64, sentinel_f());
-                if (max) PLANES3(true, dx3);
-                else PLANES3(false, dx3);
-                compare(("plane kernel for 3x3, " + std::to_string(pb) + " planes a block, " +
-                         std::to_string(threads) + " threads, against the per-output kernel")
+        for (int threads : {CNN_THREADS, 96, 32})
+            for (bool k33 : {false, true}) {
+                if (k33 && !has_k33) continue;
+                guarded<float> dx(total, 64, sentinel_f());
+                plane_kernel(pb, threads, k33, dx);
+                compare(("plane kernel" + std::string(k33 ? " for 3x3, " : ", ") +
+                         std::to_string(pb) + " planes a block, " + std::to_string(threads) +
+                         " threads, against the per-output kernel")
                             .c_str(),
-                        dx3, ref.data(), sentinel_f(), tag);
+                        dx, ref.data(), sentinel_f(), tag);
             }
-#undef PLANES
-#undef PLANES3
-        }
     }
     if (!groups) fprintf(stderr, "(no plane group fits: %s)\n", tag.c_str());
 }
