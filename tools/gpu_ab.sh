@@ -10,7 +10,10 @@
 # Defaults: --model cifar10_cnn --device cuda --batch-size 32 --epochs 3;
 # --frameworks none always (PyTorch's and JAX's rows: tools/gpu_bench.sh).
 # NCU_BATCH (default: the --batch-size given, else 32) and NCU_PRECISION
-# (float32) set the ncu step; NCU=0 skips it. Writes nothing outside the trees'
+# (float32) set the ncu step; NCU=0 skips it. AB_ALSO="ARGS" runs a second
+# bench, A B A B, on the same builds (e.g. AB_ALSO="--model cifar10_cnn
+# --model lenet5 --model tiny_mnist --batch-size 32": whether a batch-512
+# change costs the small batches). Writes nothing outside the trees'
 # builds; prints each bench row prefixed by its tree.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,16 +37,25 @@ python3 setup.py -q build_ext --inplace > "$log/here.log" 2>&1 & here=$!
 wait $here || { cat "$log/here.log"; exit 1; }
 wait $there || { cat "$log/base.log"; exit 1; }
 head=1
-for round in 1 2; do
-    for tree in "$base" .; do
-        # the rows of the bench's table (its header the first time only)
-        (cd "$tree" && python3 -m cnncuda.bench "${args[@]}" --frameworks none 2>&1 \
-            | awk -v head=$head '/^model / {t = 1; if (head) print; next}
-                                 t && (NF == 0 || /^speedup:/) {t = 0} t' \
-            | sed "s|^|$tree  |")
-        head=0
+# A B A B of the bench with the given arguments: the rows of its table (its
+# header the first time only), each prefixed by its tree
+ab() {
+    for round in 1 2; do
+        for tree in "$base" .; do
+            (cd "$tree" && python3 -m cnncuda.bench "$@" --frameworks none 2>&1 \
+                | awk -v head=$head '/^model / {t = 1; if (head) print; next}
+                                     t && (NF == 0 || /^speedup:/) {t = 0} t' \
+                | sed "s|^|$tree  |")
+            head=0
+        done
     done
-done
+}
+ab "${args[@]}"
+if [ -n "${AB_ALSO:-}" ]; then
+    read -r -a also <<< "$AB_ALSO"
+    printf '%s\n' "${also[@]}" | grep -qx -- --epochs || also+=(--epochs 3)
+    ab "${also[@]}"
+fi
 [ "${NCU:-1}" = 0 ] && exit 0
 for tree in "$base" .; do
     echo "== $tree: one step at batch ${NCU_BATCH:-$batch} (ncu, unrecorded)"
