@@ -41,7 +41,7 @@ constexpr size_t PLANES_SMEM_FLOATS = 4096, PLANES_SMEM_MAX_FLOATS = 12288;
 // The plane kernel only where a thread a pool output would take at least
 // this many blocks an SM (two waves of 8): at batch 512 it paid, at batch
 // 32 it lost (H100, seed CIFAR-10 CNN: conv2's 14,400 blocks, 109 an SM,
-// 126.1 -> 117.2 us; conv3's 35 an SM, 50.7 -> 39.6; at batch 32, 7 and 2
+// 126.4 -> 117.9 us; conv3's 35 an SM, 50.8 -> 39.8; at batch 32, 7 and 2
 // an SM, the epochs 0.233 -> 0.235 s, LeNet-5's 0.191 -> 0.194).
 constexpr long long PLANES_MIN_BLOCKS_PER_SM = 16;
 

@@ -26,7 +26,9 @@
 // GEMMs read dy and write y in NCHW without a rearranging pass. bias (may be
 // NULL) adds bias[row] to every output of that row (bias[column] to every
 // output of that column with bias_columns), and relu then clamps it at 0,
-// before beta * C.
+// before beta * C. The forward's (A and B not transposed) outputs are stored
+// from the registers; the others' through shared memory, a warp on 32
+// consecutive columns of C (the epilogue says why).
 #ifndef CNN_GEMM_WIDE_KERNELS_CUH
 #define CNN_GEMM_WIDE_KERNELS_CUH
 
@@ -533,8 +535,9 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
         // consecutive columns, 4 floats apart across a warp: stored from the
         // registers, a store uses a quarter of each 32-byte sector) put in
         // cs, CR rows of the tile at a time, then stored a row at a time,
-        // the threads of a warp on 32 consecutive columns (H200, batch 512:
-        // conv2's data gradient 171.1 -> 159.7 us, conv3's 44.2 -> 35.7)
+        // the threads of a warp on 32 consecutive columns (H100, batch 512:
+        // conv2's data gradient 179.4 -> 160.5 us, conv3's 47.6 -> 36.3; the
+        // filter gradients 132.3 -> 129.2 and 29.6 -> 27.1)
         constexpr int TW = T < WBN ? T : WBN; // threads along a row
         constexpr int SC = WBN / TW;          // columns a thread stores (2 when T = 64)
         constexpr int SR = T / TW;            // rows stored at once
