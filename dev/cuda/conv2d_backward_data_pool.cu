@@ -10,8 +10,8 @@
 //   ./conv2d_backward_data_pool [VERSION] [--jsonl FILE]
 //
 // Versions (every one runs the engine's data-gradient GEMM first,
-// cnn_cuda_conv2d_dcol, inside its time: version 3's entry runs it itself,
-// so 1 and 2 run the same one; the program prints the GEMM's own time
+// cnn_cuda_conv2d_dcol, inside its time: version 5's entry runs it itself,
+// so 1 to 4 run the same one; the program prints the GEMM's own time
 // before the versions, to subtract):
 //   1  the engine's kernels apart: col2im (cnn_conv2d::col2im32_kernel,
 //      cuda/conv2d_kernels.cuh) into dpool, then the engine's pool backward
