@@ -78,19 +78,21 @@ def test_gpu_networks_same_bits_fused_or_not(engine, name, batch, fuse_relu, mon
     assert_same_bits(fused, plain)
 
 
-@pytest.mark.parametrize("name", ["max_relu", "avg_relu"])
+@pytest.mark.parametrize("name,batch", [("max_relu", 3100), ("avg_relu", 3100),
+                                        ("max_relu", 3700)])
 @pytest.mark.parametrize("engine", CUDA)
-def test_gpu_the_wide_kernel_path_same_bits(engine, name, monkeypatch):
+def test_gpu_the_wide_kernel_path_same_bits(engine, name, batch, monkeypatch):
     """At batch 3,100 the second convolution of max_relu (33 x 93,000 x 45
     multiply-adds) takes the wide SGEMM kernel: the fused call forms dcol
     there as conv2d_backward_data does. And on a GPU of 132 SMs the pairs
     with at least 16 blocks an SM of pool outputs (540,672) take the kernel
-    with whole planes a block (col2im_pool_backward_planes): max_relu's
-    second (613,800: 33 channels, plane groups dividing 33, a 2x2 kernel
-    after it), avg_relu's first (781,200: average pooling, a convolution
-    with strides 2 after it); the others take a thread a pool output."""
-    assert_same_bits(train(engine, NETWORKS[name], 3100, True, monkeypatch),
-                     train(engine, NETWORKS[name], 3100, False, monkeypatch))
+    with whole planes a block (col2im_pool_backward_planes): at batch 3,100
+    max_relu's second (613,800: 33 channels, plane groups dividing 33, a
+    2x2 kernel after it) and avg_relu's first (781,200: average pooling, a
+    convolution with strides 2 after it); at 3,700 max_relu's first too
+    (555,000: its 3x3 instance, the seed CNN's, over 5 channels)."""
+    assert_same_bits(train(engine, NETWORKS[name], batch, True, monkeypatch),
+                     train(engine, NETWORKS[name], batch, False, monkeypatch))
 
 
 @pytest.mark.parametrize("name", ["max_relu", "pool_first"])
