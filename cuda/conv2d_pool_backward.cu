@@ -33,11 +33,6 @@ using namespace cnn_pool_col;
 
 namespace {
 
-// Shared memory a block of col2im_pool_backward_planes takes where it can
-// (4096 floats: eight blocks of 256 threads an SM), and at most (the 48 KB
-// a launch takes without asking).
-constexpr size_t PLANES_SMEM_FLOATS = 4096, PLANES_SMEM_MAX_FLOATS = 12288;
-
 // The plane kernel only where a thread a pool output would take at least
 // this many blocks an SM (two waves of 8): at batch 512 it paid, at batch
 // 32 it lost (H100, seed CIFAR-10 CNN: conv2's 14,400 blocks, 109 an SM,
@@ -45,22 +40,14 @@ constexpr size_t PLANES_SMEM_FLOATS = 4096, PLANES_SMEM_MAX_FLOATS = 12288;
 // an SM, the epochs 0.233 -> 0.235 s, LeNet-5's 0.191 -> 0.194).
 constexpr long long PLANES_MIN_BLOCKS_PER_SM = 16;
 
-// Planes a block for col2im_pool_backward_planes: the largest divisor of c
-// whose shared memory fits PLANES_SMEM_FLOATS and that leaves the grid two
-// blocks an SM where it can; 1 where only one plane fits
-// PLANES_SMEM_MAX_FLOATS; 0 where none does or the grid of a thread a pool
-// output is short (PLANES_MIN_BLOCKS_PER_SM): then col2im_pool_backward_kernel.
+// Planes a block for col2im_pool_backward_planes (plane_group_of); 0 where
+// the grid of a thread a pool output is short (PLANES_MIN_BLOCKS_PER_SM) or
+// no plane fits: then col2im_pool_backward_kernel.
 int plane_group(const cnn_cuda_impl *impl, const cnn_conv_desc &d, const pool_geom &g)
 {
     const long long outputs = (long long)d.n * d.c * g.oh * g.ow;
     if (outputs < PLANES_MIN_BLOCKS_PER_SM * CNN_THREADS * impl->sm_count) return 0;
-    if (plane_group_floats(d, g, 1) > PLANES_SMEM_MAX_FLOATS) return 0;
-    const long long planes = (long long)d.n * d.c;
-    const long long most = max(1LL, planes / (2LL * impl->sm_count));
-    int best = 1;
-    for (int pb = 2; pb <= d.c && pb <= most; ++pb)
-        if (d.c % pb == 0 && plane_group_floats(d, g, pb) <= PLANES_SMEM_FLOATS) best = pb;
-    return best;
+    return plane_group_of(d, g, impl->sm_count);
 }
 
 template <bool MAX>

@@ -75,6 +75,34 @@ __global__ void col2im_pool_backward_kernel(unsigned total, cnn_conv_desc d, poo
     }
 }
 
+// Shared memory a block of col2im_pool_backward_planes takes where it can
+// (4096 floats: eight blocks of 256 threads an SM), and at most (the 48 KB
+// a launch takes without asking).
+constexpr size_t PLANES_SMEM_FLOATS = 4096, PLANES_SMEM_MAX_FLOATS = 12288;
+
+// Shared memory (floats) of col2im_pool_backward_planes for pb planes a block.
+static inline size_t plane_group_floats(const cnn_conv_desc &d, const pool_geom &g, int pb)
+{
+    const size_t per_plane = (size_t)d.kh * d.kw * d.oh * d.ow + 2 * (size_t)g.oh * g.ow;
+    return (size_t)pb * per_plane + (size_t)g.h + g.w;
+}
+
+// Planes a block for col2im_pool_backward_planes on a GPU of sm_count SMs:
+// the largest divisor of c whose shared memory fits PLANES_SMEM_FLOATS and
+// that leaves the grid two blocks an SM where it can; 1 where only one plane
+// fits PLANES_SMEM_MAX_FLOATS; 0 where none does. (Whether the kernel pays
+// at all is the engine's call: conv2d_pool_backward.cu.)
+static inline int plane_group_of(const cnn_conv_desc &d, const pool_geom &g, int sm_count)
+{
+    if (plane_group_floats(d, g, 1) > PLANES_SMEM_MAX_FLOATS) return 0;
+    const long long planes = (long long)d.n * d.c;
+    const long long most = planes / (2LL * sm_count) > 1 ? planes / (2LL * sm_count) : 1;
+    int best = 1;
+    for (int pb = 2; pb <= d.c && pb <= most; ++pb)
+        if (d.c % pb == 0 && plane_group_floats(d, g, pb) <= PLANES_SMEM_FLOATS) best = pb;
+    return best;
+}
+
 // An index e = (pl rows + i) cols + j walked on by a fixed step (the block's
 // threads) without dividing: the divisions once, then carries.
 struct plane_walk {
@@ -121,7 +149,7 @@ struct plane_walk {
 // the kernel above reads dcol and writes dx a few floats apart across a
 // warp (ncu, H100, batch 512: a third of each sector used). KH, KW > 0: the
 // convolution's kernel size at compile time (3 x 3). Shared memory
-// (dynamic, plane_group_floats): pb*kh*kw*P floats of dcol, pb*oh*ow values
+// (dynamic, plane_group_floats; plane_group_of picks pb): pb*kh*kw*P floats of dcol, pb*oh*ow values
 // and as many argmax indices, and the owner of each row and column. The
 // same bits as the kernel above.
 template <bool MAX, bool UNIT, int KH = 0, int KW = 0>
@@ -205,13 +233,6 @@ col2im_pool_backward_planes(cnn_conv_desc d, pool_geom g, int pb, const float *_
             dx[e0 + e] = passes ? vals[o] : 0.0f;
         }
     }
-}
-
-// Shared memory (floats) of col2im_pool_backward_planes for pb planes a block.
-static inline size_t plane_group_floats(const cnn_conv_desc &d, const pool_geom &g, int pb)
-{
-    const size_t per_plane = (size_t)d.kh * d.kw * d.oh * d.ow + 2 * (size_t)g.oh * g.ow;
-    return (size_t)pb * per_plane + (size_t)g.h + g.w;
 }
 
 } // namespace

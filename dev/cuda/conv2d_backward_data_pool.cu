@@ -28,10 +28,10 @@
 //      pool's OUTPUT, which forms its col2im sum once and writes the part of
 //      the pool's input it owns
 //   4  whole planes a block (cnn_pool_col::col2im_pool_backward_planes,
-//      launched here with the plane group the engine picks at large
-//      batches): the block's rows of dcol read into shared memory, the
-//      col2im sums and the windows' values from there, the planes of dx
-//      written contiguously
+//      launched here at every batch with the plane group the engine picks,
+//      plane_group_of): the block's rows of dcol read into shared memory,
+//      the col2im sums and the windows' values from there, the planes of
+//      dx written contiguously
 //   5  the engine: cuda_conv2d_backward_data_pool (cuda/conv2d_pool_backward.cu),
 //      which runs 4 at large batches and 3 at these (batch 32)
 // The argmax comes from the engine's max pool forward (cuda_pool_forward) on
@@ -132,21 +132,22 @@ bool v3(const PoolColCase &c, Buffers &m, Engine &e)
     return launched("col2im_pool_backward_kernel (one thread per pool output)");
 }
 
-// ---- version 4: whole planes a block, the largest group of planes that
-// divides c and fits 16 KB of shared memory (conv2d_pool_backward.cu's
-// plane_group at large batches; at least one plane, which must fit 48 KB).
+// ---- version 4: whole planes a block, as many as the engine takes
+// (plane_group_of), here also where the engine would not take the kernel.
 bool v4(const PoolColCase &c, Buffers &m, Engine &e)
 {
     if (!dcol(c, m, e)) return false;
     const pool_geom g = geom_of(&c.p);
-    int pb = 1;
-    for (int k = 2; k <= c.d.c; ++k)
-        if (c.d.c % k == 0 && cnn_pool_col::plane_group_floats(c.d, g, k) <= 4096) pb = k;
-    const size_t smem = cnn_pool_col::plane_group_floats(c.d, g, pb) * sizeof(float);
-    if (smem > 48 * 1024) {
-        fprintf(stderr, "v4: one plane needs %zu bytes of shared memory\n", smem);
+    int dev = 0, sm_count = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, dev));
+    const int pb = cnn_pool_col::plane_group_of(c.d, g, sm_count);
+    if (pb == 0) {
+        fprintf(stderr, "v4: one plane needs more than %zu floats of shared memory\n",
+                cnn_pool_col::PLANES_SMEM_MAX_FLOATS);
         return false;
     }
+    const size_t smem = cnn_pool_col::plane_group_floats(c.d, g, pb) * sizeof(float);
     const unsigned blocks = (unsigned)(c.d.n * c.d.c / pb);
     const bool max = c.p.mode == CNN_POOL_MAX, unit = c.d.sh == 1 && c.d.sw == 1;
     const bool k33 = unit && c.d.kh == 3 && c.d.kw == 3;

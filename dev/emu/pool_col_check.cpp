@@ -9,6 +9,7 @@
 //      moved on by other steps) == col2im_pool_backward_kernel (a thread a
 //      pool output), on a full grid and on a small one (its grid-stride
 //      loop);
+//      plane_group_of's choice is one of those groups (0 where none fits);
 //  (2) both == a plain loop here: col2im's sum for each pool output in the
 //      order of (ki, kj), then the pool's backward as pool.cu's (max: 0 + v
 //      at the argmax where the ReLU's output there is > 0; average: 0 + v /
@@ -199,7 +200,7 @@ static void run_case(const shape &s)
     int groups = 0;
     const bool has_k33 = unit && d.kh == 3 && d.kw == 3; // the engine's 3x3 instance too
     for (int pb = 1; pb <= p.c; ++pb) {
-        if (p.c % pb || plane_group_floats(d, g, pb) > 12288) continue;
+        if (p.c % pb || plane_group_floats(d, g, pb) > PLANES_SMEM_MAX_FLOATS) continue;
         groups++;
         for (int threads : {CNN_THREADS, 96, 32})
             for (bool k33 : {false, true}) {
@@ -214,6 +215,14 @@ static void run_case(const shape &s)
             }
     }
     if (!groups) fprintf(stderr, "(no plane group fits: %s)\n", tag.c_str());
+    // the group the engine picks is one of those run above, or 0 where none
+    // fits (for a GPU of one SM: these small grids would hold the engine to
+    // one plane a block on 132)
+    const int chosen = plane_group_of(d, g, 1);
+    checks++;
+    if (chosen == 0 ? groups != 0
+                    : p.c % chosen || (chosen > 1 && plane_group_floats(d, g, chosen) > PLANES_SMEM_FLOATS))
+        fail("plane_group_of gave " + std::to_string(chosen) + " | " + tag);
 }
 
 int main(int argc, char **argv)

@@ -14,7 +14,7 @@ root="$(cd "$here/../.." && pwd)"
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 # the kernel's dynamic shared memory from the emulation's per-block buffer
-sed 's|extern __shared__ __align__(16) float plane_smem\[\];|float *plane_smem = emu::block_smem(12288);|' \
+sed 's|extern __shared__ __align__(16) float plane_smem\[\];|float *plane_smem = emu::block_smem(PLANES_SMEM_MAX_FLOATS);|' \
     "${EMU_POOL_COL:-$root/cuda/conv2d_pool_backward_kernels.cuh}" \
     > "$out/conv2d_pool_backward_kernels.cuh"
 grep -q 'emu::block_smem' "$out/conv2d_pool_backward_kernels.cuh" ||
