@@ -34,6 +34,7 @@
 // blockIdx.z takes one slice of K and writes its partial tile to scratch;
 // a second kernel adds the slices in a fixed order (deterministic) into C.
 #include "gemm_kernels.cuh"
+#include "gemm_narrow_kernels.cuh"
 #include "gemm_short_kernels.cuh"
 #include "gemm_wide_kernels.cuh"
 
@@ -119,6 +120,27 @@ bool narrow_on_tile(int prec, int trans_a, int trans_b, int n)
     return prec == CNN_PRECISION_FLOAT32 && n <= 32 && !(trans_a && trans_b);
 }
 
+// The partial sums of a split-K product of at most 32 x 32 outputs with B
+// transposed (a first convolution's filter gradient, its bias gradient as
+// the column of ones included) on the narrow kernel (gemm_narrow_kernels.cuh)
+// instead of the tile kernel's 32-column tiles: the same slices, so the
+// same bits. Float32 only (the tile kernel's products are). nc: the
+// columns with the column of ones.
+bool narrow_slices_fit(int trans_a, int trans_b, int m, int nc, int slices, const float *a,
+                       int lda, const float *b, int ldb, const WideExtra &x)
+{
+    return !trans_a && trans_b && m <= NARROW_M && nc <= NARROW_N && slices > 1 &&
+           narrow_slices_aligned(a, lda, b, ldb, x);
+}
+
+void launch_narrow_slices(cudaStream_t st, int slices, int m, int n, int k, int k_slice,
+                          float alpha, const float *a, int lda, const float *b, int ldb,
+                          float *partial, const WideExtra &x)
+{
+    sgemm_narrow_slices<<<slices, NARROW_THREADS, 0, st>>>(m, n, k, k_slice, alpha, a, lda, b,
+                                                           ldb, partial, x);
+}
+
 template <int BM, int PREC>
 void launch_wide(cudaStream_t st, dim3 grid, int trans_a, int trans_b, int m, int n, int k,
                  int k_slice, float alpha, const float *a, int lda, const float *b, int ldb,
@@ -176,7 +198,13 @@ cnn_status sgemm_wide_path(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n,
     const int slices = plan_slices(impl, m, nc, k, tiles, per_sm, &k_slice);
     float *partial = slices > 1 ? impl->scratch : nullptr;
     cudaStream_t st = cnn_stream(ctx);
-    if (narrow && narrow_on_tile(prec, trans_a, trans_b, nc)) {
+    if (narrow && narrow_on_tile(prec, trans_a, trans_b, nc) &&
+        narrow_slices_fit(trans_a, trans_b, m, nc, slices, a, lda, b, ldb, x)) {
+        // the same slices of K, so the same partial sums and bits, on the
+        // narrow kernel (H100, batch 512: conv1's filter gradient 77 -> TODO us)
+        launch_narrow_slices(st, slices, m, n, k, k_slice, alpha, a, lda, b, ldb, partial, x);
+        CNN_CUDA_LAUNCHED("sgemm narrow slices");
+    } else if (narrow && narrow_on_tile(prec, trans_a, trans_b, nc)) {
         // the same slices of K, so the same partial sums and bits, on the
         // tile kernel's 32 columns instead of 128 (narrow_on_tile)
         const int tbm = shaped_rows(m);
@@ -222,9 +250,13 @@ void launch_scalar_tile(cudaStream_t st, dim3 grid, int trans_a, int trans_b, in
 #undef CNN_SGEMM_ARGS
 }
 
+// narrow: the shaped tiles' split-K products that the narrow kernel takes
+// go to it (narrow_slices_fit: the engine's choice; false for the tile
+// kernel by name)
 cnn_status sgemm_tile_path(cnn_ctx *ctx, int tile, int trans_a, int trans_b, int m, int n,
                            int k, float alpha, const float *a, int lda, const float *b, int ldb,
-                           float beta, float *c, int ldc, const cnn_sgemm_extra &x, bool extras)
+                           float beta, float *c, int ldc, const cnn_sgemm_extra &x, bool extras,
+                           bool narrow)
 {
     const cnn_cuda_impl *impl = (const cnn_cuda_impl *)ctx->impl;
     const int nc = x.row_sums ? n + 1 : n; // with the column of ones
@@ -242,7 +274,10 @@ cnn_status sgemm_tile_path(cnn_ctx *ctx, int tile, int trans_a, int trans_b, int
     dim3 grid((nc + tbn - 1) / tbn, (m + tbm - 1) / tbm, slices);
     cudaStream_t st = cnn_stream(ctx);
 #define CNN_TILE_ARGS st, grid, trans_a, trans_b, m, n, k, k_slice, alpha, a, lda, b, ldb, beta, c, ldc, partial, x
-    if (tile == CNN_TILE_SCALAR) launch_scalar_tile(CNN_TILE_ARGS);
+    if (narrow && tile == CNN_TILE_SHAPED &&
+        narrow_slices_fit(trans_a, trans_b, m, nc, slices, a, lda, b, ldb, x))
+        launch_narrow_slices(st, slices, m, n, k, k_slice, alpha, a, lda, b, ldb, partial, x);
+    else if (tile == CNN_TILE_SCALAR) launch_scalar_tile(CNN_TILE_ARGS);
     else if (tbm == 64 && tbn == 64) launch_tile<64, 64>(CNN_TILE_ARGS);
     else if (tbm == 64) launch_tile<64, 32>(CNN_TILE_ARGS);
     else if (tbm == 32 && tbn == 64) launch_tile<32, 64>(CNN_TILE_ARGS);
@@ -355,7 +390,7 @@ cnn_status cnn_cuda_sgemm_tile(cnn_ctx *ctx, int tile, int trans_a, int trans_b,
     const WideExtra x = extra ? *extra : NO_EXTRA;
     CNN_TRY(check_extra(x, false, trans_a, trans_b, beta));
     return sgemm_tile_path(ctx, tile, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
-                           ldc, x, has_extras(x));
+                           ldc, x, has_extras(x), false);
 }
 
 cnn_status cnn_cuda_sgemm_ex(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n, int k,
@@ -381,8 +416,9 @@ cnn_status cnn_cuda_sgemm_ex(cnn_ctx *ctx, int trans_a, int trans_b, int m, int 
         return sgemm_wide_path(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
                                ldc, x, true);
     }
-    return cnn_cuda_sgemm_tile(ctx, CNN_TILE_SHAPED, trans_a, trans_b, m, n, k, alpha, a, lda, b,
-                               ldb, beta, c, ldc, extra);
+    CNN_TRY(check_extra(x, false, trans_a, trans_b, beta));
+    return sgemm_tile_path(ctx, CNN_TILE_SHAPED, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
+                           beta, c, ldc, x, has_extras(x), true);
 }
 
 cnn_status cnn_cuda_sgemm(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n, int k,

@@ -26,6 +26,7 @@
 // (the short header's own include of it is then skipped by its guard)
 #include "gemm_wide_kernels.cuh"
 #include "gemm_kernels.cuh"
+#include "gemm_narrow_kernels.cuh"
 #include "gemm_short_kernels.cuh"
 
 using namespace cnn_gemm;
@@ -203,9 +204,42 @@ static void narrow_tile(const product &p, int k_slice, int slices, const float *
     else tile<64, 32, false, TB>(p, k_slice, slices, a, b, c, partial, x);
 }
 
+// the checks of the narrow kernel (a count that must not be 0)
+static long long narrow_kernel_checks = 0;
+
+// The narrow kernel's partial sums (gemm_narrow_kernels.cuh: B transposed,
+// at most 32 x 32 outputs, more than one slice, 16-byte groups aligned), or
+// false where gemm.cu would not launch it.
+static bool narrow_slices(const product &p, int k_slice, int slices, const float *a,
+                          const float *b, float *partial, WideExtra x)
+{
+    const int nc = x.row_sums ? p.n + 1 : p.n;
+    if (!p.tb || p.m > NARROW_M || nc > NARROW_N || slices < 2 ||
+        !narrow_slices_aligned(a, p.lda(), b, p.ldb(), x))
+        return false;
+    // B's rows 4 floats apart past k (NaN there), so that its leading
+    // dimension is not k's
+    const int ldb = p.k + 4;
+    std::vector<float> bp((size_t)p.n * ldb, NAN);
+    for (int j = 0; j < p.n; ++j)
+        for (int kk = 0; kk < p.k; ++kk) bp[(size_t)j * ldb + kk] = b[(size_t)j * p.k + kk];
+    EMU_LAUNCH(sgemm_narrow_slices, dim3(slices), NARROW_THREADS, p.m, p.n, p.k, k_slice, p.alpha,
+               a, p.lda(), bp.data(), ldb, partial, x);
+    return true;
+}
+
 static void check_narrow(const product &p)
 {
     auto a = uniform((size_t)p.m * p.k), b = uniform((size_t)p.k * p.n);
+    // a row of A and a column of B whose products round to -0 (the chains'
+    // zeros past a slice's end turn a -0 sum into +0: the kernels must agree)
+    const int zi = irange(0, p.m - 1), zj = irange(0, p.n - 1);
+    for (int kk = 0; kk < p.k; ++kk) {
+        const float v = kk % 2 ? 1e-30f : -1e-30f;
+        (p.ap > 0 ? a[((size_t)(kk / p.ap) * p.m + zi) * p.ap + kk % p.ap]
+                  : a[(size_t)zi * p.k + kk]) = v;
+        (p.tb ? b[(size_t)zj * p.k + kk] : b[(size_t)kk * p.n + zj]) = -v;
+    }
     for (int slices_wanted : {1, 2, 5}) {
         int ks = (p.k + slices_wanted - 1) / slices_wanted;
         ks = (ks + 15) / 16 * 16;
@@ -225,6 +259,11 @@ static void check_narrow(const product &p)
         }
         if (slices > 1) same_bits(pt, pw, "narrow partials " + name);
         else same_bits(ct, cw, "narrow " + name);
+        std::vector<float> pn(out, NAN);
+        if (narrow_slices(p, ks, slices, a.data(), b.data(), pn.data(), x)) {
+            ++narrow_kernel_checks;
+            same_bits(pn, pt, "narrow kernel against the tile kernel " + name);
+        }
         if (!p.tb || p.n + 1 > 32) continue; // gemm.cu: n + 1 columns narrow
         // with the row sums (a convolution's bias gradient): the tile
         // kernel's column of ones after the n columns, which keep their bits
@@ -234,6 +273,11 @@ static void check_narrow(const product &p)
         x.row_sums = sums.data();
         // (n columns given: the kernel adds the column of ones)
         narrow_tile<true>(p, ks, slices, a.data(), b.data(), cr.data(), pr.data(), x);
+        std::vector<float> prn(pr.size(), NAN);
+        if (narrow_slices(p, ks, slices, a.data(), b.data(), prn.data(), x)) {
+            ++narrow_kernel_checks;
+            same_bits(prn, pr, "narrow kernel with row sums against the tile kernel " + name);
+        }
         ++checks;
         bool ok = true;
         for (int z = 0; z < slices && ok; ++z)
@@ -289,8 +333,25 @@ int main(int argc, char **argv)
         }
         q.alpha = irange(0, 3) ? 1.0f : -1.5f;
         check_narrow(q);
+
+        // one the narrow kernel takes: at most 32 x 32 outputs with the row
+        // sums, B transposed, groups of four k aligned (A plain with k, or
+        // batched with its plane, a multiple of 4)
+        product r = {};
+        r.m = irange(1, 32);
+        r.n = irange(1, 31);
+        r.tb = 1;
+        r.k = 4 * irange(1, 200);
+        if (irange(0, 1)) {
+            r.ap = 4 * irange(1, 30);
+            r.k = r.ap * irange(1, 10);
+        }
+        r.alpha = irange(0, 3) ? 1.0f : -1.5f;
+        check_narrow(r);
     }
-    printf("gemm_shapes_check: %lld checks over %d shapes, %lld failed\n", checks, 2 * shapes + 2,
-           failures);
+    printf("gemm_shapes_check: %lld checks over %d shapes (%lld of the narrow kernel), %lld "
+           "failed\n",
+           checks, 3 * shapes + 2, narrow_kernel_checks, failures);
+    if (narrow_kernel_checks == 0) fail("the narrow kernel never ran");
     return failures ? 1 : 0;
 }

@@ -1,0 +1,217 @@
+// gemm_narrow_kernels.cuh: the cuda engine's kernel for the partial sums
+// of a split-K product of at most 32 x 32 outputs over a long K with B
+// transposed: a convolution's filter gradient where the filters and their
+// weights are few (the seed CIFAR-10 CNN's conv1: dW (32 x 27) and db, the
+// column of ones, summed over 460,800 pixels at batch 512 in 1,310 slices
+// of 352). gemm.cu gives it the products it would give the tile kernel's
+// 32-column tiles split over K (narrow_slices_fit), with the same slices;
+// in a header so that the host emulation (dev/emu) runs the same kernel.
+//
+// partial[z] (m, nc) = alpha op(A) op(B) over slice z of K, [z k_slice,
+// min(k, (z + 1) k_slice)), for z = blockIdx.x; op(A) = A (m, k) plain
+// (lda) or batched (x.ap = P > 0: A[r, i P + p] at (i m + r) P + p); op(B)
+// = B^T with B (n, k) row-major (ldb); nc = n, or n + 1 with x.row_sums,
+// whose last column is op(A)'s row sums (op(B)'s column n all ones: a
+// convolution's bias gradient). Each output is one chain of fmaf over k in
+// order from 0, times alpha: the tile kernel's (gemm_kernels.cuh) sums, so
+// for the same slices the same bits.
+//
+// Why not the tile kernel: one block a slice of 64 threads (each 4 x 4
+// outputs, as on the tile kernel's 32 x 32 tile), but the slice's elements
+// copied from global to shared memory 16 bytes at a time (cp.async, four
+// consecutive k of a row) in a pipeline of NARROW_STAGES steps of 16, where
+// the tile kernel held one step ahead in registers, a float at a time: its
+// loads (the operands are read once, 109 MB for conv1 at batch 512) waited
+// on the L2 (ncu, H100: 77 us, 1.4 TB/s).
+//
+// The 16-byte copies need each row's groups of four k aligned and inside
+// one image: gemm.cu checks narrow_slices_aligned before it launches.
+#ifndef CNN_GEMM_NARROW_KERNELS_CUH
+#define CNN_GEMM_NARROW_KERNELS_CUH
+
+#include "cuda_common.cuh"
+
+namespace cnn_gemm {
+namespace { // internal linkage: every .cu that includes this has its own copy
+
+// the outputs a block covers (rows, columns), its threads, the k of a step,
+// the steps in the pipeline
+constexpr int NARROW_M = 32, NARROW_N = 32, NARROW_THREADS = 64, NARROW_K = 16,
+              NARROW_STAGES = 4;
+// a row of a step's tile in shared memory: 16 floats and 4 of padding, so
+// that the 16-byte reads of four consecutive rows (or eight) fall on
+// different banks
+constexpr int NARROW_ROW = NARROW_K + 4;
+
+// Whether the 16-byte copies apply: A's and B's rows 16-byte aligned (and,
+// with A batched, an image's plane a multiple of 4, so a group of four k is
+// never split between images).
+inline bool narrow_slices_aligned(const float *a, int lda, const float *b, int ldb,
+                                  const cnn_sgemm_extra &x)
+{
+    const bool a_ok = x.ap > 0 ? x.ap % 4 == 0 : lda % 4 == 0;
+    return a_ok && ldb % 4 == 0 && ((uintptr_t)a & 15) == 0 && ((uintptr_t)b & 15) == 0;
+}
+
+// Four floats from global to shared memory, 16-byte aligned both, the first
+// `count` (0 to 4) read and the rest zeros.
+__device__ __forceinline__ void narrow_copy4(float *dst, const float *src, int count)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src),
+                 "r"(4 * count)
+                 : "memory");
+#else
+    for (int e = 0; e < 4; ++e) dst[e] = e < count ? src[e] : 0.0f;
+#endif
+}
+
+__device__ __forceinline__ void narrow_commit()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+
+template <int N>
+__device__ __forceinline__ void narrow_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+}
+
+// Requires m <= 32, nc <= 32, k_slice a multiple of 4, narrow_slices_aligned.
+__global__ void __launch_bounds__(NARROW_THREADS)
+sgemm_narrow_slices(int m, int n, int k, int k_slice, float alpha, const float *__restrict__ a,
+                    int lda, const float *__restrict__ b, int ldb, float *__restrict__ partial,
+                    cnn_sgemm_extra x)
+{
+    cnn_kernel_begin();
+    constexpr int S = NARROW_STAGES;
+    // as[s][i][kk] = op(A)(i, k0 + kk), bs[s][j][kk] = op(B)(k0 + kk, j)
+    __shared__ __align__(16) float as[S][NARROW_M][NARROW_ROW];
+    __shared__ __align__(16) float bs[S][NARROW_N][NARROW_ROW];
+    const int tid = threadIdx.x;
+    const int nc = x.row_sums ? n + 1 : n;
+    const int k_begin = blockIdx.x * k_slice;
+    const int k_end = min(k, k_begin + k_slice);
+    const int steps = k_begin < k_end ? (k_end - k_begin + NARROW_K - 1) / NARROW_K : 0;
+
+    // The column of ones: op(B)'s column n, never copied (past k_end the
+    // zeros of A's tile leave its sums alone).
+    if (x.row_sums)
+        for (int e = tid; e < S * NARROW_ROW; e += NARROW_THREADS)
+            bs[e / NARROW_ROW][n][e % NARROW_ROW] = 1.0f;
+
+    // The copies: a step's tile of A is 32 rows of 16 k, 128 groups of four
+    // k; thread tid copies the groups tid and tid + 64 (rows tid / 4 and 16
+    // + tid / 4, k 4 (tid % 4) in the step), and the same of B. Both of a
+    // thread's groups have the same k, so one walker follows it (A batched:
+    // its image and pixel, moved on by 16 a step without a division).
+    constexpr int Q = NARROW_M * NARROW_K / 4 / NARROW_THREADS; // 2 groups a thread
+    const int c_row = tid / 4, c_kk = 4 * (tid % 4);
+    int gk = k_begin + c_kk;
+    int a_img = 0, a_pix = 0;
+    if (x.ap > 0) {
+        a_img = gk / x.ap;
+        a_pix = gk - a_img * x.ap;
+    }
+    auto issue = [&](int stage) {
+        const int count = max(0, min(4, k_end - gk));
+#pragma unroll
+        for (int q = 0; q < Q; ++q) {
+            const int i = c_row + q * (NARROW_THREADS / 4);
+            const bool a_in = i < m && count > 0;
+            const float *src = a;
+            if (a_in)
+                src = x.ap > 0 ? a + ((size_t)a_img * m + i) * x.ap + a_pix
+                               : a + (size_t)i * lda + gk;
+            narrow_copy4(&as[stage][i][c_kk], src, a_in ? count : 0);
+            if (i < n || i >= nc) { // not the column of ones
+                const bool b_in = i < n && count > 0;
+                narrow_copy4(&bs[stage][i][c_kk], b_in ? b + (size_t)i * ldb + gk : b,
+                             b_in ? count : 0);
+            }
+        }
+        gk += NARROW_K;
+        if (x.ap > 0) {
+            a_pix += NARROW_K;
+            while (a_pix >= x.ap) {
+                a_pix -= x.ap;
+                ++a_img;
+            }
+        }
+    };
+
+    // Thread (tx, ty) = (tid % 8, tid / 8) owns the outputs (ty + 8 r, tx +
+    // 8 s), r, s < 4: a warp's reads of a row fall on 4 (A) or 8 (B)
+    // different rows, whose 16-byte groups lie on different banks.
+    const int tx = tid % 8, ty = tid / 8;
+    float acc[4][4];
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+        for (int s = 0; s < 4; ++s) acc[r][s] = 0.0f;
+
+    // as the wide kernel: S - 1 steps in flight; at each step wait for its
+    // tile, a barrier (which also frees the stage read last), the copy of
+    // the step S - 1 ahead, then the multiply-adds
+#pragma unroll
+    for (int s = 0; s < S - 1; ++s) {
+        if (s < steps) issue(s);
+        narrow_commit();
+    }
+    for (int st = 0; st < steps; ++st) {
+        narrow_wait<S - 2>();
+        __syncthreads();
+        if (st + S - 1 < steps) issue((st + S - 1) % S);
+        narrow_commit();
+        const int cur = st % S;
+#pragma unroll
+        for (int k4 = 0; k4 < NARROW_K; k4 += 4) {
+            float4 av[4], bv[4];
+#pragma unroll
+            for (int r = 0; r < 4; ++r)
+                av[r] = *reinterpret_cast<const float4 *>(&as[cur][ty + 8 * r][k4]);
+#pragma unroll
+            for (int s = 0; s < 4; ++s)
+                bv[s] = *reinterpret_cast<const float4 *>(&bs[cur][tx + 8 * s][k4]);
+            // k4, k4 + 1, k4 + 2, k4 + 3 in turn: each chain in the order of k
+#pragma unroll
+            for (int r = 0; r < 4; ++r)
+#pragma unroll
+                for (int s = 0; s < 4; ++s) acc[r][s] = fmaf(av[r].x, bv[s].x, acc[r][s]);
+#pragma unroll
+            for (int r = 0; r < 4; ++r)
+#pragma unroll
+                for (int s = 0; s < 4; ++s) acc[r][s] = fmaf(av[r].y, bv[s].y, acc[r][s]);
+#pragma unroll
+            for (int r = 0; r < 4; ++r)
+#pragma unroll
+                for (int s = 0; s < 4; ++s) acc[r][s] = fmaf(av[r].z, bv[s].z, acc[r][s]);
+#pragma unroll
+            for (int r = 0; r < 4; ++r)
+#pragma unroll
+                for (int s = 0; s < 4; ++s) acc[r][s] = fmaf(av[r].w, bv[s].w, acc[r][s]);
+        }
+    }
+
+    float *out = partial + (size_t)blockIdx.x * m * nc;
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+        const int i = ty + 8 * r;
+        if (i >= m) continue;
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+            const int j = tx + 8 * s;
+            if (j < nc) out[(size_t)i * nc + j] = alpha * acc[r][s];
+        }
+    }
+}
+
+} // namespace
+} // namespace cnn_gemm
+
+#endif
