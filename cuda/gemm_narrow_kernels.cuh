@@ -108,39 +108,48 @@ sgemm_narrow_slices(int m, int n, int k, int k_slice, float alpha, const float *
     // The copies: a step's tile of A is 32 rows of 16 k, 128 groups of four
     // k; thread tid copies the groups tid and tid + 64 (rows tid / 4 and 16
     // + tid / 4, k 4 (tid % 4) in the step), and the same of B. Both of a
-    // thread's groups have the same k, so one walker follows it (A batched:
-    // its image and pixel, moved on by 16 a step without a division).
+    // thread's groups have the same k, gk, so each operand's two sources
+    // are one pointer a row apart, moved on by 16 a step: A batched, its
+    // group at (i m + r) P + p for gk = i P + p is gk + r P + i (m - 1) P,
+    // so each image passed adds (m - 1) P more (a pixel counter says when,
+    // without a division). Rows past m (A) or n (B) read nothing: zeros.
     constexpr int Q = NARROW_M * NARROW_K / 4 / NARROW_THREADS; // 2 groups a thread
+    constexpr int Q_ROWS = NARROW_THREADS / 4;                  // rows between them
     const int c_row = tid / 4, c_kk = 4 * (tid % 4);
     int gk = k_begin + c_kk;
-    int a_img = 0, a_pix = 0;
-    if (x.ap > 0) {
-        a_img = gk / x.ap;
-        a_pix = gk - a_img * x.ap;
+    const bool batched = x.ap > 0;
+    const size_t a_row = batched ? (size_t)x.ap : (size_t)lda;
+    const size_t a_image = batched ? (size_t)(m - 1) * x.ap : 0;
+    int a_pix = batched ? gk % x.ap : 0;
+    const float *a_at = a + (size_t)c_row * a_row + gk + (batched ? (gk / x.ap) * a_image : 0);
+    const float *b_at = b + (size_t)c_row * ldb + gk;
+    bool a_in[Q], b_in[Q];
+#pragma unroll
+    for (int q = 0; q < Q; ++q) {
+        a_in[q] = c_row + q * Q_ROWS < m;
+        // the column of ones (row n of B's tile with row sums) is not copied
+        b_in[q] = c_row + q * Q_ROWS < n;
     }
+    const bool b_ones = x.row_sums && (c_row == n || c_row + Q_ROWS == n);
     auto issue = [&](int stage) {
         const int count = max(0, min(4, k_end - gk));
 #pragma unroll
         for (int q = 0; q < Q; ++q) {
-            const int i = c_row + q * (NARROW_THREADS / 4);
-            const bool a_in = i < m && count > 0;
-            const float *src = a;
-            if (a_in)
-                src = x.ap > 0 ? a + ((size_t)a_img * m + i) * x.ap + a_pix
-                               : a + (size_t)i * lda + gk;
-            narrow_copy4(&as[stage][i][c_kk], src, a_in ? count : 0);
-            if (i < n || i >= nc) { // not the column of ones
-                const bool b_in = i < n && count > 0;
-                narrow_copy4(&bs[stage][i][c_kk], b_in ? b + (size_t)i * ldb + gk : b,
-                             b_in ? count : 0);
-            }
+            const int i = c_row + q * Q_ROWS;
+            narrow_copy4(&as[stage][i][c_kk], a_in[q] && count ? a_at + q * Q_ROWS * a_row : a,
+                         a_in[q] ? count : 0);
+            if (!(b_ones && i == n))
+                narrow_copy4(&bs[stage][i][c_kk], b_in[q] && count ? b_at + (size_t)q * Q_ROWS * ldb : b,
+                             b_in[q] ? count : 0);
         }
         gk += NARROW_K;
-        if (x.ap > 0) {
+        a_at += NARROW_K;
+        b_at += NARROW_K;
+        if (batched) {
             a_pix += NARROW_K;
             while (a_pix >= x.ap) {
                 a_pix -= x.ap;
-                ++a_img;
+                a_at += a_image;
             }
         }
     };
