@@ -30,7 +30,9 @@
 //  11  the engine's own entry, cnn_cuda_sgemm: 8, with a K of at most 32
 //      above 2^27 multiply-adds on the short kernel (one thread a column) and
 //      products of at most 32 columns above 2^27 on the tile kernel with the
-//      wide kernel's slices;
+//      wide kernel's slices; the partial sums of a split-K product of at
+//      most 32 x 32 outputs with B transposed on the narrow kernel (since
+//      2026-11-27, eighth session);
 //      checked to give version 8's bits on every product
 // Versions 9 and 10 need compute capability 8.0; on an older GPU they are
 // skipped (said so; not a failure).

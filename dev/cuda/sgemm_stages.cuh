@@ -398,8 +398,12 @@ inline bool sgemm_v10(const Gemm &g, cnn_ctx *ctx)
 // op(A) in shared memory, no tiles of K), and a product of at most 32
 // columns above 2^27 multiply-adds (the first convolution's filter
 // gradient at batch 512: 32 x 27) on the tile kernel's 32 columns with the
-// wide kernel's slices of K instead of a quarter of its 128. The same bits
-// as version 8 on every product (sgemm.cu checks it).
+// wide kernel's slices of K instead of a quarter of its 128; since
+// 2026-11-27 (eighth session) the partial sums of a split-K product of at
+// most 32 x 32 outputs with B transposed (those filter gradients, and conv1's
+// at batch 32 on the shaped tile) on the narrow kernel
+// (cuda/gemm_narrow_kernels.cuh). The same bits as version 8 on every
+// product (sgemm.cu checks it).
 inline bool sgemm_v11(const Gemm &g, cnn_ctx *ctx)
 {
     const int saved_precision = ctx->precision;

@@ -20,11 +20,13 @@ f=gemm_narrow_kernels.cuh
 mutants=(
   "$f|the last group of k read whole (count not clipped)|s/max(0, min(4, k_end - gk))/max(0, min(4, k_end - gk + 4))/"
   "$f|the column of ones in the first stage only|s/e < S \* NARROW_ROW; e += NARROW_THREADS/e < NARROW_ROW; e += NARROW_THREADS/"
-  "$f|the column of ones copied over from B|s/if (i < n .. i >= nc) {/if (true) {/"
+  "$f|the column of ones copied over from B|s/if (!(b_ones \&\& i == n))/if (true)/"
+  "$f|the column of ones skipped in the wrong copy (c_row == n only)|s/(c_row == n .. c_row + Q_ROWS == n)/(c_row == n)/"
   "$f|the image walker moved on by 12|s/a_pix += NARROW_K;/a_pix += NARROW_K - 4;/"
   "$f|the image walker wraps at >|s/while (a_pix >= x.ap)/while (a_pix > x.ap)/"
   "$f|k's order: the second and third of a group swapped|0,/av\[r\].y, bv\[s\].y/s//av[r].z, bv[s].z/"
-  "$f|B's rows read with A's leading dimension|s/b + (size_t)i \* ldb + gk/b + (size_t)i * lda + gk/"
+  "$f|B's rows read with A's leading dimension|s/b_at + (size_t)q \* Q_ROWS \* ldb/b_at + (size_t)q * Q_ROWS * lda/"
+  "$f|A's image jump (m - 1) P as m P|s/(size_t)(m - 1) \* x.ap/(size_t)m * x.ap/"
   "$f|alpha dropped|s/= alpha \* acc\[r\]\[s\];/= acc[r][s];/"
   "$f|the slice's partial tile at z m n (not z m nc)|s/(size_t)blockIdx.x \* m \* nc;/(size_t)blockIdx.x * m * n;/"
 )
