@@ -24,7 +24,9 @@ became that product's row sums (cuda/conv2d.cu) instead of the channel sums:
 a deliberate change of summation order, which among the seed networks at this
 batch reaches imagenette_cnn's first convolution only. Its cuda entries were
 re-recorded on the H100 (every other entry came out the same) and removed for
-the H200, where they skip until recorded there.
+the H200; they were recorded there on 2026-11-27 (eighth session) from
+46b7544, whose other H200 cuda entries came out as recorded before, and the
+tree of the narrow filter-gradient kernel gave the same bits (20 passed).
 
 The GPU engines' entries are keyed by the device's name and by whether the
 training step is recorded (CNNCUDA_GRAPHS): kernels and cuDNN's algorithm
