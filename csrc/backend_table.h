@@ -318,6 +318,7 @@ typedef cnn_status cnn_conv2d_backward_data_pool_fn(
     const float *w,        /* (f, c, kh, kw) */
     const int32_t *argmax, /* (n, c, h, w), max */
     const float *y,        /* (n, c, p->h, p->w) or NULL */
+    const float *pool_y,   /* (n, c, p->oh, p->ow) or NULL */
     float *dx,             /* (n, c, p->h, p->w) */
     void *ws);
 typedef cnn_status cnn_conv2d_forward_col_fn(cnn_ctx *ctx, const cnn_conv_desc *d, int relu,
@@ -591,7 +592,10 @@ struct cnn_fused_ops {
      * pool whose windows do not overlap (p->ph <= p->sh, p->pw <= p->sw,
      * pads >= 0) with p->n, p->c, p->oh, p->ow equal to d->n, d->c, d->h,
      * d->w; y: NULL, or the pool's input when it is a ReLU's output whose
-     * backward is run too (as pool_backward_relu). The bits of
+     * backward is run too (as pool_backward_relu); pool_y: NULL, or the
+     * pool's output (the convolution's input), which with y and a max pool
+     * the engine may test instead of y at the argmax (the same value
+     * there; a quarter of the reads). The bits of
      * conv2d_backward_data into the pool's output gradient, then
      * pool_backward (or pool_backward_relu). ws: the convolution's, as
      * conv2d_backward_data. */

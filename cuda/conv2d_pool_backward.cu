@@ -52,7 +52,8 @@ int plane_group(const cnn_cuda_impl *impl, const cnn_conv_desc &d, const pool_ge
 
 template <bool MAX>
 void launch(cnn_ctx *ctx, unsigned total, const cnn_conv_desc *d, const pool_geom &g,
-            const float *col, const int32_t *argmax, const float *y, float *dx)
+            const float *col, const int32_t *argmax, const float *y, const float *pool_y,
+            float *dx)
 {
     cudaStream_t st = cnn_stream(ctx);
     const bool unit = d->sh == 1 && d->sw == 1;
@@ -62,22 +63,22 @@ void launch(cnn_ctx *ctx, unsigned total, const cnn_conv_desc *d, const pool_geo
         const size_t smem = plane_group_floats(*d, g, pb) * sizeof(float);
         if (unit && d->kh == 3 && d->kw == 3) // the sums unrolled
             col2im_pool_backward_planes<MAX, true, 3, 3><<<blocks, CNN_THREADS, smem, st>>>(
-                *d, g, pb, col, argmax, y, dx);
+                *d, g, pb, col, argmax, y, pool_y, dx);
         else if (unit)
             col2im_pool_backward_planes<MAX, true><<<blocks, CNN_THREADS, smem, st>>>(
-                *d, g, pb, col, argmax, y, dx);
+                *d, g, pb, col, argmax, y, pool_y, dx);
         else
             col2im_pool_backward_planes<MAX, false><<<blocks, CNN_THREADS, smem, st>>>(
-                *d, g, pb, col, argmax, y, dx);
+                *d, g, pb, col, argmax, y, pool_y, dx);
         return;
     }
     const unsigned blocks = cnn_blocks(total, CNN_THREADS); // total: the pool's outputs
     if (unit)
-        col2im_pool_backward_kernel<MAX, true><<<blocks, CNN_THREADS, 0, st>>>(total, *d, g, col,
-                                                                               argmax, y, dx);
+        col2im_pool_backward_kernel<MAX, true><<<blocks, CNN_THREADS, 0, st>>>(
+            total, *d, g, col, argmax, y, pool_y, dx);
     else
-        col2im_pool_backward_kernel<MAX, false><<<blocks, CNN_THREADS, 0, st>>>(total, *d, g, col,
-                                                                                argmax, y, dx);
+        col2im_pool_backward_kernel<MAX, false><<<blocks, CNN_THREADS, 0, st>>>(
+            total, *d, g, col, argmax, y, pool_y, dx);
 }
 
 } // namespace
@@ -85,7 +86,7 @@ void launch(cnn_ctx *ctx, unsigned total, const cnn_conv_desc *d, const pool_geo
 cnn_status cuda_conv2d_backward_data_pool(cnn_ctx *ctx, const cnn_conv_desc *d,
                                           const cnn_pool_desc *p, const float *dy,
                                           const float *w, const int32_t *argmax, const float *y,
-                                          float *dx, void *ws)
+                                          const float *pool_y, float *dx, void *ws)
 {
     const char *what = "conv2d_backward_data_pool";
     CNN_TRY(cnn_cuda_check_pool_desc(what, p));
@@ -109,10 +110,13 @@ cnn_status cuda_conv2d_backward_data_pool(cnn_ctx *ctx, const cnn_conv_desc *d,
     const size_t outputs = (size_t)p->n * p->c * p->oh * p->ow; // the kernel's threads
     if (total == 0 || outputs == 0) return CNN_OK;
     const pool_geom g = geom_of(p);
+    // a max pool's ReLU test on its output where given: the ReLU's output at
+    // the argmax is the pool's output (TODO us)
     if (p->mode == CNN_POOL_MAX)
-        launch<true>(ctx, (unsigned)outputs, d, g, (const float *)ws, argmax, y, dx);
+        launch<true>(ctx, (unsigned)outputs, d, g, (const float *)ws, argmax, y, y ? pool_y : nullptr,
+                     dx);
     else
-        launch<false>(ctx, (unsigned)outputs, d, g, (const float *)ws, nullptr, y, dx);
+        launch<false>(ctx, (unsigned)outputs, d, g, (const float *)ws, nullptr, y, nullptr, dx);
     CNN_CUDA_LAUNCHED(what);
     return CNN_OK;
 }

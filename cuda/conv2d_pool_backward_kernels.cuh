@@ -27,17 +27,25 @@ namespace { // internal linkage: every .cu that includes this has its own copy
 // ReLU's output there is not > 0; 0 outside the window. Grid-stride, total
 // <= INT32_MAX. d: the convolution, whose input (n, c, d.h = g.oh, d.w =
 // g.ow) is the pool's output. MAX: max pooling (argmax), else average. UNIT:
-// the convolution's strides are 1 (col2im32_kernel's UNIT).
+// the convolution's strides are 1 (col2im32_kernel's UNIT). relu_y: the
+// ReLU's output (the pool's input) or NULL (no ReLU). pool_y (max only, with
+// relu_y; else NULL): the pool's output, tested > 0 in place of relu_y at
+// the argmax, where it holds the same value (max_window: the window's
+// maximum is the element at its argmax): the same bits, with a quarter of
+// relu_y's reads (each of its 32-byte sectors holds an argmax of some
+// window).
 template <bool MAX, bool UNIT>
 __global__ void col2im_pool_backward_kernel(unsigned total, cnn_conv_desc d, pool_geom g,
                                             const float *__restrict__ col,
                                             const int32_t *__restrict__ argmax,
                                             const float *__restrict__ relu_y,
+                                            const float *__restrict__ pool_y,
                                             float *__restrict__ dx)
 {
     cnn_kernel_begin();
     const unsigned in_plane = (unsigned)g.h * g.w, out_plane = (unsigned)g.oh * g.ow;
     const int p = d.oh * d.ow, np = d.n * p;
+    const float *relu_at = MAX && pool_y ? nullptr : relu_y; // the ReLU tested per element
     for (unsigned o = blockIdx.x * blockDim.x + threadIdx.x; o < total;
          o += blockDim.x * gridDim.x) {
         const unsigned q = o / out_plane; // the plane: image q / c, channel q % c
@@ -56,7 +64,7 @@ __global__ void col2im_pool_backward_kernel(unsigned total, cnn_conv_desc d, poo
         float grad; // what an element of the window that passes gradient gets
         int mark = -1; // max: the argmax's index in the plane
         if (MAX) {
-            grad = 0.0f + v;
+            grad = pool_y && !(pool_y[o] > 0.0f) ? 0.0f : 0.0f + v;
             mark = argmax[o];
         } else { // as pool.cu's avg_pool_backward_kernel: over the clipped window's count
             grad = 0.0f + v / (float)((win_r1 - win_r0) * (win_c1 - win_c0));
@@ -68,7 +76,7 @@ __global__ void col2im_pool_backward_kernel(unsigned total, cnn_conv_desc d, poo
                 const unsigned e = plane0 + (unsigned)me;
                 const bool in_window = i >= win_r0 && i < win_r1 && j >= win_c0 && j < win_c1;
                 const bool passes = in_window && (!MAX || mark == me) &&
-                                    (!relu_y || relu_y[e] > 0.0f);
+                                    (!relu_at || relu_at[e] > 0.0f);
                 dx[e] = passes ? grad : 0.0f;
             }
         }
@@ -144,7 +152,8 @@ struct plane_walk {
 //     window passes on (the owners as in col2im_pool_backward_kernel: row i
 //     belongs to the window min((i + pad_top) / sh, oh - 1), and likewise
 //     the column), 0 outside the window, where it is not the argmax (max),
-//     or where the ReLU's output is not > 0.
+//     or where the ReLU's output is not > 0 (max with pool_y: tested in
+//     phase 2 on the pool's output, as the kernel above).
 // So dcol is read once, coalesced, and dx written once, coalesced, where
 // the kernel above reads dcol and writes dx a few floats apart across a
 // warp (ncu, H100, batch 512: a third of each sector used). KH, KW > 0: the
@@ -156,7 +165,8 @@ template <bool MAX, bool UNIT, int KH = 0, int KW = 0>
 __global__ void __launch_bounds__(CNN_THREADS)
 col2im_pool_backward_planes(cnn_conv_desc d, pool_geom g, int pb, const float *__restrict__ col,
                             const int32_t *__restrict__ argmax,
-                            const float *__restrict__ relu_y, float *__restrict__ dx)
+                            const float *__restrict__ relu_y, const float *__restrict__ pool_y,
+                            float *__restrict__ dx)
 {
     cnn_kernel_begin();
     extern __shared__ __align__(16) float plane_smem[];
@@ -166,6 +176,7 @@ col2im_pool_backward_planes(cnn_conv_desc d, pool_geom g, int pb, const float *_
     const int ch0 = (blockIdx.x - image * groups) * pb;
     const unsigned q0 = (unsigned)image * d.c + ch0; // the block's first plane
     const int T = blockDim.x, tid = threadIdx.x;
+    const float *relu_at = MAX && pool_y ? nullptr : relu_y; // the ReLU tested per element
     float *cols = plane_smem;                          // [pb * kk][p]
     float *vals = cols + pb * kk * p;                  // [pb][op]
     int *marks = reinterpret_cast<int *>(vals + pb * op); // [pb][op], max only
@@ -209,7 +220,7 @@ col2im_pool_backward_planes(cnn_conv_desc d, pool_geom g, int pb, const float *_
             const float v = cnn_conv2d::col2im_sum32<UNIT, KH, KW>(d, cols + at.pl * kk * p, p, 0,
                                                                    at.i, at.j);
             if (MAX) {
-                vals[o] = 0.0f + v;
+                vals[o] = pool_y && !(pool_y[(size_t)q0 * op + o] > 0.0f) ? 0.0f : 0.0f + v;
                 marks[o] = argmax[(size_t)q0 * op + o];
             } else {
                 int r0, r1, c0, c1;
@@ -229,7 +240,7 @@ col2im_pool_backward_planes(cnn_conv_desc d, pool_geom g, int pb, const float *_
             const int a = own_r[at.i], b = own_s[at.j];
             const int o = at.pl * op + (a >> 1) * g.ow + (b >> 1);
             const bool passes = (a & b & 1) && (!MAX || marks[o] == at.i * g.w + at.j) &&
-                                (!relu_y || relu_y[e0 + e] > 0.0f);
+                                (!relu_at || relu_at[e0 + e] > 0.0f);
             dx[e0 + e] = passes ? vals[o] : 0.0f;
         }
     }

@@ -304,10 +304,11 @@ static cnn_status run_backward(cnn_net *net, plan_kind which, float **dx_out)
                 const int relu = st->kind == STEP_CONV_BACKWARD_DATA_POOL_RELU;
                 cnn_pool_desc pd = P->pool;
                 pd.n = n;
+                /* in: the pool's output, this layer's input as its forward read it */
                 CNN_TRY(be->fused->conv2d_backward_data_pool(ctx, &d, &pd, dy, net->params + L->w_off,
                                                       P->argmax,
-                                                      relu ? net->layers[i - 2].y : NULL, dx,
-                                                      L->ws));
+                                                      relu ? net->layers[i - 2].y : NULL, in,
+                                                      dx, L->ws));
             }
             break;
         }

@@ -33,7 +33,12 @@
 //      the col2im sums and the windows' values from there, the planes of
 //      dx written contiguously
 //   5  the engine: cuda_conv2d_backward_data_pool (cuda/conv2d_pool_backward.cu),
-//      which runs 4 at large batches and 3 at these (batch 32)
+//      which runs 7 at large batches and 6 at these (batch 32; until
+//      2026-11-27, eighth session, 4 and 3)
+//   6  3 with a max pool's ReLU test on the pool's output (its pool_y: the
+//      value at the argmax, so the same bits) instead of the ReLU's output at
+//      the argmax: a quarter of those reads
+//   7  4 likewise
 // The argmax comes from the engine's max pool forward (cuda_pool_forward) on
 // a random ReLU output y, checked against the host's. Odd shapes also check
 // average pooling (cuda_pool_backward(_relu) in version 1, the fused
@@ -50,12 +55,12 @@ using namespace dev;
 namespace {
 
 struct Buffers {
-    DeviceBuffer<float> dy, w, ws, y, dpool, dx;
+    DeviceBuffer<float> dy, w, ws, y, dpool, dx, pool_y;
     DeviceBuffer<int32_t> argmax;
     explicit Buffers(const PoolColCase &c)
         : dy(y_count(c.d)), w(w_count(c.d)), ws(cuda_conv2d_workspace(&c.d) / sizeof(float)),
           y(pool_in_count(c.p)), dpool(x_count(c.d)), dx(pool_in_count(c.p)),
-          argmax(pool_out_count(c.p))
+          pool_y(pool_out_count(c.p)), argmax(pool_out_count(c.p))
     {
     }
 };
@@ -67,6 +72,12 @@ const int32_t *argmax_of(const PoolColCase &c, const Buffers &m)
     return c.p.mode == CNN_POOL_MAX ? m.argmax.p : nullptr;
 }
 const float *relu_of(const PoolColCase &c, const Buffers &m) { return c.relu ? m.y.p : nullptr; }
+// The pool's output where the kernels may test the ReLU on it (a max pool
+// after a ReLU; the engine's pool forward wrote it), else NULL.
+const float *pool_y_of(const PoolColCase &c, const Buffers &m)
+{
+    return c.relu && c.p.mode == CNN_POOL_MAX ? m.pool_y.p : nullptr;
+}
 
 // A buffer filled with NaN (all-ones bits; -1 for an int32 argmax) on the
 // engine's stream: its stream does not wait for the legacy default stream
@@ -113,8 +124,8 @@ bool v2(const PoolColCase &c, Buffers &m, Engine &e)
 }
 
 // ---- version 3: one thread per pool output (the engine's kernel for planes
-// too large for shared memory).
-bool v3(const PoolColCase &c, Buffers &m, Engine &e)
+// too large for shared memory); 6: with the ReLU tested on the pool's output.
+bool per_output(const PoolColCase &c, Buffers &m, Engine &e, const float *pool_y)
 {
     if (!dcol(c, m, e)) return false;
     const pool_geom g = geom_of(&c.p);
@@ -123,7 +134,7 @@ bool v3(const PoolColCase &c, Buffers &m, Engine &e)
     const bool max = c.p.mode == CNN_POOL_MAX, unit = c.d.sh == 1 && c.d.sw == 1;
 #define CNN_V3(M, U)                                                                       \
     cnn_pool_col::col2im_pool_backward_kernel<M, U><<<blocks, CNN_THREADS, 0, e.stream()>>>( \
-        outputs, c.d, g, m.ws.p, argmax_of(c, m), relu_of(c, m), m.dx.p)
+        outputs, c.d, g, m.ws.p, argmax_of(c, m), relu_of(c, m), pool_y, m.dx.p)
     if (max && unit) CNN_V3(true, true);
     else if (max) CNN_V3(true, false);
     else if (unit) CNN_V3(false, true);
@@ -131,10 +142,13 @@ bool v3(const PoolColCase &c, Buffers &m, Engine &e)
 #undef CNN_V3
     return launched("col2im_pool_backward_kernel (one thread per pool output)");
 }
+bool v3(const PoolColCase &c, Buffers &m, Engine &e) { return per_output(c, m, e, nullptr); }
+bool v6(const PoolColCase &c, Buffers &m, Engine &e) { return per_output(c, m, e, pool_y_of(c, m)); }
 
 // ---- version 4: whole planes a block, as many as the engine takes
-// (plane_group_of), here also where the engine would not take the kernel.
-bool v4(const PoolColCase &c, Buffers &m, Engine &e)
+// (plane_group_of), here also where the engine would not take the kernel;
+// 7: with the ReLU tested on the pool's output.
+bool planes(const PoolColCase &c, Buffers &m, Engine &e, const float *pool_y)
 {
     if (!dcol(c, m, e)) return false;
     const pool_geom g = geom_of(&c.p);
@@ -143,7 +157,7 @@ bool v4(const PoolColCase &c, Buffers &m, Engine &e)
     CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, dev));
     const int pb = cnn_pool_col::plane_group_of(c.d, g, sm_count);
     if (pb == 0) {
-        fprintf(stderr, "v4: one plane needs more than %zu floats of shared memory\n",
+        fprintf(stderr, "planes: one plane needs more than %zu floats of shared memory\n",
                 cnn_pool_col::PLANES_SMEM_MAX_FLOATS);
         return false;
     }
@@ -154,7 +168,7 @@ bool v4(const PoolColCase &c, Buffers &m, Engine &e)
 #define CNN_V4(M, U, KH, KW)                                                                 \
     cnn_pool_col::col2im_pool_backward_planes<M, U, KH, KW><<<blocks, CNN_THREADS, smem,     \
                                                               e.stream()>>>(                 \
-        c.d, g, pb, m.ws.p, argmax_of(c, m), relu_of(c, m), m.dx.p)
+        c.d, g, pb, m.ws.p, argmax_of(c, m), relu_of(c, m), pool_y, m.dx.p)
     if (max && k33) CNN_V4(true, true, 3, 3);
     else if (max && unit) CNN_V4(true, true, 0, 0);
     else if (max) CNN_V4(true, false, 0, 0);
@@ -164,12 +178,14 @@ bool v4(const PoolColCase &c, Buffers &m, Engine &e)
 #undef CNN_V4
     return launched("col2im_pool_backward_planes (whole planes a block)");
 }
+bool v4(const PoolColCase &c, Buffers &m, Engine &e) { return planes(c, m, e, nullptr); }
+bool v7(const PoolColCase &c, Buffers &m, Engine &e) { return planes(c, m, e, pool_y_of(c, m)); }
 
 // ---- version 5: the engine.
 bool v5(const PoolColCase &c, Buffers &m, Engine &e)
 {
     return engine_ok(cuda_conv2d_backward_data_pool(e.ctx, &c.d, &c.p, m.dy.p, m.w.p, argmax_of(c, m),
-                                                    relu_of(c, m), m.dx.p, m.ws.p),
+                                                    relu_of(c, m), m.pool_y.p, m.dx.p, m.ws.p),
                      "cuda_conv2d_backward_data_pool");
 }
 
@@ -184,6 +200,8 @@ const Version VERSIONS[] = {
     {"GEMM + one thread per pool output (the engine's kernel for large planes)", v3},
     {"GEMM + whole planes a block (the engine's kernel at large batches)", v4},
     {"engine cuda_conv2d_backward_data_pool", v5},
+    {"GEMM + one thread per pool output, the ReLU tested on the pool's output", v6},
+    {"GEMM + whole planes a block, the ReLU tested on the pool's output", v7},
 };
 constexpr int N_VERSIONS = sizeof VERSIONS / sizeof VERSIONS[0];
 
@@ -216,9 +234,8 @@ struct Case {
         CUDA_CHECK(cudaDeviceSynchronize()); // the uploads done before the engine's stream reads them
         if (pc.p.mode == CNN_POOL_MAX) {
             argmax = pool_argmax(pc.p, y);
-            DeviceBuffer<float> pooled(pool_out_count(pc.p));
             CUDA_CHECK(cudaMemsetAsync(gpu.argmax.p, 0x7f, gpu.argmax.n * sizeof(int32_t), eng.stream()));
-            if (!engine_ok(cuda_pool_forward(eng.ctx, &pc.p, gpu.y.p, pooled.p, gpu.argmax.p),
+            if (!engine_ok(cuda_pool_forward(eng.ctx, &pc.p, gpu.y.p, gpu.pool_y.p, gpu.argmax.p),
                            "cuda_pool_forward"))
                 exit(2);
             CUDA_CHECK(cudaStreamSynchronize(eng.stream()));

@@ -14,6 +14,9 @@
 //      order of (ki, kj), then the pool's backward as pool.cu's (max: 0 + v
 //      at the argmax where the ReLU's output there is > 0; average: 0 + v /
 //      count where it is > 0; 0 elsewhere).
+//  (3) for a max pool after a ReLU, both kernels given the pool's output
+//      (the value at each argmax: the ReLU tested there instead of on the
+//      ReLU's output, the engine's way) == the plain loop.
 // dx starts as a NaN sentinel with guard zones before and after (an element
 // not written, or one written outside, shows). Max pools, average pools,
 // with and without the ReLU; argmaxes the first maximum of the window, and
@@ -135,6 +138,13 @@ static void run_case(const shape &s)
                 a = best_at;
                 if (s.planted && rng() % 5 == 0) a = rng() % 2 ? -1 : (int32_t)(rng() % in_plane);
             }
+    // the pool's output as the kernels may read it (a max pool after a ReLU):
+    // the value at the argmax (max_window's, planted argmaxes included), NaN
+    // where there is none
+    std::vector<float> pool_y(planes * op, NAN);
+    for (size_t q = 0; q < planes; ++q)
+        for (size_t o = 0; o < op; ++o)
+            if (argmax[q * op + o] >= 0) pool_y[q * op + o] = y[q * in_plane + argmax[q * op + o]];
     // (2)'s plain loop
     std::vector<float> want(total, 0.0f);
     for (size_t q = 0; q < planes; ++q) {
@@ -166,12 +176,13 @@ static void run_case(const shape &s)
             }
     }
     const float *relu = s.relu ? y.data() : nullptr;
+    const float *py = nullptr; // the kernels' pool_y: NULL, then (max after a ReLU) the pool's output
     const bool max = p.mode == CNN_POOL_MAX, unit = d.sh == 1 && d.sw == 1;
     const std::string tag = describe(s);
     // the kernels as the engine launches them (the plane kernel with pb
     // planes a block and `threads` threads; k33: its 3x3 instance)
 #define LAUNCH(kernel, ...)                                                                        \
-    EMU_LAUNCH(kernel, blocks, threads, __VA_ARGS__, col.data(), argmax.data(), relu, dx.data())
+    EMU_LAUNCH(kernel, blocks, threads, __VA_ARGS__, col.data(), argmax.data(), relu, py, dx.data())
     auto per_output = [&](unsigned blocks, guarded<float> &dx) {
         const unsigned outputs = (unsigned)(planes * op);
         const int threads = CNN_THREADS;
@@ -215,6 +226,29 @@ static void run_case(const shape &s)
             }
     }
     if (!groups) fprintf(stderr, "(no plane group fits: %s)\n", tag.c_str());
+    // a max pool after a ReLU: the ReLU tested on the pool's output (the
+    // engine's way) gives the same bits, per output and by planes
+    if (max && s.relu) {
+        py = pool_y.data();
+        guarded<float> dx(total, 64, sentinel_f());
+        per_output(cnn_blocks(planes * op, CNN_THREADS), dx);
+        compare("per-output kernel testing the pool's output against the plain loop", dx,
+                want.data(), sentinel_f(), tag);
+        for (int pb = 1; pb <= p.c; ++pb) {
+            if (p.c % pb || plane_group_floats(d, g, pb) > PLANES_SMEM_MAX_FLOATS) continue;
+            for (bool k33 : {false, true}) {
+                if (k33 && !has_k33) continue;
+                guarded<float> dp(total, 64, sentinel_f());
+                plane_kernel(pb, 96, k33, dp);
+                compare(("plane kernel testing the pool's output" +
+                         std::string(k33 ? ", 3x3, " : ", ") + std::to_string(pb) +
+                         " planes a block, against the plain loop")
+                            .c_str(),
+                        dp, want.data(), sentinel_f(), tag);
+            }
+        }
+        py = nullptr;
+    }
     // the group the engine picks is one of those run above, or 0 where none
     // fits (for a GPU of one SM: these small grids would hold the engine to
     // one plane a block on 132)
