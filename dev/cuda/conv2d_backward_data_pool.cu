@@ -10,8 +10,8 @@
 //   ./conv2d_backward_data_pool [VERSION] [--jsonl FILE]
 //
 // Versions (every one runs the engine's data-gradient GEMM first,
-// cnn_cuda_conv2d_dcol, inside its time: version 5's entry runs it itself,
-// so 1 to 4 run the same one; the program prints the GEMM's own time
+// cnn_cuda_conv2d_dcol, inside its time: version 7's entry runs it itself,
+// so the others run the same one; the program prints the GEMM's own time
 // before the versions, to subtract):
 //   1  the engine's kernels apart: col2im (cnn_conv2d::col2im32_kernel,
 //      cuda/conv2d_kernels.cuh) into dpool, then the engine's pool backward
@@ -32,13 +32,13 @@
 //      plane_group_of): the block's rows of dcol read into shared memory,
 //      the col2im sums and the windows' values from there, the planes of
 //      dx written contiguously
-//   5  the engine: cuda_conv2d_backward_data_pool (cuda/conv2d_pool_backward.cu),
-//      which runs 7 at large batches and 6 at these (batch 32; until
-//      2026-11-27, eighth session, 4 and 3)
-//   6  3 with a max pool's ReLU test on the pool's output (its pool_y: the
+//   5  3 with a max pool's ReLU test on the pool's output (its pool_y: the
 //      value at the argmax, so the same bits) instead of the ReLU's output at
 //      the argmax: a quarter of those reads
-//   7  4 likewise
+//   6  4 likewise
+//   7  the engine: cuda_conv2d_backward_data_pool (cuda/conv2d_pool_backward.cu),
+//      which runs 6 at large batches and 5 at these (batch 32; until
+//      2026-11-27, eighth session, 4 and 3, and it was version 5)
 // The argmax comes from the engine's max pool forward (cuda_pool_forward) on
 // a random ReLU output y, checked against the host's. Odd shapes also check
 // average pooling (cuda_pool_backward(_relu) in version 1, the fused
@@ -124,7 +124,7 @@ bool v2(const PoolColCase &c, Buffers &m, Engine &e)
 }
 
 // ---- version 3: one thread per pool output (the engine's kernel for planes
-// too large for shared memory); 6: with the ReLU tested on the pool's output.
+// too large for shared memory); 5: with the ReLU tested on the pool's output.
 bool per_output(const PoolColCase &c, Buffers &m, Engine &e, const float *pool_y)
 {
     if (!dcol(c, m, e)) return false;
@@ -143,11 +143,11 @@ bool per_output(const PoolColCase &c, Buffers &m, Engine &e, const float *pool_y
     return launched("col2im_pool_backward_kernel (one thread per pool output)");
 }
 bool v3(const PoolColCase &c, Buffers &m, Engine &e) { return per_output(c, m, e, nullptr); }
-bool v6(const PoolColCase &c, Buffers &m, Engine &e) { return per_output(c, m, e, pool_y_of(c, m)); }
+bool v5(const PoolColCase &c, Buffers &m, Engine &e) { return per_output(c, m, e, pool_y_of(c, m)); }
 
 // ---- version 4: whole planes a block, as many as the engine takes
 // (plane_group_of), here also where the engine would not take the kernel;
-// 7: with the ReLU tested on the pool's output.
+// 6: with the ReLU tested on the pool's output.
 bool planes(const PoolColCase &c, Buffers &m, Engine &e, const float *pool_y)
 {
     if (!dcol(c, m, e)) return false;
@@ -179,10 +179,10 @@ bool planes(const PoolColCase &c, Buffers &m, Engine &e, const float *pool_y)
     return launched("col2im_pool_backward_planes (whole planes a block)");
 }
 bool v4(const PoolColCase &c, Buffers &m, Engine &e) { return planes(c, m, e, nullptr); }
-bool v7(const PoolColCase &c, Buffers &m, Engine &e) { return planes(c, m, e, pool_y_of(c, m)); }
+bool v6(const PoolColCase &c, Buffers &m, Engine &e) { return planes(c, m, e, pool_y_of(c, m)); }
 
-// ---- version 5: the engine.
-bool v5(const PoolColCase &c, Buffers &m, Engine &e)
+// ---- version 7: the engine.
+bool v7(const PoolColCase &c, Buffers &m, Engine &e)
 {
     return engine_ok(cuda_conv2d_backward_data_pool(e.ctx, &c.d, &c.p, m.dy.p, m.w.p, argmax_of(c, m),
                                                     relu_of(c, m), m.pool_y.p, m.dx.p, m.ws.p),
@@ -199,9 +199,9 @@ const Version VERSIONS[] = {
     {"GEMM + first fused kernel: one thread per pool input element", v2},
     {"GEMM + one thread per pool output (the engine's kernel for large planes)", v3},
     {"GEMM + whole planes a block (the engine's kernel at large batches)", v4},
-    {"engine cuda_conv2d_backward_data_pool", v5},
-    {"GEMM + one thread per pool output, the ReLU tested on the pool's output", v6},
-    {"GEMM + whole planes a block, the ReLU tested on the pool's output", v7},
+    {"GEMM + one thread per pool output, the ReLU tested on the pool's output", v5},
+    {"GEMM + whole planes a block, the ReLU tested on the pool's output", v6},
+    {"engine cuda_conv2d_backward_data_pool", v7},
 };
 constexpr int N_VERSIONS = sizeof VERSIONS / sizeof VERSIONS[0];
 
