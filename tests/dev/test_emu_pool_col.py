@@ -4,8 +4,9 @@ dev/emu/pool_col_check.cpp): no GPU needed. The kernel that takes whole
 planes a block gives, for every plane group and block size, the bits of the
 kernel with a thread a pool output, and both those of a plain loop (col2im's
 sums in order, then the pool's backward), on max and average pools with
-and without the ReLU, argmaxes planted outside their windows included.
-Skipped without g++ or on other than x86-64."""
+and without the ReLU, argmaxes planted outside their windows included;
+after a ReLU and a max pool both also with the ReLU tested on the pool's
+output (the engine's way). Skipped without g++ or on other than x86-64."""
 from emulation import run_emulation
 
 
