@@ -30,6 +30,7 @@
 #define CNN_GEMM_NARROW_KERNELS_CUH
 
 #include "cuda_common.cuh"
+#include "gemm_wide_kernels.cuh" // its cp.async helpers: wide_copy4, wide_commit, wide_wait
 
 namespace cnn_gemm {
 namespace { // internal linkage: every .cu that includes this has its own copy
@@ -51,35 +52,6 @@ inline bool narrow_slices_aligned(const float *a, int lda, const float *b, int l
 {
     const bool a_ok = x.ap > 0 ? x.ap % 4 == 0 : lda % 4 == 0;
     return a_ok && ldb % 4 == 0 && ((uintptr_t)a & 15) == 0 && ((uintptr_t)b & 15) == 0;
-}
-
-// Four floats from global to shared memory, 16-byte aligned both, the first
-// `count` (0 to 4) read and the rest zeros.
-__device__ __forceinline__ void narrow_copy4(float *dst, const float *src, int count)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src),
-                 "r"(4 * count)
-                 : "memory");
-#else
-    for (int e = 0; e < 4; ++e) dst[e] = e < count ? src[e] : 0.0f;
-#endif
-}
-
-__device__ __forceinline__ void narrow_commit()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-#endif
-}
-
-template <int N>
-__device__ __forceinline__ void narrow_wait()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-#endif
 }
 
 // Requires m <= 32, nc <= 32, k_slice a multiple of 4, narrow_slices_aligned.
@@ -127,20 +99,21 @@ sgemm_narrow_slices(int m, int n, int k, int k_slice, float alpha, const float *
 #pragma unroll
     for (int q = 0; q < Q; ++q) {
         a_in[q] = c_row + q * Q_ROWS < m;
-        // the column of ones (row n of B's tile with row sums) is not copied
         b_in[q] = c_row + q * Q_ROWS < n;
     }
+    // the column of ones (row n of B's tile, with row sums): set above, never copied
     const bool b_ones = x.row_sums && (c_row == n || c_row + Q_ROWS == n);
     auto issue = [&](int stage) {
         const int count = max(0, min(4, k_end - gk));
 #pragma unroll
         for (int q = 0; q < Q; ++q) {
             const int i = c_row + q * Q_ROWS;
-            narrow_copy4(&as[stage][i][c_kk], a_in[q] && count ? a_at + q * Q_ROWS * a_row : a,
-                         a_in[q] ? count : 0);
+            wide_copy4(&as[stage][i][c_kk], a_in[q] && count ? a_at + q * Q_ROWS * a_row : a,
+                       a_in[q] ? count : 0);
             if (!(b_ones && i == n))
-                narrow_copy4(&bs[stage][i][c_kk], b_in[q] && count ? b_at + (size_t)q * Q_ROWS * ldb : b,
-                             b_in[q] ? count : 0);
+                wide_copy4(&bs[stage][i][c_kk],
+                           b_in[q] && count ? b_at + (size_t)q * Q_ROWS * ldb : b,
+                           b_in[q] ? count : 0);
         }
         gk += NARROW_K;
         a_at += NARROW_K;
@@ -170,13 +143,13 @@ sgemm_narrow_slices(int m, int n, int k, int k_slice, float alpha, const float *
 #pragma unroll
     for (int s = 0; s < S - 1; ++s) {
         if (s < steps) issue(s);
-        narrow_commit();
+        wide_commit();
     }
     for (int st = 0; st < steps; ++st) {
-        narrow_wait<S - 2>();
+        wide_wait<S - 2>();
         __syncthreads();
         if (st + S - 1 < steps) issue((st + S - 1) % S);
-        narrow_commit();
+        wide_commit();
         const int cur = st % S;
 #pragma unroll
         for (int k4 = 0; k4 < NARROW_K; k4 += 4) {
@@ -189,21 +162,13 @@ sgemm_narrow_slices(int m, int n, int k, int k_slice, float alpha, const float *
                 bv[s] = *reinterpret_cast<const float4 *>(&bs[cur][tx + 8 * s][k4]);
             // k4, k4 + 1, k4 + 2, k4 + 3 in turn: each chain in the order of k
 #pragma unroll
-            for (int r = 0; r < 4; ++r)
+            for (int e = 0; e < 4; ++e)
 #pragma unroll
-                for (int s = 0; s < 4; ++s) acc[r][s] = fmaf(av[r].x, bv[s].x, acc[r][s]);
+                for (int r = 0; r < 4; ++r)
 #pragma unroll
-            for (int r = 0; r < 4; ++r)
-#pragma unroll
-                for (int s = 0; s < 4; ++s) acc[r][s] = fmaf(av[r].y, bv[s].y, acc[r][s]);
-#pragma unroll
-            for (int r = 0; r < 4; ++r)
-#pragma unroll
-                for (int s = 0; s < 4; ++s) acc[r][s] = fmaf(av[r].z, bv[s].z, acc[r][s]);
-#pragma unroll
-            for (int r = 0; r < 4; ++r)
-#pragma unroll
-                for (int s = 0; s < 4; ++s) acc[r][s] = fmaf(av[r].w, bv[s].w, acc[r][s]);
+                    for (int s = 0; s < 4; ++s)
+                        acc[r][s] = fmaf(reinterpret_cast<const float *>(&av[r])[e],
+                                         reinterpret_cast<const float *>(&bv[s])[e], acc[r][s]);
         }
     }
 

@@ -24,7 +24,7 @@ mutants=(
   "$f|the column of ones skipped in the wrong copy (c_row == n only)|s/(c_row == n .. c_row + Q_ROWS == n)/(c_row == n)/"
   "$f|the image walker moved on by 12|s/a_pix += NARROW_K;/a_pix += NARROW_K - 4;/"
   "$f|the image walker wraps at >|s/while (a_pix >= x.ap)/while (a_pix > x.ap)/"
-  "$f|k's order: the second and third of a group swapped|0,/av\[r\].y, bv\[s\].y/s//av[r].z, bv[s].z/"
+  "$f|k's order within a group of four reversed|s/for (int e = 0; e < 4; ++e)/for (int e = 3; e >= 0; --e)/"
   "$f|B's rows read with A's leading dimension|s/b_at + (size_t)q \* Q_ROWS \* ldb/b_at + (size_t)q * Q_ROWS * lda/"
   "$f|A's image jump (m - 1) P as m P|s/(size_t)(m - 1) \* x.ap/(size_t)m * x.ap/"
   "$f|alpha dropped|s/= alpha \* acc\[r\]\[s\];/= acc[r][s];/"
