@@ -19,10 +19,11 @@
 // pool's output, which holds the ReLU's output at the argmax), or outside
 // every window. The same bits as the two kernels (and as the ReLU's
 // backward after an average pool's), and dpool is never written: one launch
-// and dpool's trip through memory fewer. Where a plane's share of dcol fits shared memory and the
-// batch is large (the seed CIFAR-10 CNN's both at batch 512), whole planes
-// a block (col2im_pool_backward_planes: dcol read and dx written
-// coalesced); else a thread a pool output (col2im_pool_backward_kernel).
+// and dpool's trip through memory fewer. Where a plane's share of dcol fits
+// shared memory and the batch is large (the seed CIFAR-10 CNN's both at
+// batch 512), whole planes a block (col2im_pool_backward_planes: dcol read
+// and dx written coalesced); else a thread a pool output
+// (col2im_pool_backward_kernel).
 // H100, seed CIFAR-10 CNN: BENCHMARKS.md.
 // (A first version ran one thread per element of the pool's INPUT: in a max
 // window only the argmax's lane summed, and it was slower than the two
@@ -115,8 +116,8 @@ cnn_status cuda_conv2d_backward_data_pool(cnn_ctx *ctx, const cnn_conv_desc *d,
     // the argmax is the pool's output (H100, batch 512, ncu: into pool 1
     // 116.7 -> 104.6 us, into pool 2 39.8 -> 32.2; BENCHMARKS.md)
     if (p->mode == CNN_POOL_MAX)
-        launch<true>(ctx, (unsigned)outputs, d, g, (const float *)ws, argmax, y, y ? pool_y : nullptr,
-                     dx);
+        launch<true>(ctx, (unsigned)outputs, d, g, (const float *)ws, argmax, y,
+                     y ? pool_y : nullptr, dx);
     else
         launch<false>(ctx, (unsigned)outputs, d, g, (const float *)ws, nullptr, y, nullptr, dx);
     CNN_CUDA_LAUNCHED(what);

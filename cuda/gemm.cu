@@ -20,10 +20,10 @@
 // and the same at small batches on the shaped tiles) go to
 // gemm_narrow_kernels.cuh instead where its rows are aligned
 // (narrow_slices_fit). The short and narrow paths give the bits of the
-// kernels they replace (the row sums are the tile kernel's). All take the convolution's fused layouts,
-// bias and ReLU (cnn_sgemm_extra). This file plans and launches them;
-// cnn_cuda_sgemm_wide and _tile reach those two kernels on any product
-// (dev/cuda's stages).
+// kernels they replace (the row sums are the tile kernel's). All take the
+// convolution's fused layouts, bias and ReLU (cnn_sgemm_extra). This file
+// plans and launches them; cnn_cuda_sgemm_wide and _tile reach the wide and
+// the tile kernels on any product (dev/cuda's stages).
 //
 // Precisions "tf32", "bf16", "fp16" (ctx->precision, on a GPU of compute
 // capability 8.0 or later): the wide kernel's tensor-core instances, which
@@ -201,21 +201,19 @@ cnn_status sgemm_wide_path(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n,
     const int slices = plan_slices(impl, m, nc, k, tiles, per_sm, &k_slice);
     float *partial = slices > 1 ? impl->scratch : nullptr;
     cudaStream_t st = cnn_stream(ctx);
-    if (narrow && narrow_on_tile(prec, trans_a, trans_b, nc) &&
-        narrow_slices_fit(trans_a, trans_b, m, nc, slices, a, lda, b, ldb, x)) {
+    if (narrow && narrow_on_tile(prec, trans_a, trans_b, nc)) {
         // the same slices of K, so the same partial sums and bits, on the
-        // narrow kernel (batch 512, conv1's filter gradient, ncu: H100 81.4
-        // -> 64.3 us in its first version, H200 65.5 -> 48.8 with its
-        // copies' pointers moved on per step; BENCHMARKS.md)
-        launch_narrow_slices(st, slices, m, n, k, k_slice, alpha, a, lda, b, ldb, partial, x);
-        CNN_CUDA_LAUNCHED("sgemm narrow slices");
-    } else if (narrow && narrow_on_tile(prec, trans_a, trans_b, nc)) {
-        // the same slices of K, so the same partial sums and bits, on the
-        // tile kernel's 32 columns instead of 128 (narrow_on_tile)
+        // narrow kernel where it takes them (batch 512, conv1's filter
+        // gradient, ncu: H100 81.4 -> 64.3 us in its first version, H200
+        // 65.5 -> 48.8 with its copies' pointers moved on per step;
+        // BENCHMARKS.md), else on the tile kernel's 32 columns instead of
+        // the wide kernel's 128 (narrow_on_tile)
         const int tbm = shaped_rows(m);
         const dim3 tgrid(1, (m + tbm - 1) / tbm, slices);
 #define CNN_TILE_ARGS st, tgrid, trans_a, trans_b, m, n, k, k_slice, alpha, a, lda, b, ldb, beta, c, ldc, partial, x
-        if (tbm == 64) launch_tile<64, 32>(CNN_TILE_ARGS);
+        if (narrow_slices_fit(trans_a, trans_b, m, nc, slices, a, lda, b, ldb, x))
+            launch_narrow_slices(st, slices, m, n, k, k_slice, alpha, a, lda, b, ldb, partial, x);
+        else if (tbm == 64) launch_tile<64, 32>(CNN_TILE_ARGS);
         else if (tbm == 32) launch_tile<32, 32>(CNN_TILE_ARGS);
         else launch_tile<16, 32>(CNN_TILE_ARGS);
 #undef CNN_TILE_ARGS
