@@ -22,7 +22,7 @@
 // consecutive k of a row) in a pipeline of NARROW_STAGES steps of 16, where
 // the tile kernel held one step ahead in registers, a float at a time: its
 // loads (the operands are read once, 109 MB for conv1 at batch 512) waited
-// on the L2 (ncu, H100: 77 us, 1.4 TB/s).
+// on the L2 (ncu, H100: 76-81 us, 1.4 TB/s).
 //
 // The 16-byte copies need each row's groups of four k aligned and inside
 // one image: gemm.cu checks narrow_slices_aligned before it launches.
