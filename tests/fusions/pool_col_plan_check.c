@@ -5,7 +5,10 @@
  * csrc/cpu/*.c, no Python, no GPU. Only the cuda engine has the entry, so
  * here a copy of the cpu engine's table gets a stand-in that checks what
  * cnn.h promises the Net passes (the pool's output is the convolution's
- * input, disjoint windows, an argmax for max) and then runs the cpu
+ * input, disjoint windows, an argmax for max; pool_y, the pool's output as
+ * its forward left it: after a ReLU and a max pool, the ReLU's output at
+ * each argmax, bit for bit, which the cuda engine tests in place of y) and
+ * then runs the cpu
  * engine's conv2d_backward_data into a buffer of its own and the pool's
  * backward (pool_backward_relu with y): the bits of the two apart by
  * definition. Networks trained on that table and on the cpu table itself
@@ -33,12 +36,12 @@
 extern const cnn_backend cnn_backend_cpu;
 
 static int failures;
-static int calls, calls_with_y;
+static int calls, calls_with_y, pool_y_checked;
 
 /* The stand-in: cnn.h's preconditions, then the two entries apart. */
 static cnn_status stand_in(cnn_ctx *ctx, const cnn_conv_desc *d, const cnn_pool_desc *p,
                            const float *dy, const float *w, const int32_t *argmax,
-                           const float *y, float *dx, void *ws)
+                           const float *y, const float *pool_y, float *dx, void *ws)
 {
     if (p->n != d->n || p->c != d->c || p->oh != d->h || p->ow != d->w || p->ph > p->sh ||
         p->pw > p->sw || p->pad_top < 0 || p->pad_left < 0 ||
@@ -50,6 +53,25 @@ static cnn_status stand_in(cnn_ctx *ctx, const cnn_conv_desc *d, const cnn_pool_
     }
     calls++;
     calls_with_y += y != NULL;
+    if (!pool_y) {
+        fprintf(stderr, "conv2d_backward_data_pool called without the pool's output\n");
+        failures++;
+    } else if (y && p->mode == CNN_POOL_MAX) {
+        /* the pool's output holds the ReLU's output at each argmax */
+        const size_t planes = (size_t)p->n * p->c, out = (size_t)p->oh * p->ow,
+                     in = (size_t)p->h * p->w;
+        for (size_t o = 0; o < planes * out; ++o) {
+            if (argmax[o] < 0) continue;
+            const float at = y[(o / out) * in + (size_t)argmax[o]];
+            if (memcmp(&at, &pool_y[o], sizeof at) != 0) {
+                fprintf(stderr, "pool_y[%zu] = %g, the ReLU's output at its argmax %g\n", o,
+                        pool_y[o], at);
+                failures++;
+                break;
+            }
+        }
+        pool_y_checked++;
+    }
     const size_t count = (size_t)d->n * d->c * d->h * d->w;
     float *dpool = malloc((count ? count : 1) * sizeof(float));
     if (!dpool) exit(3);
@@ -148,6 +170,10 @@ int main(void)
                 }
             }
         }
+    }
+    if (pool_y_checked == 0) {
+        fprintf(stderr, "no call had a max pool after a ReLU: pool_y never checked\n");
+        failures++;
     }
     if (failures) {
         fprintf(stderr, "%d failures\n", failures);
