@@ -117,7 +117,7 @@ cnn_status cuda_conv2d_backward_filter(cnn_ctx *ctx, const cnn_conv_desc *d, con
     // A = dy (n, f, P); on the tile kernel, db as the product's column of ones
     // (conv1's at batch 512 too, its 27 columns a narrow product: H100, ncu,
     // the channel sums' 46 us a step gone, the product 76 -> 81 us)
-    const bool sums_in_gemm = db && cnn_cuda_sgemm_row_sums_fit(ctx, d->f, k, np);
+    const bool sums_in_gemm = db && cnn_cuda_sgemm_row_sums_fit(d->f, k, np);
     const cnn_sgemm_extra extra = {p, 0, 0, nullptr, 0, 0, sums_in_gemm ? db : nullptr};
     CNN_TRY(cnn_cuda_sgemm_ex(ctx, 0, 1, d->f, k, np, 1.0f, dy, np, col, np, 0.0f, dw, k, &extra));
     if (db && !sums_in_gemm) CNN_TRY(cnn_cuda_channel_sums(ctx, d->n, d->f, p, dy, db));

@@ -175,8 +175,8 @@ int cnn_cuda_sgemm_precision(cnn_ctx *ctx);
 bool cnn_cuda_sgemm_wide_fits(int m, int n, int k);
 // Whether cnn_cuda_sgemm_ex takes row sums (cnn_sgemm_extra) on an m x n x k
 // product with B transposed: on the tile kernel, below the wide threshold
-// or, above it in float32, where n + 1 columns make a narrow product.
-bool cnn_cuda_sgemm_row_sums_fit(cnn_ctx *ctx, int m, int n, int k);
+// or, above it, where n + 1 columns make a narrow product (every precision).
+bool cnn_cuda_sgemm_row_sums_fit(int m, int n, int k);
 // The SGEMM's extras (gemm_wide_kernels.cuh, gemm_kernels.cuh): A (not
 // transposed), B (not transposed) and C in the batched layout (n, rows, P)
 // of a convolution's tensors when ap, bp, cp = P > 0 (0: plain row-major);

@@ -28,8 +28,12 @@
 // Precisions "tf32", "bf16", "fp16" (ctx->precision, on a GPU of compute
 // capability 8.0 or later): the wide kernel's tensor-core instances, which
 // multiply on tensor cores (mma.sync m16n8k8 with operands rounded to TF32;
-// m16n8k16 with operands rounded to bfloat16 or float16; sums in fp32); the
-// tile kernel's small products stay fp32.
+// m16n8k16 with operands rounded to bfloat16 or float16; sums in fp32). The
+// tile kernel's small products stay fp32, and so do the short-K and narrow
+// products (a first convolution's forward and filter gradient), whose fp32
+// kernels beat the tensor-core tiles: those pad K = 27 to 32 and 28 columns
+// to 128 (H100, batch 512, bf16, ncu: conv1's forward 91.5 -> 58.8 us, its
+// filter and bias gradients 132.3 -> 70.2; BENCHMARKS.md).
 //
 // Split-K: when C has too few tiles to fill the GPU and K is long (the
 // convolution's filter gradient: a 32x27 result summed over 28,800 columns;
@@ -117,18 +121,18 @@ void launch_tile(cudaStream_t st, dim3 grid, int trans_a, int trans_b, int m, in
 // 128-column tile idle (a first convolution's filter gradient: 32 x 27 over
 // 460,800 pixels at batch 512). In strict float32 it runs on the tile
 // kernel's 32 columns with the wide plan's slices of K: the same partial sums
-// in the same order, so the same bits, a quarter of the multiply-adds.
-bool narrow_on_tile(int prec, int trans_a, int trans_b, int n)
+// in the same order, so the same bits, a quarter of the multiply-adds. In
+// every precision: the tensor-core tiles would pad 28 columns to 128 too.
+bool narrow_on_tile(int trans_a, int trans_b, int n)
 {
-    return prec == CNN_PRECISION_FLOAT32 && n <= 32 && !(trans_a && trans_b);
+    return n <= 32 && !(trans_a && trans_b);
 }
 
 // The partial sums of a split-K product of at most 32 x 32 outputs with B
 // transposed (a first convolution's filter gradient, its bias gradient as
 // the column of ones included) on the narrow kernel (gemm_narrow_kernels.cuh)
 // instead of the tile kernel's 32-column tiles: the same slices, so the
-// same bits. Float32 only (the tile kernel's products are). nc: the
-// columns with the column of ones.
+// same bits. nc: the columns with the column of ones.
 bool narrow_slices_fit(int trans_a, int trans_b, int m, int nc, int slices, const float *a,
                        int lda, const float *b, int ldb, const WideExtra &x)
 {
@@ -201,7 +205,7 @@ cnn_status sgemm_wide_path(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n,
     const int slices = plan_slices(impl, m, nc, k, tiles, per_sm, &k_slice);
     float *partial = slices > 1 ? impl->scratch : nullptr;
     cudaStream_t st = cnn_stream(ctx);
-    if (narrow && narrow_on_tile(prec, trans_a, trans_b, nc)) {
+    if (narrow && narrow_on_tile(trans_a, trans_b, nc)) {
         // the same slices of K, so the same partial sums and bits, on the
         // narrow kernel where it takes them (batch 512, conv1's filter
         // gradient, ncu: H100 81.4 -> 64.3 us in its first version, H200
@@ -344,10 +348,9 @@ bool cnn_cuda_sgemm_wide_fits(int m, int n, int k)
     return (double)m * n * k >= WIDE_MIN_FMAS;
 }
 
-bool cnn_cuda_sgemm_row_sums_fit(cnn_ctx *ctx, int m, int n, int k)
+bool cnn_cuda_sgemm_row_sums_fit(int m, int n, int k)
 {
-    return !cnn_cuda_sgemm_wide_fits(m, n, k) ||
-           narrow_on_tile(cnn_cuda_sgemm_precision(ctx), 0, 1, n + 1);
+    return !cnn_cuda_sgemm_wide_fits(m, n, k) || narrow_on_tile(0, 1, n + 1);
 }
 
 namespace {
@@ -403,18 +406,16 @@ cnn_status cnn_cuda_sgemm_ex(cnn_ctx *ctx, int trans_a, int trans_b, int m, int 
     if (m <= 0 || n <= 0) return CNN_OK;
     const WideExtra x = extra ? *extra : NO_EXTRA;
     const bool wide = cnn_cuda_sgemm_wide_fits(m, n, k);
-    // a short K above the wide threshold in float32 (below it the tile
-    // kernel was as fast or faster: 7.3 against 8.6 us for the seed CNN's
-    // conv1 forward at batch 32, H100, 2026-11-28; BENCHMARKS.md)
-    if (wide && cnn_cuda_sgemm_precision(ctx) == CNN_PRECISION_FLOAT32 &&
-        short_k_fits(m, k, trans_b, x.ap, x.row_sums)) {
+    // a short K above the wide threshold, in every precision (below it the
+    // tile kernel was as fast or faster: 7.3 against 8.6 us for the seed
+    // CNN's conv1 forward at batch 32, H100, 2026-11-28; BENCHMARKS.md)
+    if (wide && short_k_fits(m, k, trans_b, x.ap, x.row_sums)) {
         CNN_TRY(check_extra(x, false, trans_a, trans_b, beta));
         return sgemm_short_path(ctx, trans_a, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, x);
     }
     if (wide) {
         // row sums on the narrow path's tile kernel (its column of ones)
-        const bool narrow_sums =
-            x.row_sums && narrow_on_tile(cnn_cuda_sgemm_precision(ctx), trans_a, trans_b, n + 1);
+        const bool narrow_sums = x.row_sums && narrow_on_tile(trans_a, trans_b, n + 1);
         CNN_TRY(check_extra(x, !narrow_sums, trans_a, trans_b, beta));
         return sgemm_wide_path(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
                                ldc, x, true);

@@ -12,8 +12,9 @@ and 4e-3 for fp16 (2^-12, TF32's mantissa: TF32's bound, some 3e-4
 expected); a wrong fragment layout or packing order gives errors of order 1.
 And above a floor (bf16 5e-4, fp16 5e-5; float32 stays under 2e-5) that
 shows the 16-bit rounding happened, on GPUs with tensor cores (compute
-capability 8.0) only. The small products stay on the float32 tile kernel:
-the same bits as float32.
+capability 8.0) only. The small products stay on the float32 tile kernel,
+and a convolution's short-K and narrow products on theirs
+(test_gpu_sgemm_tf32.tensor_core_products): the same bits as float32.
 
 cudnn: cuBLAS's dense products (CUBLAS_COMPUTE_32F_FAST_16BF / _16F) and
 cuDNN's convolutions (fp16: CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION; bf16:
@@ -26,7 +27,7 @@ import pytest
 from cnncuda.engine import make_net
 from conftest import ADAM, SPARSE_LOGITS, engine_params, require_tensor_cores
 from test_gpu_sgemm import WIDE_CONV_CASES, WIDE_DENSE_CASES
-from test_gpu_sgemm_tf32 import FP32_MAX, errors
+from test_gpu_sgemm_tf32 import FP32_MAX, check_rounding, errors
 
 CUDA = engine_params(("cuda",))
 GPU = engine_params(("cuda", "cudnn"))
@@ -41,12 +42,8 @@ def check_16bit(engine, precision, layers, shape, n, weights=None, floor=True):
         assert e < MAX[precision], \
             "%s: %s error %.3g over %.3g" % (what, precision, e, MAX[precision])
         assert fp[what] < FP32_MAX, "%s: float32 error %.3g" % (what, fp[what])
-    if not floor:
-        return
-    require_tensor_cores()
-    for what in ("forward", "backward data", "gradient 0"):
-        assert low[what] > MIN[precision], \
-            "%s: error %.3g, no %s rounding seen" % (what, low[what], precision)
+    if floor:
+        check_rounding(low, fp, layers, shape, MIN[precision], precision)
 
 
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])

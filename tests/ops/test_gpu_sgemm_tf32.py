@@ -9,8 +9,10 @@ operands, the filter gradient with B transposed, the data gradient with A
 transposed; the dense layer's three). Against the float64 reference the error
 must be TF32's: normwise under 4e-3 of the result (a wrong fragment, tile
 or slice gives errors of order 1), and above 5e-5 for each of the three
-products (TF32's is some 3e-4, the float32 kernel's under 2e-5: the tensor
-cores were used, not a silent float32 path). That lower bound, and the bits
+products on tensor cores (TF32's is some 3e-4, the float32 kernel's under
+2e-5: the tensor cores were used, not a silent float32 path). A
+convolution's short-K and narrow products stay on their float32 kernels
+(tensor_core_products): float32's result exactly. That lower bound, and the bits
 TF32 changes, are checked only on GPUs with TF32 tensor cores (compute
 capability 8.0); on older ones (a T4) TF32 computes in float32 and those
 checks skip.
@@ -56,16 +58,47 @@ def errors(engine, layers, shape, n, precision, weights=None, seed=3):
     return net, errs
 
 
+PRODUCTS = ("forward", "backward data", "gradient 0")   # y, dx and dw: the SGEMM's
+
+
+def tensor_core_products(layer, shape):
+    """Which of a wide layer's three products the cuda engine multiplies on
+    tensor cores in a precision other than float32. A convolution's products
+    with a K of at most 32 (the short kernel: the forward's K is c kh kw, the
+    data gradient's the filters) or at most 32 columns with the bias's column
+    of ones (the narrow filter gradient) stay on their float32 kernels
+    (cuda/gemm.cu): those beat the tensor-core tiles there."""
+    if layer["kind"] != "conv2d":
+        return PRODUCTS
+    k = shape[2] * layer["kernel"][0] * layer["kernel"][1]
+    f = layer["units"]
+
+    def short(m, kk):   # gemm_short_kernels.cuh's short_k_fits
+        return kk <= 32 and m * (-(-kk // 4) * 4) <= 4096
+    on = {"forward": not short(f, k), "backward data": not short(k, f),
+          "gradient 0": k + layer.get("use_bias", True) > 32}
+    return tuple(what for what in PRODUCTS if on[what])
+
+
+def check_rounding(low, fp, layers, shape, floor, name):
+    """The products on tensor cores show the rounding (an error above
+    `floor`); the others are float32's kernels: float32's error exactly."""
+    tc = tensor_core_products(layers[0], shape)
+    for what in PRODUCTS:
+        if what not in tc:
+            assert low[what] == fp[what], "%s: not float32's result" % what
+    require_tensor_cores()
+    for what in tc:
+        assert low[what] > floor, "%s: error %.3g, no %s rounding seen" % (what, low[what], name)
+
+
 def check_tf32(engine, layers, shape, n, weights=None):
     _, tf = errors(engine, layers, shape, n, "tf32", weights)
     _, fp = errors(engine, layers, shape, n, "float32", weights)
     for what, e in tf.items():
         assert e < TF32_MAX, "%s: TF32 error %.3g over %.3g" % (what, e, TF32_MAX)
         assert fp[what] < FP32_MAX, "%s: float32 error %.3g" % (what, fp[what])
-    # the three products (y, dx, dw) go through the SGEMM: TF32's rounding
-    require_tensor_cores()
-    for what in ("forward", "backward data", "gradient 0"):
-        assert tf[what] > TF32_MIN, "%s: error %.3g, no TF32 rounding seen" % (what, tf[what])
+    check_rounding(tf, fp, layers, shape, TF32_MIN, "TF32")
 
 
 @pytest.mark.parametrize("engine", CUDA)
