@@ -10,9 +10,12 @@
 //                    conv2d_forward_relu) added as the GEMM stores y
 //   backward filter  dW (f, K) = dy col^T; db the per-channel sums of dy (on
 //                    the tile kernel, narrow products included, the
-//                    product's column of ones: no pass of its own)
+//                    product's column of ones: no pass of its own; on the
+//                    wide kernel in float32, a row of ones after col's K
+//                    rows, which the workspace has room for)
 //   backward data    dcol (K, NP) = W^T dy;  dx by col2im
-// The workspace is the layer's own and holds col for the largest batch. As
+// The workspace is the layer's own and holds col for the largest batch, and
+// one row more (the row of ones). As
 // cnn.h allows, the backward filter reuses the column matrix the forward
 // left there, and the backward data overwrites it with dcol (it runs last).
 // col2im computes each input element as a sum over the kernel positions that
@@ -56,7 +59,7 @@ cnn_status cnn_cuda_im2col(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x,
 size_t cuda_conv2d_workspace(const cnn_conv_desc *d)
 {
     if (d->n < 1 || d->c < 1 || d->kh < 1 || d->kw < 1 || d->oh < 1 || d->ow < 1) return 0;
-    return col_floats(d) * sizeof(float);
+    return (col_floats(d) + (size_t)d->n * d->oh * d->ow) * sizeof(float); // + the row of ones
 }
 
 namespace {
@@ -114,10 +117,17 @@ cnn_status cuda_conv2d_backward_filter(cnn_ctx *ctx, const cnn_conv_desc *d, con
     (void)x; /* its column matrix is still in ws from the forward */
     const float *col = (const float *)ws;
     const int p = d->oh * d->ow;
-    // A = dy (n, f, P); on the tile kernel, db as the product's column of ones
-    // (conv1's at batch 512 too, its 27 columns a narrow product: H100, ncu,
-    // the channel sums' 46 us a step gone, the product 76 -> 81 us)
-    const bool sums_in_gemm = db && cnn_cuda_sgemm_row_sums_fit(d->f, k, np);
+    // A = dy (n, f, P); db as the product's column of ones where the SGEMM
+    // takes it (conv1's at batch 512, its 27 columns a narrow product: H100,
+    // ncu, the channel sums' 46 us a step gone, the product 76 -> 81 us; in
+    // float32 the wide products too, where the column fits their padding)
+    const bool sums_in_gemm = db && cnn_cuda_sgemm_row_sums_fit(ctx, d->f, k, np);
+    if (sums_in_gemm && cnn_cuda_sgemm_row_sums_read_b(ctx, d->f, k, np)) {
+        // the row of ones after col's K rows (the workspace has room for it)
+        ones_row_kernel<<<cnn_blocks(np, CNN_THREADS), CNN_THREADS, 0, cnn_stream(ctx)>>>(
+            np, (float *)ws + (size_t)k * np);
+        CNN_CUDA_LAUNCHED("conv2d bias gradient's row of ones");
+    }
     const cnn_sgemm_extra extra = {p, 0, 0, nullptr, 0, 0, sums_in_gemm ? db : nullptr};
     CNN_TRY(cnn_cuda_sgemm_ex(ctx, 0, 1, d->f, k, np, 1.0f, dy, np, col, np, 0.0f, dw, k, &extra));
     if (db && !sums_in_gemm) CNN_TRY(cnn_cuda_channel_sums(ctx, d->n, d->f, p, dy, db));

@@ -13,6 +13,15 @@
 namespace cnn_conv2d {
 namespace { // internal linkage: every .cu that includes this has its own copy
 
+// row[q] = 1 for the np columns: the column matrix's row of ones after its
+// K rows, which the filter gradient's wide SGEMM reads as op(B)'s column of
+// ones (the bias gradient as its row sums; conv2d.cu).
+__global__ void ones_row_kernel(int np, float *__restrict__ row)
+{
+    cnn_kernel_begin();
+    CNN_GRID_LOOP(q, np) row[q] = 1.0f;
+}
+
 // One thread per column q of col and input channel ch (grid-stride over q
 // in x, over ch in y: any launch covers it), writing the kh*kw rows of ch:
 // q's image and pixel are found once, in 32-bit arithmetic (np fits an int:

@@ -11,8 +11,7 @@
 // better: on an H100 (2026-11-25) the wide kernel was 10-40% slower on the
 // seed CNN's products at batch 32 (dev/cuda/sgemm v5 against v6). And
 // gemm_short_kernels.cuh for a K of at most 32 (a first convolution's
-// forward) above the threshold, in strict float32: one thread a column, no
-// tiles of K. A product of at most 32 columns above the threshold (a first
+// forward) above the threshold: one thread a column, no tiles of K. A product of at most 32 columns above the threshold (a first
 // convolution's filter gradient) runs on the tile kernel with the wide
 // plan's slices (narrow_on_tile), with the column of ones of the row sums
 // where asked (a convolution's bias gradient). The partial sums of a
@@ -20,7 +19,9 @@
 // and the same at small batches on the shaped tiles) go to
 // gemm_narrow_kernels.cuh instead where its rows are aligned
 // (narrow_slices_fit). The short and narrow paths give the bits of the
-// kernels they replace (the row sums are the tile kernel's). All take the
+// kernels they replace (the row sums are the tile kernel's). In float32
+// the wide kernel takes the row sums too, where the column of ones falls in
+// its last tile's padding (wide_row_sums_fit). All take the
 // convolution's fused layouts, bias and ReLU (cnn_sgemm_extra). This file
 // plans and launches them; cnn_cuda_sgemm_wide and _tile reach the wide and
 // the tile kernels on any product (dev/cuda's stages).
@@ -133,6 +134,19 @@ bool narrow_on_tile(int trans_a, int trans_b, int n)
 // the column of ones included) on the narrow kernel (gemm_narrow_kernels.cuh)
 // instead of the tile kernel's 32-column tiles: the same slices, so the
 // same bits. nc: the columns with the column of ones.
+// Row sums (a convolution's bias gradient as the product's column of ones)
+// on the wide kernel: float32 (a tensor-core precision would round op(A)
+// for them), B transposed, and only where the column of ones falls in the
+// last tile's padding (n not a multiple of its 128 columns: no tile more).
+// The kernel reads the ones from B's row n, which the caller fills
+// (cnn_cuda_sgemm_row_sums_read_b). H100, batch 512: the channel sums'
+// passes that they replace took 22.8 and 13.7 us a step for conv2 and conv3
+// (ncu; BENCHMARKS.md).
+bool wide_row_sums_fit(int prec, int trans_b, int n)
+{
+    return prec == CNN_PRECISION_FLOAT32 && trans_b && n % WBN != 0;
+}
+
 bool narrow_slices_fit(int trans_a, int trans_b, int m, int nc, int slices, const float *a,
                        int lda, const float *b, int ldb, const WideExtra &x)
 {
@@ -188,7 +202,8 @@ cnn_status sgemm_wide_path(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n,
     if ((m + bm - 1) / bm > 65535)
         return cnn_set_error(CNN_ERR_VALUE, "sgemm: m = %d rows is too many for one grid", m);
     // the product's columns with the column of ones (row sums: the narrow
-    // path only, cnn_cuda_sgemm_ex checks)
+    // path, or the wide kernel in float32 with a column to spare;
+    // cnn_cuda_sgemm_ex checks)
     const int nc = x.row_sums ? n + 1 : n;
     const int tiles = ((nc + WBN - 1) / WBN) * ((m + bm - 1) / bm);
     int k_slice;
@@ -223,7 +238,7 @@ cnn_status sgemm_wide_path(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n,
 #undef CNN_TILE_ARGS
         CNN_CUDA_LAUNCHED("sgemm narrow");
     } else {
-        dim3 grid((n + WBN - 1) / WBN, (m + bm - 1) / bm, slices);
+        dim3 grid((nc + WBN - 1) / WBN, (m + bm - 1) / bm, slices);
 #define CNN_ROWS_ARGS st, bm, grid, trans_a, trans_b, m, n, k, k_slice, alpha, a, lda, b, ldb, beta, c, ldc, partial, x
         if (prec == CNN_PRECISION_TF32) launch_wide_rows<CNN_PRECISION_TF32>(CNN_ROWS_ARGS);
         else if (prec == CNN_PRECISION_BF16) launch_wide_rows<CNN_PRECISION_BF16>(CNN_ROWS_ARGS);
@@ -348,9 +363,16 @@ bool cnn_cuda_sgemm_wide_fits(int m, int n, int k)
     return (double)m * n * k >= WIDE_MIN_FMAS;
 }
 
-bool cnn_cuda_sgemm_row_sums_fit(int m, int n, int k)
+bool cnn_cuda_sgemm_row_sums_fit(cnn_ctx *ctx, int m, int n, int k)
 {
-    return !cnn_cuda_sgemm_wide_fits(m, n, k) || narrow_on_tile(0, 1, n + 1);
+    return !cnn_cuda_sgemm_wide_fits(m, n, k) || narrow_on_tile(0, 1, n + 1) ||
+           wide_row_sums_fit(cnn_cuda_sgemm_precision(ctx), 1, n);
+}
+
+bool cnn_cuda_sgemm_row_sums_read_b(cnn_ctx *ctx, int m, int n, int k)
+{
+    return cnn_cuda_sgemm_wide_fits(m, n, k) && !narrow_on_tile(0, 1, n + 1) &&
+           wide_row_sums_fit(cnn_cuda_sgemm_precision(ctx), 1, n);
 }
 
 namespace {
@@ -362,13 +384,15 @@ bool has_extras(const WideExtra &x)
     return x.ap > 0 || x.bp > 0 || x.cp > 0 || x.bias || x.relu || x.row_sums;
 }
 
-cnn_status check_extra(const WideExtra &x, bool wide, int trans_a, int trans_b, float beta)
+// sums_fit: whether the kernel to run takes row sums (with B transposed)
+cnn_status check_extra(const WideExtra &x, bool sums_fit, int trans_a, int trans_b, float beta)
 {
     if ((x.ap > 0 && trans_a) || (x.bp > 0 && trans_b))
         return cnn_set_error(CNN_ERR_INTERNAL, "sgemm: a batched operand cannot be transposed");
-    if (x.row_sums && (wide || !trans_b || beta != 0.0f))
+    if (x.row_sums && (!sums_fit || !trans_b || beta != 0.0f))
         return cnn_set_error(CNN_ERR_INTERNAL,
-                             "sgemm: row sums need the tile kernel, a transposed B and beta = 0");
+                             "sgemm: row sums need the tile kernel or the wide kernel's float32 "
+                             "with a column to spare, a transposed B and beta = 0");
     return CNN_OK;
 }
 
@@ -380,7 +404,8 @@ cnn_status cnn_cuda_sgemm_wide(cnn_ctx *ctx, int trans_a, int trans_b, int m, in
 {
     if (m <= 0 || n <= 0) return CNN_OK;
     const WideExtra x = extra ? *extra : NO_EXTRA;
-    CNN_TRY(check_extra(x, true, trans_a, trans_b, beta));
+    CNN_TRY(check_extra(x, wide_row_sums_fit(cnn_cuda_sgemm_precision(ctx), trans_b, n), trans_a,
+                        trans_b, beta));
     return sgemm_wide_path(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, x,
                            false);
 }
@@ -394,7 +419,7 @@ cnn_status cnn_cuda_sgemm_tile(cnn_ctx *ctx, int tile, int trans_a, int trans_b,
     if (tile != CNN_TILE_SHAPED && tile != CNN_TILE_SQUARE && tile != CNN_TILE_SCALAR)
         return cnn_set_error(CNN_ERR_INTERNAL, "sgemm: unknown tile %d", tile);
     const WideExtra x = extra ? *extra : NO_EXTRA;
-    CNN_TRY(check_extra(x, false, trans_a, trans_b, beta));
+    CNN_TRY(check_extra(x, true, trans_a, trans_b, beta));
     return sgemm_tile_path(ctx, tile, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
                            ldc, x, has_extras(x), false);
 }
@@ -410,17 +435,19 @@ cnn_status cnn_cuda_sgemm_ex(cnn_ctx *ctx, int trans_a, int trans_b, int m, int 
     // tile kernel was as fast or faster: 7.3 against 8.6 us for the seed
     // CNN's conv1 forward at batch 32, H100, 2026-11-28; BENCHMARKS.md)
     if (wide && short_k_fits(m, k, trans_b, x.ap, x.row_sums)) {
-        CNN_TRY(check_extra(x, false, trans_a, trans_b, beta));
+        CNN_TRY(check_extra(x, true, trans_a, trans_b, beta));
         return sgemm_short_path(ctx, trans_a, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, x);
     }
     if (wide) {
-        // row sums on the narrow path's tile kernel (its column of ones)
-        const bool narrow_sums = x.row_sums && narrow_on_tile(trans_a, trans_b, n + 1);
-        CNN_TRY(check_extra(x, !narrow_sums, trans_a, trans_b, beta));
+        // row sums on the narrow path's kernels or the wide kernel (their
+        // column of ones)
+        const bool sums_fit = narrow_on_tile(trans_a, trans_b, n + 1) ||
+                              wide_row_sums_fit(cnn_cuda_sgemm_precision(ctx), trans_b, n);
+        CNN_TRY(check_extra(x, sums_fit, trans_a, trans_b, beta));
         return sgemm_wide_path(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
                                ldc, x, true);
     }
-    CNN_TRY(check_extra(x, false, trans_a, trans_b, beta));
+    CNN_TRY(check_extra(x, true, trans_a, trans_b, beta));
     return sgemm_tile_path(ctx, CNN_TILE_SHAPED, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
                            beta, c, ldc, x, has_extras(x), true);
 }

@@ -296,11 +296,20 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
     }
     const size_t b_row_step = x.bp > 0 ? (size_t)x.bp : (size_t)ldb;
     constexpr int B_Q = T / WBK; // B transposed: rows between copies
+    // With x.row_sums (B transposed, float32: gemm.cu's wide_row_sums_fit),
+    // B's row n holds ones (the caller's: cnn_cuda_sgemm_row_sums_read_b),
+    // copied as the others: the product's column n is op(A)'s row sums (a
+    // convolution's bias gradient), stored apart from C. (Ones set in shared
+    // memory instead cost conv2's filter gradient at batch 512 20%: 129.1 ->
+    // 155.1 us, H100, ncu; the stores made the compiler load the fragments
+    // again.)
+    const bool sums = TRANS_B && !MMA && x.row_sums;
+    const int nc = sums ? n + 1 : n; // the product's columns, the ones' included
     unsigned b_rows_in = 0;
     if (TRANS_B) {
 #pragma unroll
         for (int q = 0; q < EB; ++q)
-            if (col0 + tid / WBK + q * B_Q < n) b_rows_in |= 1u << q;
+            if (col0 + tid / WBK + q * B_Q < nc) b_rows_in |= 1u << q;
     }
     const size_t b_q = (size_t)B_Q * ldb;
     // B (k, n) plain with its rows 16-byte aligned (a convolution's column
@@ -490,11 +499,13 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
         }
     }
 
-    // The epilogue. Each output: alpha * its sum into partial (split-K), or
-    // into C with the bias (bv: the row's; by column read here), the ReLU and
-    // beta C.
-    float *out0 = partial ? partial + (size_t)blockIdx.z * m * n : c;
-    const size_t c_row_step = partial ? (size_t)n : x.cp > 0 ? (size_t)x.cp : (size_t)ldc;
+    // The epilogue. Each output: alpha * its sum into partial (split-K: nc
+    // columns a row, the column of ones' included), or into C with the bias
+    // (bv: the row's; by column read here), the ReLU and beta C; the column
+    // of ones' into x.row_sums.
+    float *out0 = partial ? partial + (size_t)blockIdx.z * m * nc : c;
+    const size_t c_row_step = partial ? (size_t)nc : x.cp > 0 ? (size_t)x.cp : (size_t)ldc;
+    const int n_out = partial ? nc : n; // the columns stored through out0
     auto put = [&](float *out, float sum, int gj, float bv) {
         float v = alpha * sum;
         if (partial) {
@@ -508,9 +519,9 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
     auto row_bias = [&](int gi) {
         return x.bias && !partial && !x.bias_columns ? x.bias[gi] : 0.0f;
     };
-    // where column gj of C starts (a division where C is batched); 0 past n
+    // where column gj of C starts (a division where C is batched); 0 past n_out
     auto column_at = [&](int gj) {
-        return gj >= n ? 0 : partial ? (size_t)gj : wide_offset(0, gj, m, ldc, x.cp);
+        return gj >= n_out ? 0 : partial ? (size_t)gj : wide_offset(0, gj, m, ldc, x.cp);
     };
     if constexpr (!STAGE_C) {
         // the forward's (A and B not transposed: a convolution's, whose C is
@@ -574,10 +585,14 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
                 if (gi >= m) break;
                 const float bv = row_bias(gi);
 #pragma unroll
-                for (int u = 0; u < SC; ++u)
-                    if (col0 + sj + u * TW < n)
-                        put(out0 + c_col[u] + (size_t)gi * c_row_step, cs[i][sj + u * TW],
-                            col0 + sj + u * TW, bv);
+                for (int u = 0; u < SC; ++u) {
+                    const int gj = col0 + sj + u * TW;
+                    if (gj < n_out)
+                        put(out0 + c_col[u] + (size_t)gi * c_row_step, cs[i][sj + u * TW], gj,
+                            bv);
+                    else if (sums && gj == n) // one slice: the row sums apart from C
+                        x.row_sums[gi] = alpha * cs[i][sj + u * TW];
+                }
             }
         }
     }

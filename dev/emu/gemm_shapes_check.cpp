@@ -89,7 +89,8 @@ template <int BM, bool TA, bool TB>
 static void wide(const product &p, int k_slice, int slices, const float *a, const float *b,
                  float *c, float *partial, WideExtra x)
 {
-    dim3 grid((p.n + WBN - 1) / WBN, (p.m + BM - 1) / BM, slices);
+    const int nc = x.row_sums ? p.n + 1 : p.n; // the column of ones, as gemm.cu
+    dim3 grid((nc + WBN - 1) / WBN, (p.m + BM - 1) / BM, slices);
     EMU_LAUNCH((sgemm_wide<BM, TA, TB, CNN_PRECISION_FLOAT32>), grid,
                wide_threads(BM, CNN_PRECISION_FLOAT32), p.m, p.n, p.k, k_slice, p.alpha, a,
                p.lda(), b, p.ldb(), p.beta, c, p.ldc(), slices > 1 ? partial : nullptr, x);
@@ -99,7 +100,8 @@ template <int TBM, int TBN, bool TA, bool TB>
 static void tile(const product &p, int k_slice, int slices, const float *a, const float *b,
                  float *c, float *partial, WideExtra x)
 {
-    dim3 grid((p.n + TBN - 1) / TBN, (p.m + TBM - 1) / TBM, slices);
+    const int nc = x.row_sums ? p.n + 1 : p.n;
+    dim3 grid((nc + TBN - 1) / TBN, (p.m + TBM - 1) / TBM, slices);
     EMU_LAUNCH((sgemm_tile<TA, TB, TBM, TBN>), grid, (TBM / 4) * (TBN / 4), p.m, p.n, p.k,
                k_slice, p.alpha, a, p.lda(), b, p.ldb(), p.beta, c, p.ldc(),
                slices > 1 ? partial : nullptr, x);
@@ -300,6 +302,82 @@ static void check_narrow(const product &p)
     }
 }
 
+// The wide kernel with B transposed on its bm-row tile, A either way round.
+template <bool TA>
+static void wide_tb(int bm, const product &p, int k_slice, int slices, const float *a,
+                    const float *b, float *c, float *partial, WideExtra x)
+{
+    if (bm == 32) wide<32, TA, true>(p, k_slice, slices, a, b, c, partial, x);
+    else if (bm == 64) wide<64, TA, true>(p, k_slice, slices, a, b, c, partial, x);
+    else wide<128, TA, true>(p, k_slice, slices, a, b, c, partial, x);
+}
+
+// The wide kernel's row sums (gemm.cu's wide_row_sums_fit: float32, B
+// transposed, n not a multiple of 128), the column of ones read from B's row
+// n (conv2d.cu fills it): each slice's partial tile (n + 1 columns) or C and
+// the sums against the tile kernel's (which makes its column of ones) on the
+// same slices, bit for bit (the same fmaf chains in k order), the row sums
+// against float64 too, and the n columns against the wide kernel's without
+// the sums: their bits kept.
+static void check_wide_sums(const product &p)
+{
+    auto a = uniform((size_t)p.m * p.k), b = uniform((size_t)p.k * p.n);
+    const int nc = p.n + 1;
+    std::vector<float> bo = b; // B (n, k) and its row of ones
+    bo.resize((size_t)nc * p.k, 1.0f);
+    for (int slices_wanted : {1, 3}) {
+        int ks = (p.k + slices_wanted - 1) / slices_wanted;
+        ks = (ks + 15) / 16 * 16;
+        const int slices = (p.k + ks - 1) / ks;
+        const size_t cells = (size_t)p.m * p.n;
+        const size_t psize = slices > 1 ? (size_t)slices * p.m * nc : 0;
+        for (int bm : {32, 64, 128}) {
+            const std::string name =
+                p.str() + " bm " + std::to_string(bm) + " slices " + std::to_string(slices);
+            WideExtra x = {};
+            x.ap = p.ap;
+            // without the sums: the n columns' bits
+            std::vector<float> c0(cells, NAN), p0(slices > 1 ? (size_t)slices * cells : 0, NAN);
+            // with them: the wide kernel and the tile kernel
+            std::vector<float> cw(cells, NAN), pw(psize, NAN), sw(p.m, NAN);
+            std::vector<float> ct(cells, NAN), pt(psize, NAN), st(p.m, NAN);
+            if (p.ta) wide_tb<true>(bm, p, ks, slices, a.data(), b.data(), c0.data(), p0.data(), x);
+            else wide_tb<false>(bm, p, ks, slices, a.data(), b.data(), c0.data(), p0.data(), x);
+            x.row_sums = sw.data();
+            if (p.ta) wide_tb<true>(bm, p, ks, slices, a.data(), bo.data(), cw.data(), pw.data(), x);
+            else wide_tb<false>(bm, p, ks, slices, a.data(), bo.data(), cw.data(), pw.data(), x);
+            x.row_sums = st.data();
+            if (p.ta) tile<64, 64, true, true>(p, ks, slices, a.data(), b.data(), ct.data(), pt.data(), x);
+            else tile<64, 64, false, true>(p, ks, slices, a.data(), b.data(), ct.data(), pt.data(), x);
+            if (slices > 1) {
+                same_bits(pw, pt, "wide row sums' partials against the tile kernel " + name);
+            } else {
+                same_bits(cw, ct, "wide with row sums against the tile kernel " + name);
+                same_bits(sw, st, "wide row sums against the tile kernel " + name);
+                same_bits(cw, c0, "wide with row sums against without " + name);
+            }
+            ++checks;
+            bool ok = true;
+            for (int z = 0; z < slices && ok; ++z)
+                for (int i = 0; i < p.m && ok; ++i) {
+                    const int k0 = z * ks, k1 = std::min(p.k, k0 + ks);
+                    double want = 0.0, mag = 0.0;
+                    for (int kk = k0; kk < k1; ++kk) {
+                        want += p.alpha * (double)p.a_at(a, i, kk);
+                        mag += fabs(p.alpha * (double)p.a_at(a, i, kk));
+                    }
+                    const float got = slices > 1 ? pw[((size_t)z * p.m + i) * nc + p.n] : sw[i];
+                    if (!(fabs(got - want) <= 1e-5 * mag + 1e-30)) ok = false;
+                    for (int j = 0; j < p.n && ok && slices > 1; ++j)
+                        if (!same(p0[((size_t)z * p.m + i) * p.n + j],
+                                  pw[((size_t)z * p.m + i) * nc + j]))
+                            ok = false;
+                }
+            if (!ok) fail("wide row sums against float64, or the n columns' bits " + name);
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     const int shapes = argc > 1 ? atoi(argv[1]) : 40;
@@ -348,10 +426,24 @@ int main(int argc, char **argv)
         }
         r.alpha = irange(0, 3) ? 1.0f : -1.5f;
         check_narrow(r);
+
+        // the wide kernel's row sums: B transposed, n not a multiple of 128
+        product w = {};
+        w.m = irange(1, 140);
+        do w.n = irange(1, 300); while (w.n % WBN == 0);
+        w.tb = 1;
+        w.ta = irange(0, 1);
+        w.k = irange(1, 400);
+        if (!w.ta && irange(0, 1)) {
+            w.ap = irange(1, 60);
+            w.k = w.ap * irange(1, 7);
+        }
+        w.alpha = irange(0, 3) ? 1.0f : -1.5f;
+        check_wide_sums(w);
     }
     printf("gemm_shapes_check: %lld checks over %d shapes (%lld of the narrow kernel), %lld "
            "failed\n",
-           checks, 3 * shapes + 2, narrow_kernel_checks, failures);
+           checks, 4 * shapes + 2, narrow_kernel_checks, failures);
     if (narrow_kernel_checks == 0) fail("the narrow kernel never ran");
     return failures ? 1 : 0;
 }

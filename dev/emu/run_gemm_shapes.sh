@@ -14,7 +14,9 @@ trap 'rm -rf "$out"' EXIT
 # fortified longjmp (the fibers switch stacks with it); the wide header's
 # split-K sum launch rewritten by prep_kernels.py, found in $out before the
 # tree's cuda/
-python3 "$here/prep_kernels.py" "$root/cuda/gemm_wide_kernels.cuh" "$out/gemm_wide_kernels.cuh"
+# (or EMU_GEMM_WIDE's copy: mutate_gemm_wide_sums.sh)
+python3 "$here/prep_kernels.py" "${EMU_GEMM_WIDE:-$root/cuda/gemm_wide_kernels.cuh}" \
+    "$out/gemm_wide_kernels.cuh"
 # the narrow kernel's header, or EMU_GEMM_NARROW's copy (mutate_gemm_narrow.sh)
 cp "${EMU_GEMM_NARROW:-$root/cuda/gemm_narrow_kernels.cuh}" "$out/gemm_narrow_kernels.cuh"
 flags=(-O2 -std=c++20 -ffp-contract=off -U_FORTIFY_SOURCE -D_FORTIFY_SOURCE=0 -w
