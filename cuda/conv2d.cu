@@ -11,7 +11,7 @@
 //   backward filter  dW (f, K) = dy col^T; db the per-channel sums of dy (on
 //                    the tile kernel, narrow products included, the
 //                    product's column of ones: no pass of its own; on the
-//                    wide kernel in float32, a row of ones after col's K
+//                    wide kernel outside TF32, a row of ones after col's K
 //                    rows, which the workspace has room for)
 //   backward data    dcol (K, NP) = W^T dy;  dx by col2im
 // The workspace is the layer's own and holds col for the largest batch, and
@@ -119,8 +119,9 @@ cnn_status cuda_conv2d_backward_filter(cnn_ctx *ctx, const cnn_conv_desc *d, con
     const int p = d->oh * d->ow;
     // A = dy (n, f, P); db as the product's column of ones where the SGEMM
     // takes it (conv1's at batch 512, its 27 columns a narrow product: H100,
-    // ncu, the channel sums' 46 us a step gone, the product 76 -> 81 us; in
-    // float32 the wide products too, where the column fits their padding)
+    // ncu, the channel sums' 46 us a step gone, the product 76 -> 81 us;
+    // the wide products too, outside TF32, where the column fits their
+    // padding)
     const bool sums_in_gemm = db && cnn_cuda_sgemm_row_sums_fit(ctx, d->f, k, np);
     if (sums_in_gemm && cnn_cuda_sgemm_row_sums_read_b(ctx, d->f, k, np)) {
         // the row of ones after col's K rows (the workspace has room for it)

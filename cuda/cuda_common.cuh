@@ -176,8 +176,8 @@ bool cnn_cuda_sgemm_wide_fits(int m, int n, int k);
 // Whether cnn_cuda_sgemm_ex takes row sums (cnn_sgemm_extra) on an m x n x k
 // product with B transposed: on the tile kernel, below the wide threshold;
 // above it, where n + 1 columns make a narrow product (every precision) or,
-// in float32, on the wide kernel where n is not a multiple of its tile's 128
-// columns (the column of ones in the padding).
+// outside TF32, on the wide kernel where n is not a multiple of its tile's
+// 128 columns (the column of ones in the padding).
 bool cnn_cuda_sgemm_row_sums_fit(cnn_ctx *ctx, int m, int n, int k);
 // Whether, with the row sums, cnn_cuda_sgemm_ex reads op(B)'s column of ones
 // from B's row n (b + n * ldb: the wide kernel), which the caller then fills

@@ -19,7 +19,7 @@
 // and the same at small batches on the shaped tiles) go to
 // gemm_narrow_kernels.cuh instead where its rows are aligned
 // (narrow_slices_fit). The short and narrow paths give the bits of the
-// kernels they replace (the row sums are the tile kernel's). In float32
+// kernels they replace (the row sums are the tile kernel's). Outside TF32
 // the wide kernel takes the row sums too, where the column of ones falls in
 // its last tile's padding (wide_row_sums_fit). All take the
 // convolution's fused layouts, bias and ReLU (cnn_sgemm_extra). This file
@@ -135,16 +135,18 @@ bool narrow_on_tile(int trans_a, int trans_b, int n)
 // instead of the tile kernel's 32-column tiles: the same slices, so the
 // same bits. nc: the columns with the column of ones.
 // Row sums (a convolution's bias gradient as the product's column of ones)
-// on the wide kernel: float32 (a tensor-core precision would round op(A)
-// for them), B transposed, and only where the column of ones falls in the
-// last tile's padding (n not a multiple of its 128 columns: no tile more).
-// The kernel reads the ones from B's row n, which the caller fills
-// (cnn_cuda_sgemm_row_sums_read_b). H100, batch 512: the channel sums'
-// passes that they replace took 22.8 and 13.7 us a step for conv2 and conv3
-// (ncu; BENCHMARKS.md).
+// on the wide kernel: B transposed, and only where the column of ones falls
+// in the last tile's padding (n not a multiple of its 128 columns: no tile
+// more). In float32; and in bf16 and fp16, whose tensor cores then sum op(A)
+// rounded to 16 bits, as Keras's mixed policies sum the 16-bit upstream
+// gradient for a bias gradient; not in TF32, which rounds the products'
+// operands only. The kernel reads the ones from B's row n, which the caller
+// fills (cnn_cuda_sgemm_row_sums_read_b). H100, batch 512: the channel
+// sums' passes that they replace took 22.8 and 13.7 us a step for conv2 and
+// conv3, the float32 epoch 0.097 -> 0.095 s (BENCHMARKS.md).
 bool wide_row_sums_fit(int prec, int trans_b, int n)
 {
-    return prec == CNN_PRECISION_FLOAT32 && trans_b && n % WBN != 0;
+    return prec != CNN_PRECISION_TF32 && trans_b && n % WBN != 0;
 }
 
 bool narrow_slices_fit(int trans_a, int trans_b, int m, int nc, int slices, const float *a,
@@ -202,8 +204,8 @@ cnn_status sgemm_wide_path(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n,
     if ((m + bm - 1) / bm > 65535)
         return cnn_set_error(CNN_ERR_VALUE, "sgemm: m = %d rows is too many for one grid", m);
     // the product's columns with the column of ones (row sums: the narrow
-    // path, or the wide kernel in float32 with a column to spare;
-    // cnn_cuda_sgemm_ex checks)
+    // path, or the wide kernel with a column to spare; cnn_cuda_sgemm_ex
+    // checks)
     const int nc = x.row_sums ? n + 1 : n;
     const int tiles = ((nc + WBN - 1) / WBN) * ((m + bm - 1) / bm);
     int k_slice;
@@ -391,7 +393,7 @@ cnn_status check_extra(const WideExtra &x, bool sums_fit, int trans_a, int trans
         return cnn_set_error(CNN_ERR_INTERNAL, "sgemm: a batched operand cannot be transposed");
     if (x.row_sums && (!sums_fit || !trans_b || beta != 0.0f))
         return cnn_set_error(CNN_ERR_INTERNAL,
-                             "sgemm: row sums need the tile kernel or the wide kernel's float32 "
+                             "sgemm: row sums need the tile kernel or the wide kernel (not TF32) "
                              "with a column to spare, a transposed B and beta = 0");
     return CNN_OK;
 }

@@ -312,7 +312,7 @@ static void wide_tb(int bm, const product &p, int k_slice, int slices, const flo
     else wide<128, TA, true>(p, k_slice, slices, a, b, c, partial, x);
 }
 
-// The wide kernel's row sums (gemm.cu's wide_row_sums_fit: float32, B
+// The wide kernel's row sums (gemm.cu's wide_row_sums_fit: not TF32, B
 // transposed, n not a multiple of 128), the column of ones read from B's row
 // n (conv2d.cu fills it): each slice's partial tile (n + 1 columns) or C and
 // the sums against the tile kernel's (which makes its column of ones) on the
