@@ -33,8 +33,8 @@
 // tile kernel's small products stay fp32, and so do the short-K and narrow
 // products (a first convolution's forward and filter gradient), whose fp32
 // kernels beat the tensor-core tiles: those pad K = 27 to 32 and 28 columns
-// to 128 (H100, batch 512, bf16, ncu: conv1's forward 91.5 -> 58.8 us, its
-// filter and bias gradients 132.3 -> 70.2; BENCHMARKS.md).
+// to 128 (H100, batch 512, bf16, ncu: conv1's forward 91.5 -> 58.6 us, its
+// filter and bias gradients 132.3 -> 68.5; BENCHMARKS.md).
 //
 // Split-K: when C has too few tiles to fill the GPU and K is long (the
 // convolution's filter gradient: a 32x27 result summed over 28,800 columns;
