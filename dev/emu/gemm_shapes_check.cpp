@@ -12,7 +12,10 @@
 //            is one slice, bit for bit (A plain or batched, B either way);
 //            with B transposed, also with the row sums (the column of ones:
 //            a convolution's bias gradient) against float64, the n columns
-//            keeping their bits.
+//            keeping their bits;
+//   wide row sums (gemm.cu's wide_row_sums_fit: the column of ones read
+//            from B's row n) against the tile kernel's on the same slices,
+//            bit for bit, and float64, the n columns keeping their bits.
 // The wide kernel runs on each of its row tiles (32, 64, 128), so these also
 // check its copies from every layout against two other kernels.
 // Random odd sizes; every output starts as NaN; one row of A and one column
@@ -230,6 +233,20 @@ static bool narrow_slices(const product &p, int k_slice, int slices, const float
     return true;
 }
 
+// Whether got is alpha times the sum of op(A)'s row i over the slice of K
+// from k0 (ks long), in float64, within float32's rounding of the sum's
+// magnitude (a row sum: the column of ones' product).
+static bool row_sum_close(const product &p, const std::vector<float> &a, int i, int k0, int ks,
+                          float got)
+{
+    double want = 0.0, mag = 0.0;
+    for (int kk = k0; kk < std::min(p.k, k0 + ks); ++kk) {
+        want += p.alpha * (double)p.a_at(a, i, kk);
+        mag += fabs(p.alpha * (double)p.a_at(a, i, kk));
+    }
+    return fabs(got - want) <= 1e-5 * mag + 1e-30;
+}
+
 static void check_narrow(const product &p)
 {
     auto a = uniform((size_t)p.m * p.k), b = uniform((size_t)p.k * p.n);
@@ -284,14 +301,8 @@ static void check_narrow(const product &p)
         bool ok = true;
         for (int z = 0; z < slices && ok; ++z)
             for (int i = 0; i < p.m && ok; ++i) {
-                const int k0 = z * ks, k1 = std::min(p.k, k0 + ks);
-                double want = 0.0, mag = 0.0;
-                for (int kk = k0; kk < k1; ++kk) {
-                    want += p.alpha * (double)p.a_at(a, i, kk);
-                    mag += fabs(p.alpha * (double)p.a_at(a, i, kk));
-                }
                 const float got = slices > 1 ? pr[((size_t)z * p.m + i) * nc + p.n] : sums[i];
-                if (!(fabs(got - want) <= 1e-5 * mag + 1e-30)) ok = false;
+                if (!row_sum_close(p, a, i, z * ks, ks, got)) ok = false;
                 for (int j = 0; j < p.n && ok; ++j) {
                     const float w = slices > 1 ? pw[((size_t)z * p.m + i) * p.n + j] : cw[(size_t)i * p.n + j];
                     const float g = slices > 1 ? pr[((size_t)z * p.m + i) * nc + j] : cr[(size_t)i * p.n + j];
@@ -360,14 +371,8 @@ static void check_wide_sums(const product &p)
             bool ok = true;
             for (int z = 0; z < slices && ok; ++z)
                 for (int i = 0; i < p.m && ok; ++i) {
-                    const int k0 = z * ks, k1 = std::min(p.k, k0 + ks);
-                    double want = 0.0, mag = 0.0;
-                    for (int kk = k0; kk < k1; ++kk) {
-                        want += p.alpha * (double)p.a_at(a, i, kk);
-                        mag += fabs(p.alpha * (double)p.a_at(a, i, kk));
-                    }
                     const float got = slices > 1 ? pw[((size_t)z * p.m + i) * nc + p.n] : sw[i];
-                    if (!(fabs(got - want) <= 1e-5 * mag + 1e-30)) ok = false;
+                    if (!row_sum_close(p, a, i, z * ks, ks, got)) ok = false;
                     for (int j = 0; j < p.n && ok && slices > 1; ++j)
                         if (!same(p0[((size_t)z * p.m + i) * p.n + j],
                                   pw[((size_t)z * p.m + i) * nc + j]))
