@@ -11,7 +11,8 @@
 // better: on an H100 (2026-11-25) the wide kernel was 10-40% slower on the
 // seed CNN's products at batch 32 (dev/cuda/sgemm v5 against v6). And
 // gemm_short_kernels.cuh for a K of at most 32 (a first convolution's
-// forward) above the threshold: one thread a column, no tiles of K. A product of at most 32 columns above the threshold (a first
+// forward) above the threshold: one thread a column, no tiles of K. A
+// product of at most 32 columns above the threshold (a first
 // convolution's filter gradient) runs on the tile kernel with the wide
 // plan's slices (narrow_on_tile), with the column of ones of the row sums
 // where asked (a convolution's bias gradient). The partial sums of a
@@ -120,20 +121,16 @@ void launch_tile(cudaStream_t st, dim3 grid, int trans_a, int trans_b, int m, in
 
 // A product of at most 32 columns would leave 3/4 of the wide kernel's
 // 128-column tile idle (a first convolution's filter gradient: 32 x 27 over
-// 460,800 pixels at batch 512). In strict float32 it runs on the tile
-// kernel's 32 columns with the wide plan's slices of K: the same partial sums
-// in the same order, so the same bits, a quarter of the multiply-adds. In
-// every precision: the tensor-core tiles would pad 28 columns to 128 too.
+// 460,800 pixels at batch 512). It runs on the tile kernel's 32 columns with
+// the wide plan's slices of K: the same partial sums in the same order as
+// the float32 wide kernel's, so the same bits, a quarter of the
+// multiply-adds. In every precision: the tensor-core tiles would pad 28
+// columns to 128 too.
 bool narrow_on_tile(int trans_a, int trans_b, int n)
 {
     return n <= 32 && !(trans_a && trans_b);
 }
 
-// The partial sums of a split-K product of at most 32 x 32 outputs with B
-// transposed (a first convolution's filter gradient, its bias gradient as
-// the column of ones included) on the narrow kernel (gemm_narrow_kernels.cuh)
-// instead of the tile kernel's 32-column tiles: the same slices, so the
-// same bits. nc: the columns with the column of ones.
 // Row sums (a convolution's bias gradient as the product's column of ones)
 // on the wide kernel: B transposed, and only where the column of ones falls
 // in the last tile's padding (n not a multiple of its 128 columns: no tile
@@ -149,6 +146,11 @@ bool wide_row_sums_fit(int prec, int trans_b, int n)
     return prec != CNN_PRECISION_TF32 && trans_b && n % WBN != 0;
 }
 
+// The partial sums of a split-K product of at most 32 x 32 outputs with B
+// transposed (a first convolution's filter gradient, its bias gradient as
+// the column of ones included) on the narrow kernel (gemm_narrow_kernels.cuh)
+// instead of the tile kernel's 32-column tiles: the same slices, so the
+// same bits. nc: the columns with the column of ones.
 bool narrow_slices_fit(int trans_a, int trans_b, int m, int nc, int slices, const float *a,
                        int lda, const float *b, int ldb, const WideExtra &x)
 {

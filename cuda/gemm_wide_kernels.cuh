@@ -297,13 +297,12 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
     const size_t b_row_step = x.bp > 0 ? (size_t)x.bp : (size_t)ldb;
     constexpr int B_Q = T / WBK; // B transposed: rows between copies
     // With x.row_sums (B transposed; float32, bf16 or fp16: gemm.cu's
-    // wide_row_sums_fit),
-    // B's row n holds ones (the caller's: cnn_cuda_sgemm_row_sums_read_b),
-    // copied as the others: the product's column n is op(A)'s row sums (a
-    // convolution's bias gradient), stored apart from C. (Ones set in shared
-    // memory instead cost conv2's filter gradient at batch 512 20%: 129.1 ->
-    // 155.1 us, H100, ncu; the stores made the compiler load the fragments
-    // again.)
+    // wide_row_sums_fit), B's row n holds ones (the caller's:
+    // cnn_cuda_sgemm_row_sums_read_b), copied as the others: the product's
+    // column n is op(A)'s row sums (a convolution's bias gradient), stored
+    // apart from C. (Ones set in shared memory instead cost conv2's filter
+    // gradient at batch 512 20%: 129.1 -> 155.1 us, H100, ncu; the stores
+    // made the compiler load the fragments again.)
     const bool sums = TRANS_B && x.row_sums;
     const int nc = sums ? n + 1 : n; // the product's columns, the ones' included
     unsigned b_rows_in = 0;
