@@ -30,9 +30,10 @@ tree of the narrow filter-gradient kernel gave the same bits (20 passed).
 On 2026-11-28 (ninth session) the bias gradient of a float32 filter
 gradient on the wide kernel became its row sums too (a row of ones after
 the column matrix), another deliberate change of order: among the seed
-networks at this batch it reaches binary_100's and imagenette_cnn's. Their cuda entries were re-recorded on the H100 (every other
-entry came out the same, cudnn's included) and removed for the H200, where
-they are still to be recorded.
+networks at this batch it reaches binary_100's and imagenette_cnn's. Their
+cuda entries were re-recorded on the H100 (every other entry came out the
+same, cudnn's included) and removed for the H200, where they are still to
+be recorded.
 
 The GPU engines' entries are keyed by the device's name and by whether the
 training step is recorded (CNNCUDA_GRAPHS): kernels and cuDNN's algorithm

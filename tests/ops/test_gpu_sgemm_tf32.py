@@ -12,8 +12,8 @@ or slice gives errors of order 1), and above 5e-5 for each of the three
 products on tensor cores (TF32's is some 3e-4, the float32 kernel's under
 2e-5: the tensor cores were used, not a silent float32 path). A
 convolution's short-K and narrow products stay on their float32 kernels
-(tensor_core_products): float32's result exactly. That lower bound, and the bits
-TF32 changes, are checked only on GPUs with TF32 tensor cores (compute
+(tensor_core_products): float32's result exactly. That lower bound, and the
+bits TF32 changes, are checked only on GPUs with TF32 tensor cores (compute
 capability 8.0); on older ones (a T4) TF32 computes in float32 and those
 checks skip.
 """
