@@ -122,16 +122,17 @@ cnn_status cuda_conv2d_backward_filter(cnn_ctx *ctx, const cnn_conv_desc *d, con
     // ncu, the channel sums' 46 us a step gone, the product 76 -> 81 us;
     // the wide products too, outside TF32, where the column fits their
     // padding)
-    const bool sums_in_gemm = db && cnn_cuda_sgemm_row_sums_fit(ctx, d->f, k, np);
-    if (sums_in_gemm && cnn_cuda_sgemm_row_sums_read_b(ctx, d->f, k, np)) {
+    const int sums = db ? cnn_cuda_sgemm_row_sums(ctx, d->f, k, np) : CNN_ROW_SUMS_NONE;
+    if (sums == CNN_ROW_SUMS_READ_B) {
         // the row of ones after col's K rows (the workspace has room for it)
         ones_row_kernel<<<cnn_blocks(np, CNN_THREADS), CNN_THREADS, 0, cnn_stream(ctx)>>>(
             np, (float *)ws + (size_t)k * np);
         CNN_CUDA_LAUNCHED("conv2d bias gradient's row of ones");
     }
-    const cnn_sgemm_extra extra = {p, 0, 0, nullptr, 0, 0, sums_in_gemm ? db : nullptr};
+    const cnn_sgemm_extra extra = {p, 0, 0, nullptr, 0, 0,
+                                   sums != CNN_ROW_SUMS_NONE ? db : nullptr};
     CNN_TRY(cnn_cuda_sgemm_ex(ctx, 0, 1, d->f, k, np, 1.0f, dy, np, col, np, 0.0f, dw, k, &extra));
-    if (db && !sums_in_gemm) CNN_TRY(cnn_cuda_channel_sums(ctx, d->n, d->f, p, dy, db));
+    if (db && sums == CNN_ROW_SUMS_NONE) CNN_TRY(cnn_cuda_channel_sums(ctx, d->n, d->f, p, dy, db));
     return CNN_OK;
 }
 

@@ -173,16 +173,18 @@ int cnn_cuda_sgemm_precision(cnn_ctx *ctx);
 // Whether cnn_cuda_sgemm runs a product of this size on the wide kernel:
 // m * n * k of at least 2^27 multiply-adds (the same for every transpose).
 bool cnn_cuda_sgemm_wide_fits(int m, int n, int k);
-// Whether cnn_cuda_sgemm_ex takes row sums (cnn_sgemm_extra) on an m x n x k
-// product with B transposed: on the tile kernel, below the wide threshold;
-// above it, where n + 1 columns make a narrow product (every precision) or,
-// outside TF32, on the wide kernel where n is not a multiple of its tile's
-// 128 columns (the column of ones in the padding).
-bool cnn_cuda_sgemm_row_sums_fit(cnn_ctx *ctx, int m, int n, int k);
-// Whether, with the row sums, cnn_cuda_sgemm_ex reads op(B)'s column of ones
-// from B's row n (b + n * ldb: the wide kernel), which the caller then fills
-// with ones; else the kernel makes the column itself.
-bool cnn_cuda_sgemm_row_sums_read_b(cnn_ctx *ctx, int m, int n, int k);
+// How cnn_cuda_sgemm_ex takes the row sums (cnn_sgemm_extra) of an m x n x k
+// product with B transposed (a convolution's bias gradient):
+enum cnn_row_sums_plan {
+    CNN_ROW_SUMS_NONE = 0, // it does not: the caller sums apart
+    CNN_ROW_SUMS_MADE,     // its kernel makes the column of ones: the tile kernel
+                           // below the wide threshold, above it the narrow
+                           // products of n + 1 <= 32 columns (every precision)
+    CNN_ROW_SUMS_READ_B    // the wide kernel reads it from B's row n (b + n ldb),
+                           // which the caller fills with ones: outside TF32,
+                           // where n is not a multiple of its tile's 128 columns
+};
+int cnn_cuda_sgemm_row_sums(cnn_ctx *ctx, int m, int n, int k);
 // The SGEMM's extras (gemm_wide_kernels.cuh, gemm_kernels.cuh): A (not
 // transposed), B (not transposed) and C in the batched layout (n, rows, P)
 // of a convolution's tensors when ap, bp, cp = P > 0 (0: plain row-major);
@@ -197,8 +199,7 @@ struct cnn_sgemm_extra {
     int bias_columns; // bias[column] instead (a dense layer's y (n, out))
     float *row_sums;  // also op(A)'s row sums, to row_sums[row]: a column
                       // of ones after op(B)'s last (trans_b, beta == 0 only:
-                      // a convolution's bias gradient; cnn_cuda_sgemm_row_sums_fit
-                      // and _read_b)
+                      // a convolution's bias gradient; cnn_cuda_sgemm_row_sums)
 };
 // cnn_cuda_sgemm with extras (NULL: none); both kernels take them.
 cnn_status cnn_cuda_sgemm_ex(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n, int k,

@@ -138,12 +138,12 @@ bool narrow_on_tile(int trans_a, int trans_b, int n)
 // rounded to 16 bits, as Keras's mixed policies sum the 16-bit upstream
 // gradient for a bias gradient; not in TF32, which rounds the products'
 // operands only. The kernel reads the ones from B's row n, which the caller
-// fills (cnn_cuda_sgemm_row_sums_read_b). H100, batch 512: the channel
-// sums' passes that they replace took 22.8 and 13.7 us a step for conv2 and
-// conv3, the float32 epoch 0.097 -> 0.095 s (BENCHMARKS.md).
-bool wide_row_sums_fit(int prec, int trans_b, int n)
+// fills (CNN_ROW_SUMS_READ_B). H100, batch 512: the channel sums' passes
+// that they replace took 22.8 and 13.7 us a step for conv2 and conv3, the
+// float32 epoch 0.097 -> 0.095 s (BENCHMARKS.md).
+bool wide_row_sums_fit(int prec, int n)
 {
-    return prec != CNN_PRECISION_TF32 && trans_b && n % WBN != 0;
+    return prec != CNN_PRECISION_TF32 && n % WBN != 0;
 }
 
 // The partial sums of a split-K product of at most 32 x 32 outputs with B
@@ -367,16 +367,25 @@ bool cnn_cuda_sgemm_wide_fits(int m, int n, int k)
     return (double)m * n * k >= WIDE_MIN_FMAS;
 }
 
-bool cnn_cuda_sgemm_row_sums_fit(cnn_ctx *ctx, int m, int n, int k)
+namespace {
+
+// How cnn_cuda_sgemm_ex takes row sums (cnn_row_sums_plan): below the wide
+// threshold on the tile kernel, which makes the column of ones; above it on
+// the narrow path's kernels, which make it too, or on the wide kernel, which
+// reads it from B's row n; B transposed only.
+int row_sums_plan(int prec, int trans_a, int trans_b, int m, int n, int k)
 {
-    return !cnn_cuda_sgemm_wide_fits(m, n, k) || narrow_on_tile(0, 1, n + 1) ||
-           wide_row_sums_fit(cnn_cuda_sgemm_precision(ctx), 1, n);
+    if (!trans_b) return CNN_ROW_SUMS_NONE;
+    if (!cnn_cuda_sgemm_wide_fits(m, n, k) || narrow_on_tile(trans_a, trans_b, n + 1))
+        return CNN_ROW_SUMS_MADE;
+    return wide_row_sums_fit(prec, n) ? CNN_ROW_SUMS_READ_B : CNN_ROW_SUMS_NONE;
 }
 
-bool cnn_cuda_sgemm_row_sums_read_b(cnn_ctx *ctx, int m, int n, int k)
+} // namespace
+
+int cnn_cuda_sgemm_row_sums(cnn_ctx *ctx, int m, int n, int k)
 {
-    return cnn_cuda_sgemm_wide_fits(m, n, k) && !narrow_on_tile(0, 1, n + 1) &&
-           wide_row_sums_fit(cnn_cuda_sgemm_precision(ctx), 1, n);
+    return row_sums_plan(cnn_cuda_sgemm_precision(ctx), 0, 1, m, n, k);
 }
 
 namespace {
@@ -408,8 +417,8 @@ cnn_status cnn_cuda_sgemm_wide(cnn_ctx *ctx, int trans_a, int trans_b, int m, in
 {
     if (m <= 0 || n <= 0) return CNN_OK;
     const WideExtra x = extra ? *extra : NO_EXTRA;
-    CNN_TRY(check_extra(x, wide_row_sums_fit(cnn_cuda_sgemm_precision(ctx), trans_b, n), trans_a,
-                        trans_b, beta));
+    CNN_TRY(check_extra(x, wide_row_sums_fit(cnn_cuda_sgemm_precision(ctx), n), trans_a, trans_b,
+                        beta));
     return sgemm_wide_path(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, x,
                            false);
 }
@@ -434,24 +443,18 @@ cnn_status cnn_cuda_sgemm_ex(cnn_ctx *ctx, int trans_a, int trans_b, int m, int 
 {
     if (m <= 0 || n <= 0) return CNN_OK;
     const WideExtra x = extra ? *extra : NO_EXTRA;
+    const int sums = row_sums_plan(cnn_cuda_sgemm_precision(ctx), trans_a, trans_b, m, n, k);
+    CNN_TRY(check_extra(x, sums != CNN_ROW_SUMS_NONE, trans_a, trans_b, beta));
     const bool wide = cnn_cuda_sgemm_wide_fits(m, n, k);
     // a short K above the wide threshold, in every precision (below it the
     // tile kernel was as fast or faster: 7.3 against 8.6 us for the seed
-    // CNN's conv1 forward at batch 32, H100, 2026-11-28; BENCHMARKS.md)
-    if (wide && short_k_fits(m, k, trans_b, x.ap, x.row_sums)) {
-        CNN_TRY(check_extra(x, true, trans_a, trans_b, beta));
+    // CNN's conv1 forward at batch 32, H100, 2026-11-28; BENCHMARKS.md); no
+    // row sums there (short_k_fits)
+    if (wide && short_k_fits(m, k, trans_b, x.ap, x.row_sums))
         return sgemm_short_path(ctx, trans_a, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, x);
-    }
-    if (wide) {
-        // row sums on the narrow path's kernels or the wide kernel (their
-        // column of ones)
-        const bool sums_fit = narrow_on_tile(trans_a, trans_b, n + 1) ||
-                              wide_row_sums_fit(cnn_cuda_sgemm_precision(ctx), trans_b, n);
-        CNN_TRY(check_extra(x, sums_fit, trans_a, trans_b, beta));
+    if (wide)
         return sgemm_wide_path(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
                                ldc, x, true);
-    }
-    CNN_TRY(check_extra(x, true, trans_a, trans_b, beta));
     return sgemm_tile_path(ctx, CNN_TILE_SHAPED, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
                            beta, c, ldc, x, has_extras(x), true);
 }

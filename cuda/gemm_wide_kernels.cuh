@@ -298,7 +298,7 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
     constexpr int B_Q = T / WBK; // B transposed: rows between copies
     // With x.row_sums (B transposed; float32, bf16 or fp16: gemm.cu's
     // wide_row_sums_fit), B's row n holds ones (the caller's:
-    // cnn_cuda_sgemm_row_sums_read_b), copied as the others: the product's
+    // CNN_ROW_SUMS_READ_B), copied as the others: the product's
     // column n is op(A)'s row sums (a convolution's bias gradient), stored
     // apart from C. (Ones set in shared memory instead cost conv2's filter
     // gradient at batch 512 20%: 129.1 -> 155.1 us, H100, ncu; the stores
