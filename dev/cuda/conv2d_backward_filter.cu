@@ -19,7 +19,9 @@
 //      cnn_cuda_sgemm with split-K, two-pass row sums; since then dy read in
 //      place by the GEMM, and on the 64x64 tile db as the product's column
 //      of ones; since 2026-11-27, eighth session, conv1's split-K partial
-//      sums on the narrow kernel, cuda/gemm_narrow_kernels.cuh, same bits)
+//      sums on the narrow kernel, cuda/gemm_narrow_kernels.cuh, same bits;
+//      since 2026-11-28, ninth, db on the wide kernel too, from a row of
+//      ones after col: the workspace here, K NP + f NP floats, has the row)
 // As in the engine, versions 2-5 take the column matrix col (K, NP) that the
 // forward left in the layer's workspace: it is made before the check and the
 // timing (by the engine's im2col kernel) and is not part of the time.
