@@ -133,6 +133,8 @@ __device__ __forceinline__ void wide_mma_tf32(float (&d)[4], const unsigned (&a)
                  "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#elif defined(CNN_HOST_EMULATION) // dev/emu: the warp's mma on the host
+    emu::mma_m16n8k8_tf32(d, a, b);
 #endif
 }
 
@@ -144,7 +146,11 @@ __device__ __forceinline__ unsigned wide_tf32(float x)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
 #else
+    // the same on the host (dev/emu): half the dropped 13 bits' range added
+    // to the magnitude, then dropped (a carry moves the exponent on); inf
+    // and NaN as they are
     r = __float_as_uint(x);
+    if ((r & 0x7f800000u) != 0x7f800000u) r = (r + 0x1000u) & 0xffffe000u;
 #endif
     return r;
 }
@@ -171,6 +177,8 @@ __device__ __forceinline__ void wide_mma_16(float (&d)[4], const unsigned (&a)[4
                      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
                      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#elif defined(CNN_HOST_EMULATION) // dev/emu: the warp's mma on the host
+    emu::mma_m16n8k16(d, a, b, PREC == CNN_PRECISION_BF16);
 #endif
 }
 

@@ -62,12 +62,18 @@ extern dim3 bdim, gdim;
 const uint3 &tid_of(fiber_state *f);
 void sync_block(int line);
 void sync_warp(int line);
-void *slot(); // this fiber's exchange slot (8 bytes)
+void *slot(); // this fiber's exchange slot (32 bytes)
 void *partner_slot(int lane);
 int lane();
 float *block_smem(size_t floats); // per block, NaN-filled at the block's start
 void run_grid(dim3 g, dim3 b, std::function<void()> body);
+// mma.sync of one warp (every lane calls it at the same line): D = A B + D,
+// m16n8k8 on TF32 operands, m16n8k16 on bfloat16 (bf16) or float16 ones
+void mma_m16n8k8_tf32(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]);
+void mma_m16n8k16(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2], bool bf16);
 }
+// the kernels' host branches that need the emulation (a warp's mma)
+#define CNN_HOST_EMULATION 1
 #define threadIdx (emu::tid_of(emu::cur))
 #define blockIdx (emu::bid)
 #define blockDim (emu::bdim)

@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <vector>
 #include <random>
+#include <cmath>
+#include <cstring>
 #include "cuda_runtime.h"
 
 namespace emu {
@@ -21,7 +23,7 @@ struct fiber_state {
     bool started;
     uint3 tid;
     int state, line;
-    char slot[8];
+    alignas(8) char slot[32]; // a warp exchange's: a shuffle's value, an mma's operands
     std::vector<char> stack;
 };
 fiber_state *cur = nullptr;
@@ -42,6 +44,83 @@ void *partner_slot(int l)
 {
     return fibers[(cur->tid.x & ~31u) + (unsigned)l].slot;
 }
+static void yield_with(int state, int line);
+
+// mma.sync on the host: the warp's lanes exchange their operand registers
+// (four of A, two of B) through their slots, then each lane sums its four
+// outputs of D: each product is exact in double, the k sum and the add to
+// C in double, rounded once to float (the tensor cores' order and
+// rounding within one mma are the hardware's own). Fragments as the PTX ISA
+// lays them out; lane = 4 g + t.
+static void exchange_operands(const unsigned (&a)[4], const unsigned (&b)[2], int line)
+{
+    unsigned *mine = reinterpret_cast<unsigned *>(cur->slot);
+    for (int r = 0; r < 4; ++r) mine[r] = a[r];
+    mine[4] = b[0];
+    mine[5] = b[1];
+    sync_warp(line); // every lane's operands in its slot
+}
+static const unsigned *operands_of(int lane) { return reinterpret_cast<const unsigned *>(partner_slot(lane)); }
+static float float_of(unsigned u)
+{
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+// the 16-bit value of `half` (0: low) of a register, as a float: bfloat16
+// is float32's top half; float16 widened (subnormals, inf, NaN included)
+static double half_value(unsigned reg, int half, bool bf16)
+{
+    const unsigned h = half ? reg >> 16 : reg & 0xffffu;
+    if (bf16) return float_of(h << 16);
+    const int e = (int)(h >> 10 & 31u), f = (int)(h & 1023u);
+    const double sign = h & 0x8000u ? -1.0 : 1.0;
+    if (e == 31) return f ? NAN : sign * INFINITY;
+    return sign * (e ? ldexp(1024.0 + f, e - 25) : ldexp((double)f, -24));
+}
+// each lane's D (g, 2t), (g, 2t + 1), (g + 8, 2t), (g + 8, 2t + 1) from
+// A(row, kk) and B(kk, col) read through the callbacks
+template <typename FA, typename FB>
+static void sum_outputs(float (&d)[4], int kdepth, FA a_at, FB b_at, int line)
+{
+    const int g = lane() >> 2, t = lane() & 3;
+    float out[4];
+    for (int e = 0; e < 4; ++e) {
+        const int row = g + (e >> 1) * 8, col = 2 * t + (e & 1);
+        double s = d[e];
+        for (int kk = 0; kk < kdepth; ++kk) s += a_at(row, kk) * b_at(kk, col);
+        out[e] = (float)s;
+    }
+    sync_warp(line); // every lane done reading the slots
+    for (int e = 0; e < 4; ++e) d[e] = out[e];
+}
+void mma_m16n8k8_tf32(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2])
+{
+    exchange_operands(a, b, __LINE__);
+    // TF32: the register's top 19 bits (the low 13 ignored, as the tensor
+    // cores ignore them). A (row, kk): lane 4 (row % 8) + kk % 4, register
+    // (row >= 8) + 2 (kk >= 4); B (kk, col): lane 4 col + kk % 4, register kk >= 4
+    auto tf32 = [](unsigned u) { return (double)float_of(u & 0xffffe000u); };
+    sum_outputs(
+        d, 8,
+        [&](int row, int kk) { return tf32(operands_of(4 * (row % 8) + kk % 4)[(row >= 8) + 2 * (kk >= 4)]); },
+        [&](int kk, int col) { return tf32(operands_of(4 * col + kk % 4)[4 + (kk >= 4)]); }, __LINE__);
+}
+void mma_m16n8k16(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2], bool bf16)
+{
+    exchange_operands(a, b, __LINE__);
+    // A (row, kk): lane 4 (row % 8) + (kk % 8) / 2, register (row >= 8) +
+    // 2 (kk >= 8), half kk % 2; B (kk, col): lane 4 col + (kk % 8) / 2,
+    // register kk >= 8, half kk % 2
+    sum_outputs(
+        d, 16,
+        [&](int row, int kk) {
+            return half_value(operands_of(4 * (row % 8) + (kk % 8) / 2)[(row >= 8) + 2 * (kk >= 8)], kk % 2, bf16);
+        },
+        [&](int kk, int col) { return half_value(operands_of(4 * col + (kk % 8) / 2)[4 + (kk >= 8)], kk % 2, bf16); },
+        __LINE__);
+}
+
 static void yield_with(int state, int line)
 {
     cur->state = state;
