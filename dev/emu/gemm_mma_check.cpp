@@ -19,8 +19,15 @@
 // slices of K (the partial tiles); and, on the 16-bit instances with B
 // transposed and n not a multiple of 128, the row sums read from B's row n
 // of ones (gemm.cu's CNN_ROW_SUMS_READ_B: a convolution's bias gradient).
+// Then each 16-bit product with A plain and B not batched again with B
+// stored in 16 bits (the B16 instances: a convolution's column matrix),
+// against B in float32 bit for bit, B's rows padded with NaNs and its last
+// row ending where an unreadable page begins (a read past it crashes the
+// check).
 // Usage: gemm_mma_check [random shapes per instance] [seed]; exit 1 on a failure.
 #include <cmath>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "check_common.h"
 #include "gemm_product.h"
@@ -85,6 +92,28 @@ static std::vector<unsigned short> in16(const std::vector<float> &b, int rows, i
         }
     return h;
 }
+
+// A copy of v that ends where an unreadable page begins: a read past its
+// last element stops the check (SIGSEGV), as a read past a buffer on the
+// GPU would fault or read another's memory. (Reads past n inside a row
+// stay unseen: they land in columns that are never stored.)
+struct page_end {
+    void *map = nullptr;
+    size_t bytes = 0;
+    unsigned short *data = nullptr;
+    explicit page_end(const std::vector<unsigned short> &v)
+    {
+        const size_t page = (size_t)sysconf(_SC_PAGESIZE), used = v.size() * 2;
+        const size_t pages = (used + page - 1) / page;
+        bytes = (pages + 1) * page;
+        map = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (map == MAP_FAILED) abort();
+        mprotect((char *)map + pages * page, page, PROT_NONE);
+        data = (unsigned short *)((char *)map + pages * page - used); // 16-byte aligned: used is
+        memcpy(data, v.data(), used);                                 // rows of 8k values
+    }
+    ~page_end() { munmap(map, bytes); }
+};
 
 static long long b16_checks = 0;
 
@@ -204,12 +233,12 @@ static void check(product p, int extra)
     if constexpr (SIXTEEN && !TA) {
         if (p.bp == 0) {
             int ld;
-            const auto b16 = TB ? in16<PREC>(b, nc, p.k, &ld) : in16<PREC>(b, p.k, p.n, &ld);
+            const page_end b16(TB ? in16<PREC>(b, nc, p.k, &ld) : in16<PREC>(b, p.k, p.n, &ld));
             guarded<float> c2(cells, guard, sentinel_f());
             if (p.beta != 0.0f) std::copy(c0.begin(), c0.end(), c2.data());
             guarded<float> part2(part.n, guard, sentinel_f()), rs2(rs.n, guard, sentinel_f());
             if (sums) x.row_sums = rs2.data();
-            launch<BM, TA, TB, PREC, true>(p, ks, slices, a.data(), b16.data(), ld, c2.data(),
+            launch<BM, TA, TB, PREC, true>(p, ks, slices, a.data(), b16.data, ld, c2.data(),
                                            slices > 1 ? part2.data() : nullptr, x);
             ++checks;
             ++b16_checks;

@@ -31,7 +31,7 @@ mutants=(
   "$f|B16: ldmatrix without .trans on a plain tile (and with it on a transposed one)|s/wide_ldmatrix4<!TRANS_B>(r,/wide_ldmatrix4<TRANS_B>(r,/"
   "$f|B16: the matrices' k halves and column groups swapped|s/kk0 = 8 \* (mat \& 1);/kk0 = 8 * (mat >> 1);/"
   "$f|B16: an ldmatrix register given to the wrong fragment|s/bf\[2 \* h\]\[1\] = r\[1\];/bf[2 * h][1] = r[2];/"
-  "$f|B16 plain: a piece past n read whole|s/max(0, min(8, n - col0 - at))/max(0, min(8, n - col0))/"
+  "$f|B16 plain: a piece past n read whole (past the buffer on its last row)|s/max(0, min(8, n - col0 - at))/max(0, min(8, n - col0))/"
   "$f|B16 transposed: a piece past the slice's k read whole|s/max(0, min(8, k_end - (k0 + at)))/max(0, min(8, k_end - k0))/"
   "$f|B16 transposed: B's row of ones not read|s/col0 + row < nc ? max/col0 + row < n ? max/"
   "$f|the staged epilogue's pair stored swapped|s/make_float2(acc\[r\]\[s\], acc\[r\]\[s + 1\]);/make_float2(acc[r][s + 1], acc[r][s]);/"
