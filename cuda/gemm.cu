@@ -35,7 +35,11 @@
 // products (a first convolution's forward and filter gradient), whose fp32
 // kernels beat the tensor-core tiles: those pad K = 27 to 32 and 28 columns
 // to 128 (H100, batch 512, bf16, ncu: conv1's forward 91.5 -> 58.6 us, its
-// filter and bias gradients 132.3 -> 68.5; BENCHMARKS.md).
+// filter and bias gradients 132.3 -> 68.5; BENCHMARKS.md). In bf16 and
+// fp16, cnn_cuda_sgemm_b16 takes a B stored in those 16 bits (a
+// convolution's column matrix: conv2d.cu) on the wide kernel's B16
+// instances, where cnn_cuda_sgemm_ex would run the product on the wide
+// kernel (cnn_cuda_sgemm_b16_fits): the same sums as from B in float32.
 //
 // Split-K: when C has too few tiles to fill the GPU and K is long (the
 // convolution's filter gradient: a 32x27 result summed over 28,800 columns;
