@@ -1,12 +1,12 @@
 // Host emulation of the CUDA features dense_head.cu uses (and pool.cu,
 // dev/cuda/pool_im2col_kernels.cuh, gather.cu, gather_im2col.cu,
 // conv2d_kernels.cuh's im2col, the augmentation kernels, random_*.cu, and
-// the float32 SGEMM kernels of gemm_wide_kernels.cuh, gemm_kernels.cuh and
-// gemm_short_kernels.cuh: 1-d blocks on grids of 1 to 3 dimensions):
-// threads are fibers
-// (own stacks, switched with setjmp), __syncthreads a block barrier (checked: every live thread at
-// the same line), warp shuffles a two-phase warp barrier. Blocks run one
-// after another; within a phase the fibers run in a random order.
+// the SGEMM kernels of gemm_wide_kernels.cuh (its tensor-core instances
+// too), gemm_kernels.cuh and gemm_short_kernels.cuh: 1-d blocks on grids of
+// 1 to 3 dimensions): threads are fibers (own stacks, switched with
+// setjmp), __syncthreads a block barrier (checked: every live thread at the
+// same line), warp shuffles and mma.sync two-phase warp exchanges. Blocks
+// run one after another; within a phase the fibers run in a random order.
 #pragma once
 #include <cmath>
 #include <cstdint>
