@@ -5,7 +5,7 @@
 // too), gemm_kernels.cuh and gemm_short_kernels.cuh: 1-d blocks on grids of
 // 1 to 3 dimensions): threads are fibers (own stacks, switched with
 // setjmp), __syncthreads a block barrier (checked: every live thread at the
-// same line), warp shuffles and mma.sync two-phase warp exchanges. Blocks
+// same line), warp shuffles, mma.sync and ldmatrix two-phase warp exchanges. Blocks
 // run one after another; within a phase the fibers run in a random order.
 #pragma once
 #include <cmath>
