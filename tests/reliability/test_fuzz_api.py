@@ -202,10 +202,34 @@ def shift_before_batchnorm(recipe, compile_kw):
     return False
 
 
+# found by CI's sanitizer session on 2026-11-28 (d6c4e4c): batches of 2, 2
+# and 1 through a BatchNormalization into one sigmoid unit
+SMALL_BATCHES_THROUGH_BATCHNORM = (
+    [["BatchNormalization", {"input_shape": (5,)}],
+     ["Dense", {"units": 1, "activation": "sigmoid"}]],
+    {"optimizer": "Adam", "lr": 0.01, "loss": "binary_crossentropy",
+     "loss_kind": "binary_crossentropy", "from_logits": False, "metrics": None},
+    0, 5, 1)
+
+
+def small_batches_through_batchnorm(recipe, compile_kw, batch):
+    """Whether Adam trains through a BatchNormalization on batches of one or
+    two samples: there a batch's normalized values are 0, or +-1 for its two
+    samples, so the logits after it are symmetric about their bias and the
+    true gradient of that bias (and of the normalization's beta) can be 0
+    -- a sigmoid's p1 + p2 - 1 with labels 1 and 0 -- and Adam scales the
+    rounding noise left there up to full steps of lr, differently in
+    float32 and float64 (seen: betas of 0.0123 against 0.0064 after three
+    steps of lr 0.01, the loss 0.3813 against 0.3832)."""
+    return (str(compile_kw["optimizer"]).lower() == "adam" and batch <= 2 and
+            any(kind == "BatchNormalization" for kind, _ in recipe))
+
+
 @settings(max_examples=1000, **FUZZ)
 @given(recipe=model_recipes())
 @example(recipe=OVERFLOWING)
 @example(recipe=SHIFT_BEFORE_BATCHNORM)
+@example(recipe=SMALL_BATCHES_THROUGH_BATCHNORM)
 def test_models_on_cpu_match_the_numpy_engine(recipe):
     recipe, compile_kw, seed, n, data_seed = recipe
     try:
@@ -250,6 +274,9 @@ def test_models_on_cpu_match_the_numpy_engine(recipe):
     if shift_before_batchnorm(recipe, compile_kw):
         # the steps taken, all finite (above); past them, rounding noise decides
         event("a shift before a batch normalization, Adam")
+        return
+    if small_batches_through_batchnorm(recipe, compile_kw, batch):
+        event("batches of one or two through a batch normalization, Adam")
         return
     # samples that give the same outputs (a dead ReLU unit in front of the
     # head: their logits are its biases) share their argmax: one near tie
