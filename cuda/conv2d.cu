@@ -19,7 +19,13 @@
 // cnn.h allows, the backward filter reuses the column matrix the forward
 // left there, and the backward data overwrites it with dcol (it runs last).
 // col2im computes each input element as a sum over the kernel positions that
-// read it, so it needs no atomics and is deterministic. (Until 2026-11-25
+// read it, so it needs no atomics and is deterministic.
+// In the 16-bit precisions ("bf16", "fp16"), where both products that read
+// col (the forward and the filter gradient) run on the wide SGEMM's 16-bit
+// instances, col is stored in those 16 bits (cnn_cuda_conv2d_col16): im2col
+// (or gather_im2col.cu) rounds each value as the SGEMM would, so the
+// products see the same operands and give the same sums, from half the
+// bytes, copied 16 bytes at a time. (Until 2026-11-25
 // the GEMMs went through a rearranged copy t (f, NP) of y and dy; dev/cuda's
 // conv2d stages keep that path to compare.)
 #include "conv2d_kernels.cuh"
@@ -47,13 +53,47 @@ cnn_status check_desc(const char *what, const cnn_conv_desc *d)
 
 } // namespace
 
-cnn_status cnn_cuda_im2col(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x, float *col)
+int cnn_cuda_conv2d_col16(cnn_ctx *ctx, const cnn_conv_desc *d)
+{
+    const int prec = cnn_cuda_sgemm_precision(ctx);
+    if (prec != CNN_PRECISION_BF16 && prec != CNN_PRECISION_FP16) return CNN_PRECISION_FLOAT32;
+    const long long k = (long long)d->c * d->kh * d->kw, np = (long long)d->n * d->oh * d->ow;
+    // its rows 16-byte aligned (np a multiple of 8); the forward and the
+    // filter gradient (with its bias gradient's row sums or without) on the
+    // 16-bit wide kernel
+    if (np < 1 || np % 8 != 0 || np > INT32_MAX || k > INT32_MAX) return CNN_PRECISION_FLOAT32;
+    const bool fits = cnn_cuda_sgemm_b16_fits(ctx, 0, d->f, (int)np, (int)k, 0) &&
+                      cnn_cuda_sgemm_b16_fits(ctx, 1, d->f, (int)k, (int)np, 0) &&
+                      cnn_cuda_sgemm_b16_fits(ctx, 1, d->f, (int)k, (int)np, 1);
+    return fits ? prec : CNN_PRECISION_FLOAT32;
+}
+
+namespace {
+
+// col (K, NP) in the precision `out` (cnn_cuda_conv2d_col16) from x
+template <int OUT>
+void launch_im2col(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x, void *col)
 {
     // x: the columns, y: the input channels (im2col_kernel)
     const dim3 grid(cnn_blocks((size_t)d->n * d->oh * d->ow, CNN_THREADS), (unsigned)min(d->c, 65535));
-    im2col_kernel<<<grid, CNN_THREADS, 0, cnn_stream(ctx)>>>(*d, x, col);
+    im2col_kernel<OUT><<<grid, CNN_THREADS, 0, cnn_stream(ctx)>>>(
+        *d, x, (typename col_elem<OUT>::type *)col);
+}
+
+cnn_status im2col(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x, void *col, int out)
+{
+    if (out == CNN_PRECISION_BF16) launch_im2col<CNN_PRECISION_BF16>(ctx, d, x, col);
+    else if (out == CNN_PRECISION_FP16) launch_im2col<CNN_PRECISION_FP16>(ctx, d, x, col);
+    else launch_im2col<CNN_PRECISION_FLOAT32>(ctx, d, x, col);
     CNN_CUDA_LAUNCHED("conv2d im2col");
     return CNN_OK;
+}
+
+} // namespace
+
+cnn_status cnn_cuda_im2col(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x, float *col)
+{
+    return im2col(ctx, d, x, col, CNN_PRECISION_FLOAT32);
 }
 
 size_t cuda_conv2d_workspace(const cnn_conv_desc *d)
@@ -72,13 +112,17 @@ cnn_status forward(cnn_ctx *ctx, const char *what, const cnn_conv_desc *d, const
 {
     CNN_TRY(check_desc(what, d));
     if (d->n == 0) return CNN_OK;
-    float *col = (float *)ws;
     const int k = d->c * d->kh * d->kw, np = d->n * d->oh * d->ow;
     const int p = d->oh * d->ow;
-    if (!col_ready) CNN_TRY(cnn_cuda_im2col(ctx, d, x, col));
+    const int out = cnn_cuda_conv2d_col16(ctx, d); // gather_im2col.cu asks the same
+    if (!col_ready) CNN_TRY(im2col(ctx, d, x, ws, out));
     // y (n, f, P) written by the GEMM, with the bias and the ReLU
     const cnn_sgemm_extra extra = {0, 0, p, b, relu ? 1 : 0, 0, nullptr};
-    return cnn_cuda_sgemm_ex(ctx, 0, 0, d->f, np, k, 1.0f, w, k, col, np, 0.0f, y, np, &extra);
+    if (out != CNN_PRECISION_FLOAT32)
+        return cnn_cuda_sgemm_b16(ctx, 0, d->f, np, k, 1.0f, w, k, (const uint16_t *)ws, np,
+                                  0.0f, y, np, &extra);
+    return cnn_cuda_sgemm_ex(ctx, 0, 0, d->f, np, k, 1.0f, w, k, (const float *)ws, np, 0.0f, y,
+                             np, &extra);
 }
 
 } // namespace
@@ -115,8 +159,8 @@ cnn_status cuda_conv2d_backward_filter(cnn_ctx *ctx, const cnn_conv_desc *d, con
         return CNN_OK;
     }
     (void)x; /* its column matrix is still in ws from the forward */
-    const float *col = (const float *)ws;
     const int p = d->oh * d->ow;
+    const int out = cnn_cuda_conv2d_col16(ctx, d); // as the forward stored it
     // A = dy (n, f, P); db as the product's column of ones where the SGEMM
     // takes it (conv1's at batch 512, its 27 columns a narrow product: H100,
     // ncu, the channel sums' 46 us a step gone, the product 76 -> 81 us;
@@ -125,13 +169,26 @@ cnn_status cuda_conv2d_backward_filter(cnn_ctx *ctx, const cnn_conv_desc *d, con
     const int sums = db ? cnn_cuda_sgemm_row_sums(ctx, d->f, k, np) : CNN_ROW_SUMS_NONE;
     if (sums == CNN_ROW_SUMS_READ_B) {
         // the row of ones after col's K rows (the workspace has room for it)
-        ones_row_kernel<<<cnn_blocks(np, CNN_THREADS), CNN_THREADS, 0, cnn_stream(ctx)>>>(
-            np, (float *)ws + (size_t)k * np);
+        const unsigned blocks = cnn_blocks(np, CNN_THREADS);
+        cudaStream_t st = cnn_stream(ctx);
+        if (out == CNN_PRECISION_BF16)
+            ones_row_kernel<CNN_PRECISION_BF16><<<blocks, CNN_THREADS, 0, st>>>(
+                np, (unsigned short *)ws + (size_t)k * np);
+        else if (out == CNN_PRECISION_FP16)
+            ones_row_kernel<CNN_PRECISION_FP16><<<blocks, CNN_THREADS, 0, st>>>(
+                np, (unsigned short *)ws + (size_t)k * np);
+        else
+            ones_row_kernel<<<blocks, CNN_THREADS, 0, st>>>(np, (float *)ws + (size_t)k * np);
         CNN_CUDA_LAUNCHED("conv2d bias gradient's row of ones");
     }
     const cnn_sgemm_extra extra = {p, 0, 0, nullptr, 0, 0,
                                    sums != CNN_ROW_SUMS_NONE ? db : nullptr};
-    CNN_TRY(cnn_cuda_sgemm_ex(ctx, 0, 1, d->f, k, np, 1.0f, dy, np, col, np, 0.0f, dw, k, &extra));
+    if (out != CNN_PRECISION_FLOAT32)
+        CNN_TRY(cnn_cuda_sgemm_b16(ctx, 1, d->f, k, np, 1.0f, dy, np, (const uint16_t *)ws, np,
+                                   0.0f, dw, k, &extra));
+    else
+        CNN_TRY(cnn_cuda_sgemm_ex(ctx, 0, 1, d->f, k, np, 1.0f, dy, np, (const float *)ws, np,
+                                  0.0f, dw, k, &extra));
     if (db && sums == CNN_ROW_SUMS_NONE) CNN_TRY(cnn_cuda_channel_sums(ctx, d->n, d->f, p, dy, db));
     return CNN_OK;
 }
@@ -144,7 +201,7 @@ cnn_status cuda_conv2d_backward_filter_from_x(cnn_ctx *ctx, const cnn_conv_desc 
                                               float *db, void *ws)
 {
     CNN_TRY(check_desc("conv2d_backward_filter", d));
-    if (d->n > 0) CNN_TRY(cnn_cuda_im2col(ctx, d, x, (float *)ws));
+    if (d->n > 0) CNN_TRY(im2col(ctx, d, x, ws, cnn_cuda_conv2d_col16(ctx, d)));
     return cuda_conv2d_backward_filter(ctx, d, x, dy, dw, db, ws);
 }
 

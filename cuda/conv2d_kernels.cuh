@@ -13,13 +13,28 @@
 namespace cnn_conv2d {
 namespace { // internal linkage: every .cu that includes this has its own copy
 
+// A column matrix's element: float, or with OUT = CNN_PRECISION_BF16 or
+// _FP16 the precision's 16 bits (conv2d.cu stores col so where the products
+// that read it take B in 16 bits: cnn_cuda_conv2d_col16), rounded to
+// nearest even as the SGEMM would round it.
+template <int OUT> struct col_elem { typedef unsigned short type; };
+template <> struct col_elem<CNN_PRECISION_FLOAT32> { typedef float type; };
+
+template <int OUT>
+__device__ __forceinline__ typename col_elem<OUT>::type col_value(float v)
+{
+    if constexpr (OUT == CNN_PRECISION_FLOAT32) return v;
+    else return (unsigned short)(cnn_pack16<OUT>(v, 0.0f) & 0xffffu);
+}
+
 // row[q] = 1 for the np columns: the column matrix's row of ones after its
 // K rows, which the filter gradient's wide SGEMM reads as op(B)'s column of
 // ones (the bias gradient as its row sums; conv2d.cu).
-__global__ void ones_row_kernel(int np, float *__restrict__ row)
+template <int OUT = CNN_PRECISION_FLOAT32>
+__global__ void ones_row_kernel(int np, typename col_elem<OUT>::type *__restrict__ row)
 {
     cnn_kernel_begin();
-    CNN_GRID_LOOP(q, np) row[q] = 1.0f;
+    CNN_GRID_LOOP(q, np) row[q] = col_value<OUT>(1.0f);
 }
 
 // One thread per column q of col and input channel ch (grid-stride over q
@@ -33,15 +48,16 @@ __global__ void ones_row_kernel(int np, float *__restrict__ row)
 // image q / P, output pixel (r, s) = (q % P) / ow, (q % P) % ow.
 // im2col_kernel's body, also gather_im2col.cu's (which reads the plane of
 // a resident image).
+template <int OUT = CNN_PRECISION_FLOAT32>
 __device__ __forceinline__ void im2col_column(const cnn_conv_desc &d,
                                               const float *__restrict__ xc, int ch, int q,
-                                              float *__restrict__ col)
+                                              typename col_elem<OUT>::type *__restrict__ col)
 {
     const int p = d.oh * d.ow, np = d.n * p;
     const int i = q / p, rs = q - i * p;
     const int r = rs / d.ow, s = rs - r * d.ow;
     const int row0 = r * d.sh - d.pad_top, column0 = s * d.sw - d.pad_left;
-    float *out = col + (size_t)ch * d.kh * d.kw * np + q;
+    typename col_elem<OUT>::type *out = col + (size_t)ch * d.kh * d.kw * np + q;
     for (int ki = 0; ki < d.kh; ++ki) {
         const int row = row0 + ki;
         const bool row_in = xc && row >= 0 && row < d.h;
@@ -49,13 +65,14 @@ __device__ __forceinline__ void im2col_column(const cnn_conv_desc &d,
             const int column = column0 + kj;
             float v = 0.0f;
             if (row_in && column >= 0 && column < d.w) v = xc[(size_t)row * d.w + column];
-            out[(size_t)(ki * d.kw + kj) * np] = v;
+            out[(size_t)(ki * d.kw + kj) * np] = col_value<OUT>(v);
         }
     }
 }
 
+template <int OUT = CNN_PRECISION_FLOAT32>
 __global__ void im2col_kernel(cnn_conv_desc d, const float *__restrict__ x,
-                              float *__restrict__ col)
+                              typename col_elem<OUT>::type *__restrict__ col)
 {
     cnn_kernel_begin();
     const int p = d.oh * d.ow, np = d.n * p;
@@ -63,7 +80,7 @@ __global__ void im2col_kernel(cnn_conv_desc d, const float *__restrict__ x,
     for (int ch = blockIdx.y; ch < d.c; ch += gridDim.y) {
         for (long long qq = (long long)blockIdx.x * blockDim.x + threadIdx.x; qq < np; qq += stride) {
             const int q = (int)qq, i = q / p;
-            im2col_column(d, x + ((size_t)i * d.c + ch) * d.h * d.w, ch, q, col);
+            im2col_column<OUT>(d, x + ((size_t)i * d.c + ch) * d.h * d.w, ch, q, col);
         }
     }
 }

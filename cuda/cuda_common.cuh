@@ -3,10 +3,33 @@
 #ifndef CNN_CUDA_COMMON_CUH
 #define CNN_CUDA_COMMON_CUH
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "cnn.h"
+
+// lo and hi rounded to bfloat16 (PREC = CNN_PRECISION_BF16) or float16 (to
+// nearest even; float16 overflows to inf past 65504 and flushes nothing: its
+// subnormals are kept), packed in 32 bits with lo in the low half (as the
+// 16-bit mma takes a pair of k, and as a 16-bit value is stored: the low
+// half alone). The wide SGEMM's operands, conv2d_kernels.cuh's 16-bit
+// column matrices.
+template <int PREC>
+__device__ __forceinline__ unsigned cnn_pack16(float lo, float hi)
+{
+    unsigned r;
+    if constexpr (PREC == CNN_PRECISION_BF16) {
+        const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+        memcpy(&r, &v, sizeof r);
+    } else {
+        const __half2 v = __floats2half2_rn(lo, hi);
+        memcpy(&r, &v, sizeof r);
+    }
+    return r;
+}
 
 // Device memory of a context for kernels whose blocks meet at the end: the
 // last block to take a ticket (an integer atomic, handed back to 0 by that
@@ -206,6 +229,18 @@ cnn_status cnn_cuda_sgemm_ex(cnn_ctx *ctx, int trans_a, int trans_b, int m, int 
                              float alpha, const float *a, int lda, const float *b, int ldb,
                              float beta, float *c, int ldc, const cnn_sgemm_extra *extra);
 
+// B stored in 16 bits (the precision's: bfloat16 or float16; a convolution's
+// column matrix that im2col wrote rounded), A plain: where the context's
+// precision is bf16 or fp16 and cnn_cuda_sgemm_ex would run the product on
+// the wide kernel (row_sums: whether the extra will ask for them), its
+// 16-bit instances take B as it is stored, 16 bytes a copy, with the same
+// sums as B in float32 rounded by the kernel. B plain or transposed, not
+// batched, ldb a multiple of 8 and b 16-byte aligned; else CNN_ERR_INTERNAL.
+bool cnn_cuda_sgemm_b16_fits(cnn_ctx *ctx, int trans_b, int m, int n, int k, int row_sums);
+cnn_status cnn_cuda_sgemm_b16(cnn_ctx *ctx, int trans_b, int m, int n, int k, float alpha,
+                              const float *a, int lda, const uint16_t *b, int ldb, float beta,
+                              float *c, int ldc, const cnn_sgemm_extra *extra);
+
 // The SGEMM's two kernels reached by name, whatever the product's size: the
 // wide kernel (TF32 where cnn_cuda_sgemm_tf32), or the tile kernel with
 // tiles `tile` (CNN_TILE_*; the engine's are SHAPED). cnn_cuda_sgemm_ex
@@ -229,6 +264,13 @@ cnn_status cnn_cuda_sgemm_tile(cnn_ctx *ctx, int tile, int trans_a, int trans_b,
 // (K, NP), im2col_kernel on the engine's grid (the columns over x, the
 // input channels over y).
 cnn_status cnn_cuda_im2col(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x, float *col);
+// conv2d.cu: how convolution d stores its column matrix in its workspace:
+// CNN_PRECISION_BF16 or _FP16 (16 bits, rounded) where the context's
+// precision is that one and both products that read col take B in 16 bits
+// (cnn_cuda_sgemm_b16_fits) with np a multiple of 8; else
+// CNN_PRECISION_FLOAT32. Every writer of col (im2col, gather_im2col.cu)
+// and reader asks this.
+int cnn_cuda_conv2d_col16(cnn_ctx *ctx, const cnn_conv_desc *d);
 
 // conv2d.cu: a convolution's backward-data product, dcol (K, NP) = W^T dy,
 // into the start of its workspace ws (what checks d); the first half of

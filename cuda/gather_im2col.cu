@@ -32,12 +32,14 @@ namespace {
 // T: the targets' unit (4 or 1 bytes); I: the index type of the loop
 // (unsigned where every index fits 31 bits: GPU division is much cheaper in
 // 32 bits; size_t otherwise). data: (rows, c, h, w) resident images;
-// t_units per target row (0: no targets).
-template <typename I, typename T>
+// t_units per target row (0: no targets). OUT: col's precision
+// (cnn_cuda_conv2d_col16: float, or 16 bits).
+template <typename I, typename T, int OUT = CNN_PRECISION_FLOAT32>
 __global__ void gather_im2col_kernel(cnn_conv_desc d, long long rows,
                                      const int32_t *__restrict__ order, int64_t *counters,
                                      unsigned int *ticket, const float *__restrict__ data,
-                                     float *__restrict__ col, I t_units,
+                                     typename cnn_conv2d::col_elem<OUT>::type *__restrict__ col,
+                                     I t_units,
                                      const T *__restrict__ src_t, T *__restrict__ dst_t)
 {
     cnn_kernel_begin();
@@ -57,22 +59,36 @@ __global__ void gather_im2col_kernel(cnn_conv_desc d, long long rows,
         }
         const int ch = (int)(e / (I)np), q = (int)(e - (I)ch * (I)np);
         const int32_t src = idx[q / p];
-        cnn_conv2d::im2col_column(
+        cnn_conv2d::im2col_column<OUT>(
             d, src >= 0 ? data + (size_t)src * image + (size_t)ch * plane : nullptr, ch, q, col);
     }
 }
 
-template <typename I, typename T>
-cnn_status launch(cnn_ctx *ctx, const cnn_conv_desc *d, long rows, const int32_t *order,
-                  int64_t *counters, const float *data, float *col, size_t t_row_bytes,
-                  const void *src_t, void *dst_t)
+template <typename I, typename T, int OUT>
+void launch_out(cnn_ctx *ctx, const cnn_conv_desc *d, long rows, const int32_t *order,
+                int64_t *counters, const float *data, void *col, size_t t_row_bytes,
+                const void *src_t, void *dst_t)
 {
     const size_t t_units = t_row_bytes / sizeof(T);
     const size_t total = (size_t)d->c * d->n * d->oh * d->ow + (size_t)d->n * t_units;
-    gather_im2col_kernel<I, T><<<cnn_blocks(total, CNN_THREADS), CNN_THREADS, 0,
-                                 cnn_stream(ctx)>>>(
+    gather_im2col_kernel<I, T, OUT><<<cnn_blocks(total, CNN_THREADS), CNN_THREADS, 0,
+                                      cnn_stream(ctx)>>>(
         *d, (long long)rows, order, counters, &cnn_meet(ctx)->tickets[CNN_TICKET_GATHER], data,
-        col, (I)t_units, (const T *)src_t, (T *)dst_t);
+        (typename cnn_conv2d::col_elem<OUT>::type *)col, (I)t_units, (const T *)src_t,
+        (T *)dst_t);
+}
+
+template <typename I, typename T>
+cnn_status launch(cnn_ctx *ctx, const cnn_conv_desc *d, long rows, const int32_t *order,
+                  int64_t *counters, const float *data, void *col, size_t t_row_bytes,
+                  const void *src_t, void *dst_t)
+{
+    const int out = cnn_cuda_conv2d_col16(ctx, d); // as conv2d.cu's forward reads it
+#define CNN_GATHER_ARGS ctx, d, rows, order, counters, data, col, t_row_bytes, src_t, dst_t
+    if (out == CNN_PRECISION_BF16) launch_out<I, T, CNN_PRECISION_BF16>(CNN_GATHER_ARGS);
+    else if (out == CNN_PRECISION_FP16) launch_out<I, T, CNN_PRECISION_FP16>(CNN_GATHER_ARGS);
+    else launch_out<I, T, CNN_PRECISION_FLOAT32>(CNN_GATHER_ARGS);
+#undef CNN_GATHER_ARGS
     CNN_CUDA_LAUNCHED("gather_batch_im2col");
     return CNN_OK;
 }
@@ -80,7 +96,7 @@ cnn_status launch(cnn_ctx *ctx, const cnn_conv_desc *d, long rows, const int32_t
 // The index type for `total` units (with room for the grid-stride step).
 template <typename T>
 cnn_status launch_sized(cnn_ctx *ctx, const cnn_conv_desc *d, long rows, const int32_t *order,
-                        int64_t *counters, const float *data, float *col, size_t t_row_bytes,
+                        int64_t *counters, const float *data, void *col, size_t t_row_bytes,
                         const void *src_t, void *dst_t)
 {
     const size_t total = (size_t)d->c * d->n * d->oh * d->ow + (size_t)d->n * (t_row_bytes / sizeof(T));
@@ -118,7 +134,7 @@ cnn_status cuda_gather_batch_im2col(cnn_ctx *ctx, const int32_t *order, int64_t 
         return cnn_set_error(CNN_ERR_VALUE, "%s: batch too large for one GEMM", what);
     if (!src_t) t_row_bytes = 0;
     const float *data = (const float *)src_x;
-    float *col = (float *)ws; // the start of the workspace, as conv2d.cu lays it out
+    void *col = ws; // the start of the workspace, as conv2d.cu lays it out
     const uintptr_t align = (uintptr_t)src_t | (uintptr_t)dst_t;
     if (t_row_bytes % 4 == 0 && align % 4 == 0)
         return launch_sized<uint32_t>(ctx, d, rows, order, counters, data, col, t_row_bytes,

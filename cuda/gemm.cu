@@ -35,7 +35,11 @@
 // products (a first convolution's forward and filter gradient), whose fp32
 // kernels beat the tensor-core tiles: those pad K = 27 to 32 and 28 columns
 // to 128 (H100, batch 512, bf16, ncu: conv1's forward 91.5 -> 58.6 us, its
-// filter and bias gradients 132.3 -> 68.5; BENCHMARKS.md).
+// filter and bias gradients 132.3 -> 68.5; BENCHMARKS.md). In bf16 and
+// fp16, cnn_cuda_sgemm_b16 takes a B stored in those 16 bits (a
+// convolution's column matrix: conv2d.cu) on the wide kernel's B16
+// instances, where cnn_cuda_sgemm_ex would run the product on the wide
+// kernel (cnn_cuda_sgemm_b16_fits): the same sums as from B in float32.
 //
 // Split-K: when C has too few tiles to fill the GPU and K is long (the
 // convolution's filter gradient: a 32x27 result summed over 28,800 columns;
@@ -195,22 +199,49 @@ void launch_wide_rows(cudaStream_t st, int bm, dim3 grid, int trans_a, int trans
 #undef CNN_WIDE_ARGS
 }
 
-// narrow: a narrow product (narrow_on_tile) may go to the tile kernel (the
-// engine's choice; false for the wide kernel by name)
-cnn_status sgemm_wide_path(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n, int k,
-                           float alpha, const float *a, int lda, const float *b, int ldb,
-                           float beta, float *c, int ldc, WideExtra x, bool narrow)
+// B in 16 bits (sgemm_wide's B16: A plain; bf16 or fp16)
+template <int BM, int PREC>
+void launch_wide16(cudaStream_t st, dim3 grid, int trans_b, int m, int n, int k, int k_slice,
+                   float alpha, const float *a, int lda, const unsigned short *b, int ldb,
+                   float beta, float *c, int ldc, float *partial, WideExtra x)
+{
+#define CNN_WIDE_ARGS m, n, k, k_slice, alpha, a, lda, b, ldb, beta, c, ldc, partial, x
+    if (!trans_b)
+        sgemm_wide<BM, false, false, PREC, true><<<grid, wide_threads(BM, PREC), 0, st>>>(CNN_WIDE_ARGS);
+    else
+        sgemm_wide<BM, false, true, PREC, true><<<grid, wide_threads(BM, PREC), 0, st>>>(CNN_WIDE_ARGS);
+#undef CNN_WIDE_ARGS
+}
+
+template <int PREC>
+void launch_wide16_rows(cudaStream_t st, int bm, dim3 grid, int trans_b, int m, int n, int k,
+                        int k_slice, float alpha, const float *a, int lda,
+                        const unsigned short *b, int ldb, float beta, float *c, int ldc,
+                        float *partial, WideExtra x)
+{
+#define CNN_WIDE_ARGS st, grid, trans_b, m, n, k, k_slice, alpha, a, lda, b, ldb, beta, c, ldc, partial, x
+    if (bm == 128) launch_wide16<128, PREC>(CNN_WIDE_ARGS);
+    else if (bm == 64) launch_wide16<64, PREC>(CNN_WIDE_ARGS);
+    else launch_wide16<32, PREC>(CNN_WIDE_ARGS);
+#undef CNN_WIDE_ARGS
+}
+
+// The wide kernel's grid for a product: its row tile, the columns with the
+// column of ones (row sums: the narrow path, or the wide kernel with a
+// column to spare; the callers check), the slices of K and their scratch.
+struct wide_grid {
+    int bm, nc, slices, k_slice;
+    float *partial;
+};
+
+cnn_status plan_wide(cnn_ctx *ctx, int m, int n, int k, const WideExtra &x, wide_grid *g)
 {
     const cnn_cuda_impl *impl = (const cnn_cuda_impl *)ctx->impl;
-    const int bm = wide_rows(m);
-    if ((m + bm - 1) / bm > 65535)
+    g->bm = wide_rows(m);
+    if ((m + g->bm - 1) / g->bm > 65535)
         return cnn_set_error(CNN_ERR_VALUE, "sgemm: m = %d rows is too many for one grid", m);
-    // the product's columns with the column of ones (row sums: the narrow
-    // path, or the wide kernel with a column to spare; cnn_cuda_sgemm_ex
-    // checks)
-    const int nc = x.row_sums ? n + 1 : n;
-    const int tiles = ((nc + WBN - 1) / WBN) * ((m + bm - 1) / bm);
-    int k_slice;
+    g->nc = x.row_sums ? n + 1 : n;
+    const int tiles = ((g->nc + WBN - 1) / WBN) * ((m + g->bm - 1) / g->bm);
     // split-K aims at two waves of one block an SM; for the 32-row tile
     // (64 or 128 threads) of the blocks an SM holds (its launch bounds' 5).
     // H100, b512 (ncu, call 19): conv1's
@@ -219,10 +250,23 @@ cnn_status sgemm_wide_path(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n,
     // sums). The 64-row products got slower with more slices (conv2's
     // filter gradient 147 -> 157 us, conv3's 32 -> 45 us, its forward 27
     // -> 44 us: more partial sums to write and add), so they keep one.
+    const int per_sm = g->bm > 32 ? 1 : wide_min_blocks(g->bm, cnn_cuda_sgemm_precision(ctx));
+    g->slices = plan_slices(impl, m, g->nc, k, tiles, per_sm, &g->k_slice);
+    g->partial = g->slices > 1 ? impl->scratch : nullptr;
+    return CNN_OK;
+}
+
+// narrow: a narrow product (narrow_on_tile) may go to the tile kernel (the
+// engine's choice; false for the wide kernel by name)
+cnn_status sgemm_wide_path(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n, int k,
+                           float alpha, const float *a, int lda, const float *b, int ldb,
+                           float beta, float *c, int ldc, WideExtra x, bool narrow)
+{
+    wide_grid wg;
+    CNN_TRY(plan_wide(ctx, m, n, k, x, &wg));
+    const int bm = wg.bm, nc = wg.nc, slices = wg.slices, k_slice = wg.k_slice;
+    float *partial = wg.partial;
     const int prec = cnn_cuda_sgemm_precision(ctx);
-    const int per_sm = bm > 32 ? 1 : wide_min_blocks(bm, prec);
-    const int slices = plan_slices(impl, m, nc, k, tiles, per_sm, &k_slice);
-    float *partial = slices > 1 ? impl->scratch : nullptr;
     cudaStream_t st = cnn_stream(ctx);
     if (narrow && narrow_on_tile(trans_a, trans_b, nc)) {
         // the same slices of K, so the same partial sums and bits, on the
@@ -465,4 +509,47 @@ cnn_status cnn_cuda_sgemm(cnn_ctx *ctx, int trans_a, int trans_b, int m, int n, 
 {
     return cnn_cuda_sgemm_ex(ctx, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
                              nullptr);
+}
+
+bool cnn_cuda_sgemm_b16_fits(cnn_ctx *ctx, int trans_b, int m, int n, int k, int row_sums)
+{
+    const int prec = cnn_cuda_sgemm_precision(ctx);
+    const float one = 1.0f; // short_k_fits asks only whether there are row sums
+    return (prec == CNN_PRECISION_BF16 || prec == CNN_PRECISION_FP16) &&
+           cnn_cuda_sgemm_wide_fits(m, n, k) &&
+           !short_k_fits(m, k, trans_b, 0, row_sums ? &one : nullptr) &&
+           !narrow_on_tile(0, trans_b, row_sums ? n + 1 : n);
+}
+
+cnn_status cnn_cuda_sgemm_b16(cnn_ctx *ctx, int trans_b, int m, int n, int k, float alpha,
+                              const float *a, int lda, const uint16_t *b, int ldb, float beta,
+                              float *c, int ldc, const cnn_sgemm_extra *extra)
+{
+    if (m <= 0 || n <= 0) return CNN_OK;
+    const WideExtra x = extra ? *extra : NO_EXTRA;
+    const int prec = cnn_cuda_sgemm_precision(ctx);
+    if (!cnn_cuda_sgemm_b16_fits(ctx, trans_b, m, n, k, x.row_sums != nullptr))
+        return cnn_set_error(CNN_ERR_INTERNAL,
+                             "sgemm_b16: a %d x %d x %d product (trans_b %d, precision %d) does "
+                             "not go to the wide kernel's 16-bit instances",
+                             m, n, k, trans_b, prec);
+    if (x.bp > 0 || ldb % 8 != 0 || ((uintptr_t)b & 15) != 0)
+        return cnn_set_error(CNN_ERR_INTERNAL,
+                             "sgemm_b16: B must be plain with 16-byte aligned rows (ldb %d)", ldb);
+    CNN_TRY(check_extra(x, wide_row_sums_fit(prec, n), 0, trans_b, beta));
+    wide_grid wg;
+    CNN_TRY(plan_wide(ctx, m, n, k, x, &wg));
+    const dim3 grid((wg.nc + WBN - 1) / WBN, (m + wg.bm - 1) / wg.bm, wg.slices);
+    cudaStream_t st = cnn_stream(ctx);
+    const unsigned short *b16 = (const unsigned short *)b;
+#define CNN_ROWS_ARGS st, wg.bm, grid, trans_b, m, n, k, wg.k_slice, alpha, a, lda, b16, ldb, beta, c, ldc, wg.partial, x
+    if (prec == CNN_PRECISION_BF16) launch_wide16_rows<CNN_PRECISION_BF16>(CNN_ROWS_ARGS);
+    else launch_wide16_rows<CNN_PRECISION_FP16>(CNN_ROWS_ARGS);
+#undef CNN_ROWS_ARGS
+    CNN_CUDA_LAUNCHED("sgemm wide, B in 16 bits");
+    if (wg.slices > 1) {
+        launch_sum_slices_wide(st, m, wg.nc, wg.slices, wg.partial, beta, c, ldc, x);
+        CNN_CUDA_LAUNCHED("sgemm wide split-k sum");
+    }
+    return CNN_OK;
 }

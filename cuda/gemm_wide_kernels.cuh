@@ -32,8 +32,7 @@
 #ifndef CNN_GEMM_WIDE_KERNELS_CUH
 #define CNN_GEMM_WIDE_KERNELS_CUH
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
+#include <type_traits>
 
 #include "cuda_common.cuh"
 
@@ -101,6 +100,22 @@ __device__ __forceinline__ void wide_copy4(float *dst, const float *src, int cou
                  : "memory");
 #else
     for (int e = 0; e < 4; ++e) dst[e] = e < count ? src[e] : 0.0f;
+#endif
+}
+
+// Eight 16-bit values from global to shared memory (both 16-byte aligned),
+// the first `count` (0 to 8) read and the rest zeros: cp.async.cg of 16
+// bytes on sm_80 and later, else at once.
+__device__ __forceinline__ void wide_copy8h(unsigned short *dst, const unsigned short *src,
+                                            int count)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src),
+                 "r"(2 * count)
+                 : "memory");
+#else
+    for (int e = 0; e < 8; ++e) dst[e] = e < count ? src[e] : 0;
 #endif
 }
 
@@ -182,21 +197,55 @@ __device__ __forceinline__ void wide_mma_16(float (&d)[4], const unsigned (&a)[4
 #endif
 }
 
-// lo and hi rounded to bfloat16 (PREC = CNN_PRECISION_BF16) or float16 (to
-// nearest even; float16 overflows to inf past 65504 and flushes nothing: its
-// subnormals are kept), packed as the mma takes them: lo in the low half.
+// Four 8x8 matrices of 16-bit values from shared memory, one warp: lane L
+// gives the address of row L % 8 of matrix L / 8 (16 bytes, 16-byte
+// aligned); register i gets matrix i's row g, columns 2t and 2t + 1 (lane =
+// 4 g + t; the lower column in the low half), or with TRANS its rows 2t and
+// 2t + 1 of column g: as an m16n8k16 B fragment wants them from a tile
+// stored with n (TRANS: with k) along its rows. (ldmatrix, sm_75 and later.)
+template <bool TRANS>
+__device__ __forceinline__ void wide_ldmatrix4(unsigned (&r)[4], const unsigned short *row)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned s = (unsigned)__cvta_generic_to_shared(row);
+    if constexpr (TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(s));
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(s));
+#elif defined(CNN_HOST_EMULATION) // dev/emu: the warp's ldmatrix on the host
+    emu::ldmatrix_x4(r, row, TRANS);
+#else
+    r[0] = r[1] = r[2] = r[3] = 0u;
+#endif
+}
+
+// A 16-bit value (bfloat16 for PREC = CNN_PRECISION_BF16, else float16) as
+// a float.
+template <int PREC>
+__device__ __forceinline__ float wide_from16(unsigned short h)
+{
+    if constexpr (PREC == CNN_PRECISION_BF16) {
+        const unsigned u = (unsigned)h << 16;
+        float f;
+        memcpy(&f, &u, sizeof f);
+        return f;
+    } else {
+        __half v;
+        memcpy(&v, &h, sizeof v);
+        return __half2float(v);
+    }
+}
+
+// lo and hi rounded to the 16-bit precision and packed as the mma takes
+// them (cnn_pack16, cuda_common.cuh)
 template <int PREC>
 __device__ __forceinline__ unsigned wide_pack16(float lo, float hi)
 {
-    unsigned r;
-    if constexpr (PREC == CNN_PRECISION_BF16) {
-        const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-        memcpy(&r, &v, sizeof r);
-    } else {
-        const __half2 v = __floats2half2_rn(lo, hi);
-        memcpy(&r, &v, sizeof r);
-    }
-    return r;
+    return cnn_pack16<PREC>(lo, hi);
 }
 
 // PREC = CNN_PRECISION_TF32 (true): the same tiles, copies and epilogue, the multiply on tensor
@@ -213,15 +262,27 @@ __device__ __forceinline__ unsigned wide_pack16(float lo, float hi)
 // float16 as they are read from the fp32 shared tiles (wide_pack16): the
 // products' inputs in 16 bits, the sums in fp32 (precisions "bf16", "fp16";
 // the activations and weights stay fp32 in memory).
-template <int BM, bool TRANS_A, bool TRANS_B, int PREC = CNN_PRECISION_FLOAT32>
+// B16 (16-bit precisions, A not transposed): B is stored in 16 bits, the
+// precision's own (a convolution's column matrix that im2col wrote rounded),
+// plain or transposed, never batched, with its rows 16-byte aligned (ldb a
+// multiple of 8, b aligned): its tiles come in 16 bytes (8 values) a copy and
+// stay 16-bit in shared memory, with n along their rows (plain) or k
+// (transposed), and reach the mma through ldmatrix (.trans where plain),
+// four registers a load, without a conversion; the products' inputs are
+// the same values as with B in float32 rounded here, so the same sums.
+template <bool B16> struct wide_b { typedef float type; };
+template <> struct wide_b<true> { typedef unsigned short type; };
+
+template <int BM, bool TRANS_A, bool TRANS_B, int PREC = CNN_PRECISION_FLOAT32, bool B16 = false>
 __global__ void __launch_bounds__(wide_threads(BM, PREC), wide_min_blocks(BM, PREC))
 sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restrict__ a, int lda,
-           const float *__restrict__ b, int ldb, float beta, float *__restrict__ c, int ldc,
-           float *__restrict__ partial, WideExtra x)
+           const typename wide_b<B16>::type *__restrict__ b, int ldb, float beta,
+           float *__restrict__ c, int ldc, float *__restrict__ partial, WideExtra x)
 {
     cnn_kernel_begin();
     constexpr bool TF32 = PREC == CNN_PRECISION_TF32;
     constexpr bool MMA = PREC != CNN_PRECISION_FLOAT32;   // on tensor cores
+    static_assert(!B16 || (MMA && !TF32 && !TRANS_A), "B in 16 bits: 16-bit precisions, A plain");
     constexpr int T = wide_threads(BM, PREC), S = wide_stages(BM);
     // the tile of C stored through shared memory (the epilogue says why not
     // in the forward)
@@ -238,7 +299,12 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
     // (cs: CR rows at a time)
     constexpr int CR = BM < WIDE_CROWS ? BM : WIDE_CROWS;
     typedef float ATiles[S][WBK][BM + PAD];
-    typedef float BTiles[S][WBK][WBN + PAD];
+    // B16: 16-bit rows padded by 8 values (16 bytes), so that the 8 rows an
+    // ldmatrix reads (272 or 48 bytes apart) fall in 8 different 16-byte
+    // columns of the banks
+    typedef float BTiles32[S][WBK][WBN + PAD];
+    typedef unsigned short BTiles16[S][TRANS_B ? WBN : WBK][(TRANS_B ? WBK : WBN) + 8];
+    typedef std::conditional_t<B16, BTiles16, BTiles32> BTiles;
     typedef float CRows[CR][WBN + WIDE_CPAD];
     constexpr size_t AB_FLOATS = sizeof(ATiles) / 4 + sizeof(BTiles) / 4;
     constexpr size_t SMEM_FLOATS = AB_FLOATS > sizeof(CRows) / 4 ? AB_FLOATS : sizeof(CRows) / 4;
@@ -341,7 +407,28 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
             float *dst = TRANS_A ? &as[stage][a_kk + q * A_Q][a_i] : &as[stage][a_kk][a_i + q * A_Q];
             wide_copy(dst, ok ? a_at + q * a_q : a, ok);
         }
-        if (TRANS_B) {
+        if constexpr (B16) {
+            // 16-byte pieces of the tile, 8 values each: a plain tile's rows
+            // of 128 n in 16 pieces, a transposed one's rows of 16 k in 2
+            // (the transposed rows to nc: B's row n of ones with x.row_sums)
+            constexpr int PIECES = WBN * WBK / 8, PER_ROW = TRANS_B ? WBK / 8 : WBN / 8;
+#pragma unroll
+            for (int q = 0; q < (PIECES + T - 1) / T; ++q) {
+                const int l = tid + q * T;
+                if (PIECES % T != 0 && l >= PIECES) break;
+                const int row = l / PER_ROW, at = 8 * (l % PER_ROW);
+                if (TRANS_B) { // row: column col0 + row of op(B); at: its k in the step
+                    const int count =
+                        col0 + row < nc ? max(0, min(8, k_end - (k0 + at))) : 0;
+                    wide_copy8h(&bs[stage][row][at],
+                                count > 0 ? b + (size_t)(col0 + row) * ldb + k0 + at : b, count);
+                } else {       // row: k0 + row; at: the column in the tile
+                    const int count = k0 + row < k_end ? max(0, min(8, n - col0 - at)) : 0;
+                    wide_copy8h(&bs[stage][row][at],
+                                count > 0 ? b + (size_t)(k0 + row) * ldb + col0 + at : b, count);
+                }
+            }
+        } else if (TRANS_B) {
             const float *b_at = b + (size_t)(col0 + tid / WBK) * ldb + (k0 + tid % WBK);
             const bool b_k_in = k0 + tid % WBK < k_end;
 #pragma unroll
@@ -419,13 +506,19 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
             // no tensor cores (gemm.cu does not launch it there; here for a
             // build whose PTX is compiled for a later GPU): fp32 sums
+            auto b_val = [&](int kk, int j) -> float {
+                if constexpr (B16)
+                    return wide_from16<PREC>(TRANS_B ? bs[cur][j][kk] : bs[cur][kk][j]);
+                else
+                    return bs[cur][kk][j];
+            };
 #pragma unroll
             for (int kk = 0; kk < WBK; ++kk)
 #pragma unroll
                 for (int r = 0; r < RR; ++r)
 #pragma unroll
                     for (int s = 0; s < CC; ++s)
-                        acc[r][s] = fmaf(as[cur][kk][row_of(r)], bs[cur][kk][col_of(s)], acc[r][s]);
+                        acc[r][s] = fmaf(as[cur][kk][row_of(r)], b_val(kk, col_of(s)), acc[r][s]);
 #else
             if constexpr (!TF32) {
                 // 16-bit operands: one k16 mma per tile
@@ -439,11 +532,29 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
                     af[mi][2] = wide_pack16<PREC>(as[cur][k0 + 8][i], as[cur][k0 + 9][i]);
                     af[mi][3] = wide_pack16<PREC>(as[cur][k0 + 8][i + 8], as[cur][k0 + 9][i + 8]);
                 }
+                if constexpr (B16) {
+                    // two ldmatrix: lane L the row L % 8 of matrix L / 8,
+                    // which is (ni 2 h + L / 16, k 8 ((L / 8) % 2)): each
+                    // gives two ni's b0 and b1
+                    const int mat = lane >> 3, r8 = lane & 7;
 #pragma unroll
-                for (int ni = 0; ni < 4; ++ni) {
-                    const int j = wn * 32 + ni * 8 + g;
-                    bf[ni][0] = wide_pack16<PREC>(bs[cur][k0][j], bs[cur][k0 + 1][j]);
-                    bf[ni][1] = wide_pack16<PREC>(bs[cur][k0 + 8][j], bs[cur][k0 + 9][j]);
+                    for (int h = 0; h < 2; ++h) {
+                        const int j0 = wn * 32 + (2 * h + (mat >> 1)) * 8, kk0 = 8 * (mat & 1);
+                        unsigned r[4];
+                        wide_ldmatrix4<!TRANS_B>(r, TRANS_B ? &bs[cur][j0 + r8][kk0]
+                                                            : &bs[cur][kk0 + r8][j0]);
+                        bf[2 * h][0] = r[0];
+                        bf[2 * h][1] = r[1];
+                        bf[2 * h + 1][0] = r[2];
+                        bf[2 * h + 1][1] = r[3];
+                    }
+                } else {
+#pragma unroll
+                    for (int ni = 0; ni < 4; ++ni) {
+                        const int j = wn * 32 + ni * 8 + g;
+                        bf[ni][0] = wide_pack16<PREC>(bs[cur][k0][j], bs[cur][k0 + 1][j]);
+                        bf[ni][1] = wide_pack16<PREC>(bs[cur][k0 + 8][j], bs[cur][k0 + 9][j]);
+                    }
                 }
 #pragma unroll
                 for (int mi = 0; mi < 2; ++mi)

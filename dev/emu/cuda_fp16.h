@@ -1,5 +1,5 @@
 // Host emulation (cuda_runtime.h): the float16 names gemm_wide_kernels.cuh
-// uses. The conversion rounds as the GPU's does: to nearest, ties to even,
+// uses. The conversion to float16 rounds as the GPU's does: to nearest, ties to even,
 // subnormals kept, from 65520 (halfway past the largest finite value, 65504)
 // to inf, a NaN kept a (quiet) NaN.
 #pragma once
@@ -28,6 +28,17 @@ static inline unsigned short emu_float16_rn(float f)
     const unsigned rest = mag & 0x1fffu;
     if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h; // a carry moves the exponent on
     return sign | (unsigned short)h;
+}
+
+struct __half { unsigned short x; };
+
+// float16 bits -> float (exact: subnormals, inf and NaN included)
+static inline float __half2float(__half h)
+{
+    const unsigned e = h.x >> 10 & 31u, f = h.x & 1023u;
+    const float sign = h.x & 0x8000u ? -1.0f : 1.0f;
+    if (e == 31) return f ? NAN : sign * INFINITY;
+    return sign * (e ? ldexpf(1024.0f + f, (int)e - 25) : ldexpf((float)f, -24));
 }
 
 static inline __half2 __floats2half2_rn(float lo, float hi)

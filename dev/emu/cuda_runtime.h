@@ -5,7 +5,7 @@
 // too), gemm_kernels.cuh and gemm_short_kernels.cuh: 1-d blocks on grids of
 // 1 to 3 dimensions): threads are fibers (own stacks, switched with
 // setjmp), __syncthreads a block barrier (checked: every live thread at the
-// same line), warp shuffles and mma.sync two-phase warp exchanges. Blocks
+// same line), warp shuffles, mma.sync and ldmatrix two-phase warp exchanges. Blocks
 // run one after another; within a phase the fibers run in a random order.
 #pragma once
 #include <cmath>
@@ -71,6 +71,9 @@ void run_grid(dim3 g, dim3 b, std::function<void()> body);
 // m16n8k8 on TF32 operands, m16n8k16 on bfloat16 (bf16) or float16 ones
 void mma_m16n8k8_tf32(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]);
 void mma_m16n8k16(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2], bool bf16);
+// ldmatrix .x4 (.trans) .b16 of one warp: this lane's row address in, its
+// four registers out
+void ldmatrix_x4(unsigned (&r)[4], const void *row, bool trans);
 }
 // the kernels' host branches that need the emulation (a warp's mma)
 #define CNN_HOST_EMULATION 1

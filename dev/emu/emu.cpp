@@ -94,6 +94,35 @@ static void sum_outputs(float (&d)[4], int kdepth, FA a_at, FB b_at, int line)
     sync_warp(line); // every lane done reading the slots
     for (int e = 0; e < 4; ++e) d[e] = out[e];
 }
+// ldmatrix.sync.aligned.m8n8.x4(.trans).shared.b16 on the host: lane L
+// gives the address of row L % 8 of matrix L / 8 (8 16-bit values, 16
+// bytes); each lane gets, in register i, two neighbours of matrix i: row
+// g, columns 2t and 2t + 1 (low half first), or with trans rows 2t and
+// 2t + 1 of column g.
+void ldmatrix_x4(unsigned (&r)[4], const void *row, bool trans)
+{
+    memcpy(cur->slot, &row, sizeof row);
+    sync_warp(__LINE__); // every lane's row address in its slot
+    const int g = lane() >> 2, t = lane() & 3;
+    unsigned out[4];
+    for (int i = 0; i < 4; ++i) {
+        unsigned short lo, hi;
+        const unsigned short *at;
+        if (!trans) {
+            memcpy(&at, partner_slot(8 * i + g), sizeof at);
+            lo = at[2 * t];
+            hi = at[2 * t + 1];
+        } else {
+            memcpy(&at, partner_slot(8 * i + 2 * t), sizeof at);
+            lo = at[g];
+            memcpy(&at, partner_slot(8 * i + 2 * t + 1), sizeof at);
+            hi = at[g];
+        }
+        out[i] = (unsigned)lo | (unsigned)hi << 16;
+    }
+    sync_warp(__LINE__); // every lane done reading the slots
+    for (int i = 0; i < 4; ++i) r[i] = out[i];
+}
 void mma_m16n8k8_tf32(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2])
 {
     exchange_operands(a, b, __LINE__);

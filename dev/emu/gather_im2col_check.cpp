@@ -19,7 +19,9 @@
 //      (gather_im2col_shim.inc): the size_t loop on the full grid, the
 //      unsigned loop on a grid of 1..3 blocks (the grid-stride loop, the
 //      ticket over a small grid), the size_t loop with single-byte targets
-//      on a small grid;
+//      on a small grid; and col in 16 bits (bfloat16 and float16, as
+//      conv2d.cu stores it where its products take B in 16 bits), through
+//      the host entry and im2col_kernel: the baseline's values rounded;
 //  (3) the host entry's refusals (negative count, d->n != count, a bad
 //      descriptor, rows that are not the convolution's c*h*w floats, a
 //      batch past one GEMM): CNN_ERR_VALUE, a message starting
@@ -47,6 +49,12 @@ extern "C" void emu_gather_im2col_kernel(const cnn_conv_desc *d, long long rows,
                                          size_t t_row_bytes, const void *src_t, void *dst_t,
                                          int wide, int unit, unsigned blocks);
 namespace emu { extern int order_mode; extern long long switches; }
+
+// conv2d.cu's choice of col's precision (cnn_cuda_conv2d_col16), made here:
+// float32, or 16 bits where a check asks for them
+static int col_out = CNN_PRECISION_FLOAT32;
+int cnn_cuda_conv2d_col16(cnn_ctx *, const cnn_conv_desc *) { return col_out; }
+static long long n_col16 = 0;
 
 static long long grid_stride_runs = 0;
 // shapes of each kind run (the summary's coverage lines)
@@ -324,6 +332,37 @@ static void run_case(const shape &S)
             check_fused(how, b, C, c, ws, x, t);
         }
     }
+    // col in 16 bits (bfloat16, float16): the host entry and im2col_kernel
+    // write each of the baseline's values rounded as the SGEMM rounds them
+    // (the emulation's __floats2bfloat162_rn and __floats2half2_rn)
+    for (int out : {CNN_PRECISION_BF16, CNN_PRECISION_FP16}) {
+        const char *name = out == CNN_PRECISION_BF16 ? "bf16" : "fp16";
+        std::vector<uint16_t> want(K * np);
+        for (size_t i = 0; i < want.size(); ++i)
+            want[i] = out == CNN_PRECISION_BF16 ? emu_bfloat16_rn(colb[0][i]) : emu_float16_rn(colb[0][i]);
+        context C;
+        int64_t c[CNN_COUNTERS];
+        memcpy(c, c0, sizeof c);
+        guarded<uint16_t> ws(K * np, cg, 0xa5a5);
+        guarded<float> x((size_t)count * image, 64, f_of(SENTINEL));
+        guarded<uint8_t> t = new_dst_t();
+        col_out = out;
+        const cnn_status st = cuda_gather_batch_im2col(
+            &C.ctx, order.data(), c, count, S.rows, x_bytes, data, x.data(), S.t_bytes,
+            has_t ? src_t : nullptr, dst_t_of(t), &d, ws.data());
+        col_out = CNN_PRECISION_FLOAT32;
+        if (st != CNN_OK) fail(std::string("host entry, ") + name + " status " + cnn_last_error() + " | " + tag);
+        compare((std::string("host entry, col in ") + name).c_str(), ws, want.data(), (uint16_t)0xa5a5, tag);
+        compare_counters((std::string("host entry, col in ") + name + ", counters").c_str(), c, cb[0], S);
+        guarded<uint16_t> col(K * np, cg, 0xa5a5);
+        const dim3 grid(cnn_blocks(np, CNN_THREADS), (unsigned)std::min(d.c, 65535));
+        if (out == CNN_PRECISION_BF16)
+            EMU_LAUNCH(cnn_conv2d::im2col_kernel<CNN_PRECISION_BF16>, grid, CNN_THREADS, d, xr[0].data(), col.data());
+        else
+            EMU_LAUNCH(cnn_conv2d::im2col_kernel<CNN_PRECISION_FP16>, grid, CNN_THREADS, d, xr[0].data(), col.data());
+        compare((std::string("im2col_kernel, col in ") + name).c_str(), col, want.data(), (uint16_t)0xa5a5, tag);
+        n_col16++;
+    }
     // launched directly: the size_t loop, small grids, single-byte targets
     for (int variant = 0; variant < 3; ++variant) {
         guarded<uint8_t> t = new_dst_t();
@@ -533,7 +572,9 @@ int main(int argc, char **argv)
            n_pad2, n_empty_windows, n_nonsquare, n_strided, n_odd, n_x16, n_x4, n_t[T_NONE],
            n_t_ignored_bytes, n_t_null_dst, n_t[T_LABELS], n_t[T_CATEGORICAL], n_t[T_ODD],
            n_t[T_MISALIGNED], n_t_byte);
-    printf("%d shapes (%lld grid-stride launches), %lld checks, %lld failures\n", done,
-           grid_stride_runs, checks, failures);
+    printf("%d shapes (%lld grid-stride launches, %lld with col in 16 bits), %lld checks, "
+           "%lld failures\n",
+           done, grid_stride_runs, n_col16 / 2, checks, failures);
+    if (n_col16 == 0) fail("no check of col in 16 bits");
     return failures != 0;
 }

@@ -19,8 +19,15 @@
 // slices of K (the partial tiles); and, on the 16-bit instances with B
 // transposed and n not a multiple of 128, the row sums read from B's row n
 // of ones (gemm.cu's CNN_ROW_SUMS_READ_B: a convolution's bias gradient).
+// Then each 16-bit product with A plain and B not batched again with B
+// stored in 16 bits (the B16 instances: a convolution's column matrix),
+// against B in float32 bit for bit, B's rows padded with NaNs and its last
+// row ending where an unreadable page begins (a read past it crashes the
+// check).
 // Usage: gemm_mma_check [random shapes per instance] [seed]; exit 1 on a failure.
 #include <cmath>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "check_common.h"
 #include "gemm_product.h"
@@ -58,15 +65,57 @@ static const char *prec_name(int prec)
     return prec == CNN_PRECISION_TF32 ? "tf32" : prec == CNN_PRECISION_BF16 ? "bf16" : "fp16";
 }
 
-template <int BM, bool TA, bool TB, int PREC>
-static void launch(const product &p, int k_slice, int slices, const float *a, const float *b,
-                   float *c, float *partial, WideExtra x)
+template <int BM, bool TA, bool TB, int PREC, bool B16 = false>
+static void launch(const product &p, int k_slice, int slices, const float *a,
+                   const typename wide_b<B16>::type *b, int ldb, float *c, float *partial,
+                   WideExtra x)
 {
     const int nc = x.row_sums ? p.n + 1 : p.n;
     dim3 grid((nc + WBN - 1) / WBN, (p.m + BM - 1) / BM, slices);
-    EMU_LAUNCH((sgemm_wide<BM, TA, TB, PREC>), grid, wide_threads(BM, PREC), p.m, p.n, p.k,
-               k_slice, p.alpha, a, p.lda(), b, p.ldb(), p.beta, c, p.ldc(), partial, x);
+    EMU_LAUNCH((sgemm_wide<BM, TA, TB, PREC, B16>), grid, wide_threads(BM, PREC), p.m, p.n, p.k,
+               k_slice, p.alpha, a, p.lda(), b, ldb, p.beta, c, p.ldc(), partial, x);
 }
+
+// B (plain (k, n) or transposed (n, k), rows of `rows`, the row of ones
+// included) in 16 bits as the precision rounds it, its rows padded to a
+// multiple of 8 values with NaNs (read past the row's end: a NaN shows);
+// *ld the padded row's length
+template <int PREC>
+static std::vector<unsigned short> in16(const std::vector<float> &b, int rows, int cols, int *ld)
+{
+    *ld = (cols + 7) / 8 * 8 + 8 * irange(0, 1);
+    std::vector<unsigned short> h((size_t)rows * *ld, PREC == CNN_PRECISION_BF16 ? 0x7fc0 : 0x7e00);
+    for (int r = 0; r < rows; ++r)
+        for (int j = 0; j < cols; ++j) {
+            const float v = b[(size_t)r * cols + j];
+            h[(size_t)r * *ld + j] = PREC == CNN_PRECISION_BF16 ? emu_bfloat16_rn(v) : emu_float16_rn(v);
+        }
+    return h;
+}
+
+// A copy of v that ends where an unreadable page begins: a read past its
+// last element stops the check (SIGSEGV), as a read past a buffer on the
+// GPU would fault or read another's memory. (Reads past n inside a row
+// stay unseen: they land in columns that are never stored.)
+struct page_end {
+    void *map = nullptr;
+    size_t bytes = 0;
+    unsigned short *data = nullptr;
+    explicit page_end(const std::vector<unsigned short> &v)
+    {
+        const size_t page = (size_t)sysconf(_SC_PAGESIZE), used = v.size() * 2;
+        const size_t pages = (used + page - 1) / page;
+        bytes = (pages + 1) * page;
+        map = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (map == MAP_FAILED) abort();
+        mprotect((char *)map + pages * page, page, PROT_NONE);
+        data = (unsigned short *)((char *)map + pages * page - used); // 16-byte aligned: used is
+        memcpy(data, v.data(), used);                                 // rows of 8k values
+    }
+    ~page_end() { munmap(map, bytes); }
+};
+
+static long long b16_checks = 0;
 
 // the values a check draws: A positive (its rounding errors add up), B
 // either sign; a few exact zeros in B's rows where it is batched
@@ -117,7 +166,7 @@ static void check(product p, int extra)
                              std::to_string(extra) + (sums ? " row sums" : "") +
                              (x.bias ? (x.bias_columns ? " bias by column" : " bias") : "") +
                              (x.relu ? " relu" : "");
-    launch<BM, TA, TB, PREC>(p, ks, slices, a.data(), b.data(), c.data(),
+    launch<BM, TA, TB, PREC>(p, ks, slices, a.data(), b.data(), p.ldb(), c.data(),
                              slices > 1 ? part.data() : nullptr, x);
     if (!TA && !TB && BM == 64 && p.bp == 0 && p.ldb() % 4 == 0) ++vec_copy_checks;
     ++checks;
@@ -179,6 +228,28 @@ static void check(product p, int extra)
     if (sums && slices == 1) expect(guard_hits(rs, sentinel_f()) == 0, "the row sums' guards");
     if (sums && slices > 1) expect(untouched(rs, sentinel_f()), "the row sums (in the partial tiles)");
     if (bad) fail(name + ": " + std::to_string(bad) + " wrong, first at " + first);
+    // B stored in 16 bits (A plain, B not batched): the bits of B in float32
+    // rounded by the kernel, every output, guards included
+    if constexpr (SIXTEEN && !TA) {
+        if (p.bp == 0) {
+            int ld;
+            const page_end b16(TB ? in16<PREC>(b, nc, p.k, &ld) : in16<PREC>(b, p.k, p.n, &ld));
+            guarded<float> c2(cells, guard, sentinel_f());
+            if (p.beta != 0.0f) std::copy(c0.begin(), c0.end(), c2.data());
+            guarded<float> part2(part.n, guard, sentinel_f()), rs2(rs.n, guard, sentinel_f());
+            if (sums) x.row_sums = rs2.data();
+            launch<BM, TA, TB, PREC, true>(p, ks, slices, a.data(), b16.data, ld, c2.data(),
+                                           slices > 1 ? part2.data() : nullptr, x);
+            ++checks;
+            ++b16_checks;
+            if (!std::equal(c2.v.begin(), c2.v.end(), c.v.begin(), same<float>))
+                fail(name + ": B in 16 bits, C not B in float32's bits");
+            if (!std::equal(part2.v.begin(), part2.v.end(), part.v.begin(), same<float>))
+                fail(name + ": B in 16 bits, the partial tiles not B in float32's bits");
+            if (!std::equal(rs2.v.begin(), rs2.v.end(), rs.v.begin(), same<float>))
+                fail(name + ": B in 16 bits, the row sums not B in float32's bits");
+        }
+    }
 }
 
 // a random product for A and B the given way round: layouts as the engine's
@@ -257,9 +328,10 @@ int main(int argc, char **argv)
     precision<CNN_PRECISION_BF16>(shapes);
     precision<CNN_PRECISION_FP16>(shapes);
     printf("gemm_mma_check: %lld checks (%lld with the row sums, %lld of the four-column "
-           "copies), %lld failed\n",
-           checks, row_sum_checks, vec_copy_checks, failures);
+           "copies, %lld with B in 16 bits), %lld failed\n",
+           checks, row_sum_checks, vec_copy_checks, b16_checks, failures);
     if (!row_sum_checks) fail("no check with the row sums");
     if (!vec_copy_checks) fail("no check of the four-column copies");
+    if (!b16_checks) fail("no check with B in 16 bits");
     return failures ? 1 : 0;
 }

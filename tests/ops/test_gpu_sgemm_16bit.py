@@ -134,3 +134,22 @@ def test_16bit_training_is_deterministic_and_tracks_float32(engine, precision):
     require_tensor_cores()
     assert not all(np.array_equal(a, b) for a, b in zip(w1, w3)), \
         "%s gave float32's bits" % precision
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+@pytest.mark.parametrize("engine", CUDA)
+def test_16bit_column_matrix_gives_the_float32_column_matrix_bits(engine, precision):
+    """A 16-bit convolution whose products both take B in 16 bits stores its
+    column matrix in 16 bits (cuda/conv2d.cu's cnn_cuda_conv2d_col16: at
+    batch 48 here, 8112 columns, a multiple of 8), rounded as the SGEMM would
+    round a float32 one (at batch 47, 7943 columns: float32): the same mma
+    operands, so each image's forward has the same bits at either batch
+    (both on the wide kernel with the same slices of K)."""
+    layers = [{"kind": "conv2d", "units": 64, "kernel": (3, 3)}]
+    x = np.random.default_rng(5).standard_normal((48, 15, 15, 32)).astype(np.float32)
+    out = {}
+    for n in (48, 47):
+        net = make_net(engine, layers, (15, 15, 32), n, SPARSE_LOGITS, ADAM, seed=3,
+                       precision=precision)
+        out[n] = net.forward(x[:n], training=True)
+    assert out[48][:47].tobytes() == out[47].tobytes()
