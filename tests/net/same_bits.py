@@ -32,8 +32,9 @@ gradient on the wide kernel became its row sums too (a row of ones after
 the column matrix), another deliberate change of order: among the seed
 networks at this batch it reaches binary_100's and imagenette_cnn's. Their
 cuda entries were re-recorded on the H100 (every other entry came out the
-same, cudnn's included) and removed for the H200, where they are still to
-be recorded.
+same, cudnn's included) and removed for the H200; they were recorded there
+on 2026-11-28 (eleventh session) from 8980dcf, whose other H200 cuda entries
+(both with and without recorded steps) came out as recorded before.
 
 The GPU engines' entries are keyed by the device's name and by whether the
 training step is recorded (CNNCUDA_GRAPHS): kernels and cuDNN's algorithm

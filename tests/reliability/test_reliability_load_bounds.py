@@ -19,7 +19,7 @@ import pytest
 from cnncuda import saving
 from cnncuda.keras import layers, models
 
-LIMITED = """
+LIMITED = r"""
 import re, resource, sys, time
 from cnncuda import saving
 from cnncuda.keras import layers, models
