@@ -76,8 +76,12 @@ void launch_im2col(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x, void *c
 {
     // x: the columns, y: the input channels (im2col_kernel)
     const dim3 grid(cnn_blocks((size_t)d->n * d->oh * d->ow, CNN_THREADS), (unsigned)min(d->c, 65535));
-    im2col_kernel<OUT><<<grid, CNN_THREADS, 0, cnn_stream(ctx)>>>(
-        *d, x, (typename col_elem<OUT>::type *)col);
+    typedef typename col_elem<OUT>::type elem;
+    const int ks = im2col_size(*d);
+    cudaStream_t st = cnn_stream(ctx);
+    if (ks == 3) im2col_kernel<OUT, 3><<<grid, CNN_THREADS, 0, st>>>(*d, x, (elem *)col);
+    else if (ks == 5) im2col_kernel<OUT, 5><<<grid, CNN_THREADS, 0, st>>>(*d, x, (elem *)col);
+    else im2col_kernel<OUT><<<grid, CNN_THREADS, 0, st>>>(*d, x, (elem *)col);
 }
 
 cnn_status im2col(cnn_ctx *ctx, const cnn_conv_desc *d, const float *x, void *col, int out)

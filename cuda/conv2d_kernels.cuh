@@ -48,7 +48,13 @@ __global__ void ones_row_kernel(int np, typename col_elem<OUT>::type *__restrict
 // image q / P, output pixel (r, s) = (q % P) / ow, (q % P) % ow.
 // im2col_kernel's body, also gather_im2col.cu's (which reads the plane of
 // a resident image).
-template <int OUT = CNN_PRECISION_FLOAT32>
+// KS > 0: the kernel is KS x KS (d.kh, d.kw not read; im2col_size): every
+// load is issued before the first store, each from an address clamped into
+// the plane and its value replaced by 0 outside the image, so that a thread
+// waits for its kh*kw loads once instead of once a row or element (the
+// loop over a runtime kh*kw loads, then stores, an element or four at a
+// time). The same values in the same places.
+template <int OUT = CNN_PRECISION_FLOAT32, int KS = 0>
 __device__ __forceinline__ void im2col_column(const cnn_conv_desc &d,
                                               const float *__restrict__ xc, int ch, int q,
                                               typename col_elem<OUT>::type *__restrict__ col)
@@ -57,20 +63,47 @@ __device__ __forceinline__ void im2col_column(const cnn_conv_desc &d,
     const int i = q / p, rs = q - i * p;
     const int r = rs / d.ow, s = rs - r * d.ow;
     const int row0 = r * d.sh - d.pad_top, column0 = s * d.sw - d.pad_left;
-    typename col_elem<OUT>::type *out = col + (size_t)ch * d.kh * d.kw * np + q;
-    for (int ki = 0; ki < d.kh; ++ki) {
-        const int row = row0 + ki;
-        const bool row_in = xc && row >= 0 && row < d.h;
-        for (int kj = 0; kj < d.kw; ++kj) {
-            const int column = column0 + kj;
-            float v = 0.0f;
-            if (row_in && column >= 0 && column < d.w) v = xc[(size_t)row * d.w + column];
-            out[(size_t)(ki * d.kw + kj) * np] = col_value<OUT>(v);
+    const int kh = KS > 0 ? KS : d.kh, kw = KS > 0 ? KS : d.kw;
+    typename col_elem<OUT>::type *out = col + (size_t)ch * kh * kw * np + q;
+    if constexpr (KS > 0) {
+        float v[KS * KS];
+#pragma unroll
+        for (int ki = 0; ki < KS; ++ki) {
+            const int row = row0 + ki;
+            const bool row_in = row >= 0 && row < d.h;
+            const int at = min(max(row, 0), d.h - 1) * d.w;
+#pragma unroll
+            for (int kj = 0; kj < KS; ++kj) {
+                const int column = column0 + kj;
+                const bool in = row_in && column >= 0 && column < d.w;
+                const float x = xc ? xc[at + min(max(column, 0), d.w - 1)] : 0.0f;
+                v[ki * KS + kj] = in ? x : 0.0f;
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < KS * KS; ++k) out[(size_t)k * np] = col_value<OUT>(v[k]);
+    } else {
+        for (int ki = 0; ki < kh; ++ki) {
+            const int row = row0 + ki;
+            const bool row_in = xc && row >= 0 && row < d.h;
+            for (int kj = 0; kj < kw; ++kj) {
+                const int column = column0 + kj;
+                float v = 0.0f;
+                if (row_in && column >= 0 && column < d.w) v = xc[(size_t)row * d.w + column];
+                out[(size_t)(ki * kw + kj) * np] = col_value<OUT>(v);
+            }
         }
     }
 }
 
-template <int OUT = CNN_PRECISION_FLOAT32>
+// The KS of im2col_column's compiled kernel sizes (3x3, 5x5) for d, or 0
+// (any size, read from d).
+static inline int im2col_size(const cnn_conv_desc &d)
+{
+    return d.kh == d.kw && (d.kh == 3 || d.kh == 5) ? d.kh : 0;
+}
+
+template <int OUT = CNN_PRECISION_FLOAT32, int KS = 0>
 __global__ void im2col_kernel(cnn_conv_desc d, const float *__restrict__ x,
                               typename col_elem<OUT>::type *__restrict__ col)
 {
@@ -80,7 +113,7 @@ __global__ void im2col_kernel(cnn_conv_desc d, const float *__restrict__ x,
     for (int ch = blockIdx.y; ch < d.c; ch += gridDim.y) {
         for (long long qq = (long long)blockIdx.x * blockDim.x + threadIdx.x; qq < np; qq += stride) {
             const int q = (int)qq, i = q / p;
-            im2col_column<OUT>(d, x + ((size_t)i * d.c + ch) * d.h * d.w, ch, q, col);
+            im2col_column<OUT, KS>(d, x + ((size_t)i * d.c + ch) * d.h * d.w, ch, q, col);
         }
     }
 }

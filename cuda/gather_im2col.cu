@@ -33,8 +33,9 @@ namespace {
 // (unsigned where every index fits 31 bits: GPU division is much cheaper in
 // 32 bits; size_t otherwise). data: (rows, c, h, w) resident images;
 // t_units per target row (0: no targets). OUT: col's precision
-// (cnn_cuda_conv2d_col16: float, or 16 bits).
-template <typename I, typename T, int OUT = CNN_PRECISION_FLOAT32>
+// (cnn_cuda_conv2d_col16: float, or 16 bits). KS: the kernel size
+// im2col_column is compiled for (cnn_conv2d::im2col_size), 0: any.
+template <typename I, typename T, int OUT = CNN_PRECISION_FLOAT32, int KS = 0>
 __global__ void gather_im2col_kernel(cnn_conv_desc d, long long rows,
                                      const int32_t *__restrict__ order, int64_t *counters,
                                      unsigned int *ticket, const float *__restrict__ data,
@@ -59,23 +60,38 @@ __global__ void gather_im2col_kernel(cnn_conv_desc d, long long rows,
         }
         const int ch = (int)(e / (I)np), q = (int)(e - (I)ch * (I)np);
         const int32_t src = idx[q / p];
-        cnn_conv2d::im2col_column<OUT>(
+        cnn_conv2d::im2col_column<OUT, KS>(
             d, src >= 0 ? data + (size_t)src * image + (size_t)ch * plane : nullptr, ch, q, col);
     }
 }
 
+template <typename I, typename T, int OUT, int KS>
+void launch_size(cnn_ctx *ctx, const cnn_conv_desc *d, long rows, const int32_t *order,
+                 int64_t *counters, const float *data, void *col, size_t t_row_bytes,
+                 const void *src_t, void *dst_t)
+{
+    const size_t t_units = t_row_bytes / sizeof(T);
+    const size_t total = (size_t)d->c * d->n * d->oh * d->ow + (size_t)d->n * t_units;
+    gather_im2col_kernel<I, T, OUT, KS><<<cnn_blocks(total, CNN_THREADS), CNN_THREADS, 0,
+                                          cnn_stream(ctx)>>>(
+        *d, (long long)rows, order, counters, &cnn_meet(ctx)->tickets[CNN_TICKET_GATHER], data,
+        (typename cnn_conv2d::col_elem<OUT>::type *)col, (I)t_units, (const T *)src_t,
+        (T *)dst_t);
+}
+
+// the kernel compiled for d's kernel size where there is one
+// (cnn_conv2d::im2col_size)
 template <typename I, typename T, int OUT>
 void launch_out(cnn_ctx *ctx, const cnn_conv_desc *d, long rows, const int32_t *order,
                 int64_t *counters, const float *data, void *col, size_t t_row_bytes,
                 const void *src_t, void *dst_t)
 {
-    const size_t t_units = t_row_bytes / sizeof(T);
-    const size_t total = (size_t)d->c * d->n * d->oh * d->ow + (size_t)d->n * t_units;
-    gather_im2col_kernel<I, T, OUT><<<cnn_blocks(total, CNN_THREADS), CNN_THREADS, 0,
-                                      cnn_stream(ctx)>>>(
-        *d, (long long)rows, order, counters, &cnn_meet(ctx)->tickets[CNN_TICKET_GATHER], data,
-        (typename cnn_conv2d::col_elem<OUT>::type *)col, (I)t_units, (const T *)src_t,
-        (T *)dst_t);
+#define CNN_GATHER_ARGS ctx, d, rows, order, counters, data, col, t_row_bytes, src_t, dst_t
+    const int ks = cnn_conv2d::im2col_size(*d);
+    if (ks == 3) launch_size<I, T, OUT, 3>(CNN_GATHER_ARGS);
+    else if (ks == 5) launch_size<I, T, OUT, 5>(CNN_GATHER_ARGS);
+    else launch_size<I, T, OUT, 0>(CNN_GATHER_ARGS);
+#undef CNN_GATHER_ARGS
 }
 
 template <typename I, typename T>

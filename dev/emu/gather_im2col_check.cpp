@@ -55,6 +55,7 @@ namespace emu { extern int order_mode; extern long long switches; }
 static int col_out = CNN_PRECISION_FLOAT32;
 int cnn_cuda_conv2d_col16(cnn_ctx *, const cnn_conv_desc *) { return col_out; }
 static long long n_col16 = 0;
+static long long n_fixed_size[2] = {0, 0}; // shapes through im2col_kernel compiled for 3x3, 5x5
 
 static long long grid_stride_runs = 0;
 // shapes of each kind run (the summary's coverage lines)
@@ -292,6 +293,19 @@ static void run_case(const shape &S)
             EMU_LAUNCH(cnn_conv2d::im2col_kernel, grid, CNN_THREADS, d, x.data(), col.data());
             compare((std::string(which) + " im2col vs conv2d.cu's layout").c_str(), col,
                     colr[b].data(), f_of(SENTINEL), tag);
+            if (const int ks = cnn_conv2d::im2col_size(d)) { // the kernel compiled for 3x3, 5x5
+                guarded<float> colk(K * np, cg, f_of(SENTINEL));
+                if (ks == 3)
+                    EMU_LAUNCH((cnn_conv2d::im2col_kernel<CNN_PRECISION_FLOAT32, 3>), grid,
+                               CNN_THREADS, d, x.data(), colk.data());
+                else
+                    EMU_LAUNCH((cnn_conv2d::im2col_kernel<CNN_PRECISION_FLOAT32, 5>), grid,
+                               CNN_THREADS, d, x.data(), colk.data());
+                compare((std::string(which) + " im2col for " + std::to_string(ks) + "x" +
+                         std::to_string(ks) + " vs conv2d.cu's layout").c_str(),
+                        colk, colr[b].data(), f_of(SENTINEL), tag);
+                n_fixed_size[ks == 5]++;
+            }
             colb.push_back(std::move(col));
             tb_base.push_back(std::move(t));
         }
@@ -361,6 +375,19 @@ static void run_case(const shape &S)
         else
             EMU_LAUNCH(cnn_conv2d::im2col_kernel<CNN_PRECISION_FP16>, grid, CNN_THREADS, d, xr[0].data(), col.data());
         compare((std::string("im2col_kernel, col in ") + name).c_str(), col, want.data(), (uint16_t)0xa5a5, tag);
+        if (const int ks = cnn_conv2d::im2col_size(d)) {
+            guarded<uint16_t> colk(K * np, cg, 0xa5a5);
+            if (out == CNN_PRECISION_BF16 && ks == 3)
+                EMU_LAUNCH((cnn_conv2d::im2col_kernel<CNN_PRECISION_BF16, 3>), grid, CNN_THREADS, d, xr[0].data(), colk.data());
+            else if (out == CNN_PRECISION_BF16)
+                EMU_LAUNCH((cnn_conv2d::im2col_kernel<CNN_PRECISION_BF16, 5>), grid, CNN_THREADS, d, xr[0].data(), colk.data());
+            else if (ks == 3)
+                EMU_LAUNCH((cnn_conv2d::im2col_kernel<CNN_PRECISION_FP16, 3>), grid, CNN_THREADS, d, xr[0].data(), colk.data());
+            else
+                EMU_LAUNCH((cnn_conv2d::im2col_kernel<CNN_PRECISION_FP16, 5>), grid, CNN_THREADS, d, xr[0].data(), colk.data());
+            compare((std::string("im2col_kernel for ") + std::to_string(ks) + "x" + std::to_string(ks) +
+                     ", col in " + name).c_str(), colk, want.data(), (uint16_t)0xa5a5, tag);
+        }
         n_col16++;
     }
     // launched directly: the size_t loop, small grids, single-byte targets
@@ -572,9 +599,11 @@ int main(int argc, char **argv)
            n_pad2, n_empty_windows, n_nonsquare, n_strided, n_odd, n_x16, n_x4, n_t[T_NONE],
            n_t_ignored_bytes, n_t_null_dst, n_t[T_LABELS], n_t[T_CATEGORICAL], n_t[T_ODD],
            n_t[T_MISALIGNED], n_t_byte);
-    printf("%d shapes (%lld grid-stride launches, %lld with col in 16 bits), %lld checks, "
-           "%lld failures\n",
-           done, grid_stride_runs, n_col16 / 2, checks, failures);
+    printf("%d shapes (%lld grid-stride launches, %lld with col in 16 bits, %lld and %lld "
+           "through im2col compiled for 3x3 and 5x5), %lld checks, %lld failures\n",
+           done, grid_stride_runs, n_col16 / 2, n_fixed_size[0] / 2, n_fixed_size[1] / 2, checks,
+           failures);
     if (n_col16 == 0) fail("no check of col in 16 bits");
+    if (n_fixed_size[0] == 0 || n_fixed_size[1] == 0) fail("no check of im2col for 3x3 or 5x5");
     return failures != 0;
 }
