@@ -27,8 +27,10 @@
 // NULL) adds bias[row] to every output of that row (bias[column] to every
 // output of that column with bias_columns), and relu then clamps it at 0,
 // before beta * C. The forward's (A and B not transposed) outputs are stored
-// from the registers; the others' through shared memory, a warp on 32
-// consecutive columns of C (the epilogue says why).
+// from the registers; the others' through shared memory, a warp on a row's
+// 128 columns as float4s where C's rows are plain and 16-byte aligned (a
+// data gradient's dcol), else on 32 consecutive columns (the epilogue says
+// why).
 #ifndef CNN_GEMM_WIDE_KERNELS_CUH
 #define CNN_GEMM_WIDE_KERNELS_CUH
 
@@ -638,6 +640,22 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
     auto row_bias = [&](int gi) {
         return x.bias && !partial && !x.bias_columns ? x.bias[gi] : 0.0f;
     };
+    // four consecutive outputs of a row, as put() forms each, in one store
+    auto put4 = [&](float *out, float4 sum, int gj, float bv) {
+        float v[4] = {alpha * sum.x, alpha * sum.y, alpha * sum.z, alpha * sum.w};
+        if (!partial) {
+            float4 old = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (beta != 0.0f) old = *reinterpret_cast<const float4 *>(out);
+            const float o[4] = {old.x, old.y, old.z, old.w};
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                if (x.bias) v[e] += x.bias_columns ? x.bias[gj + e] : bv;
+                if (x.relu) v[e] = v[e] < 0.0f ? 0.0f : v[e];
+                v[e] = beta == 0.0f ? v[e] : v[e] + beta * o[e];
+            }
+        }
+        *reinterpret_cast<float4 *>(out) = make_float4(v[0], v[1], v[2], v[3]);
+    };
     // where column gj of C starts (a division where C is batched); 0 past n_out
     auto column_at = [&](int gj) {
         return gj >= n_out ? 0 : partial ? (size_t)gj : wide_offset(0, gj, m, ldc, x.cp);
@@ -672,6 +690,10 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
         constexpr int SC = WBN / TW;          // columns a thread stores (2 when T = 64)
         constexpr int SR = T / TW;            // rows stored at once
         const int sj = tid % TW, si = tid / TW;
+        // C's rows plain (or the partial sums'), 16-byte aligned, and their
+        // columns in whole float4s: stored as float4s
+        const bool vec = (partial || x.cp == 0) && c_row_step % 4 == 0 && n_out % 4 == 0 &&
+                         ((uintptr_t)out0 & 15) == 0;
         wide_wait<0>();
         __syncthreads(); // every thread done with the last step's tiles
 #pragma unroll
@@ -694,6 +716,26 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
                 }
             }
             __syncthreads();
+            if (vec) {
+                // a warp on a row's 128 columns as float4s (512 bytes), T / 32
+                // rows at once (H200, batch 512, ncu: half of conv2's data
+                // gradient's warp samples were in the loop below, a float
+                // a thread and 64 rows a thread)
+                constexpr int VR = T / 32;
+                const int vj = 4 * (tid % 32), gj = col0 + vj;
+#pragma unroll 4
+                for (int i = tid / 32; i < CR; i += VR) {
+                    const int gi = row0 + pass * CR + i;
+                    if (gi >= m) break;
+                    const float bv = row_bias(gi);
+                    const float4 v = *reinterpret_cast<const float4 *>(&cs[i][vj]);
+                    if (gj < n_out) // then its four columns are
+                        put4(out0 + (size_t)gi * c_row_step + gj, v, gj, bv);
+                    else if (sums && gj == n) // one slice: the row sums apart from C
+                        x.row_sums[gi] = alpha * v.x;
+                }
+                continue;
+            }
             // the thread's columns in C (worked out here, where the sums are
             // no longer held: fewer registers)
             size_t c_col[SC];

@@ -150,12 +150,17 @@ static void check(product p, int extra)
     x.ap = p.ap;
     x.bp = p.bp;
     x.cp = p.cp;
-    if (slices == 1 && extra % 4 >= 1) {
+    // the bias and the ReLU with several slices too: the partial tiles must
+    // hold alpha times the sums without them (the sum kernel adds them)
+    if (extra % 4 >= 1) {
         x.bias = bias.data();
         x.bias_columns = extra % 4 == 2;
         x.relu = extra % 4 == 3 || extra % 5 == 0;
     }
-    const size_t cells = (size_t)p.m * p.n, guard = 37;
+    // C and the partial tiles 16-byte aligned in half of the checks (36
+    // floats of guard: the float4 stores where the rows allow them), and not
+    // in the others (37)
+    const size_t cells = (size_t)p.m * p.n, guard = (extra / 2) % 2 ? 36 : 37;
     guarded<float> c(cells, guard, sentinel_f());
     if (p.beta != 0.0f) std::copy(c0.begin(), c0.end(), c.data());
     guarded<float> part(slices > 1 ? (size_t)slices * p.m * nc : 0, guard, sentinel_f());
