@@ -27,10 +27,8 @@
 // NULL) adds bias[row] to every output of that row (bias[column] to every
 // output of that column with bias_columns), and relu then clamps it at 0,
 // before beta * C. The forward's (A and B not transposed) outputs are stored
-// from the registers; the others' through shared memory, a warp on a row's
-// 128 columns as float4s where C's rows are plain and 16-byte aligned (a
-// data gradient's dcol), else on 32 consecutive columns (the epilogue says
-// why).
+// from the registers; the others' through shared memory, as float4s where
+// C's rows allow (the epilogue says why).
 #ifndef CNN_GEMM_WIDE_KERNELS_CUH
 #define CNN_GEMM_WIDE_KERNELS_CUH
 
@@ -641,6 +639,8 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
         return x.bias && !partial && !x.bias_columns ? x.bias[gi] : 0.0f;
     };
     // four consecutive outputs of a row, as put() forms each, in one store
+    // (put()'s own arithmetic repeated: one helper for both changed where the
+    // compiler fuses alpha * sum + bias into an fma, in every epilogue)
     auto put4 = [&](float *out, float4 sum, int gj, float bv) {
         float v[4] = {alpha * sum.x, alpha * sum.y, alpha * sum.z, alpha * sum.w};
         if (!partial) {
@@ -717,10 +717,8 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
             }
             __syncthreads();
             if (vec) {
-                // a warp on a row's 128 columns as float4s (512 bytes), T / 32
-                // rows at once (H200, batch 512, ncu: half of conv2's data
-                // gradient's warp samples were in the loop below, a float
-                // a thread and 64 rows a thread)
+                // a warp on a row's 128 columns, T / 32 rows at once (ncu, H200:
+                // half of conv2's data gradient's warp samples were below)
                 constexpr int VR = T / 32;
                 const int vj = 4 * (tid % 32), gj = col0 + vj;
 #pragma unroll 4
