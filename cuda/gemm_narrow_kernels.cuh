@@ -30,7 +30,7 @@
 #define CNN_GEMM_NARROW_KERNELS_CUH
 
 #include "cuda_common.cuh"
-#include "gemm_wide_kernels.cuh" // its cp.async helpers: wide_copy4, wide_commit, wide_wait
+#include "async_copy.cuh"
 
 namespace cnn_gemm {
 namespace { // internal linkage: every .cu that includes this has its own copy
@@ -108,10 +108,10 @@ sgemm_narrow_slices(int m, int n, int k, int k_slice, float alpha, const float *
 #pragma unroll
         for (int q = 0; q < Q; ++q) {
             const int i = c_row + q * Q_ROWS;
-            wide_copy4(&as[stage][i][c_kk], a_in[q] && count ? a_at + q * Q_ROWS * a_row : a,
+            async_copy4(&as[stage][i][c_kk], a_in[q] && count ? a_at + q * Q_ROWS * a_row : a,
                        a_in[q] ? count : 0);
             if (!(b_ones && i == n))
-                wide_copy4(&bs[stage][i][c_kk],
+                async_copy4(&bs[stage][i][c_kk],
                            b_in[q] && count ? b_at + (size_t)q * Q_ROWS * ldb : b,
                            b_in[q] ? count : 0);
         }
@@ -143,13 +143,13 @@ sgemm_narrow_slices(int m, int n, int k, int k_slice, float alpha, const float *
 #pragma unroll
     for (int s = 0; s < S - 1; ++s) {
         if (s < steps) issue(s);
-        wide_commit();
+        async_commit();
     }
     for (int st = 0; st < steps; ++st) {
-        wide_wait<S - 2>();
+        async_wait<S - 2>();
         __syncthreads();
         if (st + S - 1 < steps) issue((st + S - 1) % S);
-        wide_commit();
+        async_commit();
         const int cur = st % S;
 #pragma unroll
         for (int k4 = 0; k4 < NARROW_K; k4 += 4) {

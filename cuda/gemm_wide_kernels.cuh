@@ -34,6 +34,7 @@
 
 #include <type_traits>
 
+#include "async_copy.cuh"
 #include "cuda_common.cuh"
 
 namespace cnn_gemm {
@@ -74,66 +75,6 @@ __device__ __forceinline__ size_t wide_offset(int r, int j, int rows, int ld, in
 // Extra arguments of the wide kernel: the layouts, the bias, the ReLU
 // (cuda_common.cuh).
 typedef cnn_sgemm_extra WideExtra;
-
-// One float from global to shared memory, asynchronously where the GPU can
-// (sm_80 and later: cp.async; zeros when !ok, reading nothing), else at once.
-__device__ __forceinline__ void wide_copy(float *dst, const float *src, bool ok)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(src), "r"(ok ? 4 : 0)
-                 : "memory");
-#else
-    *dst = ok ? *src : 0.0f;
-#endif
-}
-
-// Four floats from global to shared memory (both 16-byte aligned), the
-// first `count` (0 to 4) read and the rest zeros: cp.async.cg of 16 bytes
-// on sm_80 and later, else at once.
-__device__ __forceinline__ void wide_copy4(float *dst, const float *src, int count)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src),
-                 "r"(4 * count)
-                 : "memory");
-#else
-    for (int e = 0; e < 4; ++e) dst[e] = e < count ? src[e] : 0.0f;
-#endif
-}
-
-// Eight 16-bit values from global to shared memory (both 16-byte aligned),
-// the first `count` (0 to 8) read and the rest zeros: cp.async.cg of 16
-// bytes on sm_80 and later, else at once.
-__device__ __forceinline__ void wide_copy8h(unsigned short *dst, const unsigned short *src,
-                                            int count)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src),
-                 "r"(2 * count)
-                 : "memory");
-#else
-    for (int e = 0; e < 8; ++e) dst[e] = e < count ? src[e] : 0;
-#endif
-}
-
-__device__ __forceinline__ void wide_commit()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-#endif
-}
-
-// waits until at most N of the committed groups are still in flight
-template <int N>
-__device__ __forceinline__ void wide_wait()
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-#endif
-}
 
 // TF32 tensor cores (sm_80 and later): D = A B + D on a 16x8 tile over 8 of
 // k, one warp, A and B already rounded to TF32 (wide_tf32), fp32 sums.
@@ -405,7 +346,7 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
             const bool ok = TRANS_A ? (a_rows_in & 1u) && k0 + a_kk + q * A_Q < k_end
                                     : (a_rows_in >> q & 1u) && a_k_in;
             float *dst = TRANS_A ? &as[stage][a_kk + q * A_Q][a_i] : &as[stage][a_kk][a_i + q * A_Q];
-            wide_copy(dst, ok ? a_at + q * a_q : a, ok);
+            async_copy(dst, ok ? a_at + q * a_q : a, ok);
         }
         if constexpr (B16) {
             // 16-byte pieces of the tile, 8 values each: a plain tile's rows
@@ -420,11 +361,11 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
                 if (TRANS_B) { // row: column col0 + row of op(B); at: its k in the step
                     const int count =
                         col0 + row < nc ? max(0, min(8, k_end - (k0 + at))) : 0;
-                    wide_copy8h(&bs[stage][row][at],
+                    async_copy8h(&bs[stage][row][at],
                                 count > 0 ? b + (size_t)(col0 + row) * ldb + k0 + at : b, count);
                 } else {       // row: k0 + row; at: the column in the tile
                     const int count = k0 + row < k_end ? max(0, min(8, n - col0 - at)) : 0;
-                    wide_copy8h(&bs[stage][row][at],
+                    async_copy8h(&bs[stage][row][at],
                                 count > 0 ? b + (size_t)(k0 + row) * ldb + col0 + at : b, count);
                 }
             }
@@ -434,7 +375,7 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
 #pragma unroll
             for (int q = 0; q < EB; ++q) {
                 const bool ok = (b_rows_in >> q & 1u) && b_k_in;
-                wide_copy(&bs[stage][tid % WBK][tid / WBK + q * B_Q], ok ? b_at + q * b_q : b,
+                async_copy(&bs[stage][tid % WBK][tid / WBK + q * B_Q], ok ? b_at + q * b_q : b,
                           ok);
             }
         } else if (B_VEC && b_vec) {
@@ -444,7 +385,7 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
             for (int q = 0; q < EB / 4; ++q) {
                 const int l = tid + q * T, j = 4 * (l % (WBN / 4)), kk = l / (WBN / 4);
                 const int count = k0 + kk < k_end ? max(0, min(4, n - col0 - j)) : 0;
-                wide_copy4(&bs[stage][kk][j], count > 0 ? b_row + (size_t)kk * ldb + j : b, count);
+                async_copy4(&bs[stage][kk][j], count > 0 ? b_row + (size_t)kk * ldb + j : b, count);
             }
         } else {
             const float *b_at[NJ];
@@ -454,7 +395,7 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
             for (int q = 0; q < EB; ++q) {
                 const int l = tid + q * T, j = l % WBN, kk = l / WBN, u = q % NJ;
                 const bool ok = b_in[u] && k0 + kk < k_end;
-                wide_copy(&bs[stage][kk][j], ok ? b_at[u] + (size_t)kk * b_row_step : b, ok);
+                async_copy(&bs[stage][kk][j], ok ? b_at[u] + (size_t)kk * b_row_step : b, ok);
             }
         }
         k_next += WBK;
@@ -494,13 +435,13 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
 #pragma unroll
     for (int s = 0; s < S - 1; ++s) {
         if (s < steps) issue(s);
-        wide_commit();
+        async_commit();
     }
     for (int st = 0; st < steps; ++st) {
-        wide_wait<S - 2>();
+        async_wait<S - 2>();
         __syncthreads();
         if (st + S - 1 < steps) issue((st + S - 1) % S);
-        wide_commit();
+        async_commit();
         const int cur = st % S;
         if constexpr (MMA) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
@@ -694,7 +635,7 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
         // columns in whole float4s: stored as float4s
         const bool vec = (partial || x.cp == 0) && c_row_step % 4 == 0 && n_out % 4 == 0 &&
                          ((uintptr_t)out0 & 15) == 0;
-        wide_wait<0>();
+        async_wait<0>();
         __syncthreads(); // every thread done with the last step's tiles
 #pragma unroll
         for (int pass = 0; pass < BM / CR; ++pass) {
