@@ -63,15 +63,16 @@ void launch(cnn_ctx *ctx, unsigned total, const cnn_conv_desc *d, const pool_geo
     if (pb > 0) {
         const unsigned blocks = (unsigned)((long long)d->n * d->c / pb);
         const size_t smem = plane_group_floats(*d, g, pb) * sizeof(float);
+        const bool aligned = plane_copies_aligned(*d, col);
         if (unit && d->kh == 3 && d->kw == 3) // the sums unrolled
             col2im_pool_backward_planes<MAX, true, 3, 3><<<blocks, CNN_THREADS, smem, st>>>(
-                *d, g, pb, col, argmax, y, pool_y, dx);
+                *d, g, pb, aligned, col, argmax, y, pool_y, dx);
         else if (unit)
             col2im_pool_backward_planes<MAX, true><<<blocks, CNN_THREADS, smem, st>>>(
-                *d, g, pb, col, argmax, y, pool_y, dx);
+                *d, g, pb, aligned, col, argmax, y, pool_y, dx);
         else
             col2im_pool_backward_planes<MAX, false><<<blocks, CNN_THREADS, smem, st>>>(
-                *d, g, pb, col, argmax, y, pool_y, dx);
+                *d, g, pb, aligned, col, argmax, y, pool_y, dx);
         return;
     }
     const unsigned blocks = cnn_blocks(total, CNN_THREADS); // total: the pool's outputs

@@ -30,8 +30,10 @@
 //   4  whole planes a block (cnn_pool_col::col2im_pool_backward_planes,
 //      launched here at every batch with the plane group the engine picks,
 //      plane_group_of): the block's rows of dcol read into shared memory,
-//      the col2im sums and the windows' values from there, the planes of
-//      dx written contiguously
+//      the col2im sums from there, each pool output's part of dx written
+//      by its thread (until 2026-11-28 the planes of dx written in a
+//      third phase, an element a thread: git show
+//      c56406a:cuda/conv2d_pool_backward_kernels.cuh)
 //   5  3 with a max pool's ReLU test on the pool's output (its pool_y: the
 //      value at the argmax, so the same bits) instead of the ReLU's output at
 //      the argmax: a quarter of those reads
@@ -168,7 +170,8 @@ bool planes(const PoolColCase &c, Buffers &m, Engine &e, const float *pool_y)
 #define CNN_V4(M, U, KH, KW)                                                                 \
     cnn_pool_col::col2im_pool_backward_planes<M, U, KH, KW><<<blocks, CNN_THREADS, smem,     \
                                                               e.stream()>>>(                 \
-        c.d, g, pb, m.ws.p, argmax_of(c, m), relu_of(c, m), pool_y, m.dx.p)
+        c.d, g, pb, cnn_pool_col::plane_copies_aligned(c.d, m.ws.p), m.ws.p, argmax_of(c, m),   \
+        relu_of(c, m), pool_y, m.dx.p)
     if (max && k33) CNN_V4(true, true, 3, 3);
     else if (max && unit) CNN_V4(true, true, 0, 0);
     else if (max) CNN_V4(true, false, 0, 0);

@@ -16,14 +16,20 @@ seed="${2:-3}"
 f=conv2d_pool_backward_kernels.cuh
 # file|description|sed expression (no "|" in it: ".." stands for "||")
 mutants=(
-  "$f|planes: the pool's output read one element on|s/pool_y\[(size_t)q0 \* op + o\] > 0.0f/pool_y[(size_t)q0 * op + o + 1] > 0.0f/"
-  "$f|planes: the pool's output not tested|s/vals\[o\] = pool_y \&\& !(pool_y\[(size_t)q0 \* op + o\] > 0.0f) ? 0.0f : 0.0f + v;/vals[o] = 0.0f + v;/"
-  "$f|per output: the pool's output not tested|s/grad = pool_y \&\& !(pool_y\[o\] > 0.0f) ? 0.0f : 0.0f + v;/grad = 0.0f + v;/"
-  "$f|per output: the pool's output tested >= 0|s/pool_y\[o\] > 0.0f/pool_y[o] >= 0.0f/"
-  "$f|planes: the ReLU's output not tested per element|s/(!relu_at .. relu_at\[e0 + e\] > 0.0f)/true/"
-  "$f|per output: the argmax not compared|s/(!MAX .. mark == me)/true/"
-  "$f|planes: the argmax not compared|s/(!MAX .. marks\[o\] == at.i \* g.w + at.j)/true/"
-  "$f|per output: the last window's rows end at its own end|s/r == g.oh - 1 ? g.h : min/min/"
+  "$f|pass_back: the pool's output read one element on|s/pool_y\[at\] > 0.0f/pool_y[at + 1] > 0.0f/"
+  "$f|pass_back: the pool's output not tested|s/grad = pool_y \&\& !(pool_y\[at\] > 0.0f) ? 0.0f : 0.0f + v;/grad = 0.0f + v;/"
+  "$f|pass_back: the pool's output tested >= 0|s/pool_y\[at\] > 0.0f/pool_y[at] >= 0.0f/"
+  "$f|pass_back: the ReLU's output not tested per element|s/(!relu_at .. relu_at\[e\] > 0.0f)/true/"
+  "$f|pass_back: the argmax not compared|s/(!MAX .. mark == me)/true/"
+  "$f|pass_back: the last window's rows end at its own end|s/r == g.oh - 1 ? g.h : min/min/"
+  "$f|planes: the copy's carry skips the other images' columns of a row|s/from += np - p;/from += p;/"
+  "$f|planes: every plane summed from the first plane's rows|s/cols + at.pl \* kk \* row + first,/cols + first,/"
+  "$f|planes: every plane written over the first|s/(q0 + at.pl) \* in_plane/q0 * in_plane/"
+  "$f|planes, 16-byte copies: the runs' first float at offset 0|s/first = (int)(image \* p % 4);/first = 0;/"
+  "$f|planes, 16-byte copies: the runs' rows P floats apart|s/async_copy4(\&cols\[run \* row + at + first\]/async_copy4(\&cols[run * p + at + first]/"
+  "$f|planes, float copies: a run's carry moves one float|s/to += row - p;/to += 1;/"
+  "$f|planes: pool_y of the first block's planes|s/async_copy(\&pool_ys\[o\], pool_y + q0 \* op + o, true)/async_copy(\&pool_ys[o], pool_y + o, true)/"
+  "$f|planes: the argmax of the first block's planes|s/async_copy(\&marks\[o\], argmax + q0 \* op + o, true)/async_copy(\&marks[o], argmax + o, true)/"
 )
 sources=(conv2d_pool_backward_kernels.cuh)
 run_check() { # DIR -> exit status of the check on DIR's copy

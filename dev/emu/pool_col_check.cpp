@@ -5,7 +5,7 @@
 //  (1) col2im_pool_backward_planes (whole planes a block; for 3x3 kernels
 //      with strides 1 also its 3x3 instance, the engine's) for every plane
 //      group pb that divides c and fits the 48 KB a launch takes, with 256
-//      threads a block and with 96 and 32 (the walkers through dcol and dx
+//      threads a block and with 96 and 32 (the walkers through dcol and the pool outputs
 //      moved on by other steps) == col2im_pool_backward_kernel (a thread a
 //      pool output), on a full grid and on a small one (its grid-stride
 //      loop);
@@ -191,15 +191,17 @@ static void run_case(const shape &s)
         else if (unit) LAUNCH((col2im_pool_backward_kernel<false, true>), outputs, d, g);
         else LAUNCH((col2im_pool_backward_kernel<false, false>), outputs, d, g);
     };
-    auto plane_kernel = [&](int pb, int threads, bool k33, guarded<float> &dx) {
+    // aligned: dcol copied 16 bytes at a time (where plane_copies_aligned)
+    auto plane_kernel = [&](int pb, int threads, bool k33, bool aligned, guarded<float> &dx) {
         const unsigned blocks = (unsigned)(planes / pb);
-        if (k33 && max) LAUNCH((col2im_pool_backward_planes<true, true, 3, 3>), d, g, pb);
-        else if (k33) LAUNCH((col2im_pool_backward_planes<false, true, 3, 3>), d, g, pb);
-        else if (max && unit) LAUNCH((col2im_pool_backward_planes<true, true>), d, g, pb);
-        else if (max) LAUNCH((col2im_pool_backward_planes<true, false>), d, g, pb);
-        else if (unit) LAUNCH((col2im_pool_backward_planes<false, true>), d, g, pb);
-        else LAUNCH((col2im_pool_backward_planes<false, false>), d, g, pb);
+        if (k33 && max) LAUNCH((col2im_pool_backward_planes<true, true, 3, 3>), d, g, pb, aligned);
+        else if (k33) LAUNCH((col2im_pool_backward_planes<false, true, 3, 3>), d, g, pb, aligned);
+        else if (max && unit) LAUNCH((col2im_pool_backward_planes<true, true>), d, g, pb, aligned);
+        else if (max) LAUNCH((col2im_pool_backward_planes<true, false>), d, g, pb, aligned);
+        else if (unit) LAUNCH((col2im_pool_backward_planes<false, true>), d, g, pb, aligned);
+        else LAUNCH((col2im_pool_backward_planes<false, false>), d, g, pb, aligned);
     };
+    const bool can_align = plane_copies_aligned(d, col.data());
 #undef LAUNCH
     guarded<float> ref(total, 64, sentinel_f());
     per_output(cnn_blocks(planes * op, CNN_THREADS), ref);
@@ -214,16 +216,18 @@ static void run_case(const shape &s)
         if (p.c % pb || plane_group_floats(d, g, pb) > PLANES_SMEM_MAX_FLOATS) continue;
         groups++;
         for (int threads : {CNN_THREADS, 96, 32})
-            for (bool k33 : {false, true}) {
-                if (k33 && !has_k33) continue;
-                guarded<float> dx(total, 64, sentinel_f());
-                plane_kernel(pb, threads, k33, dx);
-                compare(("plane kernel" + std::string(k33 ? " for 3x3, " : ", ") +
-                         std::to_string(pb) + " planes a block, " + std::to_string(threads) +
-                         " threads, against the per-output kernel")
-                            .c_str(),
-                        dx, ref.data(), sentinel_f(), tag);
-            }
+            for (bool k33 : {false, true})
+                for (bool aligned : {false, true}) {
+                    if ((k33 && !has_k33) || (aligned && !can_align)) continue;
+                    guarded<float> dx(total, 64, sentinel_f());
+                    plane_kernel(pb, threads, k33, aligned, dx);
+                    compare(("plane kernel" + std::string(k33 ? " for 3x3, " : ", ") +
+                             std::string(aligned ? "16-byte copies, " : "") +
+                             std::to_string(pb) + " planes a block, " +
+                             std::to_string(threads) + " threads, against the per-output kernel")
+                                .c_str(),
+                            dx, ref.data(), sentinel_f(), tag);
+                }
     }
     if (!groups) fprintf(stderr, "(no plane group fits: %s)\n", tag.c_str());
     // a max pool after a ReLU: the ReLU tested on the pool's output (the
@@ -239,7 +243,7 @@ static void run_case(const shape &s)
             for (bool k33 : {false, true}) {
                 if (k33 && !has_k33) continue;
                 guarded<float> dp(total, 64, sentinel_f());
-                plane_kernel(pb, 96, k33, dp);
+                plane_kernel(pb, 96, k33, can_align, dp);
                 compare(("plane kernel testing the pool's output" +
                          std::string(k33 ? ", 3x3, " : ", ") + std::to_string(pb) +
                          " planes a block, against the plain loop")
