@@ -384,6 +384,9 @@ cnn_status sgemm_short_path(cnn_ctx *ctx, int trans_a, int m, int n, int k, floa
     if (trans_a)
         sgemm_short_k<true><<<grid, SHORT_THREADS, 0, st>>>(m, n, k, rows, alpha, a, lda, b, ldb,
                                                             beta, c, ldc, x);
+    else if (k == 27) // a 3x3 convolution over three channels: k at compile time
+        sgemm_short_k<false, 27><<<grid, SHORT_THREADS, 0, st>>>(m, n, k, rows, alpha, a, lda, b,
+                                                                 ldb, beta, c, ldc, x);
     else
         sgemm_short_k<false><<<grid, SHORT_THREADS, 0, st>>>(m, n, k, rows, alpha, a, lda, b,
                                                              ldb, beta, c, ldc, x);

@@ -109,6 +109,12 @@ static void check_short(const product &p)
         } else {
             EMU_LAUNCH((sgemm_short_k<false>), grid, SHORT_THREADS, p.m, p.n, p.k, rows, p.alpha, a.data(), p.lda(), b.data(),
                        p.ldb(), p.beta, cs.data(), p.ldc(), x);
+            if (p.k == 27) { // the instance with k at compile time (gemm.cu's for k = 27)
+                std::vector<float> c27 = p.beta == 0.0f ? std::vector<float>(c_size, NAN) : c0;
+                EMU_LAUNCH((sgemm_short_k<false, 27>), grid, SHORT_THREADS, p.m, p.n, p.k, rows, p.alpha, a.data(),
+                           p.lda(), b.data(), p.ldb(), p.beta, c27.data(), p.ldc(), x);
+                same_bits(c27, cs, "short K, k = 27 at compile time, against k at run time " + name);
+            }
             if (p.m > 50) wide<128, false, false>(p, ks, 1, a.data(), b.data(), cw.data(), nullptr, x);
             else if (p.m > 16) wide<64, false, false>(p, ks, 1, a.data(), b.data(), cw.data(), nullptr, x);
             else wide<32, false, false>(p, ks, 1, a.data(), b.data(), cw.data(), nullptr, x);
@@ -349,6 +355,10 @@ int main(int argc, char **argv)
     // the seed CNN's conv1 forward at a batch of 1 (27 of K, 900 pixels, C
     // batched) and its filter gradient at a batch of 2
     check_short({32, 900, 27, 0, 0, 0, 900, 900, 1.0f, 0.0f});
+    // k = 27 (the instance with k at compile time) at odd sizes: rows not a
+    // multiple of 4, columns past the last block's, plain layouts, beta
+    check_short({7, 301, 27, 0, 0, 0, 0, 0, 0.75f, 0.5f});
+    check_short({33, 130, 27, 0, 0, 0, 13, 0, 1.0f, 0.0f});
     check_narrow({32, 27, 1800, 0, 1, 900, 0, 0, 1.0f, 0.0f});
     for (int s = 0; s < shapes; ++s) {
         product p = {};
