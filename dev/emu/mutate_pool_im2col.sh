@@ -1,8 +1,8 @@
 #!/bin/bash
 # dev/emu/mutate_pool_im2col.sh [random shapes] [seed]: does run_pool_im2col.sh
 # catch bugs? Each mutant is a temporary copy of
-# dev/cuda/pool_im2col_kernels.cuh or
-# cuda/pool_geom.cuh with one sed edit (the tree is not touched), checked
+# dev/cuda/pool_im2col_kernels.cuh, cuda/pool_geom.cuh or cuda/pool.cu
+# with one sed edit (the tree is not touched), checked
 # on the given shapes (default 120, seed 3, no seed-network shapes) plus the
 # refusals; a mutant must fail. The unmutated copy runs first and must pass.
 # Prints one line per mutant; exit status 1 when a mutant survives
@@ -35,10 +35,15 @@ mutants=(
   "pool_geom.cuh|max: last maximum wins (>=)|s/if (v > best) {/if (v >= best) {/"
   "pool_geom.cuh|avg: sum * (1/count)|s/sum \/ (float)count/sum * (1.0f \/ (float)count)/"
   "pool_geom.cuh|max: empty window gives argmax 0|s/\*at = -1;/*at = 0;/"
+  "pool.cu|2x2: the last maximum of the window wins (>=)|s/if (v3 > best) best = v3/if (v3 >= best) best = v3/"
+  "pool.cu|2x2: the second row's argmax one column on where w is odd|s/best_at = at + g.w;/best_at = at + g.w + g.w % 2;/"
+  "pool.cu|2x2, floats: the second row read right to left|s/v2 = xq\[g.w\], v3 = xq\[g.w + 1\];/v2 = xq[g.w + 1], v3 = xq[g.w];/"
+  "pool.cu|2x2, pairs: the second row read right to left|s/v2 = bottom.x, v3 = bottom.y;/v2 = bottom.y, v3 = bottom.x;/"
+  "pool.cu|2x2: taken with a window clipped at the bottom|s/2 \* d->oh <= d->h/2 * d->oh <= d->h + 1/"
 )
-sources=(dev/cuda/pool_im2col_kernels.cuh pool_geom.cuh)
+sources=(dev/cuda/pool_im2col_kernels.cuh pool_geom.cuh pool.cu)
 run_check() { # DIR -> exit status of the check on DIR's sources
-    EMU_POOL_IM2COL="$1/pool_im2col_kernels.cuh" EMU_POOL_GEOM="$1/pool_geom.cuh" \
+    EMU_POOL_IM2COL="$1/pool_im2col_kernels.cuh" EMU_POOL_GEOM="$1/pool_geom.cuh" EMU_POOL="$1/pool.cu" \
         bash "$here/run_pool_im2col.sh" "$shapes" "$seed" 30000 0 > "$tmp/out" 2> "$tmp/err"
 }
 source "$here/mutate_lib.sh"

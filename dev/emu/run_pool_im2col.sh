@@ -11,8 +11,9 @@
 # kept in the tree so the check runs in any copy). No GPU needed: g++ and
 # gcc. Default: 300 shapes of at most 60000 input elements, seed 7, the seed
 # networks' pairs.
-# EMU_POOL_IM2COL=file.cuh and EMU_POOL_GEOM=file.cuh check other sources in
-# place of the working tree's (mutants: mutate_pool_im2col.sh).
+# EMU_POOL_IM2COL=file.cuh, EMU_POOL_GEOM=file.cuh and EMU_POOL=pool.cu check
+# other sources in place of the working tree's (mutants:
+# mutate_pool_im2col.sh).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -31,7 +32,7 @@ fi
 cp "${EMU_POOL_GEOM:-$root/cuda/pool_geom.cuh}" "$out/new/pool_geom.cuh"
 python3 "$here/prep_kernels.py" --suffix _old --shim "$here/pool_shim.inc" "$out/old/pool.cu" \
     "$out/old/pool_emu.cpp"
-python3 "$here/prep_kernels.py" --shim "$here/pool_shim.inc" "$root/cuda/pool.cu" \
+python3 "$here/prep_kernels.py" --shim "$here/pool_shim.inc" "${EMU_POOL:-$root/cuda/pool.cu}" \
     "$out/new/pool_emu.cpp"
 python3 "$here/prep_kernels.py" --shim "$here/pool_im2col_shim.inc" \
     "${EMU_POOL_IM2COL:-$root/dev/cuda/pool_im2col_kernels.cuh}" "$out/new/pool_im2col_emu.cpp"
