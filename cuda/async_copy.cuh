@@ -13,28 +13,19 @@
 
 namespace { // internal linkage: every .cu that includes this has its own copy
 
-// One float from global to shared memory, asynchronously where the GPU can
-// (sm_80 and later: cp.async; zeros when !ok, reading nothing), else at once.
-__device__ __forceinline__ void async_copy(float *dst, const float *src, bool ok)
+// One float (or int: any 4-byte T) from global to shared memory,
+// asynchronously where the GPU can (sm_80 and later: cp.async; zeros when
+// !ok, reading nothing), else at once.
+template <typename T>
+__device__ __forceinline__ void async_copy(T *dst, const T *src, bool ok)
 {
+    static_assert(sizeof(T) == 4, "async_copy copies 4 bytes");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(src), "r"(ok ? 4 : 0)
                  : "memory");
 #else
-    *dst = ok ? *src : 0.0f;
-#endif
-}
-
-// The same for a 32-bit integer.
-__device__ __forceinline__ void async_copy(int *dst, const int *src, bool ok)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(src), "r"(ok ? 4 : 0)
-                 : "memory");
-#else
-    *dst = ok ? *src : 0;
+    *dst = ok ? *src : T(0);
 #endif
 }
 
