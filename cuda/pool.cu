@@ -82,17 +82,19 @@ __global__ void max_pool_forward_kernel(I total, pool_geom g, const float *__res
 
 // Max pooling over 2x2 windows with strides 2 and no padding, none clipped
 // (pool_2x2_fits): the seed networks' pools, each window's four reads and
-// three comparisons written out. (Its name holds "max_pool_forward", which
-// tests/fusions/test_im2col_fusion.py counts launches by.) The generic kernel's loops and clipping were most
-// of its instructions (ncu, H200, seed CIFAR-10 CNN at batch 512, pool 1:
-// 22.8 M warp instructions for 3.7 M outputs, 0.78 issued a cycle, the DRAM
-// half busy). The same comparisons in the same row-major order as
+// three comparisons written out. The generic kernel's loops and clipping
+// were most of its instructions (ncu, H200, seed CIFAR-10 CNN at batch 512,
+// pool 1: 22.8 M warp instructions for 3.7 M outputs, 0.78 issued a cycle,
+// the DRAM half busy). The same comparisons in the same row-major order as
 // max_window (whose first, of the first element with itself, is false even
-// for NaN): the same bits and the same argmax. PAIRS: w even (and x 8-byte aligned), so that each of
-// the window's rows is one 8-byte load.
+// for NaN): the same bits and the same argmax. PAIRS: w even (and x 8-byte
+// aligned), so that each of the window's rows is one 8-byte load. (Its name
+// holds "max_pool_forward", which tests/fusions/test_im2col_fusion.py counts
+// launches by.)
 template <bool PAIRS>
-__global__ void max_pool_forward_2x2_kernel(unsigned total, pool_geom g, const float *__restrict__ x,
-                                         float *__restrict__ y, int32_t *__restrict__ argmax)
+__global__ void max_pool_forward_2x2_kernel(unsigned total, pool_geom g,
+                                            const float *__restrict__ x, float *__restrict__ y,
+                                            int32_t *__restrict__ argmax)
 {
     cnn_kernel_begin();
     const unsigned out_plane = (unsigned)g.oh * g.ow, in_plane = (unsigned)g.h * g.w;
@@ -260,11 +262,11 @@ cnn_status cuda_pool_forward(cnn_ctx *ctx, const cnn_pool_desc *d, const float *
     const int narrow = fits_32(d);
     if (pool_2x2_fits(d)) {
         if (d->w % 2 == 0 && ((uintptr_t)x & 7) == 0)
-            max_pool_forward_2x2_kernel<true><<<blocks, CNN_THREADS, 0, st>>>((unsigned)total, g, x,
-                                                                           y, argmax);
+            max_pool_forward_2x2_kernel<true><<<blocks, CNN_THREADS, 0, st>>>(
+                (unsigned)total, g, x, y, argmax);
         else
-            max_pool_forward_2x2_kernel<false><<<blocks, CNN_THREADS, 0, st>>>((unsigned)total, g, x,
-                                                                            y, argmax);
+            max_pool_forward_2x2_kernel<false><<<blocks, CNN_THREADS, 0, st>>>(
+                (unsigned)total, g, x, y, argmax);
         CNN_CUDA_LAUNCHED("max_pool_forward");
     } else if (d->mode == CNN_POOL_MAX) {
         if (narrow)
