@@ -29,40 +29,23 @@ __device__ __forceinline__ void async_copy(T *dst, const T *src, bool ok)
 #endif
 }
 
-// Four floats from global to shared memory (both 16-byte aligned), the
-// first `count` (0 to 4) read and the rest zeros: cp.async.cg of 16 bytes
-// on sm_80 and later, else at once.
-__device__ __forceinline__ void async_copy4(float *dst, const float *src, int count)
+// Sixteen bytes from global to shared memory (both 16-byte aligned): four
+// floats or eight 16-bit values (T), the first `count` of them read and the
+// rest zeros: cp.async.cg of 16 bytes on sm_80 and later, else at once.
+template <typename T>
+__device__ __forceinline__ void async_copy16(T *dst, const T *src, int count)
 {
+    static_assert(sizeof(T) == 4 || sizeof(T) == 2, "async_copy16 copies floats or halves");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src),
-                 "r"(4 * count)
+                 "r"((int)sizeof(T) * count)
                  : "memory");
 #else
 #ifndef __CUDA_ARCH__ // the host emulation (dev/emu): the GPU's alignment rule enforced
     if (count > 0 && (((uintptr_t)src | (uintptr_t)dst) & 15)) __builtin_trap();
 #endif
-    for (int e = 0; e < 4; ++e) dst[e] = e < count ? src[e] : 0.0f;
-#endif
-}
-
-// Eight 16-bit values from global to shared memory (both 16-byte aligned),
-// the first `count` (0 to 8) read and the rest zeros: cp.async.cg of 16
-// bytes on sm_80 and later, else at once.
-__device__ __forceinline__ void async_copy8h(unsigned short *dst, const unsigned short *src,
-                                            int count)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src),
-                 "r"(2 * count)
-                 : "memory");
-#else
-#ifndef __CUDA_ARCH__ // the host emulation (dev/emu): the GPU's alignment rule enforced
-    if (count > 0 && (((uintptr_t)src | (uintptr_t)dst) & 15)) __builtin_trap();
-#endif
-    for (int e = 0; e < 8; ++e) dst[e] = e < count ? src[e] : 0;
+    for (int e = 0; e < 16 / (int)sizeof(T); ++e) dst[e] = e < count ? src[e] : T(0);
 #endif
 }
 

@@ -227,7 +227,7 @@ col2im_pool_backward_planes(cnn_conv_desc d, pool_geom g, int pb, bool aligned,
         for (int c = tid; c < pb * kk * chunks; c += T) {
             const int run = (int)((unsigned)c / chunks), at = 4 * (c - run * chunks) - first;
             const int count = min(max(p - at, 0), 4); // floats of the run from `at` on
-            async_copy4(&cols[run * row + at + first],
+            async_copy16(&cols[run * row + at + first],
                         count > 0 ? src + (size_t)run * np + at : col, count);
         }
     } else { // element e: run e / P, float e % P, walked on without dividing again

@@ -108,10 +108,10 @@ sgemm_narrow_slices(int m, int n, int k, int k_slice, float alpha, const float *
 #pragma unroll
         for (int q = 0; q < Q; ++q) {
             const int i = c_row + q * Q_ROWS;
-            async_copy4(&as[stage][i][c_kk], a_in[q] && count ? a_at + q * Q_ROWS * a_row : a,
+            async_copy16(&as[stage][i][c_kk], a_in[q] && count ? a_at + q * Q_ROWS * a_row : a,
                        a_in[q] ? count : 0);
             if (!(b_ones && i == n))
-                async_copy4(&bs[stage][i][c_kk],
+                async_copy16(&bs[stage][i][c_kk],
                            b_in[q] && count ? b_at + (size_t)q * Q_ROWS * ldb : b,
                            b_in[q] ? count : 0);
         }

@@ -26,7 +26,7 @@ mutants=(
   "$f|planes: every plane summed from the first plane's rows|s/cols + at.pl \* kk \* row + first,/cols + first,/"
   "$f|planes: every plane written over the first|s/(q0 + at.pl) \* in_plane/q0 * in_plane/"
   "$f|planes, 16-byte copies: the runs' first float at offset 0|s/first = (int)(image \* p % 4);/first = 0;/"
-  "$f|planes, 16-byte copies: the runs' rows P floats apart|s/async_copy4(\&cols\[run \* row + at + first\]/async_copy4(\&cols[run * p + at + first]/"
+  "$f|planes, 16-byte copies: the runs' rows P floats apart|s/async_copy16(\&cols\[run \* row + at + first\]/async_copy16(\&cols[run * p + at + first]/"
   "$f|planes, float copies: a run's carry moves one float|s/to += row - p;/to += 1;/"
   "$f|planes: pool_y of the first block's planes|s/async_copy(\&pool_ys\[o\], pool_y + q0 \* op + o, true)/async_copy(\&pool_ys[o], pool_y + o, true)/"
   "$f|planes: the argmax of the first block's planes|s/async_copy(\&marks\[o\], argmax + q0 \* op + o, true)/async_copy(\&marks[o], argmax + o, true)/"
