@@ -22,7 +22,7 @@
 // and dpool's trip through memory fewer. Where a plane's share of dcol fits
 // shared memory and the batch is large (the seed CIFAR-10 CNN's both at
 // batch 512), whole planes a block (col2im_pool_backward_planes: dcol read
-// and dx written coalesced); else a thread a pool output
+// coalesced into shared memory); else a thread a pool output
 // (col2im_pool_backward_kernel).
 // H100, seed CIFAR-10 CNN: BENCHMARKS.md.
 // (A first version ran one thread per element of the pool's INPUT: in a max
@@ -39,7 +39,9 @@ namespace {
 // this many blocks an SM (two waves of 8): at batch 512 it paid, at batch
 // 32 it lost (H100, seed CIFAR-10 CNN: conv2's 14,400 blocks, 109 an SM,
 // 126.4 -> 117.9 us; conv3's 35 an SM, 50.8 -> 39.8; at batch 32, 7 and 2
-// an SM, the epochs 0.233 -> 0.235 s, LeNet-5's 0.191 -> 0.194).
+// an SM, the epochs 0.233 -> 0.235 s, LeNet-5's 0.191 -> 0.194). Measured
+// on the plane kernel of 2026-11-27, before its phases were merged
+// (2026-11-28): not remeasured since.
 constexpr long long PLANES_MIN_BLOCKS_PER_SM = 16;
 
 // Planes a block for col2im_pool_backward_planes (plane_group_of); 0 where
