@@ -55,6 +55,30 @@ __device__ __forceinline__ void pass_back(const pool_geom &g, int r, int s, floa
     } else { // as pool.cu's avg_pool_backward_kernel: over the clipped window's count
         grad = 0.0f + v / (float)((win_r1 - win_r0) * (win_c1 - win_c0));
     }
+    if (rows1 - rows0 == 2 && cols1 - cols0 == 2 && rows0 == win_r0 && rows1 == win_r1 &&
+        cols0 == win_c0 && cols1 == win_c1) {
+        // The owned block is the window, 2 x 2 (a 2x2 pool with strides 2 but
+        // at a plane's last row or column of odd size): its four elements as
+        // the loop below gives them, without the loop (whose bounds and
+        // tests were most of the plane kernel's instructions for these
+        // pools), a row an 8-byte store where dx allows.
+        const int me = rows0 * g.w + cols0;
+        float out[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+            const int m = me + (u >> 1) * g.w + (u & 1);
+            const bool passes = (!MAX || mark == m) && (!relu_at || relu_at[plane0 + m] > 0.0f);
+            out[u] = passes ? grad : 0.0f;
+        }
+        float *at_dx = dx + plane0 + me;
+        if (g.w % 2 == 0 && ((uintptr_t)at_dx & 7) == 0) {
+            *reinterpret_cast<float2 *>(at_dx) = make_float2(out[0], out[1]);
+            *reinterpret_cast<float2 *>(at_dx + g.w) = make_float2(out[2], out[3]);
+        } else {
+            at_dx[0] = out[0], at_dx[1] = out[1], at_dx[g.w] = out[2], at_dx[g.w + 1] = out[3];
+        }
+        return;
+    }
     for (int i = rows0; i < rows1; ++i) {
         for (int j = cols0; j < cols1; ++j) {
             const int me = i * g.w + j;
@@ -191,13 +215,13 @@ struct plane_walk {
 // H200, conv2's: 89.7 M warp instructions, 0.85 issued a cycle of 1).
 // KH, KW > 0: the convolution's kernel size at compile time (3 x 3). Shared
 // memory (dynamic, plane_group_floats; plane_group_of picks pb): the block's
-// pb*kh*kw rows of dcol, then pb*oh*ow of pool_y and as many argmaxes. The
-// launch bounds hold it to 32 registers, so that 8 blocks fit an SM (the
-// compiler took 40 without them: 6 blocks; measured even, H200, batch 512:
-// conv2's 80.3 us both ways, conv3's 33.4 against 32.3). The same bits as
-// the kernel above.
+// pb*kh*kw rows of dcol, then pb*oh*ow of pool_y and as many argmaxes.
+// (Held to 32 registers by its launch bounds, 8 blocks an SM, it measured
+// even with 40 registers and 6 blocks: H200, batch 512, conv2's 80.3 us
+// both ways, conv3's 33.4 against 32.3; with pass_back's 2x2 case it
+// would spill.) The same bits as the kernel above.
 template <bool MAX, bool UNIT, int KH = 0, int KW = 0>
-__global__ void __launch_bounds__(CNN_THREADS, 8)
+__global__ void __launch_bounds__(CNN_THREADS)
 col2im_pool_backward_planes(cnn_conv_desc d, pool_geom g, int pb, bool aligned,
                             const float *__restrict__ col,
                             const int32_t *__restrict__ argmax,
