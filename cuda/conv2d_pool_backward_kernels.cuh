@@ -55,10 +55,11 @@ __device__ __forceinline__ void pass_back(const pool_geom &g, int r, int s, floa
     } else { // as pool.cu's avg_pool_backward_kernel: over the clipped window's count
         grad = 0.0f + v / (float)((win_r1 - win_r0) * (win_c1 - win_c0));
     }
-    if (rows1 - rows0 == 2 && cols1 - cols0 == 2 && rows0 == win_r0 && rows1 == win_r1 &&
-        cols0 == win_c0 && cols1 == win_c1) {
-        // The owned block is the window, 2 x 2 (a 2x2 pool with strides 2 but
-        // at a plane's last row or column of odd size): its four elements as
+    if (rows1 - rows0 == 2 && cols1 - cols0 == 2 && rows1 == win_r1 && cols1 == win_c1) {
+        // The owned block is the window, 2 x 2 (owned rows start where the
+        // window's do, rows0 == win_r0, wherever the block is not empty; a
+        // 2x2 pool with strides 2 but at a plane's last row or column of odd
+        // size): its four elements as
         // the loop below gives them, without the loop (whose bounds and
         // tests were most of the plane kernel's instructions for these
         // pools), a row an 8-byte store where dx allows.

@@ -26,7 +26,7 @@ mutants=(
   "$f|pass_back, 2x2: the second row's pair stored swapped|s/make_float2(out\[2\], out\[3\])/make_float2(out[3], out[2])/"
   "$f|pass_back, 2x2: the second row's floats stored swapped|s/at_dx\[g.w\] = out\[2\], at_dx\[g.w + 1\] = out\[3\]/at_dx[g.w] = out[3], at_dx[g.w + 1] = out[2]/"
   "$f|pass_back, 2x2: the argmax compared one row on|s/const int m = me + (u >> 1) \* g.w + (u \& 1);/const int m = me + (u >> 1) * 2 * g.w + (u \& 1);/"
-  "$f|pass_back, 2x2: taken where the owned rows start before the window|s/rows1 - rows0 == 2 \&\& cols1 - cols0 == 2 \&\& rows0 == win_r0 \&\& /rows1 - rows0 == 2 \&\& cols1 - cols0 == 2 \&\& /"
+  "$f|pass_back, 2x2: taken where the owned rows run on past the window (gaps)|s/cols1 - cols0 == 2 \&\& rows1 == win_r1 \&\&/cols1 - cols0 == 2 \&\&/"
   "$f|planes: every plane summed from the first plane's rows|s/cols + at.pl \* kk \* row + first,/cols + first,/"
   "$f|planes: every plane written over the first|s/(q0 + at.pl) \* in_plane/q0 * in_plane/"
   "$f|planes, 16-byte copies: the runs' first float at offset 0|s/first = (int)(image \* p % 4);/first = 0;/"
