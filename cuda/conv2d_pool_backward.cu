@@ -20,9 +20,9 @@
 // every window. The same bits as the two kernels (and as the ReLU's
 // backward after an average pool's), and dpool is never written: one launch
 // and dpool's trip through memory fewer. Where a plane's share of dcol fits
-// shared memory and the batch is large (the seed CIFAR-10 CNN's both at
-// batch 512), whole planes a block (col2im_pool_backward_planes: dcol read
-// coalesced into shared memory); else a thread a pool output
+// shared memory (the seed CNNs' at any batch), whole planes a block
+// (col2im_pool_backward_planes: dcol read coalesced into shared memory);
+// else a thread a pool output
 // (col2im_pool_backward_kernel).
 // H100, seed CIFAR-10 CNN: BENCHMARKS.md.
 // (A first version ran one thread per element of the pool's INPUT: in a max
@@ -35,25 +35,6 @@ using namespace cnn_pool_col;
 
 namespace {
 
-// The plane kernel only where a thread a pool output would take at least
-// this many blocks an SM (two waves of 8): at batch 512 it paid, at batch
-// 32 it lost (H100, seed CIFAR-10 CNN: conv2's 14,400 blocks, 109 an SM,
-// 126.4 -> 117.9 us; conv3's 35 an SM, 50.8 -> 39.8; at batch 32, 7 and 2
-// an SM, the epochs 0.233 -> 0.235 s, LeNet-5's 0.191 -> 0.194). Measured
-// on the plane kernel of 2026-11-27, before its phases were merged
-// (2026-11-28): not remeasured since.
-constexpr long long PLANES_MIN_BLOCKS_PER_SM = 16;
-
-// Planes a block for col2im_pool_backward_planes (plane_group_of); 0 where
-// the grid of a thread a pool output is short (PLANES_MIN_BLOCKS_PER_SM) or
-// no plane fits: then col2im_pool_backward_kernel.
-int plane_group(const cnn_cuda_impl *impl, const cnn_conv_desc &d, const pool_geom &g)
-{
-    const long long outputs = (long long)d.n * d.c * g.oh * g.ow;
-    if (outputs < PLANES_MIN_BLOCKS_PER_SM * CNN_THREADS * impl->sm_count) return 0;
-    return plane_group_of(d, g, impl->sm_count);
-}
-
 template <bool MAX>
 void launch(cnn_ctx *ctx, unsigned total, const cnn_conv_desc *d, const pool_geom &g,
             const float *col, const int32_t *argmax, const float *y, const float *pool_y,
@@ -61,7 +42,14 @@ void launch(cnn_ctx *ctx, unsigned total, const cnn_conv_desc *d, const pool_geo
 {
     cudaStream_t st = cnn_stream(ctx);
     const bool unit = d->sh == 1 && d->sw == 1;
-    const int pb = plane_group((const cnn_cuda_impl *)ctx->impl, *d, g);
+    // Planes a block for col2im_pool_backward_planes; 0 where no plane fits
+    // its shared memory: then a thread a pool output. The plane kernel
+    // wherever it fits: since its phases were merged it pays at batch 32
+    // too (H200, seed CIFAR-10 CNN, 2026-11-28: conv2's 9.0 -> 6.0 us,
+    // conv3's 9.6 -> 8.2; the epoch 0.212 -> 0.209 s, LeNet-5's 0.173 ->
+    // 0.171). Before the merge it had paid from 16 blocks an SM of a
+    // thread a pool output only, batch 512 (BENCHMARKS.md).
+    const int pb = plane_group_of(*d, g, ((const cnn_cuda_impl *)ctx->impl)->sm_count);
     if (pb > 0) {
         const unsigned blocks = (unsigned)((long long)d->n * d->c / pb);
         const size_t smem = plane_group_floats(*d, g, pb) * sizeof(float);

@@ -152,8 +152,7 @@ static inline bool plane_copies_aligned(const cnn_conv_desc &d, const float *col
 // Planes a block for col2im_pool_backward_planes on a GPU of sm_count SMs:
 // the largest divisor of c whose shared memory fits PLANES_SMEM_FLOATS and
 // that leaves the grid two blocks an SM where it can; 1 where only one plane
-// fits PLANES_SMEM_MAX_FLOATS; 0 where none does. (Whether the kernel pays
-// at all is the engine's call: conv2d_pool_backward.cu.)
+// fits PLANES_SMEM_MAX_FLOATS; 0 where none does (then the kernel above).
 static inline int plane_group_of(const cnn_conv_desc &d, const pool_geom &g, int sm_count)
 {
     if (plane_group_floats(d, g, 1) > PLANES_SMEM_MAX_FLOATS) return 0;

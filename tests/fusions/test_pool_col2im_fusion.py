@@ -58,11 +58,20 @@ NETWORKS = {
 }
 
 
-def train(engine, layers, batch, fuse, monkeypatch, fuse_relu="1"):
+# 70x69 images: the second convolution's input (the pool's output) is
+# 35x34, and one plane of its 3x3 'same' dcol (9 rows of 1,190) does not fit
+# a block's shared memory: col2im_pool_backward_kernel, a thread a pool
+# output, where every smaller plane takes col2im_pool_backward_planes.
+LARGE_SHAPE = (70, 69, 2)
+LARGE = [conv(3, 3, padding="same"), relu(), pool("maxpool", 2), conv(4, 3, padding="same"),
+         relu(), pool("maxpool", 2), conv(3, 1)] + HEAD
+
+
+def train(engine, layers, batch, fuse, monkeypatch, fuse_relu="1", shape=SHAPE):
     """Three training steps, then the gradients, predictions, and the input
     gradient of a backward (which wants it: a first pool's backward runs)."""
     env = {"CNNCUDA_FUSE_POOL_COL2IM": "1" if fuse else "0", "CNNCUDA_FUSE": fuse_relu}
-    return train_three_steps(engine, layers, SHAPE, batch, env, monkeypatch)
+    return train_three_steps(engine, layers, shape, batch, env, monkeypatch)
 
 
 @pytest.mark.parametrize("fuse_relu", ["1", "0"])
@@ -84,13 +93,12 @@ def test_gpu_networks_same_bits_fused_or_not(engine, name, batch, fuse_relu, mon
 def test_gpu_the_wide_kernel_path_same_bits(engine, name, batch, monkeypatch):
     """At batch 3,100 the second convolution of max_relu (33 x 93,000 x 45
     multiply-adds) takes the wide SGEMM kernel: the fused call forms dcol
-    there as conv2d_backward_data does. And on a GPU of 132 SMs the pairs
-    with at least 16 blocks an SM of pool outputs (540,672) take the kernel
-    with whole planes a block (col2im_pool_backward_planes): at batch 3,100
-    max_relu's second (613,800: 33 channels, plane groups dividing 33, a
-    2x2 kernel after it) and avg_relu's first (781,200: average pooling, a
-    convolution with strides 2 after it); at 3,700 max_relu's first too
-    (555,000: its 3x3 instance, the seed CNN's, over 5 channels)."""
+    there as conv2d_backward_data does; and the kernel with whole planes a
+    block (col2im_pool_backward_planes) takes several planes a block:
+    max_relu's second pair (33 channels, plane groups dividing 33, a 2x2
+    kernel after it), avg_relu's first (average pooling, a convolution
+    with strides 2 after it), max_relu's first (its 3x3 instance, the seed
+    CNN's, over 5 channels)."""
     assert_same_bits(train(engine, NETWORKS[name], batch, True, monkeypatch),
                      train(engine, NETWORKS[name], batch, False, monkeypatch))
 
@@ -135,9 +143,9 @@ KERNELS = ("col2im_pool_backward", "col2im32", "max_pool_backward", "avg_pool_ba
            "act_backward")
 
 
-def kernel_counts(layers, shape, fuse, monkeypatch):
+def kernel_counts(layers, shape, fuse, monkeypatch, parts=KERNELS):
     """The launches of one train_batch step (CUDA kernels seen by the
-    PyTorch profiler, tools/profile_cuda.py), by part of their names."""
+    PyTorch profiler, tools/profile_cuda.py), by parts of their names."""
     torch = pytest.importorskip("torch")
     from torch.profiler import ProfilerActivity, profile
     monkeypatch.setenv("CNNCUDA_FUSE_POOL_COL2IM", "1" if fuse else "0")
@@ -150,9 +158,9 @@ def kernel_counts(layers, shape, fuse, monkeypatch):
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         net.train_batch(x, y)
         net.get_weights()  # synchronises
-    counts = dict.fromkeys(KERNELS, 0)
+    counts = dict.fromkeys(parts, 0)
     for e in prof.key_averages():
-        for part in KERNELS:
+        for part in parts:
             if part in e.key:
                 counts[part] += e.count
     return counts
@@ -182,3 +190,33 @@ def test_gpu_the_fused_kernel_runs_where_planned(engine, name, fused, apart, mon
     for fuse, want in ((True, fused), (False, apart)):
         counts = kernel_counts(layers, shape, fuse, monkeypatch)
         assert tuple(counts[k] for k in KERNELS) == want, (fuse, counts)
+
+
+@pytest.mark.parametrize("name,planes,per_output", [
+    ("cifar10_cnn", 2, 0), ("lenet5", 1, 0), ("max_relu", 2, 0), ("large", 1, 1)])
+@pytest.mark.parametrize("engine", CUDA)
+def test_gpu_each_fused_kernel_runs_where_planned(engine, name, planes, per_output,
+                                                   monkeypatch):
+    """The fused kernel with whole planes a block wherever a plane fits its
+    shared memory, at batch 7 too; a thread a pool output where it does not
+    (LARGE's second convolution)."""
+    from cnncuda.seeds import seed_network
+    if name == "large":
+        layers, shape = LARGE, LARGE_SHAPE
+    elif name in NETWORKS:
+        layers, shape = NETWORKS[name], SHAPE
+    else:
+        s = seed_network(name)
+        layers, shape = s["layers"][:-1] + [{"kind": "dense", "units": 4}], s["input_shape"]
+    parts = ("col2im_pool_backward_planes", "col2im_pool_backward_kernel")
+    counts = kernel_counts(layers, shape, True, monkeypatch, parts)
+    assert (counts[parts[0]], counts[parts[1]]) == (planes, per_output), counts
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+@pytest.mark.parametrize("engine", CUDA)
+def test_gpu_the_per_output_kernel_same_bits(engine, batch, monkeypatch):
+    """LARGE's second pair on the kernel with a thread a pool output: the
+    bits of col2im then the pool's and the ReLU's backward."""
+    assert_same_bits(train(engine, LARGE, batch, True, monkeypatch, shape=LARGE_SHAPE),
+                     train(engine, LARGE, batch, False, monkeypatch, shape=LARGE_SHAPE))
