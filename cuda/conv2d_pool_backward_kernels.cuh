@@ -59,10 +59,10 @@ __device__ __forceinline__ void pass_back(const pool_geom &g, int r, int s, floa
         // The owned block is the window, 2 x 2 (owned rows start where the
         // window's do, rows0 == win_r0, wherever the block is not empty; a
         // 2x2 pool with strides 2 but at a plane's last row or column of odd
-        // size): its four elements as
-        // the loop below gives them, without the loop (whose bounds and
-        // tests were most of the plane kernel's instructions for these
-        // pools), a row an 8-byte store where dx allows.
+        // size): its four elements as the loop below gives them, without
+        // the loop (whose bounds and tests were most of the plane kernel's
+        // instructions for these pools), a row an 8-byte store where dx
+        // allows (H200, batch 512: conv2's plane kernel 80.5 -> 70.6 us).
         const int me = rows0 * g.w + cols0;
         float out[4];
 #pragma unroll
@@ -216,10 +216,10 @@ struct plane_walk {
 // KH, KW > 0: the convolution's kernel size at compile time (3 x 3). Shared
 // memory (dynamic, plane_group_floats; plane_group_of picks pb): the block's
 // pb*kh*kw rows of dcol, then pb*oh*ow of pool_y and as many argmaxes.
-// (Held to 32 registers by its launch bounds, 8 blocks an SM, it measured
-// even with 40 registers and 6 blocks: H200, batch 512, conv2's 80.3 us
-// both ways, conv3's 33.4 against 32.3; with pass_back's 2x2 case it
-// would spill.) The same bits as the kernel above.
+// No launch bounds: 40 registers, 6 blocks an SM. (Before pass_back's 2x2
+// case, bounds of 8 blocks an SM, 32 registers, measured even with 40: H200,
+// batch 512, conv2's 80.3 us both ways, conv3's 33.4 against 32.3; with that
+// case they would spill.) The same bits as the kernel above.
 template <bool MAX, bool UNIT, int KH = 0, int KW = 0>
 __global__ void __launch_bounds__(CNN_THREADS)
 col2im_pool_backward_planes(cnn_conv_desc d, pool_geom g, int pb, bool aligned,
