@@ -109,11 +109,11 @@ sgemm_narrow_slices(int m, int n, int k, int k_slice, float alpha, const float *
         for (int q = 0; q < Q; ++q) {
             const int i = c_row + q * Q_ROWS;
             async_copy16(&as[stage][i][c_kk], a_in[q] && count ? a_at + q * Q_ROWS * a_row : a,
-                       a_in[q] ? count : 0);
+                         a_in[q] ? count : 0);
             if (!(b_ones && i == n))
                 async_copy16(&bs[stage][i][c_kk],
-                           b_in[q] && count ? b_at + (size_t)q * Q_ROWS * ldb : b,
-                           b_in[q] ? count : 0);
+                             b_in[q] && count ? b_at + (size_t)q * Q_ROWS * ldb : b,
+                             b_in[q] ? count : 0);
         }
         gk += NARROW_K;
         a_at += NARROW_K;

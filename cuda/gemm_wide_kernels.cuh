@@ -362,11 +362,11 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
                     const int count =
                         col0 + row < nc ? max(0, min(8, k_end - (k0 + at))) : 0;
                     async_copy16(&bs[stage][row][at],
-                                count > 0 ? b + (size_t)(col0 + row) * ldb + k0 + at : b, count);
+                                 count > 0 ? b + (size_t)(col0 + row) * ldb + k0 + at : b, count);
                 } else {       // row: k0 + row; at: the column in the tile
                     const int count = k0 + row < k_end ? max(0, min(8, n - col0 - at)) : 0;
                     async_copy16(&bs[stage][row][at],
-                                count > 0 ? b + (size_t)(k0 + row) * ldb + col0 + at : b, count);
+                                 count > 0 ? b + (size_t)(k0 + row) * ldb + col0 + at : b, count);
                 }
             }
         } else if (TRANS_B) {
@@ -376,7 +376,7 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
             for (int q = 0; q < EB; ++q) {
                 const bool ok = (b_rows_in >> q & 1u) && b_k_in;
                 async_copy(&bs[stage][tid % WBK][tid / WBK + q * B_Q], ok ? b_at + q * b_q : b,
-                          ok);
+                           ok);
             }
         } else if (B_VEC && b_vec) {
             // four columns a copy: rows (tid + q T) / 32, columns 4 ((tid + q T) % 32)
@@ -385,7 +385,8 @@ sgemm_wide(int m, int n, int k, int k_slice, float alpha, const float *__restric
             for (int q = 0; q < EB / 4; ++q) {
                 const int l = tid + q * T, j = 4 * (l % (WBN / 4)), kk = l / (WBN / 4);
                 const int count = k0 + kk < k_end ? max(0, min(4, n - col0 - j)) : 0;
-                async_copy16(&bs[stage][kk][j], count > 0 ? b_row + (size_t)kk * ldb + j : b, count);
+                async_copy16(&bs[stage][kk][j], count > 0 ? b_row + (size_t)kk * ldb + j : b,
+                             count);
             }
         } else {
             const float *b_at[NJ];

@@ -39,8 +39,9 @@
 //      the argmax: a quarter of those reads
 //   6  4 likewise
 //   7  the engine: cuda_conv2d_backward_data_pool (cuda/conv2d_pool_backward.cu),
-//      which runs 6 at large batches and 5 at these (batch 32; until
-//      2026-11-27, eighth session, 4 and 3, and it was version 5)
+//      which runs 6 wherever a plane fits shared memory, these shapes
+//      included (since 2026-11-28; before, 6 at large batches and 5 at
+//      these; until 2026-11-27, eighth session, 4 and 3)
 // The argmax comes from the engine's max pool forward (cuda_pool_forward) on
 // a random ReLU output y, checked against the host's. Odd shapes also check
 // average pooling (cuda_pool_backward(_relu) in version 1, the fused
@@ -201,7 +202,7 @@ const Version VERSIONS[] = {
     {"GEMM + engine kernels apart: col2im32, pool backward with ReLU mask", v1},
     {"GEMM + first fused kernel: one thread per pool input element", v2},
     {"GEMM + one thread per pool output (the engine's kernel for large planes)", v3},
-    {"GEMM + whole planes a block (the engine's kernel at large batches)", v4},
+    {"GEMM + whole planes a block (the engine's kernel where a plane fits)", v4},
     {"GEMM + one thread per pool output, the ReLU tested on the pool's output", v5},
     {"GEMM + whole planes a block, the ReLU tested on the pool's output", v6},
     {"engine cuda_conv2d_backward_data_pool", v7},
