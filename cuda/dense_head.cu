@@ -135,6 +135,14 @@ __device__ __forceinline__ float head_class_sum(const float *__restrict__ xp, in
 // The bias, and the label or the targets' row that the tail below reads,
 // are fetched at the start (the bias into a register, the others
 // prefetched into L1) so that no global load waits after the sums.
+// One instance per loss (SPARSE: labels, else targets' rows) and softmax
+// (with it, the loss on probabilities; without, on logits: the host's check),
+// so that each holds only its own tail: the one kernel for all four was 9,000
+// instructions, and tiny MNIST's launch (probabilities after a softmax, 27
+// rows a thread) missed the SM's instruction cache 2,800 times (ncu, H200:
+// 15% of 18,245 requests; LeNet-5's 5% of 9,904) with 42% of its warp
+// samples waiting for instructions.
+template <bool SPARSE, bool SOFTMAX>
 __global__ void __launch_bounds__(HEAD_FWD_THREADS, 1)
 head_forward_kernel(head_args h, const float *__restrict__ x, const float *__restrict__ w,
                     const float *__restrict__ b, const int32_t *__restrict__ labels,
@@ -149,7 +157,7 @@ head_forward_kernel(head_args h, const float *__restrict__ x, const float *__res
     const int k = h.loss.k, n = h.loss.n, in = h.in;
     const float bias = b && tid < k ? b[tid] : 0.0f;
     if (warp == 0) { // the tail's reads, into L1 now (hints only)
-        if (h.loss.kind == CNN_LOSS_SPARSE_CE) {
+        if (SPARSE) {
             if (lane == 0) prefetch_l1(labels + i);
         } else if (lane < 3) { // the row's lines (k <= 64 floats: at most 3)
             const int j = lane == 0 ? 0 : lane == 1 ? min(32, k - 1) : k - 1;
@@ -180,28 +188,30 @@ head_forward_kernel(head_args h, const float *__restrict__ x, const float *__res
         const float *t = nullptr;
         int label = 0;
         bool skip = false;
-        if (h.loss.kind == CNN_LOSS_SPARSE_CE) {
+        if (SPARSE) {
             label = labels[i];
             skip = label < 0 || label >= k; // as loss.cu: no loss, no count, a zero gradient
         } else {
             t = targets + (size_t)i * k;
         }
         double loss = 0.0, correct = 0.0;
+        loss_args la = h.loss;
+        la.logits = !SOFTMAX; // as the host checked: known here, so one branch of the loss
         if (skip) {
-            if (h.softmax) {
+            if (SOFTMAX) {
                 softmax_row(zs, ps, k, lane);
                 for (int j = lane; j < k; j += 32) p[(size_t)i * k + j] = ps[j];
             }
             for (int j = lane; j < k; j += 32) g[j] = 0.0f;
-        } else if (h.softmax) {
+        } else if (SOFTMAX) {
             softmax_row(zs, ps, k, lane);
             __syncwarp(); // ps is read across lanes below
             for (int j = lane; j < k; j += 32) p[(size_t)i * k + j] = ps[j];
-            loss = categorical_row(h.loss, ps, t, label, gs, &correct, lane);
+            loss = categorical_row(la, ps, SPARSE ? nullptr : t, label, gs, &correct, lane);
             __syncwarp();
             softmax_backward_row(ps, gs, g, k, lane);
         } else {
-            loss = categorical_row(h.loss, zs, t, label, g, &correct, lane);
+            loss = categorical_row(la, zs, SPARSE ? nullptr : t, label, g, &correct, lane);
         }
         if (lane == 0) {
             rows[i] = loss;
@@ -596,8 +606,12 @@ cnn_status cuda_dense_loss_head(cnn_ctx *ctx, const cnn_loss_desc *d, int in, in
     h.relu = relu != 0;
     double *rows = (double *)ws;
     float *dz = (float *)(rows + 2 * (size_t)n);
-    head_forward_kernel<<<n, HEAD_FWD_THREADS, 0, st>>>(h, x, w, b, labels, targets, z, p, dz,
-                                                         rows);
+    const bool sparse = d->kind == CNN_LOSS_SPARSE_CE;
+    auto *head_forward = sparse ? (softmax ? head_forward_kernel<true, true>
+                                           : head_forward_kernel<true, false>)
+                                : (softmax ? head_forward_kernel<false, true>
+                                           : head_forward_kernel<false, false>);
+    head_forward<<<n, HEAD_FWD_THREADS, 0, st>>>(h, x, w, b, labels, targets, z, p, dz, rows);
     CNN_CUDA_LAUNCHED("dense_loss_head forward");
     // dw and db: S slices of the rows (head_dw), S a function of n alone (the
     // order of the sums: the same bits for the same n, run to run)
