@@ -21,6 +21,7 @@
 #include "conv2d_kernels.cuh"
 #include "conv2d_rearranged.cuh"
 #include "conv_cases.cuh"
+#include "conv_forward_case.cuh"
 #include "sgemm_stages.cuh"
 
 using namespace dev;
@@ -132,22 +133,6 @@ bool conv_im2col(const cnn_conv_desc &d, const float *x, const float *w, const f
     return launched("scatter bias");
 }
 
-struct Buffers {
-    DeviceBuffer<float> x, w, b, y, ws;
-    explicit Buffers(const cnn_conv_desc &d)
-        : x(x_count(d)), w(w_count(d)), b(d.f), y(y_count(d)),
-          ws(rearranged::workspace_floats(d))
-    {
-    }
-};
-
-struct Version {
-    const char *name;
-    bool (*run)(const cnn_conv_desc &, Buffers &, bool bias, Engine &);
-};
-
-const float *bias_of(Buffers &m, bool bias) { return bias ? m.b.p : nullptr; }
-
 const Version VERSIONS[] = {
     {"naive direct: one thread per output, global memory only",
      [](const cnn_conv_desc &d, Buffers &m, bool bias, Engine &e) {
@@ -176,64 +161,6 @@ const Version VERSIONS[] = {
      }},
 };
 constexpr int N_VERSIONS = sizeof VERSIONS / sizeof VERSIONS[0];
-
-// One convolution with one kind of input and its float64 reference.
-struct Case {
-    ConvCase cc;
-    Fill fill;
-    std::vector<float> x, w, b;
-    std::vector<double> ref, scale;
-    Buffers gpu; // the inputs and outputs on the device
-
-    Case(const ConvCase &c, Fill f, uint64_t seed)
-        : cc(c), fill(f), x(random_vector(x_count(c.d), f, seed)),
-          w(random_vector(w_count(c.d), f, seed + 1)), b(random_vector(c.d.f, f, seed + 2)), gpu(c.d)
-    {
-        gpu.x.upload(x);
-        gpu.w.upload(w);
-        gpu.b.upload(b);
-        reference();
-    }
-
-    void reference()
-    {
-        const cnn_conv_desc &d = cc.d;
-        ref.assign(y_count(d), 0.0);
-        scale.assign(y_count(d), 0.0);
-        size_t o = 0;
-        for (int i = 0; i < d.n; ++i)
-            for (int fi = 0; fi < d.f; ++fi)
-                for (int r = 0; r < d.oh; ++r)
-                    for (int s = 0; s < d.ow; ++s, ++o) {
-                        double acc = cc.bias ? b[fi] : 0.0, acc_abs = std::fabs(acc);
-                        for (int ch = 0; ch < d.c; ++ch)
-                            for (int ki = 0; ki < d.kh; ++ki)
-                                for (int kj = 0; kj < d.kw; ++kj) {
-                                    const long xi = x_index(d, i, ch, r, s, ki, kj);
-                                    if (xi < 0) continue;
-                                    const double t = (double)x[xi] *
-                                                     w[(((size_t)fi * d.c + ch) * d.kh + ki) * d.kw + kj];
-                                    acc += t;
-                                    acc_abs += std::fabs(t);
-                                }
-                        ref[o] = acc;
-                        scale[o] = acc_abs;
-                    }
-    }
-};
-
-Errors check(const Version &v, Case &c, Engine &eng)
-{
-    c.gpu.y.fill_nan(); // every output must be written
-    Errors e;
-    if (!v.run(c.cc.d, c.gpu, c.cc.bias, eng)) {
-        e.bad_at = 0;
-        return e;
-    }
-    CUDA_CHECK(cudaStreamSynchronize(eng.stream()));
-    return compare(c.gpu.y.download(), c.ref, c.scale);
-}
-
 } // namespace
 
 int main(int argc, char **argv)

@@ -27,6 +27,17 @@ inline std::vector<ConvCase> seed_convs()
     };
 }
 
+// The seed's convolutions at batch 512 (conv2d_winograd's large shapes).
+inline std::vector<ConvCase> large_convs()
+{
+    std::vector<ConvCase> v = seed_convs();
+    for (ConvCase &cc : v) {
+        cc.label += " batch 512";
+        cc.d.n = 512;
+    }
+    return v;
+}
+
 inline std::vector<ConvCase> odd_convs()
 {
     return {

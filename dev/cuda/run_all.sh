@@ -14,7 +14,7 @@ out=${1:-$here/stages.json}
 case $out in /*) ;; *) out=$PWD/$out ;; esac
 log=${out%.json}.log
 mkdir -p "$(dirname "$out")"
-programs=(sgemm conv2d_forward maxpool_forward conv2d_backward_filter conv2d_backward_data_pool
+programs=(sgemm conv2d_forward conv2d_winograd maxpool_forward conv2d_backward_filter conv2d_backward_data_pool
           pool_forward_im2col gather_im2col step_forward step_backward)
 
 arch=${ARCH:-$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')}
