@@ -71,30 +71,10 @@ const Version VERSIONS[] = {
      winograd_forward<16, 1, Loads::ROWS>},
     {"engine cuda_conv2d_forward: im2col + split-K SGEMM + bias", engine_forward},
 };
-constexpr int N_VERSIONS = sizeof VERSIONS / sizeof VERSIONS[0];
 
 } // namespace
 
 int main(int argc, char **argv)
 {
-    const Options opt = parse_args(argc, argv, N_VERSIONS);
-    Engine eng;
-    Report rep("conv2d_winograd", opt);
-    Cases<Case> cases;
-    cases.large_total = "total batch 512";
-    uint64_t seed = 500;
-    for (const ConvCase &cc : seed_convs())
-        for (Fill f : {Fill::INTEGER, Fill::UNIFORM}) cases.seed.emplace_back(new Case(cc, f, seed += 3));
-    for (const ConvCase &cc : large_convs())
-        for (Fill f : {Fill::INTEGER, Fill::UNIFORM}) cases.large.emplace_back(new Case(cc, f, seed += 3));
-    for (const ConvCase &cc : odd_convs())
-        for (Fill f : {Fill::INTEGER, Fill::UNIFORM}) cases.odd.emplace_back(new Case(cc, f, seed += 3));
-    std::vector<std::string> names;
-    for (const Version &v : VERSIONS) names.push_back(v.name);
-    return run_versions(
-        rep, opt, names, cases, [&](size_t vi, Case &c) { return check(VERSIONS[vi], c, eng); },
-        [&](size_t vi, Case &c) {
-            return time_median_ms(eng.stream(), [&] { return VERSIONS[vi].run(c.cc.d, c.gpu, c.cc.bias, eng); });
-        },
-        [](const Case &c) { return describe(c.cc); });
+    return run_conv_forward("conv2d_winograd", VERSIONS, argc, argv, true, 500);
 }

@@ -184,6 +184,31 @@ __device__ __forceinline__ void store_outputs(const cnn_conv_desc &d, int t0, in
     }
 }
 
+// U's chunk (channels c0.., filters k0..) copied into ub[(xi CC + cc)
+// WG_FILTERS + filter] by cp.async (zeros past the channels and filters), 16
+// bytes a copy with U16 (f a multiple of 4: u's rows 16-byte aligned), else
+// 4; not committed.
+template <int CC, bool U16>
+__device__ __forceinline__ void copy_u_chunk(float *ub, const float *u, const cnn_conv_desc &d, int c0,
+                                             int k0, int tid)
+{
+    if constexpr (U16) {
+        for (int e = tid; e < 4 * CC * WG_FILTERS; e += WG_THREADS) {
+            const int kl = e % (WG_FILTERS / 4) * 4, cc = e / (WG_FILTERS / 4) % CC;
+            const int xi = e / (WG_FILTERS / 4 * CC), k = k0 + kl, ch = c0 + cc;
+            const int count = ch < d.c ? max(0, min(4, d.f - k)) : 0;
+            async_copy16(&ub[e * 4], count > 0 ? u + ((size_t)xi * d.c + ch) * d.f + k : u, count);
+        }
+    } else {
+        for (int e = tid; e < 16 * CC * WG_FILTERS; e += WG_THREADS) {
+            const int kl = e % WG_FILTERS, cc = e / WG_FILTERS % CC, xi = e / (WG_FILTERS * CC);
+            const int k = k0 + kl, ch = c0 + cc;
+            const bool ok = k < d.f && ch < d.c;
+            async_copy(&ub[e], ok ? u + ((size_t)xi * d.c + ch) * d.f + k : u, ok);
+        }
+    }
+}
+
 // x (n, c, h, w), u (16, c, f), b (f) or NULL -> y (n, f, oh, ow).
 // Grid: (ceil(P / WG_TILES), ceil(f / WG_FILTERS)); shared_bytes<CC>() of
 // dynamic shared memory. Each chunk: loads (global -> registers -> V and U
@@ -279,13 +304,7 @@ winograd_forward_piped(cnn_conv_desc d, const float *__restrict__ x, const float
             }
             async_copy(&r[e], src, ok);
         }
-        float *ub = us + buf * 16 * CC * WG_FILTERS;
-        for (int e = tid; e < 16 * CC * WG_FILTERS; e += WG_THREADS) {
-            const int kl = e % WG_FILTERS, cc = e / WG_FILTERS % CC, xi = e / (WG_FILTERS * CC);
-            const int k = k0 + kl, ch = c0 + cc;
-            const bool ok = k < d.f && ch < d.c;
-            async_copy(&ub[e], ok ? u + ((size_t)xi * d.c + ch) * d.f + k : u, ok);
-        }
+        copy_u_chunk<CC, false>(us + buf * 16 * CC * WG_FILTERS, u, d, c0, k0, tid);
         async_commit();
     };
 
@@ -380,21 +399,10 @@ winograd_forward_rows(cnn_conv_desc d, int rb, const float *__restrict__ x, cons
             const bool ok = off >= 0 && ch < d.c && col >= 0 && col < d.w;
             async_copy(&rows[e], ok ? x + off + ch * plane + col : x, ok);
         }
-        if (u16) { // U's chunk, 16 bytes a copy (f a multiple of 4)
-            for (int e = tid; e < 4 * CC * WG_FILTERS; e += WG_THREADS) {
-                const int kl = e % (WG_FILTERS / 4) * 4, cc = e / (WG_FILTERS / 4) % CC;
-                const int xi = e / (WG_FILTERS / 4 * CC), k = k0 + kl, ch = c0 + cc;
-                const int count = ch < d.c ? max(0, min(4, d.f - k)) : 0;
-                async_copy16(&us[e * 4], count > 0 ? u + ((size_t)xi * d.c + ch) * d.f + k : u, count);
-            }
-        } else {
-            for (int e = tid; e < 16 * CC * WG_FILTERS; e += WG_THREADS) {
-                const int kl = e % WG_FILTERS, cc = e / WG_FILTERS % CC, xi = e / (WG_FILTERS * CC);
-                const int k = k0 + kl, ch = c0 + cc;
-                const bool ok = k < d.f && ch < d.c;
-                async_copy(&us[e], ok ? u + ((size_t)xi * d.c + ch) * d.f + k : u, ok);
-            }
-        }
+        if (u16)
+            copy_u_chunk<CC, true>(us, u, d, c0, k0, tid);
+        else
+            copy_u_chunk<CC, false>(us, u, d, c0, k0, tid);
         async_commit();
         async_wait<0>();
         __syncthreads();

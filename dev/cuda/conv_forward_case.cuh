@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "common.cuh"
@@ -89,6 +91,36 @@ inline Errors check(const Version &v, Case &c, Engine &eng)
     }
     CUDA_CHECK(cudaStreamSynchronize(eng.stream()));
     return compare(c.gpu.y.download(), c.ref, c.scale);
+}
+
+// A convolution-forward program's main: its versions checked and timed at
+// the seed shapes (and, with large, at batch 512: a total of their own) and
+// at the odd shapes; the inputs' seeds from seed0. Returns the exit status.
+template <size_t N>
+int run_conv_forward(const char *op, const Version (&versions)[N], int argc, char **argv, bool large,
+                     uint64_t seed0)
+{
+    const Options opt = parse_args(argc, argv, (int)N);
+    Engine eng;
+    Report rep(op, opt);
+    Cases<Case> cases;
+    cases.large_total = "total batch 512";
+    uint64_t seed = seed0;
+    auto add = [&](std::vector<std::unique_ptr<Case>> &list, const std::vector<ConvCase> &convs) {
+        for (const ConvCase &cc : convs)
+            for (Fill f : {Fill::INTEGER, Fill::UNIFORM}) list.emplace_back(new Case(cc, f, seed += 3));
+    };
+    add(cases.seed, seed_convs());
+    if (large) add(cases.large, large_convs());
+    add(cases.odd, odd_convs());
+    std::vector<std::string> names;
+    for (const Version &v : versions) names.push_back(v.name);
+    return run_versions(
+        rep, opt, names, cases, [&](size_t vi, Case &c) { return check(versions[vi], c, eng); },
+        [&](size_t vi, Case &c) {
+            return time_median_ms(eng.stream(), [&] { return versions[vi].run(c.cc.d, c.gpu, c.cc.bias, eng); });
+        },
+        [](const Case &c) { return describe(c.cc); });
 }
 
 } // namespace dev
