@@ -1,7 +1,8 @@
 // conv_forward_case.cuh: what the convolution-forward programs
 // (conv2d_forward, conv2d_winograd) share: a case's device buffers, a
 // version's entry, one convolution with its inputs and float64 reference,
-// and the check of a version against it.
+// the check of a version against it, and the programs' main
+// (run_conv_forward).
 #ifndef DEV_CUDA_CONV_FORWARD_CASE_CUH
 #define DEV_CUDA_CONV_FORWARD_CASE_CUH
 
