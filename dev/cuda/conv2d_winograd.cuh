@@ -447,6 +447,18 @@ inline bool rows_fit(const cnn_conv_desc &d)
     return tw <= WG_TILES && 4 * (WG_TILES / tw) * rows_padded_width(tw) <= ROWS_PER_CHANNEL;
 }
 
+// kernel on st with smem bytes of dynamic shared memory (false, said on
+// stderr, where it did not launch).
+template <typename Kernel, typename... Args>
+bool launch(Kernel kernel, size_t smem, dim3 grid, cudaStream_t st, Args... args)
+{
+    if (!went("shared memory",
+              cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)))
+        return false;
+    kernel<<<grid, WG_THREADS, smem, st>>>(args...);
+    return went("forward", cudaGetLastError());
+}
+
 // The two launches on st (false, said on stderr, where one failed); the
 // shape must apply (applies(d), and rows_fit(d) for ROWS); u: u_floats(d)
 // floats of workspace. MIN_BLOCKS: the blocks an SM the registers must
@@ -462,25 +474,18 @@ bool forward(const cnn_conv_desc &d, const float *x, const float *w, const float
     const int k_blocks = (d.f + WG_FILTERS - 1) / WG_FILTERS;
     if constexpr (KIND == Loads::ROWS) {
         const int rb = WG_TILES / tiles_across(d), tile_rows = d.n * tiles_down(d);
-        constexpr size_t smem = rows_shared_bytes<CC>();
-        if (!went("shared memory", cudaFuncSetAttribute(winograd_forward_rows<CC, MIN_BLOCKS>,
-                                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                        (int)smem)))
-            return false;
         const dim3 grid((unsigned)((tile_rows + rb - 1) / rb), k_blocks);
-        winograd_forward_rows<CC, MIN_BLOCKS><<<grid, WG_THREADS, smem, st>>>(d, rb, x, u, b, y);
+        return launch(winograd_forward_rows<CC, MIN_BLOCKS>, rows_shared_bytes<CC>(), grid, st, d, rb, x,
+                      u, b, y);
     } else {
         const size_t n_tiles = (size_t)d.n * tiles_down(d) * tiles_across(d);
         const dim3 grid((unsigned)((n_tiles + WG_TILES - 1) / WG_TILES), k_blocks);
-        constexpr size_t smem = KIND == Loads::PIPED ? piped_shared_bytes<CC>() : shared_bytes<CC>();
-        auto kernel = KIND == Loads::PIPED ? winograd_forward_piped<CC, MIN_BLOCKS>
-                                           : winograd_forward<CC, MIN_BLOCKS>;
-        if (!went("shared memory",
-                  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)))
-            return false;
-        kernel<<<grid, WG_THREADS, smem, st>>>(d, x, u, b, y);
+        if constexpr (KIND == Loads::PIPED)
+            return launch(winograd_forward_piped<CC, MIN_BLOCKS>, piped_shared_bytes<CC>(), grid, st, d, x,
+                          u, b, y);
+        else
+            return launch(winograd_forward<CC, MIN_BLOCKS>, shared_bytes<CC>(), grid, st, d, x, u, b, y);
     }
-    return went("forward", cudaGetLastError());
 }
 
 } // namespace winograd
