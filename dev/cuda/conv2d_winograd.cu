@@ -21,8 +21,8 @@
 //      channels a chunk, two blocks an SM (80 KiB each)
 //   4  the same, 8 channels a chunk, one block an SM (160 KiB)
 //   5  version 1 with each chunk's input rows staged in shared memory first
-//      (coalesced, 8 loads in flight a thread), the patches read from
-//      there: a block takes whole rows of tiles (64 / tw of them), two
+//      (coalesced cp.async copies; U's by 16-byte copies), the patches read
+//      from there: a block takes whole rows of tiles (64 / tw of them), two
 //      blocks an SM (96 KiB each)
 //   6  the same, one block an SM (its registers unbounded: no spills)
 //   7  the same, 16 channels a chunk (192 KiB of shared memory)
@@ -43,9 +43,9 @@ bool engine_forward(const cnn_conv_desc &d, Buffers &m, bool bias, Engine &e)
                      "cuda_conv2d_forward");
 }
 
-// Winograd where it applies, else the engine.
 using winograd::Loads;
 
+// Winograd where it applies, else the engine.
 template <int CC, int MIN_BLOCKS, Loads KIND>
 bool winograd_forward(const cnn_conv_desc &d, Buffers &m, bool bias, Engine &e)
 {
