@@ -23,8 +23,8 @@ PROGRAMS = ("sgemm", "conv2d_forward", "conv2d_winograd", "maxpool_forward",
 # versions per program; the last one is the engine's own code but in
 # NO_ENGINE_VERSION's programs
 VERSIONS = {"sgemm": 11, "conv2d_forward": 6, "conv2d_winograd": 8, "maxpool_forward": 2,
-            "conv2d_backward_filter": 5, "conv2d_backward_data_pool": 7, "pool_forward_im2col": 2, "gather_im2col": 2,
-            "step_forward": 4, "step_backward": 4}
+            "conv2d_backward_filter": 5, "conv2d_backward_data_pool": 7, "pool_forward_im2col": 2,
+            "gather_im2col": 2, "step_forward": 4, "step_backward": 4}
 # programs with no engine version (step_backward: the fused backward and the
 # whole step; BENCHMARKS.md gives the engine's step)
 NO_ENGINE_VERSION = {"step_backward"}
